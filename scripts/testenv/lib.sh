@@ -36,26 +36,57 @@ dist_dir() { mkdir -p "$TESTENV_HOME/dist" && printf '%s\n' "$TESTENV_HOME/dist/
 dl_dir() { mkdir -p "$TESTENV_HOME/dl/$1" && printf '%s\n' "$TESTENV_HOME/dl/$1"; }
 
 # ensure_svc_user creates the unprivileged system user that runs servers refusing root.
+# Scripts run in parallel, so creation is serialized with a lock and a lost race is not an error.
 ensure_svc_user() {
   id "$TESTENV_SVC_USER" >/dev/null 2>&1 && return 0
-  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TESTENV_SVC_USER"
+  mkdir -p "$TESTENV_HOME"
+  (
+    flock 9
+    id "$TESTENV_SVC_USER" >/dev/null 2>&1 ||
+      useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TESTENV_SVC_USER"
+  ) 9>"$TESTENV_HOME/.user.lock"
 }
 
 # apt_ensure CMD PKG... installs Debian packages when CMD is not on PATH (apt-get update at most once).
+# Parallel scripts take turns through a lock, since dpkg allows one installer at a time.
 apt_ensure() {
   local cmd=$1; shift
   command -v "$cmd" >/dev/null 2>&1 && return 0
-  if [ ! -f "$TESTENV_HOME/.apt-updated" ]; then
-    apt-get update -qq >&2 && mkdir -p "$TESTENV_HOME" && touch "$TESTENV_HOME/.apt-updated"
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+  mkdir -p "$TESTENV_HOME"
+  (
+    flock -w 900 9 || die "waited 15 minutes for another package installation"
+    command -v "$cmd" >/dev/null 2>&1 && exit 0
+    if [ ! -f "$TESTENV_HOME/.apt-updated" ]; then
+      apt-get update -qq >&2 && touch "$TESTENV_HOME/.apt-updated"
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+  ) 9>"$TESTENV_HOME/.apt.lock"
 }
 
 # mvn_fetch GROUP:ARTIFACT:VERSION[:PACKAGING[:CLASSIFIER]] DIR copies one artifact (no transitive
 # dependencies) from Maven Central through ~/.m2 into DIR.
 mvn_fetch() {
   mkdir -p "$2"
-  mvn -B -q "$TESTENV_MDP:copy" -Dartifact="$1" -DoutputDirectory="$2" -Dmdep.overWriteIfNewer=true >&2
+  mvn_locked -q "$TESTENV_MDP:copy" -Dartifact="$1" -DoutputDirectory="$2" -Dmdep.overWriteIfNewer=true >&2
+}
+
+# mvn_locked ARGS... runs Maven in batch mode, one at a time: Maven 3.8 does not lock ~/.m2, and
+# parallel first downloads of the same plugin could read each other's half-written files.
+mvn_locked() {
+  mkdir -p "$TESTENV_HOME"
+  (
+    flock -w 1800 9 || die "waited 30 minutes for another Maven run"
+    mvn -B -Dstyle.color=never "$@"
+  ) 9>"$TESTENV_HOME/.mvn.lock"
+}
+
+# proc_alive PID succeeds when PID is a live process. A zombie does not count: PID 1 on our
+# machines reaps exited servers only after a second or two.
+proc_alive() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
 
 # pid_alive PIDFILE succeeds when the file names a live process.
@@ -63,7 +94,7 @@ pid_alive() {
   local pid
   [ -f "$1" ] || return 1
   pid=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  [ -n "$pid" ] && proc_alive "$pid"
 }
 
 # stop_pid PIDFILE [SECONDS] sends TERM, waits (default 30 s), then KILLs; removes the pid file.
@@ -72,8 +103,8 @@ stop_pid() {
   if pid_alive "$file"; then
     pid=$(cat "$file")
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < secs * 4; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-    if kill -0 "$pid" 2>/dev/null; then log "pid $pid ignored TERM for ${secs}s, killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+    for ((i = 0; i < secs * 4; i++)); do proc_alive "$pid" || break; sleep 0.25; done
+    if proc_alive "$pid"; then log "pid $pid ignored TERM for ${secs}s, killing"; kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$file"
 }
@@ -99,8 +130,15 @@ show_logs() {
   done
 }
 
-# port_free PORT succeeds when nothing listens on 127.0.0.1:PORT.
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# port_free PORT succeeds when nothing listens on PORT. ss also sees a socket that is still bound
+# by a server shutting down (no longer accepting, so a connect test would call it free).
+port_free() {
+  if command -v ss >/dev/null 2>&1; then
+    [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+  else
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
 
 # http_ok URL succeeds when URL answers 2xx.
 http_ok() { curl -fsS --max-time 5 "$1" >/dev/null 2>&1; }

@@ -1,0 +1,49 @@
+# Tributary — the make targets the README names. `make help` lists them.
+SHELL := /usr/bin/env bash
+GO ?= go
+TESTENV := scripts/testenv/testenv
+# The integration-test gates (internal/testenv); `make test` clears them so it never needs a server.
+TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
+	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
+
+.PHONY: help check test test-all fmt fmt-check vet smoke \
+	testenv-up testenv-down testenv-status testenv-logs
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
+	@echo "check: ok"
+
+test: ## unit tests only (-race), no servers: the edit loop
+	env $(addprefix -u ,$(TESTENV_VARS)) $(GO) test -race -count=1 ./...
+
+test-all: ## unit + integration tests (-race) against the servers in .testenv/env
+	@test -f .testenv/env || { echo "test-all: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
+	set -a && . .testenv/env && set +a && \
+	  $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/smoke)
+
+smoke: ## smoke tests: one "smoke: <server> ok" line per server whose checks all passed
+	scripts/smoke
+
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check: ## fail when a Go file is not gofmt-formatted
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	$(GO) vet ./...
+
+testenv-up: ## install (cached) and start every real server; writes .testenv/env
+	$(TESTENV) up
+
+testenv-down: ## stop every real server
+	$(TESTENV) down
+
+testenv-status: ## one line per server
+	$(TESTENV) status
+
+testenv-logs: ## tail every server log (for a failing run)
+	$(TESTENV) logs

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# MariaDB 10.11 (Debian's mariadb-server) with a ROW-format binlog for CDC tests: its own datadir
+# in $(run_dir mariadb), listening on 127.0.0.1:$MYSQL_PORT only, started as root and dropping to
+# the package's `mysql` user. Debian's default instance (/var/lib/mysql, port 3306) is never
+# started: the install runs under a policy-rc.d that forbids it.
+#
+# Connection (what `env` prints), in go-sql-driver/mysql DSN form:
+#   TRIBUTARY_MYSQL_DSN=tributary:tributary@tcp(127.0.0.1:<MYSQL_PORT>)/test
+# User `tributary` (password `tributary`) has ALL PRIVILEGES ON *.* WITH GRANT OPTION, which
+# includes REPLICATION SLAVE (binlog dumps) and BINLOG MONITOR (SHOW BINLOG STATUS); tests that
+# want a least-privilege CDC user create one with it. Database `test` exists and is empty.
+# root@localhost has an empty password and is reachable over the unix socket in the run dir
+# (`mariadb --defaults-file=$(run_dir mariadb)/my.cnf -uroot`).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+TESTENV_NAME=mariadb
+
+MY_RUN=$(run_dir mariadb)
+MY_CNF=$MY_RUN/my.cnf
+MY_PIDFILE=$MY_RUN/mariadb.pid
+MY_ERRLOG=$MY_RUN/error.log
+MY_USER=tributary
+MY_PASS=tributary
+
+# no_autostart CMD... runs CMD with a policy-rc.d that forbids maintainer scripts to start
+# services. An existing policy-rc.d (container images ship one) is left as it is.
+no_autostart() {
+  local policy=/usr/sbin/policy-rc.d rc=0
+  if [ -e "$policy" ]; then "$@"; return; fi
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+  "$@" || rc=$?
+  rm -f "$policy"
+  return "$rc"
+}
+
+# pids_with_arg ARG prints the pids of processes one of whose command-line arguments is exactly
+# ARG. It finds an instance of ours whose run dir (and pid file) was wiped while it ran.
+pids_with_arg() {
+  local f pid
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    [ "$pid" = "$$" ] && continue
+    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$1"; then echo "$pid"; fi
+  done
+}
+
+# my_stop stops our server by its pid file, and any mariadbd still running on our config file.
+my_stop() {
+  local pid tmp=$MY_RUN/.orphan.pid
+  stop_pid "$MY_PIDFILE" 60
+  for pid in $(pids_with_arg "--defaults-file=$MY_CNF"); do
+    log "stopping mariadbd $pid left on $MY_CNF"
+    echo "$pid" >"$tmp" && stop_pid "$tmp" 60
+  done
+}
+
+# my_fail prints the logs, stops what this run started (so a later `up` does not reuse a
+# half-configured server) and exits.
+my_fail() {
+  show_logs "$MY_RUN/install.log" "$MY_ERRLOG" "$MY_RUN/stdout.log"
+  my_stop
+  die "$*"
+}
+
+my_ping() {
+  mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" -u"$MY_USER" -p"$MY_PASS" \
+    --connect-timeout=2 ping
+}
+
+# my_root_ready succeeds once root can run a statement over the socket (bootstrap is over).
+my_root_ready() { mariadb --defaults-file="$MY_CNF" -uroot -Nse 'SELECT 1'; }
+my_ready_or_dead() { my_root_ready || ! kill -0 "$MY_STARTED" 2>/dev/null; }
+
+do_up() {
+  no_autostart apt_ensure /usr/sbin/mariadbd mariadb-server mariadb-client
+  # Should a policy have let the package start Debian's default instance, stop it: it would
+  # hold port 3306 and memory for nothing.
+  if pid_alive /run/mysqld/mysqld.pid; then
+    log "stopping the Debian default instance the package started"
+    stop_pid /run/mysqld/mysqld.pid 30
+  fi
+  id mysql >/dev/null 2>&1 || die "the mariadb-server package did not create the mysql user"
+
+  my_stop
+  wait_until 20 "port $MYSQL_PORT to be free" port_free "$MYSQL_PORT" || die "127.0.0.1:$MYSQL_PORT is taken by another process (set TRIBUTARY_MYSQL_PORT)"
+
+  rm -rf "$MY_RUN" && mkdir -p "$MY_RUN/data" "$MY_RUN/tmp"
+  # Only this file is read (--defaults-file), not Debian's /etc/mysql tree, so everything the
+  # tests rely on is spelled out here, including utf8mb4 (the compiled-in default is latin1).
+  cat >"$MY_CNF" <<CNF
+[mariadbd]
+user=mysql
+datadir=$MY_RUN/data
+tmpdir=$MY_RUN/tmp
+socket=$MY_RUN/mariadb.sock
+pid-file=$MY_PIDFILE
+log_error=$MY_ERRLOG
+port=$MYSQL_PORT
+bind-address=127.0.0.1
+skip-name-resolve
+character-set-server=utf8mb4
+collation-server=utf8mb4_general_ci
+server_id=1
+log_bin=mariadb-bin
+binlog_format=ROW
+binlog_row_image=FULL
+binlog_row_metadata=FULL
+binlog_expire_logs_seconds=86400
+innodb_buffer_pool_size=64M
+innodb_log_file_size=32M
+innodb_flush_log_at_trx_commit=2
+sync_binlog=0
+performance_schema=OFF
+
+[client]
+socket=$MY_RUN/mariadb.sock
+port=$MYSQL_PORT
+CNF
+  chown -R mysql:mysql "$MY_RUN"
+
+  # --defaults-file must come first for both programs.
+  mariadb-install-db --defaults-file="$MY_CNF" --auth-root-authentication-method=normal \
+    --skip-test-db >"$MY_RUN/install.log" 2>&1 || my_fail "mariadb-install-db failed"
+
+  nohup /usr/sbin/mariadbd --defaults-file="$MY_CNF" >"$MY_RUN/stdout.log" 2>&1 &
+  MY_STARTED=$!
+  # Stop waiting early when the server died during start-up.
+  wait_until 60 "mariadb on 127.0.0.1:$MYSQL_PORT" my_ready_or_dead || my_fail "mariadb did not become ready"
+  kill -0 "$MY_STARTED" 2>/dev/null || my_fail "mariadbd exited during start-up"
+  mariadb --defaults-file="$MY_CNF" -uroot <<SQL || my_fail "creating the test user failed"
+CREATE USER IF NOT EXISTS '$MY_USER'@'%' IDENTIFIED BY '$MY_PASS';
+GRANT ALL PRIVILEGES ON *.* TO '$MY_USER'@'%' WITH GRANT OPTION;
+CREATE DATABASE IF NOT EXISTS test;
+SQL
+  wait_until 30 "the TCP listener" my_ping || my_fail "no answer on 127.0.0.1:$MYSQL_PORT"
+  local vars
+  vars=$(mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" -u"$MY_USER" -p"$MY_PASS" -Nse \
+    'SELECT CONCAT_WS(" ", @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata)') ||
+    my_fail "querying the server variables failed"
+  [ "$vars" = "ON ROW FULL FULL" ] || my_fail "unexpected binlog settings: $vars (log_bin format row_image row_metadata)"
+}
+
+do_down() { my_stop; }
+
+is_running() { pid_alive "$MY_PIDFILE" && my_ping >/dev/null 2>&1; }
+
+describe() {
+  local v
+  v=$(/usr/sbin/mariadbd --version 2>/dev/null | awk '{print $3}')
+  echo "MariaDB $v pid $(cat "$MY_PIDFILE" 2>/dev/null) 127.0.0.1:$MYSQL_PORT data $MY_RUN/data"
+}
+
+print_env() {
+  echo "export TRIBUTARY_MYSQL_DSN='$MY_USER:$MY_PASS@tcp(127.0.0.1:$MYSQL_PORT)/test'"
+}
+
+main_dispatch "$@"

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# OpenSearch 2.19 single node for integration tests, from the integ-test-zip on Maven Central,
+# plus the mapper-extras module (scaled_float and friends) from its client jar on Central.
+#
+# The integ-test-zip carries only transport-netty4 and no bundled JDK. Modules are loaded only
+# from $OPENSEARCH_HOME/modules, so mapper-extras is added to the distribution while it is being
+# installed (before it is moved into place); after that dist/ is never written. The config copy
+# (OPENSEARCH_PATH_CONF), data and logs live in run/opensearch, owned by the service user.
+TESTENV_NAME=opensearch
+# shellcheck source=scripts/testenv/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# 2.19.6 is what the range [2.19.0,2.20.0) resolved to on Maven Central (2026-11); 3.x needs Java 21.
+OS_VERSION=${TRIBUTARY_OPENSEARCH_VERSION:-2.19.6}
+OS_HOME=$(dist_dir "opensearch-$OS_VERSION")
+OS_RUN=$(run_dir opensearch)
+OS_PIDFILE=$OS_RUN/opensearch.pid
+OS_URL=http://127.0.0.1:$OS_HTTP_PORT
+OS_CLUSTER=tributary-os
+
+# add_mapper_extras turns the published client jar of the mapper-extras module back into a module:
+# the jar holds the plugin classes but no plugin-descriptor.properties, so one is written here.
+# PluginInfo rejects unknown keys, so only the keys the bundled modules use appear.
+add_mapper_extras() {
+  local home=$1 dir cls
+  dir=$home/modules/mapper-extras
+  mkdir -p "$dir"
+  mvn_fetch "org.opensearch.plugin:mapper-extras-client:$OS_VERSION" "$dir"
+  cls=$(unzip -Z1 "$dir/mapper-extras-client-$OS_VERSION.jar" |
+    grep -E '^org/opensearch/index/mapper/MapperExtras(Module)?Plugin\.class$' | head -n 1 |
+    sed 's#/#.#g; s#\.class$##')
+  [ -n "$cls" ] || die "no MapperExtras plugin class in mapper-extras-client-$OS_VERSION.jar"
+  cat >"$dir/plugin-descriptor.properties" <<PROPS
+description=Adds advanced field mappers
+version=$OS_VERSION
+name=mapper-extras
+classname=$cls
+java.version=11
+opensearch.version=$OS_VERSION
+custom.foldername=
+extended.plugins=
+has.native.controller=false
+PROPS
+}
+
+install_os() {
+  [ -f "$OS_HOME/modules/mapper-extras/plugin-descriptor.properties" ] && return 0
+  apt_ensure mvn maven
+  apt_ensure unzip unzip
+  local dl stage
+  dl=$(dl_dir opensearch)
+  [ -f "$dl/opensearch-$OS_VERSION.zip" ] ||
+    mvn_fetch "org.opensearch.distribution.integ-test-zip:opensearch:$OS_VERSION:zip" "$dl"
+  # Assemble beside the final place and rename, so an interrupted install never leaves a half
+  # distribution that a later run would take as complete.
+  stage=$(mktemp -d "$TESTENV_HOME/dist/.opensearch-$OS_VERSION.XXXXXX")
+  unzip -q "$dl/opensearch-$OS_VERSION.zip" -d "$stage"
+  add_mapper_extras "$stage/opensearch-$OS_VERSION"
+  chmod -R a+rX "$stage/opensearch-$OS_VERSION"
+  chmod +x "$stage/opensearch-$OS_VERSION"/bin/*
+  rm -rf "$OS_HOME"
+  mv "$stage/opensearch-$OS_VERSION" "$OS_HOME"
+  rmdir "$stage"
+  log "installed modules $(cd "$OS_HOME/modules" && echo *)"
+}
+
+write_config() {
+  rm -rf "$OS_RUN"
+  mkdir -p "$OS_RUN/data" "$OS_RUN/logs"
+  cp -r "$OS_HOME/config" "$OS_RUN/config"
+  # The stock jvm.options points heap dumps, GC and crash logs at paths relative to the working
+  # directory, which the launcher sets to the read-only distribution; move them into run/.
+  sed -i -e "s#^-Xms1g#-Xms512m#; s#^-Xmx1g#-Xmx512m#" \
+    -e "s#HeapDumpPath=data#HeapDumpPath=$OS_RUN/data#" \
+    -e "s#ErrorFile=logs/#ErrorFile=$OS_RUN/logs/#" \
+    -e "s#file=logs/gc.log#file=$OS_RUN/logs/gc.log#" \
+    -e "s#-Xloggc:logs/gc.log#-Xloggc:$OS_RUN/logs/gc.log#" \
+    "$OS_RUN/config/jvm.options"
+  cat >"$OS_RUN/config/opensearch.yml" <<YML
+cluster.name: $OS_CLUSTER
+node.name: os-1
+discovery.type: single-node
+network.host: 127.0.0.1
+http.port: $OS_HTTP_PORT
+transport.port: $OS_TRANSPORT_PORT
+path.data: $OS_RUN/data
+path.logs: $OS_RUN/logs
+cluster.routing.allocation.disk.threshold_enabled: false
+action.destructive_requires_name: false
+YML
+  chown -R "$TESTENV_SVC_USER:" "$OS_RUN"
+}
+
+do_up() {
+  apt_ensure curl curl
+  apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
+  # Another server script may create the user at the same moment; losing that race is fine.
+  ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
+  install_os
+  stop_pid "$OS_PIDFILE" 30
+  wait_until 20 "port $OS_HTTP_PORT to be free" port_free "$OS_HTTP_PORT" || die "port $OS_HTTP_PORT is taken by another process"
+  wait_until 20 "port $OS_TRANSPORT_PORT to be free" port_free "$OS_TRANSPORT_PORT" || die "port $OS_TRANSPORT_PORT is taken by another process"
+  write_config
+  # Started in the background rather than with -d: -d returns at once, so a node that dies while
+  # starting would only be noticed when the wait below timed out, whereas the launcher's pid
+  # (runuser, which waits for the JVM) shows it at once. -q keeps the console quiet; the node logs
+  # to path.logs.
+  runuser -u "$TESTENV_SVC_USER" -- env \
+    OPENSEARCH_JAVA_HOME="$TESTENV_JDK" JAVA_HOME="$TESTENV_JDK" \
+    OPENSEARCH_PATH_CONF="$OS_RUN/config" OPENSEARCH_JAVA_OPTS="-Xms512m -Xmx512m" \
+    "$OS_HOME/bin/opensearch" -q -p "$OS_PIDFILE" </dev/null >"$OS_RUN/logs/launch.log" 2>&1 &
+  OS_LAUNCHER=$!
+  if ! wait_until 180 "opensearch on $OS_URL" os_ready_or_gone || ! os_ready; then
+    show_logs "$OS_RUN/logs/launch.log" "$OS_RUN/logs/$OS_CLUSTER.log"
+    do_down
+    kill -TERM "$OS_LAUNCHER" 2>/dev/null || true
+    die "opensearch $OS_VERSION did not start"
+  fi
+}
+
+os_ready() { curl -fsS --max-time 5 "$OS_URL/_cluster/health?wait_for_status=yellow&timeout=2s" >/dev/null 2>&1; }
+
+# os_ready_or_gone ends the wait early when the launcher has exited.
+os_ready_or_gone() { os_ready || ! kill -0 "$OS_LAUNCHER" 2>/dev/null; }
+
+do_down() { stop_pid "$OS_PIDFILE" 30; }
+
+# The cluster name in the answer proves the port is ours, not another server's.
+is_running() {
+  local health
+  pid_alive "$OS_PIDFILE" &&
+    health=$(curl -fsS --max-time 5 "$OS_URL/_cluster/health" 2>/dev/null) &&
+    [[ $health == *"\"cluster_name\":\"$OS_CLUSTER\""* ]]
+}
+
+describe() { echo "opensearch $OS_VERSION pid $(cat "$OS_PIDFILE" 2>/dev/null) at $OS_URL"; }
+
+print_env() { echo "export TRIBUTARY_OPENSEARCH_URL=$OS_URL"; }
+
+main_dispatch "$@"
