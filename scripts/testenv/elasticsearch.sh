@@ -88,13 +88,7 @@ do_up() {
 
 do_down() { stop_pid "$ES_PIDFILE" 30; }
 
-# The cluster name in the answer proves the port is ours, not another server's.
-is_running() {
-  local health
-  pid_alive "$ES_PIDFILE" &&
-    health=$(curl -fsS --max-time 5 "$ES_URL/_cluster/health" 2>/dev/null) &&
-    [[ $health == *"\"cluster_name\":\"$ES_CLUSTER\""* ]]
-}
+is_running() { search_running "$ES_PIDFILE" "$ES_URL" "$ES_CLUSTER"; }
 
 describe() { echo "elasticsearch $ES_VERSION pid $(cat "$ES_PIDFILE" 2>/dev/null) at $ES_URL"; }
 

@@ -143,6 +143,38 @@ port_free() {
 # http_ok URL succeeds when URL answers 2xx.
 http_ok() { curl -fsS --max-time 5 "$1" >/dev/null 2>&1; }
 
+# no_autostart CMD... runs CMD with a policy-rc.d that forbids maintainer scripts to start
+# services, so installing a server package never brings up Debian's default instance. An
+# existing policy-rc.d (container images ship one) is left as it is.
+no_autostart() {
+  local policy=/usr/sbin/policy-rc.d rc=0
+  if [ -e "$policy" ]; then "$@"; return; fi
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
+  "$@" || rc=$?
+  rm -f "$policy"
+  return "$rc"
+}
+
+# pids_with_arg ARG prints the pids of processes one of whose command-line arguments is exactly
+# ARG. It finds an instance of ours whose run dir (and pid file) was wiped while it ran.
+pids_with_arg() {
+  local f pid
+  for f in /proc/[0-9]*/cmdline; do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    [ "$pid" = "$$" ] && continue
+    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$1"; then echo "$pid"; fi
+  done
+}
+
+# search_running PIDFILE URL CLUSTER succeeds when the Elasticsearch/OpenSearch node of PIDFILE
+# answers at URL with our cluster name (which proves the port is ours, not another server's).
+search_running() {
+  local health
+  pid_alive "$1" &&
+    health=$(curl -fsS --max-time 5 "$2/_cluster/health" 2>/dev/null) &&
+    [[ $health == *"\"cluster_name\":\"$3\""* ]]
+}
+
 # main_dispatch handles the common command line: up | down | status | env.
 # The sourcing script defines do_up, do_down, is_running, describe and print_env.
 main_dispatch() {

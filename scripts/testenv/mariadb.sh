@@ -21,28 +21,6 @@ MY_ERRLOG=$MY_RUN/error.log
 MY_USER=tributary
 MY_PASS=tributary
 
-# no_autostart CMD... runs CMD with a policy-rc.d that forbids maintainer scripts to start
-# services. An existing policy-rc.d (container images ship one) is left as it is.
-no_autostart() {
-  local policy=/usr/sbin/policy-rc.d rc=0
-  if [ -e "$policy" ]; then "$@"; return; fi
-  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
-  "$@" || rc=$?
-  rm -f "$policy"
-  return "$rc"
-}
-
-# pids_with_arg ARG prints the pids of processes one of whose command-line arguments is exactly
-# ARG. It finds an instance of ours whose run dir (and pid file) was wiped while it ran.
-pids_with_arg() {
-  local f pid
-  for f in /proc/[0-9]*/cmdline; do
-    pid=${f#/proc/}; pid=${pid%/cmdline}
-    [ "$pid" = "$$" ] && continue
-    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$1"; then echo "$pid"; fi
-  done
-}
-
 # my_stop stops our server by its pid file, and any mariadbd still running on our config file.
 my_stop() {
   local pid tmp=$MY_RUN/.orphan.pid

@@ -125,13 +125,7 @@ os_ready_or_gone() { os_ready || ! kill -0 "$OS_LAUNCHER" 2>/dev/null; }
 
 do_down() { stop_pid "$OS_PIDFILE" 30; }
 
-# The cluster name in the answer proves the port is ours, not another server's.
-is_running() {
-  local health
-  pid_alive "$OS_PIDFILE" &&
-    health=$(curl -fsS --max-time 5 "$OS_URL/_cluster/health" 2>/dev/null) &&
-    [[ $health == *"\"cluster_name\":\"$OS_CLUSTER\""* ]]
-}
+is_running() { search_running "$OS_PIDFILE" "$OS_URL" "$OS_CLUSTER"; }
 
 describe() { echo "opensearch $OS_VERSION pid $(cat "$OS_PIDFILE" 2>/dev/null) at $OS_URL"; }
 

@@ -21,37 +21,6 @@ PG_DATA=$PG_RUN/data
 PG_LOG=$PG_RUN/server.log
 PG_PIDFILE=$PG_RUN/postgres.pid
 
-# no_autostart CMD... runs CMD with a policy-rc.d that forbids maintainer scripts to start
-# services, so installing the package never brings up Debian's default cluster on 5432. An
-# existing policy-rc.d (container images ship one) is left as it is.
-no_autostart() {
-  local policy=/usr/sbin/policy-rc.d rc=0
-  if [ -e "$policy" ]; then "$@"; return; fi
-  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy"
-  "$@" || rc=$?
-  rm -f "$policy"
-  return "$rc"
-}
-
-# pids_with_arg ARG prints the pids of processes one of whose command-line arguments is exactly
-# ARG. It finds an instance of ours whose run dir (and pid file) was wiped while it ran.
-pids_with_arg() {
-  local f pid
-  for f in /proc/[0-9]*/cmdline; do
-    pid=${f#/proc/}; pid=${pid%/cmdline}
-    [ "$pid" = "$$" ] && continue
-    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$1"; then echo "$pid"; fi
-  done
-}
-
-# proc_live PID succeeds for a running process. A zombie does not count: PID 1 on these
-# machines reaps orphans only after a second or two, and kill -0 still succeeds until then.
-proc_live() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "${st%% *}" != Z ]
-}
-
 # pg_stop stops our cluster: through pg_ctl while its data dir exists, then by signal whatever
 # postmaster still runs on our data dir (INT = fast shutdown; TERM would wait for clients).
 pg_stop() {
@@ -62,7 +31,7 @@ pg_stop() {
   # Matched by the `-D <data dir>` argument pg_ctl gives the postmaster, not by the pid file,
   # whose pid may belong to another process after a reboot.
   for pid in $(pids_with_arg "$PG_DATA"); do
-    proc_live "$pid" || continue
+    proc_alive "$pid" || continue
     log "stopping postmaster $pid on $PG_DATA by signal"
     kill -INT "$pid" 2>/dev/null || true
     echo "$pid" >"$tmp" && stop_pid "$tmp" 30
