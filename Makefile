@@ -6,11 +6,14 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help check test test-all fmt fmt-check vet smoke \
+.PHONY: help quickstart check test test-all fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
+
+quickstart: ## run the store layer on its embedded default (memory, no servers)
+	$(GO) run ./examples/quickstart
 
 check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"

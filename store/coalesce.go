@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// coalescer gathers one store's concurrent one-operation calls into batches: a batch opens with
+// the first waiting call, stays open for the window or until it is full, and then runs like an
+// explicit request. At most MaxInFlight batches run at once; while they do, calls wait in a
+// bounded queue, and a call finding the queue full fails at once with ErrUnavailable -- so a
+// slow store pushes back on its own callers and never on another store's.
+type coalescer struct {
+	s    *Service
+	in   *instance
+	reqs chan *pending
+	sem  chan struct{}
+	wg   sync.WaitGroup // the collector and running batches
+}
+
+type pending struct {
+	ctx  context.Context
+	it   *item
+	res  Result // the batch writes here; submit copies it out only once done
+	done chan struct{}
+}
+
+func newCoalescer(s *Service, in *instance) *coalescer {
+	c := &coalescer{
+		s:    s,
+		in:   in,
+		reqs: make(chan *pending, s.opts.Coalesce.QueueLimit),
+		sem:  make(chan struct{}, s.opts.Coalesce.MaxInFlight),
+	}
+	c.wg.Add(1)
+	go c.collect()
+	return c
+}
+
+// submit queues one operation and waits for its result, which it stores in *res, or for ctx.
+// When ctx ends first the operation may still run: the caller gets ctx's error and does not
+// learn the outcome.
+func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
+	p := &pending{ctx: ctx, it: it, done: make(chan struct{})}
+	it.res = &p.res
+	select {
+	case c.reqs <- p:
+	default:
+		*res = Result{Err: newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+c.in.name+" is busy: its batch queue is full")}
+		return nil
+	}
+	select {
+	case <-p.done:
+		*res = p.res
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *coalescer) collect() {
+	defer c.wg.Done()
+	window := c.s.opts.Coalesce.Window
+	limit := c.s.opts.Coalesce.MaxBatch
+	timer := time.NewTimer(window)
+	timer.Stop()
+	for {
+		first, ok := <-c.reqs
+		if !ok {
+			return
+		}
+		batch := []*pending{first}
+		timer.Reset(window)
+	gather:
+		for len(batch) < limit {
+			select {
+			case p, ok := <-c.reqs:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, p)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		c.sem <- struct{}{}
+		c.wg.Add(1)
+		go c.runBatch(batch)
+	}
+}
+
+func (c *coalescer) runBatch(batch []*pending) {
+	defer c.wg.Done()
+	defer func() { <-c.sem }()
+	items := make([]*item, 0, len(batch))
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.it.fail(opError(p.it.op.Kind, p.it.op.Addr, err)) // its caller has gone: skip it
+			continue
+		}
+		items = append(items, p.it)
+	}
+	if len(items) > 0 {
+		c.s.run(c.s.base, c.in, items)
+	}
+	for _, p := range batch {
+		close(p.done)
+	}
+}
+
+// close stops the collector after the queued calls have run and waits for every batch.
+// The Service calls it only once no call can submit any more.
+func (c *coalescer) close() {
+	close(c.reqs)
+	c.wg.Wait()
+}

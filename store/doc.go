@@ -1,0 +1,60 @@
+// Package store is the record store layer: batch reads, complete-document puts, merges and
+// deletes over several backends at once (memory, and -- as their adapters arrive --
+// Elasticsearch, OpenSearch and MongoDB), with identical semantics on each.
+//
+// Applications program against the [Store] interface. [New] builds the standard implementation,
+// a [*Service], over adapters (see package driver) keyed by store name; memstore is the
+// adapter that needs no server and the fake for unit tests.
+//
+// # Records
+//
+// An [Address] names a record: the store instance, a namespace (MongoDB: the database), a
+// dataset (MongoDB: the collection; Elasticsearch/OpenSearch: an existing index or alias) and a
+// [Key] of one of four types (string, int64, bytes, MongoDB ObjectID). A [Document] is a JSON
+// object; its date-time values are RFC 3339 strings whose JSON Pointers travel beside it, so an
+// adapter with a native date-time type converts exactly those and no string that merely looks
+// like a date.
+//
+// # Operations and results
+//
+// [Read], [Put], [Merge] and [Delete] build operations; [Store.Do] runs a batch of them and
+// returns one [Result] per operation, in request order. Puts and deletes take an optional
+// [Precondition]: [IfRevision] (the opaque [Revision] a read or write returned) or [IfAbsent].
+// A stale revision fails with [ErrConflict] on every backend -- also when the record was deleted
+// (and perhaps created again) since.
+//
+// Every failure is a [*Error] of one closed set of kinds, checked with errors.Is against
+// [ErrNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
+// [ErrUnavailable] (the only retryable kind, reported only when the operation cannot have taken
+// effect), [ErrCanceled] and [ErrInternal]; the backend's own error stays reachable with
+// errors.As. A request with any malformed operation is refused whole, before anything is
+// written, with a [*RequestError] naming each bad operation.
+//
+// # Ordering and concurrency
+//
+// Operations on the same record run in request order; operations on different records of one
+// store run together as one adapter batch per dependency wave (the k-th operation on a record
+// is in wave k). Different stores run concurrently and independently. A multi-record request is
+// not a transaction.
+//
+// # Merges
+//
+// A merge reads the current record, asks the configured [Merger] for the new state and writes
+// it with a revision (or if-absent) precondition; when another writer got there first, it reads
+// and merges again with jittered exponential backoff, up to Options.MergeAttempts. A merge
+// program may therefore run more than once (and again after a queue redelivery): it must be a
+// pure function of current record, incoming document and context.
+//
+// # Coalescing
+//
+// Concurrent one-operation calls are gathered per store into bounded batches (a short
+// collection window, a maximum batch size, a bounded queue and a bound on batches in flight).
+// A call that finds its store's queue full fails at once with [ErrUnavailable], so a slow store
+// pushes back on its own callers only.
+//
+// # Completion modes
+//
+// [WaitApplied] returns when the adapter applied a write; [WaitVisible] also waits until
+// searches see it; [ReturnAccepted] returns once a durable queue holds it. Until the queue
+// path exists, accepted-mode writes fail per operation with [ErrUnavailable].
+package store

@@ -1,0 +1,84 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"strconv"
+)
+
+// ErrorKind classifies a failure. The set is closed: every error an adapter reports carries one.
+type ErrorKind uint8
+
+// Error kinds.
+const (
+	// Internal is a permanent failure that fits no other kind (a backend refusing our
+	// credentials, an answer we cannot parse). Not retryable.
+	KindInternal ErrorKind = iota
+	// KindNotFound: the dataset (index, collection) does not exist.
+	KindNotFound
+	// KindAlreadyExists: an IfAbsent write found a record.
+	KindAlreadyExists
+	// KindConflict: an IfRevision write found the record at another revision, or absent.
+	KindConflict
+	// KindInvalid: the request can never succeed as it is (a bad name, a document the dataset's
+	// mapping refuses, a malformed revision).
+	KindInvalid
+	// KindTooLarge: a document or request exceeds a limit.
+	KindTooLarge
+	// KindUnavailable: retryable. An adapter reports it only when the operation cannot have taken
+	// effect (the request was refused or never sent), so that a retry cannot apply it twice.
+	KindUnavailable
+	// KindCanceled: the caller's context ended first.
+	KindCanceled
+)
+
+var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled"}
+
+func (k ErrorKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "ErrorKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Retryable reports whether an operation that failed with this kind may be sent again as it is.
+func (k ErrorKind) Retryable() bool { return k == KindUnavailable }
+
+// Error is an adapter error with its kind. Err, the backend's own error, stays reachable with
+// errors.As and errors.Unwrap.
+type Error struct {
+	Kind ErrorKind
+	Err  error
+}
+
+// NewError returns an *Error of kind k whose message is msg and whose cause is cause (may be nil).
+func NewError(k ErrorKind, msg string, cause error) *Error {
+	if cause == nil {
+		return &Error{Kind: k, Err: errors.New(msg)}
+	}
+	return &Error{Kind: k, Err: &wrapped{msg: msg, err: cause}}
+}
+
+func (e *Error) Error() string { return e.Kind.String() + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg + ": " + w.err.Error() }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// KindOf returns the kind of err: the kind of the first *Error in its chain, Canceled for context
+// errors, Internal otherwise.
+func KindOf(err error) ErrorKind {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.Kind
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return KindCanceled
+	}
+	return KindInternal
+}

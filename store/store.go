@@ -1,0 +1,387 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// Store is what applications program against: one batch API over every configured store
+// instance. *Service is the standard implementation; memstore gives a Store that needs no
+// server.
+type Store interface {
+	// Do runs ops and returns one Result per op, in request order. Operations on the same
+	// record run in request order; operations on different records may run concurrently, and
+	// each store instance runs independently of the others. A multi-record request is not a
+	// transaction: each operation succeeds or fails on its own (see Result).
+	//
+	// The error is for the whole call: a *RequestError when validation refused the request
+	// before anything was written, ErrClosed after Close, or the context's error when ctx ended
+	// before the call could start.
+	Do(ctx context.Context, ops []Op, mode Completion) ([]Result, error)
+	// Close stops accepting calls, waits for the calls in flight (until ctx ends) and closes
+	// every adapter.
+	Close(ctx context.Context) error
+}
+
+// Completion says when a write (put, merge, delete) returns. Reads ignore it.
+type Completion uint8
+
+// Completion modes.
+const (
+	// WaitApplied returns once the adapter has applied the write.
+	WaitApplied Completion = iota
+	// WaitVisible also waits until subsequent searches observe the write (refresh=wait_for on
+	// Elasticsearch and OpenSearch; MongoDB and memory writes are visible when acknowledged).
+	WaitVisible
+	// ReturnAccepted returns once a durable queue holds the write; a worker applies it later.
+	// A store without a queue fails such writes with ErrUnavailable.
+	ReturnAccepted
+)
+
+func (c Completion) String() string {
+	switch c {
+	case WaitApplied:
+		return "applied"
+	case WaitVisible:
+		return "visible"
+	case ReturnAccepted:
+		return "accepted"
+	}
+	return fmt.Sprintf("Completion(%d)", uint8(c))
+}
+
+// Options configure a Service. The zero value (or nil) gives the documented defaults.
+type Options struct {
+	// Merger runs merge programs. Default nil: merges fail with ErrInvalid.
+	Merger Merger
+	// MaxDocumentBytes limits the JSON size of every document written or merged.
+	// Default DefaultMaxDocumentBytes (8 MiB).
+	MaxDocumentBytes int
+	// MaxOps limits the operations of one request. Default 10000.
+	MaxOps int
+	// MergeAttempts bounds how often one merge runs when other writers keep changing its record
+	// first; then the merge fails with ErrConflict. Default 16.
+	MergeAttempts int
+	// RetryAttempts bounds how often a read or write is sent while the adapter reports it
+	// unavailable (which means it had no effect). Default 3.
+	RetryAttempts int
+	// BackoffBase and BackoffMax shape the jittered exponential backoff between attempts.
+	// Defaults 2ms and 250ms.
+	BackoffBase, BackoffMax time.Duration
+	// Coalesce configures the gathering of concurrent one-operation calls into batches.
+	Coalesce CoalesceOptions
+	// Now is the clock (merge context times). Default time.Now.
+	Now func() time.Time
+	// Rand supplies backoff jitter. Default a generator seeded at random.
+	Rand *rand.Rand
+	// Logger receives operational events (never document contents). Default: discarded.
+	Logger *slog.Logger
+}
+
+// CoalesceOptions configure coalescing: concurrent one-operation calls (except accepted-mode
+// writes) are gathered per store into batches. Explicit batches are not coalesced.
+type CoalesceOptions struct {
+	// Disabled sends every one-operation call on its own.
+	Disabled bool
+	// Window is how long a batch stays open for more calls after its first. Default 200µs.
+	Window time.Duration
+	// MaxBatch closes a batch early at this many operations. Default 256.
+	MaxBatch int
+	// QueueLimit bounds the calls waiting for a batch per store; beyond it a call fails at once
+	// with ErrUnavailable. Default 4096.
+	QueueLimit int
+	// MaxInFlight bounds the coalesced batches running at once per store. Default 4.
+	MaxInFlight int
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxDocumentBytes, DefaultMaxDocumentBytes)
+	def(&c.MaxOps, 10000)
+	def(&c.MergeAttempts, 16)
+	def(&c.RetryAttempts, 3)
+	def(&c.Coalesce.MaxBatch, 256)
+	def(&c.Coalesce.QueueLimit, 4096)
+	def(&c.Coalesce.MaxInFlight, 4)
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 2 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 250 * time.Millisecond
+	}
+	if c.Coalesce.Window <= 0 {
+		c.Coalesce.Window = 200 * time.Microsecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Service is the standard Store: it validates requests, routes each operation by its address's
+// store name to that store's adapter, runs stores concurrently and independently, orders
+// operations on the same record, runs merges with conditional writes and retries, and coalesces
+// concurrent one-operation calls.
+type Service struct {
+	opts   Options
+	stores map[string]*instance
+	names  []string
+
+	randMu sync.Mutex
+
+	mu       sync.RWMutex // guards closed against calls starting
+	closed   bool
+	inflight sync.WaitGroup
+	base     context.Context // outlives callers: coalesced batches run under it
+	stop     context.CancelFunc
+}
+
+type instance struct {
+	name      string
+	adapter   driver.Store
+	validator driver.AddressValidator
+	coalescer *coalescer
+}
+
+// New returns a Service over the given adapters, keyed by store name.
+func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
+	if len(adapters) == 0 {
+		return nil, errors.New("store: New needs at least one adapter")
+	}
+	s := &Service{opts: opts.withDefaults(), stores: make(map[string]*instance, len(adapters))}
+	if s.opts.Coalesce.MaxBatch > s.opts.MaxOps {
+		return nil, fmt.Errorf("store: Coalesce.MaxBatch %d exceeds MaxOps %d", s.opts.Coalesce.MaxBatch, s.opts.MaxOps)
+	}
+	s.base, s.stop = context.WithCancel(context.Background())
+	for name, a := range adapters {
+		if name == "" || a == nil {
+			return nil, fmt.Errorf("store: adapter %q: empty name or nil adapter", name)
+		}
+		in := &instance{name: name, adapter: a}
+		in.validator, _ = a.(driver.AddressValidator)
+		if !s.opts.Coalesce.Disabled {
+			in.coalescer = newCoalescer(s, in)
+		}
+		s.stores[name] = in
+		s.names = append(s.names, name)
+	}
+	sort.Strings(s.names)
+	return s, nil
+}
+
+// Stores returns the configured store names, sorted.
+func (s *Service) Stores() []string { return append([]string(nil), s.names...) }
+
+// Do implements Store.
+func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.inflight.Done()
+	if err := s.validate(ops, mode); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(ops))
+	if len(ops) == 0 {
+		return results, nil
+	}
+	now := s.opts.Now()
+	if len(ops) == 1 && !(mode == ReturnAccepted && ops[0].Kind != OpRead) {
+		in := s.stores[ops[0].Addr.Store]
+		if in.coalescer != nil {
+			if err := in.coalescer.submit(ctx, &item{op: ops[0], now: now, visible: mode == WaitVisible}, &results[0]); err != nil {
+				return nil, err
+			}
+			return results, nil
+		}
+	}
+	byStore := make(map[*instance][]*item)
+	for i := range ops {
+		it := &item{op: ops[i], res: &results[i], now: now, visible: mode == WaitVisible}
+		if mode == ReturnAccepted && it.op.Kind != OpRead {
+			it.fail(newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+it.op.Addr.Store+" has no durable queue for accepted-mode writes"))
+			continue
+		}
+		in := s.stores[it.op.Addr.Store]
+		byStore[in] = append(byStore[in], it)
+	}
+	var wg sync.WaitGroup
+	for in, items := range byStore {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.run(ctx, in, items)
+		}()
+	}
+	wg.Wait()
+	return results, nil
+}
+
+func (s *Service) enter() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
+
+// Close implements Store.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	drained := make(chan struct{})
+	go func() {
+		s.inflight.Wait()
+		for _, in := range s.stores {
+			if in.coalescer != nil {
+				in.coalescer.close()
+			}
+		}
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		s.stop() // abandon what is still running
+		err = ctx.Err()
+	}
+	s.stop()
+	for _, name := range s.names {
+		if cerr := s.stores[name].adapter.Close(ctx); cerr != nil && err == nil {
+			err = fmt.Errorf("store: closing %q: %w", name, cerr)
+		}
+	}
+	return err
+}
+
+// validate refuses the whole request when any operation is malformed, before anything runs.
+func (s *Service) validate(ops []Op, mode Completion) error {
+	if mode > ReturnAccepted {
+		return &RequestError{Items: []ItemError{{Index: -1, Err: &Error{Kind: KindInvalid, Err: fmt.Errorf("unknown completion mode %d", mode)}}}}
+	}
+	if len(ops) > s.opts.MaxOps {
+		return &RequestError{Items: []ItemError{{Index: -1, Err: &Error{Kind: KindTooLarge, Err: fmt.Errorf("request has %d operations, more than the limit of %d", len(ops), s.opts.MaxOps)}}}}
+	}
+	var bad []ItemError
+	for i := range ops {
+		if err := s.validateOp(&ops[i]); err != nil {
+			bad = append(bad, ItemError{Index: i, Err: err})
+		}
+	}
+	if bad != nil {
+		return &RequestError{Items: bad}
+	}
+	return nil
+}
+
+func (s *Service) validateOp(op *Op) *Error {
+	invalid := func(msg string) *Error { return newOpError(KindInvalid, op.Kind, op.Addr, msg) }
+	if op.Kind < OpRead || op.Kind > OpDelete {
+		return invalid("unknown operation kind")
+	}
+	if err := op.Addr.Validate(); err != nil {
+		return invalid(err.Error())
+	}
+	in, ok := s.stores[op.Addr.Store]
+	if !ok {
+		return invalid("no store named " + op.Addr.Store + " is configured")
+	}
+	if in.validator != nil {
+		if err := in.validator.ValidateAddress(op.Addr); err != nil {
+			return opError(op.Kind, op.Addr, err)
+		}
+	}
+	switch op.If.kind {
+	case driver.Unconditional:
+	case driver.IfRevision:
+		if op.If.rev.IsZero() {
+			return invalid("IfRevision with the zero revision")
+		}
+		fallthrough
+	case driver.IfAbsent:
+		if op.Kind != OpPut && op.Kind != OpDelete {
+			return invalid("only puts and deletes take a precondition")
+		}
+	default:
+		return invalid("unknown precondition")
+	}
+	switch op.Kind {
+	case OpPut, OpMerge:
+		if err := validateDocument(op.Doc, s.opts.MaxDocumentBytes); err != nil {
+			return opError(op.Kind, op.Addr, err)
+		}
+	case OpRead, OpDelete:
+		if op.Doc.JSON != nil || op.Program != "" {
+			return invalid("a " + op.Kind.String() + " carries no document or program")
+		}
+	}
+	if op.Kind == OpMerge {
+		if op.Program == "" {
+			return invalid("merge without a program")
+		}
+		if s.opts.Merger == nil {
+			return invalid("no Merger is configured for merges")
+		}
+	} else if op.Program != "" {
+		return invalid("only merges carry a program")
+	}
+	return nil
+}
+
+// backoff returns the jittered delay before attempt n (n >= 1 is the first retry).
+func (s *Service) backoff(n int) time.Duration {
+	d := s.opts.BackoffBase << min(n-1, 20)
+	if d <= 0 || d > s.opts.BackoffMax {
+		d = s.opts.BackoffMax
+	}
+	s.randMu.Lock()
+	j := time.Duration(s.opts.Rand.Int64N(int64(d)/2 + 1))
+	s.randMu.Unlock()
+	return d/2 + j
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
