@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart check test test-all fmt fmt-check vet smoke \
+.PHONY: help quickstart bench check test test-all fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs
 
 help: ## list the targets
@@ -14,6 +14,11 @@ help: ## list the targets
 
 quickstart: ## run the store layer on its embedded default (memory, no servers)
 	$(GO) run ./examples/quickstart
+
+bench: ## benchmarks, printing the ratios the issues set goals for (not part of check)
+	@mkdir -p .testenv
+	$(GO) test -run '^$$' -bench BenchmarkCoalescing -benchtime 40000x -count 3 ./store/ | tee .testenv/bench.out
+	@scripts/bench-ratios .testenv/bench.out
 
 check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"

@@ -59,33 +59,53 @@ func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
 	}
 }
 
+// collect forms batches. It takes a batch slot before gathering, so while every slot is busy
+// the calls pile up in the queue and the next batch takes them all at once: under load batches
+// grow without anyone waiting for a window. The window only holds a batch open that is still
+// small when its slot is free, to give calls arriving together a chance to share it.
 func (c *coalescer) collect() {
 	defer c.wg.Done()
 	window := c.s.opts.Coalesce.Window
 	limit := c.s.opts.Coalesce.MaxBatch
-	timer := time.NewTimer(window)
+	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		first, ok := <-c.reqs
 		if !ok {
 			return
 		}
+		c.sem <- struct{}{}
 		batch := []*pending{first}
-		timer.Reset(window)
-	gather:
-		for len(batch) < limit {
+		open := true
+	drain:
+		for open && len(batch) < limit {
 			select {
-			case p, ok := <-c.reqs:
-				if !ok {
-					break gather
+			case p, more := <-c.reqs:
+				if !more {
+					open = false
+					break drain
 				}
 				batch = append(batch, p)
-			case <-timer.C:
-				break gather
+			default:
+				break drain
 			}
 		}
-		timer.Stop()
-		c.sem <- struct{}{}
+		if open && len(batch) < limit && window > 0 {
+			timer.Reset(window)
+		gather:
+			for len(batch) < limit {
+				select {
+				case p, more := <-c.reqs:
+					if !more {
+						break gather
+					}
+					batch = append(batch, p)
+				case <-timer.C:
+					break gather
+				}
+			}
+			timer.Stop()
+		}
 		c.wg.Add(1)
 		go c.runBatch(batch)
 	}

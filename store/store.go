@@ -92,7 +92,12 @@ type Options struct {
 type CoalesceOptions struct {
 	// Disabled sends every one-operation call on its own.
 	Disabled bool
-	// Window is how long a batch stays open for more calls after its first. Default 200µs.
+	// Window is how long a batch whose slot is free stays open for more calls when it is not
+	// full. Default 25µs; negative means none. Under load batches grow anyway, since calls queue
+	// while every slot is busy (see MaxInFlight); the window lets the callers a finished batch
+	// just released rejoin the next one instead of trickling into many small ones
+	// (BenchmarkCoalescing: about 0.73x of explicit batches without it, 0.86x with it, at a
+	// 500µs backend round trip).
 	Window time.Duration
 	// MaxBatch closes a batch early at this many operations. Default 256.
 	MaxBatch int
@@ -126,8 +131,11 @@ func (o *Options) withDefaults() Options {
 	if c.BackoffMax <= 0 {
 		c.BackoffMax = 250 * time.Millisecond
 	}
-	if c.Coalesce.Window <= 0 {
-		c.Coalesce.Window = 200 * time.Microsecond
+	switch {
+	case c.Coalesce.Window == 0:
+		c.Coalesce.Window = 25 * time.Microsecond
+	case c.Coalesce.Window < 0:
+		c.Coalesce.Window = 0
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -170,6 +170,12 @@ func testDateTimes(ctx context.Context, t *testing.T, e *env) {
 	got := e.one(ctx, t, store.Read(a))
 	wantOK(t, "read", got, store.Found)
 	sameJSON(t, "round trip", got.Doc.JSON, in)
+	if e.h.PlainTimes {
+		if len(got.Doc.Times) != 0 {
+			t.Fatalf("a plain-times backend returned pointers %q", got.Doc.Times)
+		}
+		return
+	}
 	if strings.Join(sortedCopy(got.Doc.Times), ",") != strings.Join(sortedCopy(times), ",") {
 		t.Fatalf("time pointers %q, want %q", got.Doc.Times, times)
 	}

@@ -39,6 +39,10 @@ type Harness struct {
 	// Visible, if set, counts the documents a search of the dataset sees now, without forcing
 	// a refresh; it lets the suite prove the visible completion mode.
 	Visible func(ctx context.Context) (int, error)
+	// PlainTimes declares that the backend keeps marked date-times as the strings they are and
+	// cannot tell on a read which were marked (Elasticsearch, OpenSearch): reads return no
+	// pointers, and the suite checks only that the values come back unchanged.
+	PlainTimes bool
 }
 
 const storeName = "conformance"
