@@ -1,0 +1,103 @@
+// Package searchstore is the Elasticsearch 8 and OpenSearch 2 adapter of package store: one
+// REST adapter for both engines, built from go-elasticsearch's esapi request types over its
+// transport (elastictransport), which has no product check and so talks to OpenSearch too.
+//
+// [New] takes the transport by position (it must not retry on its own: see New);
+// [NewFromURLs] builds one from node URLs with retries off. [Options] hold the rest, with
+// documented defaults.
+//
+// # Records
+//
+// The address's dataset is the complete name of an existing index or alias; the adapter never
+// creates, maps or aliases anything. The namespace is a logical business namespace only, and
+// the store name selects this adapter: neither is part of the stored identity.
+//
+// The document is stored as the _source, byte for byte as the caller's JSON (see Deviations for
+// line breaks), and reads return the _source bytes the server sends, never re-encoded.
+//
+// # Keys
+//
+// A string key is the _id unchanged, so documents written by other clients are addressable.
+// The other key types get a deterministic encoding under [ReservedIDPrefix] ("~~"):
+// "~~i:<decimal>" for int64, "~~b:<unpadded base64url>" for bytes, "~~o:<24 hex digits>" for
+// ObjectIDs; at most 346 bytes, inside the 512-byte _id limit. [Store.ValidateAddress] refuses,
+// as invalid, a string key starting with the reserved prefix and a dataset name the engines
+// would reject (upper case, wildcards, commas, a leading '-', '_' or '+', ...).
+//
+// # Revisions
+//
+// A revision is the document's _seq_no and _primary_term, the pair the engines compare in
+// if_seq_no / if_primary_term: 17 bytes (a format byte and two big-endian integers). Bytes of
+// any other shape fail the write with KindInvalid before anything is sent. Sequence numbers only
+// grow within a shard, so a revision taken before a delete is stale after the record is created
+// again.
+//
+// # Requests
+//
+// Read sends one _mget for all its addresses (docs with _index and _id, any datasets); it is
+// real-time, so it sees every acknowledged write. Write sends at most one _bulk:
+//
+//	put                  index
+//	put  IfAbsent        create
+//	put  IfRevision      index  with if_seq_no and if_primary_term
+//	delete               delete
+//	delete IfRevision    delete with if_seq_no and if_primary_term
+//	delete IfAbsent      nothing to write: an _mget decides AlreadyExists or NotFound
+//
+// With WriteOptions.Visible the _bulk carries refresh=wait_for: it returns once a refresh has
+// made the writes searchable, without forcing one.
+//
+// # Missing datasets
+//
+// An index, create or delete action naming a missing index makes the server create that index
+// (with dynamic mappings) unless the cluster's action.auto_create_index forbids it; require_alias
+// is no remedy (it refuses plain index names, and deletes still create). So before a _bulk, the
+// adapter checks each
+// dataset of the call it has not seen within [Options].DatasetTTL (default one minute) with
+// HEAD /<dataset>, which answers for indices and aliases alike: writes to a missing dataset fail
+// with KindNotFound and are not sent. Datasets seen to exist are cached; missing ones never are,
+// and a dataset the server reports missing is dropped from the cache at once.
+//
+// The residual race: when a dataset is deleted after the check and before a write within the
+// TTL, that write recreates it as an index with dynamic mappings. Clusters that must exclude
+// this set action.auto_create_index so that it forbids the names written through this adapter;
+// the write then fails with KindNotFound, and [Options].SkipDatasetCheck saves the check.
+//
+// # Errors
+//
+// Every failure carries a driver.ErrorKind; the server's status and error types stay reachable
+// as a [*BackendError] (never its reason texts, which can quote document values).
+//
+//	per _bulk item
+//	  409 on create                        KindAlreadyExists
+//	  409 otherwise (stale revision)       KindConflict
+//	  429 (rejected execution, a block)    KindUnavailable: not applied
+//	  404 index_not_found_exception        KindNotFound
+//	  413, *_too_long / *_too_large types  KindTooLarge
+//	  400 (mapping, parsing, arguments)    KindInvalid
+//	  anything else                        KindInternal, outcome unknown
+//	whole request
+//	  cannot connect                       KindUnavailable: nothing was sent
+//	  429, 503                             KindUnavailable: refused before execution
+//	  413                                  KindTooLarge
+//	  400                                  KindInvalid
+//	  caller's context ended               KindCanceled
+//	  anything else after sending a _bulk  KindInternal, outcome unknown (timeout, connection
+//	                                       lost mid-answer, 5xx): retrying could apply it twice
+//	  a failed _mget or dataset check      KindUnavailable (reads change nothing), except 4xx
+//
+// # Deviations
+//
+//   - Date-time pointers are not stored: a read returns the date-time values as the strings
+//     they are, with no pointers (the conformance harness declares PlainTimes).
+//   - A document whose JSON has line breaks between tokens is stored with each line feed
+//     replaced by a space: _bulk bodies are one document per line. The JSON value is unchanged.
+//   - The namespace is not part of the stored identity: two addresses that differ only in
+//     namespace name the same document.
+//   - A revision taken before its index was deleted and created again under the same name can
+//     match a document of the new index (sequence numbers restart with the index).
+//   - The residual race of "Missing datasets": a write within Options.DatasetTTL after its
+//     dataset was deleted can recreate it, unless action.auto_create_index forbids that.
+//   - Reads of an alias must resolve to one index (a get needs one); such a read fails with
+//     KindInvalid, while writes through an alias with a write index work.
+package searchstore

@@ -1,0 +1,202 @@
+package searchstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// BackendError is what the server said about a failed request or bulk item: the HTTP status
+// and the chain of error types. It is the cause inside the adapter's *driver.Error, reachable
+// with errors.As.
+//
+// The server's reason texts are left out on purpose: mapping errors quote the offending field
+// values ("Preview of field's value: ..."), and errors must never carry document contents.
+type BackendError struct {
+	Status int
+	// Type is the outermost error type, e.g. "version_conflict_engine_exception"; empty when
+	// the server sent no structured error.
+	Type string
+	// CausedBy holds the types of the nested caused_by errors, outermost first.
+	CausedBy []string
+	// Index is the index the server named in the error, if any.
+	Index string
+}
+
+func (e *BackendError) Error() string {
+	var b strings.Builder
+	b.WriteString("status ")
+	b.WriteString(strconv.Itoa(e.Status))
+	if e.Type != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Type)
+	}
+	for _, c := range e.CausedBy {
+		b.WriteString(", caused by ")
+		b.WriteString(c)
+	}
+	if e.Index != "" {
+		b.WriteString(" (index ")
+		b.WriteString(strconv.Quote(e.Index))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+// has reports whether t is the type of the error or of one of its causes.
+func (e *BackendError) has(t string) bool {
+	if e.Type == t {
+		return true
+	}
+	for _, c := range e.CausedBy {
+		if c == t {
+			return true
+		}
+	}
+	return false
+}
+
+// tooLarge reports whether the server refused something for its size, which a retry of the
+// same bytes cannot cure.
+func (e *BackendError) tooLarge() bool {
+	if e.Status == http.StatusRequestEntityTooLarge {
+		return true
+	}
+	for _, t := range append([]string{e.Type}, e.CausedBy...) {
+		if strings.Contains(t, "too_long") || strings.Contains(t, "too_large") || t == "max_bytes_length_exceeded_exception" {
+			return true
+		}
+	}
+	return false
+}
+
+// esError is the JSON shape of an "error" member. Reason is read only to be dropped.
+type esError struct {
+	Type     string   `json:"type"`
+	Index    string   `json:"index"`
+	CausedBy *esError `json:"caused_by"`
+}
+
+// backendError turns a status and a raw "error" member (an object, a bare string, or absent)
+// into a *BackendError.
+func backendError(status int, raw json.RawMessage) *BackendError {
+	be := &BackendError{Status: status}
+	var e esError
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &e) != nil {
+		return be
+	}
+	be.Type, be.Index = e.Type, e.Index
+	for c, depth := e.CausedBy, 0; c != nil && depth < 8; c, depth = c.CausedBy, depth+1 {
+		be.CausedBy = append(be.CausedBy, c.Type)
+	}
+	return be
+}
+
+// responseError reads the "error" member of a failed whole-request answer.
+func responseError(status int, body []byte) *BackendError {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	_ = json.Unmarshal(body, &env) // a body that is not JSON leaves only the status
+	return backendError(status, env.Error)
+}
+
+// requestKind says what a failed request can have done, which decides how its failure is
+// classified.
+type requestKind uint8
+
+const (
+	readOnly requestKind = iota // _mget, existence checks: nothing to apply, always safe to repeat
+	mutating                    // _bulk: may have been applied when its answer was lost
+)
+
+// classifyStatus classifies a whole-request error answer. 429 and 503 mean the node refused
+// the request before executing any of it; 400 and 413 that it could not even parse or accept
+// it. A _bulk failing any other way may have been applied in part, so it is KindInternal with
+// "outcome unknown", never retryable; a failed read is.
+func classifyStatus(status int, body []byte, kind requestKind, what string) *driver.Error {
+	be := responseError(status, body)
+	var k driver.ErrorKind
+	msg := what + " failed"
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		k, msg = driver.KindUnavailable, what+" refused by the server; nothing was applied"
+	case be.tooLarge():
+		k = driver.KindTooLarge
+	case status == http.StatusBadRequest:
+		k, msg = driver.KindInvalid, what+" refused as malformed; nothing was applied"
+	case status == http.StatusNotFound && be.has("index_not_found_exception"):
+		k = driver.KindNotFound
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		k = driver.KindInternal
+	case kind == readOnly && status >= 500:
+		k = driver.KindUnavailable
+	case kind == mutating:
+		k, msg = driver.KindInternal, what+" failed; the outcome is unknown"
+	default:
+		k = driver.KindInternal
+	}
+	return driver.NewError(k, "searchstore: "+msg, be)
+}
+
+// classifyItem classifies one failed _bulk item. action is the bulk action ("index",
+// "create", "delete").
+func classifyItem(action string, status int, raw json.RawMessage) *driver.Error {
+	be := backendError(status, raw)
+	var k driver.ErrorKind
+	msg := action + " failed"
+	switch {
+	case status == http.StatusTooManyRequests:
+		// A rejected item (es_rejected_execution_exception, a 429 block) was not executed.
+		k, msg = driver.KindUnavailable, action+" rejected by the server; not applied"
+	case status == http.StatusConflict && action == "create":
+		k, msg = driver.KindAlreadyExists, "the record exists"
+	case status == http.StatusConflict:
+		k, msg = driver.KindConflict, "the record is not at the given revision"
+	case be.tooLarge():
+		k = driver.KindTooLarge
+	case status == http.StatusNotFound && be.has("index_not_found_exception"):
+		k, msg = driver.KindNotFound, "the dataset does not exist"
+	case status == http.StatusBadRequest:
+		k, msg = driver.KindInvalid, action+" refused by the dataset (mapping or request)"
+	default:
+		k, msg = driver.KindInternal, action+" failed; the outcome is unknown"
+	}
+	return driver.NewError(k, "searchstore: "+msg, be)
+}
+
+// errRequestTimeout is the cancellation cause when Options.Timeout, not the caller, ends a
+// request.
+var errRequestTimeout = errors.New("searchstore: request timed out (Options.Timeout)")
+
+// classifyTransport classifies a request that got no complete answer. Only a failure to connect
+// proves that nothing reached the server; a mutating request that failed later may have been
+// applied.
+func classifyTransport(parent, ctx context.Context, err error, kind requestKind, what string) *driver.Error {
+	unknown := ""
+	if kind == mutating {
+		unknown = "; the outcome is unknown"
+	}
+	switch {
+	case parent.Err() != nil:
+		return driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled"+unknown, parent.Err())
+	case isDialError(err):
+		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+": cannot connect; nothing was sent", err)
+	case kind == readOnly:
+		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+" failed", err)
+	case errors.Is(context.Cause(ctx), errRequestTimeout):
+		return driver.NewError(driver.KindInternal, "searchstore: "+what+" timed out"+unknown, errRequestTimeout)
+	}
+	return driver.NewError(driver.KindInternal, "searchstore: "+what+" failed"+unknown, err)
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

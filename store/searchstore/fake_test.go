@@ -1,0 +1,434 @@
+package searchstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// fakeServer answers the adapter's requests with canned answers, so the adapter's side of the
+// protocol (request shapes, classification, caching) is tested without a real server.
+type fakeServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []fakeRequest
+	// answer returns status and body for a request; nil answers 200 "{}".
+	answer func(r fakeRequest) (int, string)
+}
+
+type fakeRequest struct {
+	method, path, query, body string
+}
+
+func newFake(t *testing.T, answer func(r fakeRequest) (int, string)) *fakeServer {
+	t.Helper()
+	f := &fakeServer{answer: answer}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		req := fakeRequest{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, body: string(b)}
+		f.mu.Lock()
+		f.requests = append(f.requests, req)
+		f.mu.Unlock()
+		status, body := 200, "{}"
+		if f.answer != nil {
+			status, body = f.answer(req)
+		}
+		if status == -1 { // drop the connection without an answer
+			hj, _ := w.(http.Hijacker)
+			c, _, _ := hj.Hijack()
+			c.Close()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeServer) seen() []fakeRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeRequest(nil), f.requests...)
+}
+
+func (f *fakeServer) store(t *testing.T, opts *Options) *Store {
+	t.Helper()
+	s, err := NewFromURLs([]string{f.URL}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+func addrOf(dataset, key string) driver.Address {
+	return driver.Address{Store: "s", Namespace: "n", Dataset: dataset, Key: driver.NewStringKey(key)}
+}
+
+func putOf(a driver.Address, doc string, cond driver.Condition) driver.Write {
+	return driver.Write{Kind: driver.Put, Addr: a, Doc: driver.Document{JSON: []byte(doc)}, Cond: cond}
+}
+
+func wantKind(t *testing.T, what string, err error, want driver.ErrorKind) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want %v", what, want)
+	}
+	if got := driver.KindOf(err); got != want {
+		t.Fatalf("%s: %v (kind %v), want %v", what, err, got, want)
+	}
+}
+
+func TestFakeReadOneMgetRawSource(t *testing.T) {
+	const source = `{ "spaced" :  [1, 2.50, "x"] , "u":"\u00e9" }`
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		return 200, `{"docs":[
+			{"_index":"a","_id":"1","_version":3,"_seq_no":7,"_primary_term":2,"found":true,"_source":` + source + `},
+			{"_index":"b","_id":"2","found":false},
+			{"_index":"gone","_id":"3","error":{"root_cause":[],"type":"index_not_found_exception","reason":"no such index [gone]","index":"gone"}}]}`
+	})
+	s := f.store(t, nil)
+	addrs := []driver.Address{addrOf("a", "1"), addrOf("b", "2"), addrOf("gone", "3")}
+	res, err := s.Read(context.Background(), addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Found || string(res[0].Doc.JSON) != source || res[0].Doc.Times != nil {
+		t.Fatalf("found doc: %+v, want the _source bytes unchanged", res[0])
+	}
+	if r, _ := decodeRevision(res[0].Revision); r != (revision{7, 2}) {
+		t.Fatalf("revision %v, want seq 7 term 2", r)
+	}
+	if res[1].Found || res[1].Err != nil {
+		t.Fatalf("missing doc: %+v", res[1])
+	}
+	wantKind(t, "missing index", res[2].Err, driver.KindNotFound)
+	reqs := f.seen()
+	if len(reqs) != 1 || reqs[0].path != "/_mget" {
+		t.Fatalf("requests %+v, want one POST /_mget", reqs)
+	}
+	var body struct {
+		Docs []struct {
+			Index string `json:"_index"`
+			ID    string `json:"_id"`
+		} `json:"docs"`
+	}
+	if err := json.Unmarshal([]byte(reqs[0].body), &body); err != nil || len(body.Docs) != 3 || body.Docs[2].Index != "gone" || body.Docs[2].ID != "3" {
+		t.Fatalf("mget body %s (%v)", reqs[0].body, err)
+	}
+}
+
+// bulkAnswer builds a _bulk answer from item JSON objects, each {"<action>":{...}}.
+func bulkAnswer(items ...string) string {
+	return `{"took":1,"errors":true,"items":[` + strings.Join(items, ",") + `]}`
+}
+
+func TestFakeWriteClassifiesItems(t *testing.T) {
+	ok := func(action, result string, status int) string {
+		return `{"` + action + `":{"_index":"d","_id":"x","_version":1,"result":"` + result + `","_seq_no":4,"_primary_term":1,"status":` + itoa(status) + `}}`
+	}
+	fail := func(action string, status int, typ string) string {
+		return `{"` + action + `":{"_index":"d","_id":"x","status":` + itoa(status) + `,"error":{"type":"` + typ + `","reason":"secret value 42"}}}`
+	}
+	items := []string{
+		ok("index", "created", 201),
+		ok("index", "updated", 200),
+		fail("create", 409, "version_conflict_engine_exception"),
+		fail("index", 409, "version_conflict_engine_exception"),
+		fail("index", 429, "es_rejected_execution_exception"),
+		fail("index", 400, "document_parsing_exception"),
+		fail("index", 404, "index_not_found_exception"),
+		ok("delete", "deleted", 200),
+		`{"delete":{"_index":"d","_id":"x","_version":1,"result":"not_found","_seq_no":5,"_primary_term":1,"status":404}}`,
+		fail("delete", 409, "version_conflict_engine_exception"),
+	}
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		if r.method == http.MethodHead {
+			return 200, ""
+		}
+		return 200, bulkAnswer(items...)
+	})
+	s := f.store(t, nil)
+	rev := driver.Condition{Kind: driver.IfRevision, Revision: revision{3, 1}.encode()}
+	a := addrOf("d", "x")
+	writes := []driver.Write{
+		putOf(addrOf("d", "0"), `{}`, driver.Condition{}),
+		putOf(addrOf("d", "1"), `{}`, rev),
+		putOf(addrOf("d", "2"), `{}`, driver.Condition{Kind: driver.IfAbsent}),
+		putOf(addrOf("d", "3"), `{}`, rev),
+		putOf(addrOf("d", "4"), `{}`, driver.Condition{}),
+		putOf(addrOf("d", "5"), `{"v":"secret value 42"}`, driver.Condition{}),
+		putOf(addrOf("d", "6"), `{}`, driver.Condition{}),
+		{Kind: driver.Delete, Addr: addrOf("d", "7")},
+		{Kind: driver.Delete, Addr: addrOf("d", "8")},
+		{Kind: driver.Delete, Addr: a, Cond: rev},
+	}
+	res, err := s.Write(context.Background(), writes, driver.WriteOptions{Visible: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome := func(i int, o driver.Outcome, withRev bool) {
+		t.Helper()
+		if res[i].Err != nil || res[i].Outcome != o || (len(res[i].Revision) > 0) != withRev {
+			t.Fatalf("write %d: %+v, want outcome %v (revision %v)", i, res[i], o, withRev)
+		}
+	}
+	wantOutcome(0, driver.Created, true)
+	wantOutcome(1, driver.Updated, true)
+	wantKind(t, "create on existing", res[2].Err, driver.KindAlreadyExists)
+	wantKind(t, "stale index", res[3].Err, driver.KindConflict)
+	wantKind(t, "rejected", res[4].Err, driver.KindUnavailable)
+	wantKind(t, "mapping", res[5].Err, driver.KindInvalid)
+	if strings.Contains(res[5].Err.Error(), "secret") {
+		t.Fatalf("error carries document contents: %v", res[5].Err)
+	}
+	wantKind(t, "missing index", res[6].Err, driver.KindNotFound)
+	wantOutcome(7, driver.Deleted, false)
+	wantOutcome(8, driver.NotFound, false)
+	wantKind(t, "stale delete", res[9].Err, driver.KindConflict)
+
+	reqs := f.seen()
+	if len(reqs) != 2 || reqs[0].method != http.MethodHead || reqs[0].path != "/d" || reqs[1].path != "/_bulk" {
+		t.Fatalf("requests %+v, want HEAD /d then one POST /_bulk", reqs)
+	}
+	if !strings.Contains(reqs[1].query, "refresh=wait_for") {
+		t.Fatalf("visible write without refresh=wait_for: %q", reqs[1].query)
+	}
+	if n := strings.Count(reqs[1].body, "\n"); n != 7*2+3 {
+		t.Fatalf("bulk body has %d lines, want 17", n)
+	}
+	// The item answered index_not_found dropped the dataset from the cache: the next write
+	// checks again.
+	_, _ = s.Write(context.Background(), writes[:1], driver.WriteOptions{})
+	if reqs := f.seen(); len(reqs) != 4 || reqs[2].method != http.MethodHead {
+		t.Fatalf("after a missing-index item, requests %+v, want a new HEAD", reqs)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestFakeMissingDatasetIsNotWritten(t *testing.T) {
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		switch {
+		case r.method == http.MethodHead && r.path == "/missing":
+			return 404, ""
+		case r.method == http.MethodHead:
+			return 200, ""
+		}
+		return 200, bulkAnswer(`{"index":{"result":"created","status":201,"_seq_no":0,"_primary_term":1}}`)
+	})
+	s := f.store(t, nil)
+	res, err := s.Write(context.Background(), []driver.Write{
+		putOf(addrOf("missing", "1"), `{}`, driver.Condition{}),
+		putOf(addrOf("present", "1"), `{}`, driver.Condition{}),
+		{Kind: driver.Delete, Addr: addrOf("missing", "2")},
+	}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "put to a missing dataset", res[0].Err, driver.KindNotFound)
+	wantKind(t, "delete in a missing dataset", res[2].Err, driver.KindNotFound)
+	if res[1].Err != nil || res[1].Outcome != driver.Created {
+		t.Fatalf("put beside them: %+v", res[1])
+	}
+	for _, r := range f.seen() {
+		if r.path == "/_bulk" && strings.Contains(r.body, `"missing"`) {
+			t.Fatalf("a write to the missing dataset was sent: %s", r.body)
+		}
+	}
+}
+
+func TestFakeDatasetCacheTTL(t *testing.T) {
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		if r.method == http.MethodHead {
+			return 200, ""
+		}
+		return 200, bulkAnswer(`{"delete":{"result":"deleted","status":200}}`)
+	})
+	now := time.Unix(1000, 0)
+	s := f.store(t, &Options{DatasetTTL: time.Minute, Now: func() time.Time { return now }})
+	heads := func() int {
+		n := 0
+		for _, r := range f.seen() {
+			if r.method == http.MethodHead {
+				n++
+			}
+		}
+		return n
+	}
+	del := []driver.Write{{Kind: driver.Delete, Addr: addrOf("d", "1")}}
+	for range 3 {
+		if res, err := s.Write(context.Background(), del, driver.WriteOptions{}); err != nil || res[0].Err != nil {
+			t.Fatalf("write: %v %+v", err, res)
+		}
+	}
+	if heads() != 1 {
+		t.Fatalf("%d existence checks for three writes within the TTL, want 1", heads())
+	}
+	now = now.Add(time.Minute)
+	_, _ = s.Write(context.Background(), del, driver.WriteOptions{})
+	if heads() != 2 {
+		t.Fatalf("%d existence checks after the TTL, want 2", heads())
+	}
+	skip := f.store(t, &Options{SkipDatasetCheck: true})
+	_, _ = skip.Write(context.Background(), del, driver.WriteOptions{})
+	if heads() != 2 {
+		t.Fatal("SkipDatasetCheck still checked")
+	}
+}
+
+func TestFakeWholeRequestFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		status   int
+		body     string
+		write    driver.ErrorKind
+		read     driver.ErrorKind
+		unknown  bool // the write's message must say the outcome is unknown
+		dropOnly bool
+	}{
+		{"429", 429, `{"error":{"type":"circuit_breaking_exception"},"status":429}`, driver.KindUnavailable, driver.KindUnavailable, false, false},
+		{"503", 503, `{"error":{"type":"cluster_block_exception"},"status":503}`, driver.KindUnavailable, driver.KindUnavailable, false, false},
+		{"413", 413, ``, driver.KindTooLarge, driver.KindTooLarge, false, false},
+		{"400", 400, `{"error":{"type":"action_request_validation_exception"},"status":400}`, driver.KindInvalid, driver.KindInvalid, false, false},
+		{"500", 500, `{"error":{"type":"exception"},"status":500}`, driver.KindInternal, driver.KindUnavailable, true, false},
+		{"504", 504, `gateway timeout`, driver.KindInternal, driver.KindUnavailable, true, false},
+		{"dropped", -1, ``, driver.KindInternal, driver.KindUnavailable, true, true},
+		{"truncated", 200, `{"items":[{"index":{"status":201`, driver.KindInternal, driver.KindInternal, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(t, func(r fakeRequest) (int, string) {
+				if r.method == http.MethodHead {
+					return 200, ""
+				}
+				return tc.status, tc.body
+			})
+			s := f.store(t, nil)
+			res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantKind(t, "write", res[0].Err, tc.write)
+			if tc.unknown && !strings.Contains(res[0].Err.Error(), "outcome is unknown") {
+				t.Fatalf("write error %v does not say the outcome is unknown", res[0].Err)
+			}
+			_, rerr := s.Read(context.Background(), []driver.Address{addrOf("d", "1")})
+			wantKind(t, "read", rerr, tc.read)
+		})
+	}
+}
+
+func TestFakeConnectionRefusedIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	s, err := NewFromURLs([]string{url}, &Options{SkipDatasetCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "write", res[0].Err, driver.KindUnavailable)
+	_, err = s.Read(context.Background(), []driver.Address{addrOf("d", "1")})
+	wantKind(t, "read", err, driver.KindUnavailable)
+
+	checked, err := NewFromURLs([]string{url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checked.Close(context.Background())
+	res, _ = checked.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	wantKind(t, "write behind a failed dataset check", res[0].Err, driver.KindUnavailable)
+}
+
+func TestFakeTimeoutAndCancel(t *testing.T) {
+	release := make(chan struct{})
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		if r.method == http.MethodHead {
+			return 200, ""
+		}
+		<-release
+		return 200, "{}"
+	})
+	defer close(release)
+	s := f.store(t, &Options{Timeout: 50 * time.Millisecond})
+	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "timed-out write", res[0].Err, driver.KindInternal)
+	if !errors.Is(res[0].Err, errRequestTimeout) || !strings.Contains(res[0].Err.Error(), "outcome is unknown") {
+		t.Fatalf("timed-out write: %v", res[0].Err)
+	}
+	_, err = s.Read(context.Background(), []driver.Address{addrOf("d", "1")})
+	wantKind(t, "timed-out read", err, driver.KindUnavailable)
+
+	s2 := f.store(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	res, err = s2.Write(ctx, []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "write whose caller gave up", res[0].Err, driver.KindCanceled)
+}
+
+func TestFakeMalformedRevisionAndAbsentDelete(t *testing.T) {
+	f := newFake(t, func(r fakeRequest) (int, string) {
+		if r.path == "/_mget" {
+			return 200, `{"docs":[{"found":true,"_seq_no":1,"_primary_term":1,"_source":{}},{"found":false}]}`
+		}
+		return 200, "{}"
+	})
+	s := f.store(t, nil)
+	res, err := s.Write(context.Background(), []driver.Write{
+		putOf(addrOf("d", "1"), `{}`, driver.Condition{Kind: driver.IfRevision, Revision: []byte("junk")}),
+		{Kind: driver.Delete, Addr: addrOf("d", "2"), Cond: driver.Condition{Kind: driver.IfAbsent}},
+		{Kind: driver.Delete, Addr: addrOf("d", "3"), Cond: driver.Condition{Kind: driver.IfAbsent}},
+	}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "malformed revision", res[0].Err, driver.KindInvalid)
+	wantKind(t, "if-absent delete of an existing record", res[1].Err, driver.KindAlreadyExists)
+	if res[2].Err != nil || res[2].Outcome != driver.NotFound {
+		t.Fatalf("if-absent delete of a missing record: %+v", res[2])
+	}
+	for _, r := range f.seen() {
+		if r.path == "/_bulk" || r.method == http.MethodHead {
+			t.Fatalf("nothing to write, yet %s %s was sent", r.method, r.path)
+		}
+	}
+}
+
+func TestFakeClosed(t *testing.T) {
+	f := newFake(t, nil)
+	s := f.store(t, nil)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(context.Background(), []driver.Address{addrOf("d", "1")}); err == nil {
+		t.Fatal("read after Close succeeded")
+	}
+	if _, err := s.Write(context.Background(), nil, driver.WriteOptions{}); err == nil {
+		t.Fatal("write after Close succeeded")
+	}
+}

@@ -1,0 +1,159 @@
+package searchstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elastic/elastic-transport-go/v8/elastictransport"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// Options configure a Store. The zero value (or nil) gives the documented defaults.
+type Options struct {
+	// DatasetTTL is how long a dataset (index or alias) seen to exist is trusted before a write
+	// to it checks again. Default 1 minute. See "Missing datasets" in the package doc.
+	DatasetTTL time.Duration
+	// SkipDatasetCheck sends writes without checking that their dataset exists. Set it only
+	// when the cluster's action.auto_create_index forbids creating the datasets written to:
+	// then a missing dataset fails per item with KindNotFound anyway. Default false.
+	SkipDatasetCheck bool
+	// Timeout bounds every request the adapter sends, on top of the caller's context. A write
+	// that times out has an unknown outcome and fails with KindInternal. Default 0: only the
+	// caller's context bounds a request.
+	Timeout time.Duration
+	// Now is the clock for DatasetTTL. Default time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.DatasetTTL < 0 || c.Timeout < 0 {
+		return c, errors.New("searchstore: negative DatasetTTL or Timeout")
+	}
+	if c.DatasetTTL == 0 {
+		c.DatasetTTL = time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// Store is the Elasticsearch / OpenSearch adapter. It is safe for concurrent use.
+type Store struct {
+	tp       elastictransport.Interface
+	owned    *elastictransport.Client // created by NewFromURLs; Close closes it
+	opts     Options
+	datasets datasetCache
+	closed   atomic.Bool
+}
+
+var (
+	_ driver.Store            = (*Store)(nil)
+	_ driver.AddressValidator = (*Store)(nil)
+)
+
+// New returns a Store that sends its requests through tp, typically an
+// *elastictransport.Client (go-elasticsearch's transport, which has no product check and so
+// talks to OpenSearch as well). tp must not retry requests on its own
+// (elastictransport.Config.DisableRetry): a _bulk whose answer was lost and that the transport
+// sends again can be applied twice and then be reported as a conflict. Close does not close tp.
+func New(tp elastictransport.Interface, opts *Options) (*Store, error) {
+	if tp == nil {
+		return nil, errors.New("searchstore: nil transport")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Store{tp: tp, opts: o}, nil
+}
+
+// NewFromURLs returns a Store over a transport of its own to the given node URLs
+// ("http://user:password@host:9200"), with retries disabled. Close closes that transport.
+func NewFromURLs(urls []string, opts *Options) (*Store, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("searchstore: no URLs")
+	}
+	us := make([]*url.URL, len(urls))
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// The URL is not echoed: it may hold a password.
+			return nil, fmt.Errorf("searchstore: URL %d is not an http(s) URL with a host", i)
+		}
+		us[i] = u
+	}
+	tp, err := elastictransport.New(elastictransport.Config{URLs: us, DisableRetry: true})
+	if err != nil {
+		return nil, fmt.Errorf("searchstore: transport: %w", err)
+	}
+	s, err := New(tp, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.owned = tp
+	return s, nil
+}
+
+var errClosed = driver.NewError(driver.KindInternal, "searchstore: closed", nil)
+
+// Close implements driver.Store: later calls fail, and a transport NewFromURLs created is
+// closed.
+func (s *Store) Close(ctx context.Context) error {
+	if s.closed.Swap(true) || s.owned == nil {
+		return nil
+	}
+	return s.owned.Close(ctx)
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuf() *bytes.Buffer { b := bufPool.Get().(*bytes.Buffer); b.Reset(); return b }
+
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 4<<20 { // do not pin the memory of a rare huge answer
+		bufPool.Put(b)
+	}
+}
+
+// answer is a complete response. body is pooled: release it once decoded.
+type answer struct {
+	status int
+	body   *bytes.Buffer
+}
+
+func (a answer) release() { putBuf(a.body) }
+
+// perform sends req and reads the whole answer. A non-nil error is already classified: kind
+// says whether the request may have changed anything when its answer was lost.
+func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (answer, *driver.Error) {
+	ctx := parent
+	if s.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(parent, s.opts.Timeout, errRequestTimeout)
+		defer cancel()
+	}
+	res, err := req.Do(ctx, s.tp)
+	if err != nil {
+		return answer{}, classifyTransport(parent, ctx, err, kind, what)
+	}
+	defer res.Body.Close()
+	buf := getBuf()
+	if _, err := buf.ReadFrom(res.Body); err != nil {
+		putBuf(buf)
+		return answer{}, classifyTransport(parent, ctx, err, kind, what+" (reading the answer)")
+	}
+	return answer{status: res.StatusCode, body: buf}, nil
+}
