@@ -1,0 +1,85 @@
+package cdc
+
+import (
+	"strconv"
+	"time"
+)
+
+// TableID identifies a source table everywhere: in events, schemas, index names and the
+// ownership marker of the destination.
+type TableID struct {
+	Connector string // the source kind: "postgres" or "mysql"
+	Source    string // the configured source's name
+	Database  string
+	Schema    string // PostgreSQL schema; MySQL has none and leaves it empty
+	Table     string
+}
+
+func (t TableID) String() string {
+	s := t.Connector + ":" + t.Source + "/" + t.Database + "."
+	if t.Schema != "" {
+		s += t.Schema + "."
+	}
+	return s + t.Table
+}
+
+// Op is what happened to a row.
+type Op uint8
+
+// Operations.
+const (
+	Insert Op = iota + 1
+	Update
+	Delete
+	Read // a row of an initial snapshot
+)
+
+var opNames = [...]string{"", "insert", "update", "delete", "read"}
+
+func (o Op) String() string {
+	if o != 0 && int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "Op(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Event is one change of one row.
+type Event struct {
+	Op     Op
+	Table  TableID
+	Schema *TableSchema // the table's schema when the change was made; Before and After follow its Columns
+	// Before is the row before an update or delete, when the source sends it (MySQL full row
+	// images, PostgreSQL REPLICA IDENTITY FULL or the key columns of the default identity, with
+	// the other columns nil); nil otherwise.
+	Before []Value
+	// After is the row after an insert, update or snapshot read; nil for a delete.
+	After []Value
+	// Position is where the change is in the source's history.
+	Position Position
+	// Checkpoint is set on the last event of a transaction (and of each snapshot chunk): resuming
+	// from it neither repeats nor skips a whole transaction. Nil elsewhere: a transaction is
+	// never resumed from its middle.
+	Checkpoint Checkpoint
+	// CommitTime is the source transaction's commit time (zero for snapshot reads).
+	CommitTime time.Time
+	// TxID identifies the source transaction (xid, GTID); empty for snapshot reads.
+	TxID string
+	// Malformed, when set, says the source could not decode this row; the runner routes the
+	// event to the dead-letter queue with this reason instead of handing it to the sink.
+	Malformed error
+}
+
+// Position is a change's place in its source's history.
+type Position interface {
+	// Version is the change's Elasticsearch external version. For successive changes of the
+	// same row it increases strictly -- across transactions, within one transaction, across
+	// restarts and replays -- and snapshot reads get versions below every change streamed
+	// after the snapshot. Each source documents its derivation and its limits.
+	Version() int64
+	// String renders the position for logs (an LSN, a binlog file and offset, a GTID).
+	String() string
+}
+
+// Checkpoint is an opaque, source-specific resume point. Sources produce and consume it; the
+// runner stores it durably once every event before it was acknowledged.
+type Checkpoint []byte

@@ -1,0 +1,87 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SnapshotMode says what a source does when it starts without a checkpoint.
+type SnapshotMode uint8
+
+// Snapshot modes.
+const (
+	// SnapshotInitial reads every captured table in one consistent snapshot, then streams the
+	// changes made after it, with neither a gap nor an overlap it cannot version correctly.
+	SnapshotInitial SnapshotMode = iota
+	// SnapshotNever streams from the source's current position.
+	SnapshotNever
+)
+
+// Source is a database whose changes the pipeline reads.
+type Source interface {
+	// Open starts reading after cp, or -- when cp is nil -- as the snapshot mode says. Events
+	// arrive in the source's commit order.
+	Open(ctx context.Context, cp Checkpoint) (Stream, error)
+}
+
+// Stream delivers one source's events until it is closed or fails.
+type Stream interface {
+	// Events delivers the events. It is closed when the stream ends; Err then says why.
+	Events() <-chan Event
+	// Err returns why Events was closed: nil after Close, the failure otherwise.
+	Err() error
+	// Ack reports that every event up to the one that carried cp has been applied and cp is
+	// stored durably: the source may now let the server discard what lies before it (PostgreSQL:
+	// the slot's flush position). A source never reports more than was acknowledged.
+	Ack(ctx context.Context, cp Checkpoint) error
+	// Progress reports snapshot progress (zero when not snapshotting).
+	Progress() SnapshotProgress
+	// Close stops the stream and releases its connections.
+	Close() error
+}
+
+// SnapshotProgress is how far an initial snapshot has come.
+type SnapshotProgress struct {
+	Active        bool
+	Table         TableID // the table being read now
+	TablesDone    int
+	TablesTotal   int
+	RowsDone      int64 // rows acknowledged by the sink
+	RowsEstimated int64 // the catalog's estimate for all captured tables
+	RowsPerSecond float64
+}
+
+// ErrSourceClosed is returned by streams used after Close.
+var ErrSourceClosed = errors.New("cdc: source stream closed")
+
+// Sink is where the runner writes batches (package sink writes to Elasticsearch).
+type Sink interface {
+	// Write applies a batch. It returns nil error and the per-row dead letters when every other
+	// event was applied (or was superseded); a *BackpressureError when nothing durable can be
+	// said and the same batch must be offered again; any other error is fatal: the pipeline
+	// stops and its checkpoint stays where it was.
+	Write(ctx context.Context, batch []Event) ([]DeadLetter, error)
+}
+
+// DeadLetter is a row the sink could not apply and never will as it is.
+type DeadLetter struct {
+	Index  int    // the event's index in the batch
+	Reason string // why, without row data or credentials
+}
+
+// BackpressureError asks the runner to offer the same batch again later.
+type BackpressureError struct {
+	Err        error
+	RetryAfter time.Duration // zero: the runner's own backoff decides
+}
+
+func (e *BackpressureError) Error() string { return fmt.Sprintf("cdc: backpressure: %v", e.Err) }
+func (e *BackpressureError) Unwrap() error { return e.Err }
+
+// CheckpointStore keeps each pipeline's checkpoint durably (package statestore).
+type CheckpointStore interface {
+	LoadCheckpoint(ctx context.Context, pipeline string) (Checkpoint, error)
+	SaveCheckpoint(ctx context.Context, pipeline string, cp Checkpoint) error
+}
