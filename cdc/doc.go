@@ -26,4 +26,22 @@
 // to the stream so the server may discard older history. A restart resumes from the stored
 // checkpoint: nothing committed is lost; events after it may be delivered again, and external
 // versioning makes that harmless.
+//
+// # Runner
+//
+// [Runner] drives one pipeline: it reads a [Stream], forms batches (count, estimated bytes,
+// time since the batch's first event), hands them to a [Sink], writes the sink's dead letters,
+// and only then saves the last transaction-end checkpoint of the batch and acks it to the
+// stream. Backpressure replays the identical batch after jittered exponential backoff; any
+// other sink error stops the pipeline with its checkpoint unchanged. Progress and Health
+// report on it (Health turns unhealthy when events wait longer than the stall threshold with
+// no batch succeeding). Since a batch may end inside a transaction, a restart replays
+// everything after the stored checkpoint: the unfinished transaction and at most the last
+// batch (TestRunnerCrash proves the bound).
+//
+// # Dead letters
+//
+// Malformed events and the rows a sink dead-letters go to a [DeadLetterWriter]; [FileDLQ]
+// appends JSON lines, fsynced, holding the whole event so the row can be replayed. Row data is
+// kept in the DLQ file and nowhere else: never in an error or a log line.
 package cdc

@@ -65,7 +65,9 @@ type Event struct {
 	// TxID identifies the source transaction (xid, GTID); empty for snapshot reads.
 	TxID string
 	// Malformed, when set, says the source could not decode this row; the runner routes the
-	// event to the dead-letter queue with this reason instead of handing it to the sink.
+	// event to the dead-letter queue with this reason instead of handing it to the sink. A
+	// malformed event still carries its Position and, at a transaction end, its Checkpoint,
+	// which the runner honours like any other.
 	Malformed error
 }
 
@@ -80,6 +82,6 @@ type Position interface {
 	String() string
 }
 
-// Checkpoint is an opaque, source-specific resume point. Sources produce and consume it; the
-// runner stores it durably once every event before it was acknowledged.
+// Checkpoint is an opaque, source-specific resume point, never empty. Sources produce and
+// consume it; the runner stores it durably once every event before it was acknowledged.
 type Checkpoint []byte

@@ -34,7 +34,9 @@ type Stream interface {
 	Err() error
 	// Ack reports that every event up to the one that carried cp has been applied and cp is
 	// stored durably: the source may now let the server discard what lies before it (PostgreSQL:
-	// the slot's flush position). A source never reports more than was acknowledged.
+	// the slot's flush position). A source never reports more than was acknowledged. Acks are
+	// cumulative and advisory: a failed Ack loses nothing (the checkpoint is already durable),
+	// so the runner only logs it. Ack and Progress are safe to call while Events is read.
 	Ack(ctx context.Context, cp Checkpoint) error
 	// Progress reports snapshot progress (zero when not snapshotting).
 	Progress() SnapshotProgress
@@ -61,7 +63,8 @@ type Sink interface {
 	// Write applies a batch. It returns nil error and the per-row dead letters when every other
 	// event was applied (or was superseded); a *BackpressureError when nothing durable can be
 	// said and the same batch must be offered again; any other error is fatal: the pipeline
-	// stops and its checkpoint stays where it was.
+	// stops and its checkpoint stays where it was. Write must neither modify nor keep the batch:
+	// after backpressure the runner offers the identical slice again.
 	Write(ctx context.Context, batch []Event) ([]DeadLetter, error)
 }
 
@@ -80,7 +83,8 @@ type BackpressureError struct {
 func (e *BackpressureError) Error() string { return fmt.Sprintf("cdc: backpressure: %v", e.Err) }
 func (e *BackpressureError) Unwrap() error { return e.Err }
 
-// CheckpointStore keeps each pipeline's checkpoint durably (package statestore).
+// CheckpointStore keeps each pipeline's checkpoint durably (package statestore, which also
+// resets a pipeline's checkpoints together with its ownership records).
 type CheckpointStore interface {
 	LoadCheckpoint(ctx context.Context, pipeline string) (Checkpoint, error)
 	SaveCheckpoint(ctx context.Context, pipeline string, cp Checkpoint) error

@@ -1,0 +1,472 @@
+package cdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RunnerOptions configure a Runner. Pipeline is required; every other zero field takes the
+// documented default.
+type RunnerOptions struct {
+	// Pipeline names the pipeline (one source feeding one sink): the key of its checkpoint and
+	// the name in its dead letters and logs. Required.
+	Pipeline string
+
+	// BatchMaxEvents closes a batch at this many events. Default 1000.
+	BatchMaxEvents int
+	// BatchMaxBytes closes a batch before it would exceed this estimated size (an event larger
+	// than this travels alone). The estimate is the JSON size of the event's values plus a
+	// fixed overhead per event. Default 5 MiB, inside Elasticsearch's recommended bulk sizes.
+	BatchMaxBytes int
+	// BatchMaxWait closes a batch this long after its first event arrived, so a trickle of
+	// changes still reaches the sink promptly. Default 500ms.
+	BatchMaxWait time.Duration
+
+	// BackoffMin and BackoffMax bound the jittered exponential wait before a batch the sink
+	// answered with backpressure is offered again. A RetryAfter from the sink is honoured even
+	// when it is longer. Defaults 100ms and 30s.
+	BackoffMin, BackoffMax time.Duration
+
+	// StallThreshold is how long events may wait without any batch succeeding before Health
+	// reports the pipeline stalled. Default 2 minutes.
+	StallThreshold time.Duration
+
+	// Logger receives operational events (never row data). Default: discarded.
+	Logger *slog.Logger
+	// Clock is the runner's time source (batch waits, backoff, health). Default the system clock.
+	Clock Clock
+	// Rand supplies backoff jitter. Default a generator seeded at random.
+	Rand *rand.Rand
+}
+
+// Clock is a time source; tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
+	var c RunnerOptions
+	if o != nil {
+		c = *o
+	}
+	if c.Pipeline == "" {
+		return c, errors.New("cdc: RunnerOptions.Pipeline is required")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.BatchMaxEvents, 1000)
+	def(&c.BatchMaxBytes, 5<<20)
+	defDur(&c.BatchMaxWait, 500*time.Millisecond)
+	defDur(&c.BackoffMin, 100*time.Millisecond)
+	defDur(&c.BackoffMax, 30*time.Second)
+	defDur(&c.StallThreshold, 2*time.Minute)
+	if c.BackoffMax < c.BackoffMin {
+		return c, fmt.Errorf("cdc: RunnerOptions.BackoffMax %v is below BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Rand == nil {
+		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return c, nil
+}
+
+// Runner is a pipeline: it reads one Source and writes to one Sink.
+//
+// Batches. Run opens the source at the pipeline's stored checkpoint and gathers events into a
+// batch until it holds BatchMaxEvents events, would exceed BatchMaxBytes (estimated from the
+// values), or BatchMaxWait passed since its first event -- or the stream ends. Events whose
+// Malformed is set travel in the batch for checkpoint purposes but never reach the sink: they
+// go straight to the dead-letter queue.
+//
+// Commit order. The sink gets the batch. On success the runner writes the batch's dead letters
+// (malformed events and the rows the sink refused, in event order, with the row data: see
+// DeadLetterRecord), then saves the last checkpoint the batch carries, then acks it to the
+// stream. Only checkpoints count, and sources put them on transaction ends: a batch that ends
+// inside a transaction leaves the stored checkpoint at the previous transaction end, and a
+// batch without any leaves it unchanged. A crash at any point therefore resumes at or before
+// the first event not yet acknowledged: nothing is lost, and what is delivered again is what
+// came after the stored checkpoint -- the unfinished transaction and the last batch
+// (TestRunnerCrash). External versioning makes such replays harmless.
+//
+// Failures. A *BackpressureError offers the identical batch (the same slice) again after a
+// jittered exponential wait between BackoffMin and BackoffMax, or RetryAfter when that is
+// longer, for as long as it takes: backpressure is transient by definition, and Health turns
+// unhealthy meanwhile. Any other sink error, a dead-letter write or checkpoint save that
+// fails, a dead letter with an index outside the batch, and a stream that fails stop Run with
+// that error (wrapped; errors.Is and errors.As reach it), the checkpoint where the last
+// successful batch left it. A failed ack is only logged: the checkpoint is already durable
+// and acks are cumulative, so it costs the server retained history until the next ack.
+//
+// Observation. Progress and Health may be called from any goroutine at any time. Health is
+// unhealthy before Run, after Run returned, and while events have waited longer than
+// StallThreshold with no batch succeeding (measured from the later of the last success and
+// the arrival of the oldest pending event, so an idle pipeline is healthy).
+//
+// Errors and logs name the pipeline, tables and positions, never row values.
+type Runner struct {
+	src  Source
+	sink Sink
+	cps  CheckpointStore
+	dlq  DeadLetterWriter
+	o    RunnerOptions
+	log  *slog.Logger
+
+	running atomic.Bool
+
+	mu           sync.Mutex // guards the fields below, read by Progress and Health
+	stream       Stream
+	progress     Progress
+	state        runState
+	stopErr      error
+	lastSuccess  time.Time // when a batch last succeeded, or the run started
+	pendingSince time.Time // when the oldest event not yet acknowledged was read
+}
+
+type runState uint8
+
+const (
+	notStarted runState = iota
+	running
+	stopped
+)
+
+// NewRunner returns a runner; it starts when Run is called.
+func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLetterWriter, opts *RunnerOptions) (*Runner, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if src == nil || sink == nil || checkpoints == nil || dlq == nil {
+		return nil, errors.New("cdc: NewRunner needs a source, a sink, a checkpoint store and a dead-letter writer")
+	}
+	return &Runner{src: src, sink: sink, cps: checkpoints, dlq: dlq, o: o,
+		log: o.Logger.With("pipeline", o.Pipeline)}, nil
+}
+
+// Progress is what a runner has done so far (totals over every Run of the Runner).
+type Progress struct {
+	Events      int64 // events in batches that succeeded (applied, superseded or dead-lettered)
+	Batches     int64 // batches that succeeded
+	DeadLetters int64 // events written to the dead-letter queue
+	Retries     int64 // batches offered again after backpressure
+	Pending     int   // events read and not yet acknowledged
+	// LastBatch and LastCheckpoint are when a batch last succeeded and when a checkpoint was
+	// last saved (zero: never).
+	LastBatch, LastCheckpoint time.Time
+	// Snapshot is the source's snapshot progress (zero when it is not snapshotting).
+	Snapshot SnapshotProgress
+}
+
+// Progress returns the runner's progress; safe to call at any time from any goroutine.
+func (r *Runner) Progress() Progress {
+	r.mu.Lock()
+	p, st := r.progress, r.stream
+	r.mu.Unlock()
+	if st != nil {
+		p.Snapshot = st.Progress()
+	}
+	return p
+}
+
+// Health is the runner's health signal.
+type Health struct {
+	Healthy bool
+	// Reason says why the runner is unhealthy: not running, stopped by an error, or stalled
+	// (events pending and no batch succeeded for longer than the stall threshold).
+	Reason string
+}
+
+// Health reports whether the pipeline is running and making progress; safe to call at any
+// time from any goroutine.
+func (r *Runner) Health() Health {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch r.state {
+	case notStarted:
+		return Health{Reason: "not running"}
+	case stopped:
+		if r.stopErr != nil {
+			return Health{Reason: "stopped: " + r.stopErr.Error()}
+		}
+		return Health{Reason: "stopped"}
+	}
+	if r.progress.Pending > 0 {
+		since := r.lastSuccess
+		if r.pendingSince.After(since) {
+			since = r.pendingSince
+		}
+		if waited := r.o.Clock.Now().Sub(since); waited > r.o.StallThreshold {
+			return Health{Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
+		}
+	}
+	return Health{Healthy: true}
+}
+
+// Run runs the pipeline until ctx ends (it returns ctx.Err()), the stream ends (nil, or the
+// stream's error), or a fatal error: a sink error other than backpressure, a failure to
+// write dead letters or to save the checkpoint. After an error the checkpoint stays where the
+// last successful batch left it, so a later Run resumes without loss. Run may be called again
+// after it returned, not concurrently.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("cdc: Runner.Run called while running")
+	}
+	defer r.running.Store(false)
+	r.mu.Lock()
+	r.state, r.stopErr, r.lastSuccess = running, nil, r.o.Clock.Now()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.state, r.stopErr, r.stream, r.progress.Pending = stopped, err, nil, 0
+		r.mu.Unlock()
+	}()
+
+	cp, err := r.cps.LoadCheckpoint(ctx, r.o.Pipeline)
+	if err != nil {
+		return r.fatal(ctx, "loading the checkpoint", err)
+	}
+	st, err := r.src.Open(ctx, cp)
+	if err != nil {
+		return r.fatal(ctx, "opening the source", err)
+	}
+	defer st.Close()
+	r.mu.Lock()
+	r.stream = st
+	r.mu.Unlock()
+	r.log.Info("pipeline started", "resumed", cp != nil)
+	return r.loop(ctx, st)
+}
+
+// fatal wraps a failure with the pipeline's name; context errors come back unwrapped.
+func (r *Runner) fatal(ctx context.Context, doing string, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return ctx.Err()
+	}
+	r.log.Error("pipeline stopped", "while", doing, "err", err)
+	return fmt.Errorf("cdc: pipeline %q: %s: %w", r.o.Pipeline, doing, err)
+}
+
+func (r *Runner) loop(ctx context.Context, st Stream) error {
+	var b batch
+	var deadline <-chan time.Time
+	events := st.Events()
+	flush := func() error {
+		deadline = nil
+		return r.flush(ctx, st, &b)
+	}
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				if err := flush(); err != nil {
+					return err
+				}
+				if err := st.Err(); err != nil {
+					return r.fatal(ctx, "reading the source", err)
+				}
+				r.log.Info("source stream ended")
+				return nil
+			}
+			size := eventBytes(&ev)
+			if len(b.entries) > 0 && b.bytes+size > r.o.BatchMaxBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if len(b.entries) == 0 {
+				deadline = r.o.Clock.After(r.o.BatchMaxWait)
+				r.mu.Lock()
+				r.pendingSince = r.o.Clock.Now()
+				r.mu.Unlock()
+			}
+			b.add(ev, size)
+			r.mu.Lock()
+			r.progress.Pending = len(b.entries)
+			r.mu.Unlock()
+			if len(b.entries) >= r.o.BatchMaxEvents || b.bytes >= r.o.BatchMaxBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		case <-deadline:
+			if err := flush(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// batch is what the runner read since the last flush.
+type batch struct {
+	entries    []Event    // every event read, in order, malformed ones included
+	toSink     []Event    // the well-formed ones: what the sink gets
+	sinkEntry  []int      // toSink[i] is entries[sinkEntry[i]]
+	checkpoint Checkpoint // the last checkpoint among entries; nil when none ended a transaction
+	bytes      int
+}
+
+func (b *batch) add(ev Event, size int) {
+	if ev.Malformed == nil {
+		b.sinkEntry = append(b.sinkEntry, len(b.entries))
+		b.toSink = append(b.toSink, ev)
+	}
+	b.entries = append(b.entries, ev)
+	if ev.Checkpoint != nil {
+		b.checkpoint = ev.Checkpoint
+	}
+	b.bytes += size
+}
+
+// flush hands the batch to the sink, then writes its dead letters, then saves and acks its
+// checkpoint -- in that order, so that a crash anywhere leaves the stored checkpoint at or
+// before what the sink and the dead-letter queue hold.
+func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
+	if len(b.entries) == 0 {
+		return nil
+	}
+	var dead []DeadLetter
+	if len(b.toSink) > 0 {
+		var err error
+		if dead, err = r.write(ctx, b.toSink); err != nil {
+			return err
+		}
+	}
+	letters, err := r.deadLetters(b, dead)
+	if err != nil {
+		return r.fatal(ctx, "checking the sink's dead letters", err)
+	}
+	if len(letters) > 0 {
+		if err := r.dlq.WriteDeadLetters(ctx, letters); err != nil {
+			return r.fatal(ctx, "writing dead letters", err)
+		}
+	}
+	now := r.o.Clock.Now()
+	saved := false
+	if b.checkpoint != nil {
+		if err := r.cps.SaveCheckpoint(ctx, r.o.Pipeline, b.checkpoint); err != nil {
+			return r.fatal(ctx, "saving the checkpoint", err)
+		}
+		saved = true
+		// The ack only lets the server discard history; the checkpoint is already durable, and
+		// acks are cumulative, so a failed one costs retained history until the next succeeds.
+		if err := st.Ack(ctx, b.checkpoint); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.log.Warn("acknowledging the checkpoint to the source failed", "err", err)
+		}
+	}
+	r.mu.Lock()
+	r.progress.Events += int64(len(b.entries))
+	r.progress.Batches++
+	r.progress.DeadLetters += int64(len(letters))
+	r.progress.LastBatch = now
+	if saved {
+		r.progress.LastCheckpoint = now
+	}
+	r.progress.Pending = 0
+	r.lastSuccess = now
+	r.mu.Unlock()
+	r.log.Debug("batch done", "events", len(b.entries), "dead_letters", len(letters), "checkpoint", saved)
+	*b = batch{}
+	return nil
+}
+
+// write offers events to the sink until it succeeds, fails fatally or ctx ends; backpressure
+// replays the identical slice after a jittered, bounded wait.
+func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, error) {
+	for attempt := 0; ; attempt++ {
+		dead, err := r.sink.Write(ctx, events)
+		if err == nil {
+			return dead, nil
+		}
+		var bp *BackpressureError
+		if !errors.As(err, &bp) {
+			return nil, r.fatal(ctx, "writing to the sink", err)
+		}
+		wait := r.backoff(attempt, bp.RetryAfter)
+		r.mu.Lock()
+		r.progress.Retries++
+		r.mu.Unlock()
+		r.log.Warn("sink backpressure, offering the batch again", "events", len(events), "attempt", attempt+1, "wait", wait, "err", err)
+		select {
+		case <-r.o.Clock.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// backoff is an exponential wait from BackoffMin up to BackoffMax with "equal jitter" (a
+// random point in the upper half), so that pipelines pushed back together do not return
+// together; a longer RetryAfter wins.
+func (r *Runner) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	ceil := r.o.BackoffMax
+	if attempt < 62 && r.o.BackoffMin <= math.MaxInt64>>attempt {
+		ceil = min(r.o.BackoffMin<<attempt, r.o.BackoffMax)
+	}
+	d := ceil/2 + time.Duration(r.o.Rand.Int64N(int64(ceil/2)+1))
+	return max(d, retryAfter)
+}
+
+// deadLetters builds the batch's dead-letter records in event order: malformed events and the
+// events the sink refused.
+func (r *Runner) deadLetters(b *batch, dead []DeadLetter) ([]DeadLetterRecord, error) {
+	n := 0
+	for _, ev := range b.entries {
+		if ev.Malformed != nil {
+			n++
+		}
+	}
+	if n == 0 && len(dead) == 0 {
+		return nil, nil
+	}
+	reasons := make(map[int]string, len(dead))
+	for _, d := range dead {
+		if d.Index < 0 || d.Index >= len(b.toSink) {
+			return nil, fmt.Errorf("dead letter index %d outside the batch of %d events", d.Index, len(b.toSink))
+		}
+		reasons[b.sinkEntry[d.Index]] = d.Reason
+	}
+	now := r.o.Clock.Now()
+	out := make([]DeadLetterRecord, 0, n+len(reasons))
+	for i, ev := range b.entries {
+		reason, refused := reasons[i]
+		switch {
+		case ev.Malformed != nil:
+			reason = "malformed: " + ev.Malformed.Error()
+		case !refused:
+			continue
+		}
+		out = append(out, DeadLetterRecord{Pipeline: r.o.Pipeline, Reason: reason, Time: now, Event: ev})
+	}
+	return out, nil
+}

@@ -1,0 +1,498 @@
+package cdc_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// harness runs a Runner over fakes inside a synctest bubble, where time is virtual: waits
+// and backoffs pass instantly and deterministically.
+type harness struct {
+	t     *testing.T
+	src   *fakeSource
+	sink  *fakeSink
+	store *statestore.Memory
+	dlq   *memDLQ
+	r     *cdc.Runner
+	done  chan error
+}
+
+func newHarness(t *testing.T, opts cdc.RunnerOptions) *harness {
+	t.Helper()
+	h := &harness{t: t, src: &fakeSource{}, sink: &fakeSink{}, store: statestore.NewMemory(), dlq: &memDLQ{}}
+	if opts.Pipeline == "" {
+		opts.Pipeline = "pipe"
+	}
+	if opts.BatchMaxWait == 0 {
+		opts.BatchMaxWait = time.Hour // batches close by count unless a test says otherwise
+	}
+	r, err := cdc.NewRunner(h.src, h.sink, h.store, h.dlq, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	return h
+}
+
+// run starts Run and waits until it blocks reading the stream it opened.
+func (h *harness) run(ctx context.Context) *fakeStream {
+	h.done = make(chan error, 1)
+	n := len(h.src.streams)
+	go func() { h.done <- h.r.Run(ctx) }()
+	synctest.Wait()
+	return h.src.stream(n)
+}
+
+func (h *harness) wait() error {
+	h.t.Helper()
+	synctest.Wait()
+	select {
+	case err := <-h.done:
+		return err
+	default:
+		h.t.Fatal("Run has not returned")
+		return nil
+	}
+}
+
+func (h *harness) checkpoint() string {
+	cp, err := h.store.LoadCheckpoint(context.Background(), "pipe")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(cp)
+}
+
+func concat(txs ...[]cdc.Event) []cdc.Event {
+	var out []cdc.Event
+	for _, tx := range txs {
+		out = append(out, tx...)
+	}
+	return out
+}
+
+func TestRunnerBatchesByCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 3})
+		st := h.run(t.Context())
+		st.send(concat(txEvents(1, 1), txEvents(2, 1), txEvents(3, 1), txEvents(4, 1), txEvents(5, 1), txEvents(6, 1), txEvents(7, 1))...)
+		synctest.Wait()
+		want := [][]string{{"1/0", "2/0", "3/0"}, {"4/0", "5/0", "6/0"}}
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		st.end(nil) // the stream's end flushes the rest
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, []string{"7/0"})
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		if got := st.ackList(); !reflect.DeepEqual(got, []string{"3", "6", "7"}) {
+			t.Fatalf("acks %v", got)
+		}
+		p := h.r.Progress()
+		if p.Events != 7 || p.Batches != 3 || p.Pending != 0 || p.LastCheckpoint.IsZero() {
+			t.Fatalf("progress %+v", p)
+		}
+	})
+}
+
+func TestRunnerBatchesByBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		small := txEvents(1, 1)[0]
+		big := txEvents(2, 1)[0]
+		big.After = []cdc.Value{int64(1), strings.Repeat("x", 4000)}
+		// Room for three small events but not four; the big one exceeds the limit alone.
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxBytes: 700})
+		st := h.run(t.Context())
+		var evs []cdc.Event
+		for i := range 5 {
+			ev := small
+			ev.Position = pos{1, i}
+			evs = append(evs, ev)
+		}
+		evs = append(evs, big)
+		ev := small
+		ev.Position = pos{3, 0}
+		evs = append(evs, ev)
+		st.send(evs...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"1/0", "1/1", "1/2", "1/3"}, {"1/4"}, {"2/0"}, {"3/0"}}
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+	})
+}
+
+func TestRunnerBatchesByTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 100, BatchMaxWait: 200 * time.Millisecond})
+		st := h.run(t.Context())
+		st.send(txEvents(1, 2)...)
+		time.Sleep(150 * time.Millisecond)
+		st.send(txEvents(2, 1)...)
+		time.Sleep(49 * time.Millisecond)
+		synctest.Wait()
+		if n := len(h.sink.calls()); n != 0 {
+			t.Fatalf("%d batches before the wait elapsed", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		want := [][]string{{"1/0", "1/1", "2/0"}}
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		// The next batch's wait starts at its own first event.
+		time.Sleep(time.Second)
+		st.send(txEvents(3, 1)...)
+		time.Sleep(199 * time.Millisecond)
+		synctest.Wait()
+		if n := len(h.sink.calls()); n != 1 {
+			t.Fatalf("%d batches, want 1 before the second wait elapsed", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		if n := len(h.sink.calls()); n != 2 {
+			t.Fatalf("%d batches, want 2", n)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRunnerCheckpointsOnlyAtTransactionEnds: a batch that ends inside a transaction saves
+// the checkpoint of the last transaction it completed (or none), and nothing is saved or
+// acked before the sink answered.
+func TestRunnerCheckpointsOnlyAtTransactionEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 4})
+		var seen []string
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			seen = append(seen, h.checkpoint()) // what was stored while the sink worked
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		st.send(concat(txEvents(1, 3), txEvents(2, 6), txEvents(3, 1))...)
+		synctest.Wait()
+		// Batches: 1/0..1/2 + 2/0 | 2/1..2/4 | then 2/5, 3/0 wait for more.
+		want := [][]string{{"1/0", "1/1", "1/2", "2/0"}, {"2/1", "2/2", "2/3", "2/4"}}
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		if cp := h.checkpoint(); cp != "1" {
+			t.Fatalf("checkpoint %q after a batch wholly inside transaction 2, want 1", cp)
+		}
+		if got := st.ackList(); !reflect.DeepEqual(got, []string{"1"}) {
+			t.Fatalf("acks %v, want [1]", got)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp := h.checkpoint(); cp != "3" {
+			t.Fatalf("final checkpoint %q, want 3", cp)
+		}
+		if got := st.ackList(); !reflect.DeepEqual(got, []string{"1", "3"}) {
+			t.Fatalf("acks %v, want [1 3]", got)
+		}
+		if !reflect.DeepEqual(seen, []string{"", "1", "1"}) {
+			t.Fatalf("checkpoints stored during the sink's writes %v, want [ 1 1]", seen)
+		}
+	})
+}
+
+func TestRunnerBackpressureReplaysTheSameBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 3, BackoffMin: 10 * time.Millisecond, BackoffMax: time.Second})
+		var at []time.Time
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			at = append(at, time.Now())
+			switch call {
+			case 0:
+				return nil, &cdc.BackpressureError{Err: errors.New("429")}
+			case 1:
+				return nil, &cdc.BackpressureError{Err: errors.New("503"), RetryAfter: 5 * time.Second}
+			case 2:
+				if h.checkpoint() != "" {
+					t.Error("checkpoint saved before the batch succeeded")
+				}
+			}
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		st.send(txEvents(1, 3)...)
+		time.Sleep(10 * time.Second) // virtual: lets every backoff elapse
+		synctest.Wait()
+		calls := h.sink.calls()
+		if len(calls) != 3 {
+			t.Fatalf("%d sink calls, want 3", len(calls))
+		}
+		for i := 1; i < 3; i++ {
+			if &calls[i][0] != &calls[0][0] || len(calls[i]) != len(calls[0]) {
+				t.Fatalf("call %d got another batch than call 0", i)
+			}
+		}
+		if gap := at[1].Sub(at[0]); gap < 5*time.Millisecond || gap > 10*time.Millisecond {
+			t.Fatalf("first backoff %v, want within [5ms, 10ms]", gap)
+		}
+		if gap := at[2].Sub(at[1]); gap < 5*time.Second {
+			t.Fatalf("second backoff %v ignored RetryAfter 5s", gap)
+		}
+		if cp := h.checkpoint(); cp != "1" {
+			t.Fatalf("checkpoint %q, want 1", cp)
+		}
+		if p := h.r.Progress(); p.Retries != 2 || p.Batches != 1 || p.Events != 3 {
+			t.Fatalf("progress %+v", p)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestRunnerFatalErrorStopsWithCheckpointUnchanged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 2})
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			if call == 1 {
+				return nil, errFatal
+			}
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		st.send(concat(txEvents(1, 2), txEvents(2, 2))...)
+		err := h.wait()
+		if !errors.Is(err, errFatal) {
+			t.Fatalf("Run = %v, want the sink's error", err)
+		}
+		if cp := h.checkpoint(); cp != "1" {
+			t.Fatalf("checkpoint %q after the fatal batch, want 1", cp)
+		}
+		if got := st.ackList(); !reflect.DeepEqual(got, []string{"1"}) {
+			t.Fatalf("acks %v", got)
+		}
+		if hl := h.r.Health(); hl.Healthy || !strings.Contains(hl.Reason, "stopped") {
+			t.Fatalf("health after a fatal error %+v", hl)
+		}
+		// The next run resumes from the stored checkpoint and replays transaction 2.
+		h.sink.respond = nil
+		st = h.run(t.Context())
+		if got := string(h.src.opened[1]); got != "1" {
+			t.Fatalf("second run opened the source at %q, want 1", got)
+		}
+		st.send(txEvents(2, 2)...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp := h.checkpoint(); cp != "2" {
+			t.Fatalf("checkpoint %q, want 2", cp)
+		}
+	})
+}
+
+func TestRunnerMalformedEventsGoToTheDLQ(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 4})
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			if call == 0 {
+				return []cdc.DeadLetter{{Index: 1, Reason: "mapping conflict"}}, nil
+			}
+			return nil, nil
+		}
+		h.dlq.onWrite = func() error {
+			if h.checkpoint() != "" && len(h.dlq.list()) == 0 {
+				t.Error("checkpoint saved before the dead letters were written")
+			}
+			return nil
+		}
+		st := h.run(t.Context())
+		evs := txEvents(1, 4)
+		evs[1].Malformed = errors.New("cannot decode column 2")
+		evs[1].After = nil
+		bad := txEvents(2, 1) // a batch of nothing but a malformed event
+		bad[0].Malformed = errors.New("unknown type")
+		st.send(evs...)
+		synctest.Wait()
+		st.send(bad...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		calls := batchTxs(h.sink.calls())
+		if want := [][]string{{"1/0", "1/2", "1/3"}}; !reflect.DeepEqual(calls, want) {
+			t.Fatalf("sink batches %v, want %v (malformed events never reach the sink)", calls, want)
+		}
+		recs := h.dlq.list()
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Event.Position.String()+" "+r.Reason)
+			if r.Pipeline != "pipe" || r.Time.IsZero() {
+				t.Fatalf("record %+v", r)
+			}
+		}
+		want := []string{"1/1 malformed: cannot decode column 2", "1/2 mapping conflict", "2/0 malformed: unknown type"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("dead letters %q, want %q", got, want)
+		}
+		if cp := h.checkpoint(); cp != "2" {
+			t.Fatalf("checkpoint %q, want 2", cp)
+		}
+		if p := h.r.Progress(); p.DeadLetters != 3 || p.Events != 5 || p.Batches != 2 {
+			t.Fatalf("progress %+v", p)
+		}
+	})
+}
+
+func TestRunnerDLQFailureIsFatal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1})
+		errDisk := errors.New("disk full")
+		h.dlq.onWrite = func() error { return errDisk }
+		st := h.run(t.Context())
+		ev := txEvents(1, 1)
+		ev[0].Malformed = errors.New("bad")
+		st.send(ev...)
+		if err := h.wait(); !errors.Is(err, errDisk) {
+			t.Fatalf("Run = %v, want the DLQ's error", err)
+		}
+		if cp := h.checkpoint(); cp != "" {
+			t.Fatalf("checkpoint %q saved although its dead letter was not written", cp)
+		}
+	})
+}
+
+func TestRunnerBadDeadLetterIndexIsFatal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1})
+		h.sink.respond = func(int, []cdc.Event) ([]cdc.DeadLetter, error) {
+			return []cdc.DeadLetter{{Index: 1, Reason: "x"}}, nil
+		}
+		st := h.run(t.Context())
+		st.send(txEvents(1, 1)...)
+		if err := h.wait(); err == nil || h.checkpoint() != "" {
+			t.Fatalf("Run = %v, checkpoint %q; want an error and no checkpoint", err, h.checkpoint())
+		}
+	})
+}
+
+func TestRunnerStreamFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 10})
+		st := h.run(t.Context())
+		st.send(txEvents(1, 2)...)
+		errLost := errors.New("connection lost")
+		st.end(errLost)
+		if err := h.wait(); !errors.Is(err, errLost) {
+			t.Fatalf("Run = %v, want the stream's error", err)
+		}
+		// What arrived before the failure was still delivered and checkpointed.
+		if cp := h.checkpoint(); cp != "1" || len(h.sink.calls()) != 1 {
+			t.Fatalf("checkpoint %q, %d batches", cp, len(h.sink.calls()))
+		}
+	})
+}
+
+func TestRunnerContextCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 10})
+		ctx, cancel := context.WithCancel(t.Context())
+		st := h.run(ctx)
+		st.send(txEvents(1, 2)...)
+		cancel()
+		if err := h.wait(); err != context.Canceled {
+			t.Fatalf("Run = %v, want context.Canceled unwrapped", err)
+		}
+		if cp := h.checkpoint(); cp != "" {
+			t.Fatalf("checkpoint %q for a batch never written", cp)
+		}
+		select {
+		case <-st.done:
+		default:
+			t.Fatal("stream not closed")
+		}
+	})
+}
+
+func TestRunnerHealth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 2, StallThreshold: time.Minute, BackoffMax: time.Second})
+		if hl := h.r.Health(); hl.Healthy {
+			t.Fatal("healthy before Run")
+		}
+		var blocked atomic.Bool
+		blocked.Store(true)
+		h.sink.respond = func(int, []cdc.Event) ([]cdc.DeadLetter, error) {
+			if blocked.Load() {
+				return nil, &cdc.BackpressureError{Err: errors.New("429")}
+			}
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		// Idle for long: nothing pending, so healthy.
+		time.Sleep(10 * time.Minute)
+		if hl := h.r.Health(); !hl.Healthy {
+			t.Fatalf("idle pipeline unhealthy: %s", hl.Reason)
+		}
+		st.mu.Lock()
+		st.progress = cdc.SnapshotProgress{Active: true, RowsDone: 42}
+		st.mu.Unlock()
+		st.send(txEvents(1, 2)...)
+		time.Sleep(59 * time.Second)
+		if hl := h.r.Health(); !hl.Healthy {
+			t.Fatalf("unhealthy before the threshold: %s", hl.Reason)
+		}
+		time.Sleep(2 * time.Second)
+		hl := h.r.Health()
+		if hl.Healthy || !strings.Contains(hl.Reason, "stalled") {
+			t.Fatalf("health %+v after a minute of backpressure, want stalled", hl)
+		}
+		p := h.r.Progress()
+		if p.Pending != 2 || p.Snapshot.RowsDone != 42 || p.Retries == 0 {
+			t.Fatalf("progress %+v", p)
+		}
+		blocked.Store(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if hl := h.r.Health(); !hl.Healthy {
+			t.Fatalf("still unhealthy after the batch succeeded: %s", hl.Reason)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if hl := h.r.Health(); hl.Healthy {
+			t.Fatal("healthy after Run returned")
+		}
+	})
+}
+
+func TestRunnerOptionsValidation(t *testing.T) {
+	mem := statestore.NewMemory()
+	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, &memDLQ{}, nil); err == nil {
+		t.Fatal("no pipeline name accepted")
+	}
+	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, nil, &cdc.RunnerOptions{Pipeline: "p"}); err == nil {
+		t.Fatal("no dead-letter writer accepted")
+	}
+	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, &memDLQ{}, &cdc.RunnerOptions{Pipeline: "p", BackoffMin: time.Second, BackoffMax: time.Millisecond}); err == nil {
+		t.Fatal("BackoffMax below BackoffMin accepted")
+	}
+}
