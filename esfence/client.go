@@ -1,0 +1,213 @@
+package esfence
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+)
+
+// maxAnswerBytes bounds how much of an answer is read; a GET of one index with a large mapping
+// stays far below it.
+const maxAnswerBytes = 64 << 20
+
+// answer is one fully read response.
+type answer struct {
+	status int
+	body   []byte
+}
+
+func (a answer) ok() bool { return a.status >= 200 && a.status <= 299 }
+
+// ServerError is a failed request that is not a refusal (a refusal is a *ConflictError): the
+// request, the HTTP status and the error types the server reported. Reason texts are left out
+// on purpose; the caller may retry.
+type ServerError struct {
+	Request  string
+	Status   int
+	Type     string
+	CausedBy []string
+}
+
+func (e *ServerError) Error() string {
+	s := "esfence: " + e.Request + ": status " + strconv.Itoa(e.Status)
+	if e.Type != "" {
+		s += " " + e.Type
+	}
+	for _, c := range e.CausedBy {
+		s += ", caused by " + c
+	}
+	return s
+}
+
+// serverError reads the error types of a failed answer, leaving the reason texts out.
+func (a answer) serverError(request string) *ServerError {
+	e := &ServerError{Request: request, Status: a.status}
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(a.body, &env) != nil {
+		return e
+	}
+	type cause struct {
+		Type     string          `json:"type"`
+		CausedBy json.RawMessage `json:"caused_by"`
+	}
+	var c cause
+	if json.Unmarshal(env.Error, &c) != nil {
+		return e // some endpoints answer with a bare string
+	}
+	e.Type = c.Type
+	for raw := c.CausedBy; len(raw) > 0 && len(e.CausedBy) < 8; {
+		var next cause
+		if json.Unmarshal(raw, &next) != nil || next.Type == "" {
+			break
+		}
+		e.CausedBy = append(e.CausedBy, next.Type)
+		raw = next.CausedBy
+	}
+	return e
+}
+
+// do sends one request. Transport failures are returned as errors; HTTP errors are answers.
+func (f *Fence) do(ctx context.Context, what string, req esapi.Request) (answer, error) {
+	if f.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.opts.Timeout)
+		defer cancel()
+	}
+	res, err := req.Do(ctx, f.tp)
+	if err != nil {
+		return answer{}, fmt.Errorf("esfence: %s: %w", what, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes))
+	if err != nil {
+		return answer{}, fmt.Errorf("esfence: %s: reading the answer: %w", what, err)
+	}
+	return answer{status: res.StatusCode, body: body}, nil
+}
+
+func jsonBody(v any) io.Reader {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps of strings and raw JSON already validated
+	}
+	return bytes.NewReader(b)
+}
+
+// clusterUUID reads the cluster's UUID from the cluster state: GET / is not available on every
+// distribution (the Elasticsearch integ-test zip has no root handler), the cluster state is.
+func (f *Fence) clusterUUID(ctx context.Context) (string, error) {
+	const what = "reading cluster_uuid"
+	a, err := f.do(ctx, what, esapi.ClusterStateRequest{Metric: []string{"metadata"}, FilterPath: []string{"metadata.cluster_uuid"}})
+	if err != nil {
+		return "", err
+	}
+	if !a.ok() {
+		return "", a.serverError(what)
+	}
+	var st struct {
+		Metadata struct {
+			ClusterUUID string `json:"cluster_uuid"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(a.body, &st) != nil || st.Metadata.ClusterUUID == "" || st.Metadata.ClusterUUID == "_na_" {
+		return "", errors.New("esfence: " + what + ": the cluster state names no cluster_uuid")
+	}
+	return st.Metadata.ClusterUUID, nil
+}
+
+// autoCreateSetting reads the effective action.auto_create_index: transient, then persistent,
+// then the defaults (which hold the node's configuration file value, or the built-in "true").
+// ok is false when the answer does not name it at all.
+func (f *Fence) autoCreateSetting(ctx context.Context) (value string, ok bool, err error) {
+	const what = "reading action.auto_create_index"
+	a, err := f.do(ctx, what, esapi.ClusterGetSettingsRequest{
+		IncludeDefaults: ptr(true),
+		FilterPath: []string{
+			"transient.action.auto_create_index",
+			"persistent.action.auto_create_index",
+			"defaults.action.auto_create_index",
+		},
+	})
+	if err != nil {
+		return "", false, err
+	}
+	if !a.ok() {
+		return "", false, a.serverError(what)
+	}
+	type level struct {
+		Action struct {
+			AutoCreateIndex json.RawMessage `json:"auto_create_index"`
+		} `json:"action"`
+	}
+	var s struct {
+		Transient, Persistent, Defaults level
+	}
+	if err := json.Unmarshal(a.body, &s); err != nil {
+		return "", false, errors.New("esfence: " + what + ": the answer is not JSON")
+	}
+	for _, l := range []level{s.Transient, s.Persistent, s.Defaults} {
+		if raw := l.Action.AutoCreateIndex; len(raw) > 0 {
+			var v string
+			if json.Unmarshal(raw, &v) != nil {
+				return "", false, nil // not a string: nothing we can reason about
+			}
+			return v, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// indexState is what GET /<name> says about a destination name.
+type indexState struct {
+	exists   bool
+	concrete bool // the name is itself an index, not an alias or a data stream
+	meta     map[string]json.RawMessage
+	aliases  []string
+}
+
+// getIndex reads the name's mapping _meta and aliases. An alias or a data stream resolves to
+// other (backing) index names, which is how they are told from a concrete index.
+func (f *Fence) getIndex(ctx context.Context, name string) (indexState, error) {
+	const what = "reading the index"
+	a, err := f.do(ctx, what, esapi.IndicesGetRequest{Index: []string{name}})
+	if err != nil {
+		return indexState{}, err
+	}
+	if a.status == http.StatusNotFound {
+		return indexState{}, nil
+	}
+	if !a.ok() {
+		return indexState{}, a.serverError(what)
+	}
+	var m map[string]struct {
+		Aliases  map[string]json.RawMessage `json:"aliases"`
+		Mappings struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"mappings"`
+	}
+	if err := json.Unmarshal(a.body, &m); err != nil {
+		return indexState{}, errors.New("esfence: " + what + ": unexpected answer")
+	}
+	st := indexState{exists: true}
+	got, found := m[name]
+	if !found || len(m) != 1 {
+		return st, nil
+	}
+	st.concrete = true
+	st.meta = got.Mappings.Meta
+	for a := range got.Aliases {
+		st.aliases = append(st.aliases, a)
+	}
+	return st, nil
+}
+
+func ptr[T any](v T) *T { return &v }

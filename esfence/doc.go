@@ -1,0 +1,128 @@
+// Package esfence decides whether a sink may write to an Elasticsearch or OpenSearch index,
+// and makes the cluster itself refuse writes from a sink that lost that right: destination
+// ownership and fencing, as the Elasticsearch sink specification defines them.
+//
+// A mirror is safe only if exactly one writer feeds each index. Clones of a deployment,
+// restored backups of its state and second deployments pointed at the same cluster all break
+// that quietly unless something refuses them. esfence does, with two pieces of state: a marker
+// in the index, written once, and a record in the deployment's state store ([statestore]),
+// rewritten by every claim.
+//
+// # Use
+//
+//	f, _ := esfence.New(transport, state, nil)
+//	claim, err := f.Ensure(ctx, esfence.Destination{Pipeline: ..., Sink: ..., Table: ...,
+//		Index: "cdc-shop.orders", Encoding: ..., Mapping: mapping})
+//	// every _bulk action (index and delete) targets claim.WriteAlias(), require_alias=true
+//	claim, err = f.Reclaim(ctx, claim) // after a reconnect or a client recreation
+//
+// Writes between claims make no ownership request: the cluster enforces the fence. A refusal
+// is a *[ConflictError] (test with errors.Is against a [Class] or [ErrDestinationConflict]);
+// any other error (transport, server, state store) may be retried.
+//
+// # The index
+//
+// The sink writes only to indices it creates. [Fence.Ensure] creates a missing index in one
+// request carrying the given mapping, the ownership marker in mappings._meta.deltaforge
+// ([Marker]: the owner -- deployment identity of the state store, pipeline, sink --, the
+// source table, the cluster's cluster_uuid and the index name, the encoding, a random
+// instance, the format version) and the internal write alias df-w-<instance>-<fence>. Other
+// keys of the mapping's _meta are kept. An existing index without the marker is refused, never
+// adopted; so is a name that is an alias or a data stream.
+//
+// # The record
+//
+// The state store keeps one record per (pipeline, index) in namespace "esfence" with key = the
+// index name, as JSON:
+//
+//	{"v":1,"instance":"<32 hex>","current":"<fence>","pending":"<fence>"}
+//
+// A fence is "<generation>-<16 hex>": the generation orders claims for people reading alias
+// names, the random part keeps two copies of one state store from ever installing the same
+// fence. current is the fence the index carries as far as the store knows (empty until the
+// index's creation is confirmed); pending is the fence a claim is installing. pending is
+// written before the cluster is touched, so after a crash at any point the index carries
+// current or pending, and the next claim carries on from either.
+//
+// # Claims
+//
+// Each claim, in order:
+//
+//  1. reads the cluster_uuid and proves that the cluster refuses to auto-create df-w-*
+//     indices (below); otherwise fencing_unenforced;
+//  2. reads the record and the index (GET /<name>: a name that resolves to other index names
+//     is an alias or a data stream: alias_not_supported);
+//  3. a missing index: destination_missing if the record says it existed (it is never
+//     recreated); otherwise it is created as above, the record first holding the instance and
+//     the fence as pending, then as current;
+//  4. an existing index: the marker must be present, well-formed and of a known format
+//     (marker_missing, marker_malformed, marker_unsupported_version), name this deployment,
+//     pipeline and sink (owned_by_other, reporting only [OwnerDigest]), this source table
+//     (bound_to_another_relation), this index name and this cluster
+//     (destination_identity_mismatch: a copy restored or reindexed elsewhere) and this
+//     encoding (encoding_mismatch). Then the record must exist (unrecorded_destination: the
+//     state is older than the index, or the pipeline was deleted) and name the marker's
+//     instance (destination_identity_mismatch; fenced when our own creation never finished
+//     and another copy created the index). The index must carry exactly one df-w-* alias of
+//     its instance (fence_malformed) whose fence is the record's current or pending one
+//     (fenced: another claim rotated it since);
+//  5. the rotation: the record gets current = the fence found and pending = a new fence;
+//     one _aliases request removes the old alias with must_exist and adds the new one -- if
+//     the old alias is gone by then, the request fails as a whole and the claim is fenced;
+//     then the record gets current = the new fence.
+//
+// Claims never write _meta and leave other aliases alone.
+//
+// # Clones and restores
+//
+// Two separately created state stores have different identities: each is owned_by_other to
+// the other. A copied state store has the same identity; whichever copy claims first rotates
+// the fence, and the other's next write fails at the cluster and its next claim is fenced. A
+// state store restored from an older backup has an older fence: fenced. Restored from its
+// latest state it continues. A deleted index stays deleted (destination_missing); its record
+// goes away only with [Fence.ForgetPipeline], which is [statestore.Store.DeletePipeline]: the
+// pipeline's checkpoint is reset in the same operation.
+//
+// # Deployment requirement
+//
+// require_alias does not apply to delete actions: a delete through a removed alias would
+// auto-create an index of the alias's name and succeed. Deletes are fenced only when the
+// cluster refuses to auto-create indices named df-w-*, for example:
+//
+//	PUT _cluster/settings
+//	{ "persistent": { "action.auto_create_index": "-df-w-*,+*" } }
+//
+// Every claim reads the effective value (transient, then persistent, then the default, which
+// is the node's configuration or true) and evaluates it the way Elasticsearch does: "true" and
+// "false" exactly are booleans; anything else is a comma-separated list of trimmed rules,
+// "-pattern" forbidding and "+pattern" or "pattern" allowing, tried in order, the first
+// matching rule deciding and no match forbidding; '*' is the only wildcard and matching is
+// case-sensitive. The claim proves on automata that no name starting with df-w- can be
+// auto-created, and refuses with fencing_unenforced when it cannot read the setting or the
+// proof fails (the refusal names a rule that lets a df-w- name through).
+//
+// # Privileges
+//
+// The sink's user needs the monitor cluster privilege (cluster settings and state) and, on its
+// indices, create_index, manage_aliases, write and view_index_metadata.
+//
+// # What fencing does not promise
+//
+// A bulk request the cluster already accepted before a rotation may still complete: writes
+// around an ownership change are at least once, as everywhere else. The fence works on newly
+// evaluated actions only.
+//
+// The proof covers action.auto_create_index only. A composable index template whose pattern
+// matches df-w-* names and that sets allow_auto_create: true (or data_stream) overrides the
+// setting inside the cluster; such templates are not inspected (reading them needs a
+// privilege the sink does not otherwise have), so do not create them.
+//
+// A claim whose _aliases request timed out has an unknown outcome; the record allows either
+// fence, so the next claim finishes or repeats it.
+//
+// # Engines
+//
+// The same requests work on Elasticsearch 8 and OpenSearch 2 through esapi on a bare
+// elastictransport client (no product check). The tests run every refusal class and every
+// clone and restore scenario against both.
+package esfence
