@@ -50,7 +50,8 @@ type Event struct {
 	Schema *TableSchema // the table's schema when the change was made; Before and After follow its Columns
 	// Before is the row before an update or delete, when the source sends it (MySQL full row
 	// images, PostgreSQL REPLICA IDENTITY FULL or the key columns of the default identity, with
-	// the other columns nil); nil otherwise.
+	// the other columns nil); nil otherwise. An update that changes the primary key carries the
+	// old key here: a current-state mirror must delete the old document.
 	Before []Value
 	// After is the row after an insert, update or snapshot read; nil for a delete.
 	After []Value
@@ -67,7 +68,7 @@ type Event struct {
 	// Malformed, when set, says the source could not decode this row; the runner routes the
 	// event to the dead-letter queue with this reason instead of handing it to the sink. A
 	// malformed event still carries its Position and, at a transaction end, its Checkpoint,
-	// which the runner honours like any other.
+	// which the runner honours like any other; its Schema may be nil.
 	Malformed error
 }
 

@@ -50,7 +50,7 @@ type SnapshotProgress struct {
 	Table         TableID // the table being read now
 	TablesDone    int
 	TablesTotal   int
-	RowsDone      int64 // rows acknowledged by the sink
+	RowsDone      int64 // rows delivered to the stream's reader (the runner knows what was acknowledged)
 	RowsEstimated int64 // the catalog's estimate for all captured tables
 	RowsPerSecond float64
 }

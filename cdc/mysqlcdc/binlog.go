@@ -1,0 +1,396 @@
+package mysqlcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// reader turns binlog events into cdc events. All state is owned by the stream's goroutine.
+type reader struct {
+	st      *stream
+	src     *Source
+	cat     *catalog
+	useGTID bool
+
+	tables      map[TableName]*table // schemas as of the binlog's current point
+	projections map[string]*table    // schemas rebuilt for row images older than the catalog
+
+	// Commit point: where the next transaction starts.
+	file      string
+	pos       uint32
+	mariaGTID map[uint32]mysql.MariadbGTID // MariaDB: last GTID per domain
+	mysqlGTID mysql.GTIDSet                // MySQL: executed set
+
+	// The binlog file being read (from rotate events).
+	curFile string
+
+	// The open transaction.
+	inTx       bool
+	standalone bool // MariaDB DDL and other statements that commit without an XID
+	txID       string
+	txGTID     mysql.MariadbGTID
+	txMySQL    string
+	txTime     time.Time
+	txRows     int        // row changes so far, captured or not: the GTID version ordinal
+	held       *cdc.Event // the latest event, held until we know whether it ends the transaction
+
+	domain       uint32
+	domainSeen   bool
+	warnedDomain bool
+	warnedWidth  bool
+}
+
+func newReader(st *stream) *reader {
+	return &reader{
+		st: st, src: st.src, cat: &catalog{src: st.src},
+		useGTID:     st.src.opts.Positioning == PositionGTID,
+		tables:      map[TableName]*table{},
+		projections: map[string]*table{},
+		mariaGTID:   map[uint32]mysql.MariadbGTID{},
+	}
+}
+
+// startAt sets the commit point the binlog is read from.
+func (r *reader) startAt(c checkpoint) error {
+	r.file, r.pos, r.curFile = c.File, c.Pos, c.File
+	if !r.useGTID {
+		return nil
+	}
+	if r.src.opts.Flavor == MySQL {
+		set, err := mysql.ParseMysqlGTIDSet(c.GTID)
+		if err != nil {
+			return fmt.Errorf("mysqlcdc: GTID set of the checkpoint: %w", err)
+		}
+		r.mysqlGTID = set
+		return nil
+	}
+	for _, part := range strings.Split(c.GTID, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		g, err := mysql.ParseMariadbGTID(part)
+		if err != nil {
+			return fmt.Errorf("mysqlcdc: GTID position %q: %w", part, err)
+		}
+		r.mariaGTID[g.DomainID] = *g
+	}
+	return nil
+}
+
+// gtidPos renders the commit point's GTID set as the server spells it.
+func (r *reader) gtidPos() string {
+	if r.src.opts.Flavor == MySQL {
+		if r.mysqlGTID == nil {
+			return ""
+		}
+		return r.mysqlGTID.String()
+	}
+	domains := make([]uint32, 0, len(r.mariaGTID))
+	for d := range r.mariaGTID {
+		domains = append(domains, d)
+	}
+	sort.Slice(domains, func(i, j int) bool { return domains[i] < domains[j] })
+	parts := make([]string, len(domains))
+	for i, d := range domains {
+		g := r.mariaGTID[d]
+		parts[i] = g.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (r *reader) checkpoint() cdc.Checkpoint {
+	c := checkpoint{File: r.file, Pos: r.pos, UseGTID: r.useGTID}
+	if r.useGTID {
+		c.GTID = r.gtidPos()
+	}
+	return c.encode()
+}
+
+// preload loads the schemas of the captured tables that exist now.
+func (r *reader) preload(ctx context.Context) error {
+	for _, name := range r.src.opts.Tables {
+		t, err := r.cat.load(ctx, r.src.tableID(name))
+		if errors.Is(err, errNoTable) {
+			continue // created later; loaded when its first row arrives
+		}
+		if err != nil {
+			return err
+		}
+		r.tables[name] = t
+	}
+	return nil
+}
+
+// run reads the binlog until ctx ends, reconnecting from the last commit point after failures.
+func (r *reader) run(ctx context.Context) error {
+	failures := 0
+	backoff := 100 * time.Millisecond
+	for {
+		progressed, err := r.syncOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if progressed {
+			failures, backoff = 0, 100*time.Millisecond
+		}
+		failures++
+		if failures > r.src.opts.MaxRetries {
+			return err
+		}
+		r.src.log.Warn("mysqlcdc: binlog connection failed; resuming from the last commit",
+			"source", r.src.opts.SourceName, "error", err, "attempt", failures, "file", r.file, "pos", r.pos)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// syncOnce streams over one binlog connection. A transaction cut off by a failure is read
+// again from its start by the next connection; its events are then delivered again with the
+// same versions.
+func (r *reader) syncOnce(ctx context.Context) (progressed bool, err error) {
+	o := r.src.opts
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:                o.ServerID,
+		Flavor:                  string(o.Flavor),
+		Host:                    r.src.host,
+		Port:                    r.src.port,
+		User:                    r.src.user,
+		Password:                r.src.password,
+		TimestampStringLocation: time.UTC,
+		HeartbeatPeriod:         o.Heartbeat,
+		ReadTimeout:             4 * o.Heartbeat,
+		DisableRetrySync:        true, // we resume from commit points; go-mysql could resume mid-transaction
+		VerifyChecksum:          true,
+		Logger:                  libraryLogger(r.src.log),
+	})
+	defer syncer.Close()
+
+	r.inTx, r.held = false, nil
+	r.curFile = r.file
+	var streamer *replication.BinlogStreamer
+	if r.useGTID {
+		var set mysql.GTIDSet
+		if set, err = mysql.ParseGTIDSet(string(o.Flavor), r.gtidPos()); err == nil {
+			streamer, err = syncer.StartSyncGTID(set)
+		}
+	} else {
+		streamer, err = syncer.StartSync(mysql.Position{Name: r.file, Pos: r.pos})
+	}
+	if err != nil {
+		return false, &binlogError{op: "start binlog stream", err: err}
+	}
+	for {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			return progressed, &binlogError{err: err}
+		}
+		if err := r.handle(ctx, ev); err != nil {
+			return progressed, err
+		}
+		progressed = true
+	}
+}
+
+func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.curFile = string(e.NextLogName)
+		if !r.inTx {
+			r.file, r.pos = r.curFile, uint32(e.Position)
+		}
+	case *replication.MariadbGTIDEvent:
+		if err := r.flushOrphan(ctx); err != nil {
+			return err
+		}
+		r.begin(ev.Header)
+		r.txGTID = e.GTID
+		r.txID = e.GTID.String()
+		r.standalone = e.IsStandalone()
+		r.checkDomain(e.GTID.DomainID)
+	case *replication.GTIDEvent:
+		if err := r.flushOrphan(ctx); err != nil {
+			return err
+		}
+		r.begin(ev.Header)
+		if next, err := e.GTIDNext(); err == nil {
+			r.txMySQL = next.String()
+			r.txID = r.txMySQL
+		}
+		if t := e.ImmediateCommitTime(); !t.IsZero() && e.ImmediateCommitTimestamp != 0 {
+			r.txTime = t
+		}
+	case *replication.QueryEvent:
+		return r.query(ctx, ev, e)
+	case *replication.XIDEvent:
+		return r.commit(ctx, ev.Header)
+	case *replication.RowsEvent:
+		return r.rows(ctx, ev.Header, e)
+	}
+	return nil
+}
+
+// flushOrphan sends a held event whose transaction ended without a commit event this reader
+// understood (it should not happen): delivering it without a checkpoint beats losing it.
+func (r *reader) flushOrphan(ctx context.Context) error {
+	if r.held == nil {
+		return nil
+	}
+	r.src.log.Warn("mysqlcdc: a transaction ended without a recognized commit event",
+		"source", r.src.opts.SourceName, "position", r.held.Position.String())
+	ev := *r.held
+	r.held = nil
+	return r.st.send(ctx, ev)
+}
+
+func (r *reader) begin(h *replication.EventHeader) {
+	r.inTx, r.standalone = true, false
+	r.txID, r.txMySQL, r.txGTID = "", "", mysql.MariadbGTID{}
+	r.txTime = time.Unix(int64(h.Timestamp), 0).UTC()
+	r.txRows = 0
+	r.held = nil
+}
+
+// checkDomain warns once when a second MariaDB GTID domain appears: sequence numbers of
+// different domains do not order against each other.
+func (r *reader) checkDomain(d uint32) {
+	if !r.domainSeen {
+		r.domain, r.domainSeen = d, true
+		return
+	}
+	if d != r.domain && r.useGTID && !r.warnedDomain {
+		r.warnedDomain = true
+		r.src.log.Warn("mysqlcdc: transactions of several GTID domains; versions are only ordered within one domain",
+			"source", r.src.opts.SourceName, "domains", []uint32{r.domain, d})
+	}
+}
+
+func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *replication.QueryEvent) error {
+	q := strings.TrimSpace(string(e.Query))
+	word := strings.ToUpper(firstWord(q))
+	switch word {
+	case "BEGIN", "XA":
+		if !r.inTx {
+			r.begin(ev.Header)
+		}
+		if r.txID == "" {
+			r.txID = fmt.Sprintf("%s:%d", r.curFile, ev.Header.LogPos-ev.Header.EventSize)
+		}
+		return nil
+	case "COMMIT", "ROLLBACK":
+		if strings.HasPrefix(strings.ToUpper(q), "ROLLBACK TO") {
+			return nil
+		}
+		return r.commit(ctx, ev.Header)
+	case "SAVEPOINT", "RELEASE":
+		return nil
+	}
+	if isDDL(word) {
+		// The next row of any table is read with a fresh catalog schema. Cheaper than parsing
+		// the statement for table names, and DDL is rare.
+		clear(r.tables)
+		clear(r.projections)
+	}
+	if !r.inTx || r.standalone || isDDL(word) {
+		if !r.inTx {
+			r.begin(ev.Header)
+		}
+		return r.commit(ctx, ev.Header)
+	}
+	return nil
+}
+
+func firstWord(q string) string {
+	// Skip a leading /* ... */ comment: servers and tools prefix statements with them.
+	for strings.HasPrefix(q, "/*") {
+		end := strings.Index(q, "*/")
+		if end < 0 {
+			return ""
+		}
+		q = strings.TrimSpace(q[end+2:])
+	}
+	end := strings.IndexFunc(q, func(c rune) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '(' || c == ';' })
+	if end < 0 {
+		return q
+	}
+	return q[:end]
+}
+
+func isDDL(word string) bool {
+	switch word {
+	case "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE":
+		return true
+	}
+	return false
+}
+
+// commit ends the open transaction: the commit point moves past it and the held event, the
+// transaction's last, carries the checkpoint.
+func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
+	r.file, r.pos = r.curFile, h.LogPos
+	if r.useGTID {
+		switch {
+		case r.src.opts.Flavor == MariaDB && r.txGTID.SequenceNumber != 0:
+			r.mariaGTID[r.txGTID.DomainID] = r.txGTID
+		case r.src.opts.Flavor == MySQL && r.txMySQL != "" && r.mysqlGTID != nil:
+			if err := r.mysqlGTID.Update(r.txMySQL); err != nil {
+				return fmt.Errorf("mysqlcdc: track GTID set: %w", err)
+			}
+		}
+	}
+	r.inTx = false
+	if r.held == nil {
+		return nil
+	}
+	ev := *r.held
+	r.held = nil
+	ev.Checkpoint = r.checkpoint()
+	return r.st.send(ctx, ev)
+}
+
+// emit holds ev and sends the previously held event, which is now known not to be last.
+func (r *reader) emit(ctx context.Context, ev cdc.Event) error {
+	prev := r.held
+	r.held = &ev
+	if prev != nil {
+		return r.st.send(ctx, *prev)
+	}
+	return nil
+}
+
+// binlogError wraps go-mysql's errors, whose text carries stack traces, with a readable message
+// that keeps the cause reachable through errors.Is and errors.As.
+type binlogError struct {
+	op  string
+	err error
+}
+
+func (e *binlogError) Unwrap() error { return e.err }
+
+func (e *binlogError) Error() string {
+	op := e.op
+	if op == "" {
+		op = "read binlog"
+	}
+	var keep []string
+	for _, line := range strings.Split(e.err.Error(), "\n") {
+		// Stack frames are "\tfile:line" lines and bare "pkg.Func" lines without spaces.
+		if line == "" || strings.HasPrefix(line, "\t") || !strings.Contains(line, " ") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return "mysqlcdc: " + op + ": " + strings.Join(keep, ": ")
+}

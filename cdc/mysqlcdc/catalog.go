@@ -1,0 +1,214 @@
+package mysqlcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// table is a cached table: its schema and how to normalize each column's values.
+type table struct {
+	schema *cdc.TableSchema
+	codecs []colCodec
+	// verified is the last table map found to agree with the schema; each transaction brings
+	// a new one, so this saves the check for the rest of the transaction.
+	verified *replication.TableMapEvent
+}
+
+// errNoTable says the catalog does not know a table (dropped, or never created).
+var errNoTable = errors.New("mysqlcdc: table not found in the catalog")
+
+// catalog loads table schemas from INFORMATION_SCHEMA over one lazily opened connection. It is
+// safe for concurrent use; loads are rare (first sight of a table, and after DDL).
+type catalog struct {
+	src  *Source
+	mu   sync.Mutex
+	conn *client.Conn
+}
+
+func (c *catalog) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		quit(c.conn)
+		c.conn = nil
+	}
+}
+
+// load reads a table's schema. A failed attempt drops the connection and is tried once more on
+// a fresh one, since the usual cause is a connection the server closed while idle.
+func (c *catalog) load(ctx context.Context, id cdc.TableID) (*table, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		if c.conn == nil {
+			if c.conn, err = c.src.connect(ctx); err != nil {
+				return nil, err
+			}
+		}
+		socket := c.conn.Conn.Conn
+		stop := context.AfterFunc(ctx, func() { _ = socket.Close() })
+		var t *table
+		t, err = c.query(id)
+		stop()
+		if err == nil || errors.Is(err, errNoTable) {
+			return t, err
+		}
+		quit(c.conn)
+		c.conn = nil
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return nil, err
+}
+
+func (c *catalog) query(id cdc.TableID) (*table, error) {
+	r, err := c.conn.Execute(`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME,
+		CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,
+		id.Database, id.Table)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlcdc: load columns of %v: %w", id, err)
+	}
+	if r.RowNumber() == 0 {
+		return nil, fmt.Errorf("%w: %v", errNoTable, id)
+	}
+	t := &table{schema: &cdc.TableSchema{ID: id}}
+	for i := 0; i < r.RowNumber(); i++ {
+		name, _ := r.GetString(i, 0)
+		dataType, _ := r.GetString(i, 1)
+		colType, _ := r.GetString(i, 2)
+		nullable, _ := r.GetString(i, 3)
+		charset, _ := r.GetString(i, 4)
+		length, _ := r.GetInt(i, 5)
+		precision, _ := r.GetInt(i, 6)
+		scale, _ := r.GetInt(i, 7)
+		fsp, _ := r.GetInt(i, 8)
+		col, codec := describeColumn(name, strings.ToLower(dataType), colType, charset, length, precision, scale, fsp)
+		col.Nullable = nullable == "YES"
+		t.schema.Columns = append(t.schema.Columns, col)
+		t.codecs = append(t.codecs, codec)
+	}
+
+	r, err = c.conn.Execute(`SELECT COLUMN_NAME FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX`,
+		id.Database, id.Table)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlcdc: load primary key of %v: %w", id, err)
+	}
+	for i := 0; i < r.RowNumber(); i++ {
+		name, _ := r.GetString(i, 0)
+		if k := t.schema.ColumnIndex(name); k >= 0 {
+			t.schema.PrimaryKey = append(t.schema.PrimaryKey, k)
+		}
+	}
+
+	// MariaDB's JSON is LONGTEXT with a json_valid() check; only the constraint tells it apart.
+	if c.src.opts.Flavor == MariaDB {
+		r, err = c.conn.Execute(`SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
+			WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, id.Database, id.Table)
+		if err != nil {
+			return nil, fmt.Errorf("mysqlcdc: load check constraints of %v: %w", id, err)
+		}
+		for i := 0; i < r.RowNumber(); i++ {
+			clause, _ := r.GetString(i, 0)
+			for _, name := range jsonValidColumns(clause) {
+				k := t.schema.ColumnIndex(name)
+				if k >= 0 && t.codecs[k].class == classText {
+					t.schema.Columns[k].Kind = cdc.KindJSON
+					t.codecs[k] = colCodec{kind: cdc.KindJSON, class: classJSON}
+				}
+			}
+		}
+	}
+	return t, nil
+}
+
+// jsonValidColumns finds the columns a check clause validates with json_valid(`name`).
+func jsonValidColumns(clause string) []string {
+	var names []string
+	const fn = "json_valid(`"
+	lower := strings.ToLower(clause)
+	for {
+		i := strings.Index(lower, fn)
+		if i < 0 {
+			return names
+		}
+		rest := clause[i+len(fn):]
+		name, n := unquoteBacktick(rest)
+		if n > 0 && strings.HasPrefix(rest[n:], ")") {
+			names = append(names, name)
+		}
+		clause, lower = clause[i+len(fn):], lower[i+len(fn):]
+	}
+}
+
+// unquoteBacktick reads a backtick-quoted identifier's body (the opening quote already
+// consumed) and returns it with the number of bytes consumed including the closing quote.
+func unquoteBacktick(s string) (string, int) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '`' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '`' {
+			b.WriteByte('`')
+			i++
+			continue
+		}
+		return b.String(), i + 1
+	}
+	return "", 0
+}
+
+// quoteIdent quotes a MySQL identifier.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// parseLabels reads the labels of an enum('a','b”c') or set(...) column type.
+func parseLabels(colType string) []string {
+	open := strings.IndexByte(colType, '(')
+	if open < 0 {
+		return nil
+	}
+	s := colType[open+1:]
+	var labels []string
+	for len(s) > 0 && s[0] == '\'' {
+		var b strings.Builder
+		i := 1
+		for ; i < len(s); i++ {
+			if s[i] == '\'' {
+				if i+1 < len(s) && s[i+1] == '\'' {
+					b.WriteByte('\'')
+					i++
+					continue
+				}
+				break
+			}
+			if s[i] == '\\' && i+1 < len(s) {
+				i++
+			}
+			b.WriteByte(s[i])
+		}
+		labels = append(labels, b.String())
+		if i+1 >= len(s) {
+			break
+		}
+		s = s[i+1:]
+		if s[0] == ',' {
+			s = s[1:]
+		}
+	}
+	return labels
+}

@@ -1,0 +1,117 @@
+// Package mysqlcdc is the MySQL and MariaDB binlog source of package cdc: an initial consistent
+// snapshot, then the row changes of the captured tables from the binary log, through go-mysql's
+// BinlogSyncer, as cdc.Events with normalized values, versions and checkpoints.
+//
+// # Server requirements
+//
+// binlog_format=ROW and binlog_row_image=FULL (every event carries whole before and after
+// images); binlog_row_metadata=FULL is strongly recommended: it puts column names, signedness,
+// character sets and ENUM/SET labels into every table map, which lets rows written before a
+// later DDL still be decoded with the columns they were written with. The account needs
+// REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: BINLOG MONITOR), SELECT on the captured tables
+// and INFORMATION_SCHEMA, and, for a MySQL snapshot, RELOAD. Every reader of one server needs its
+// own Options.ServerID.
+//
+// # Positioning and checkpoints
+//
+// A checkpoint is a small JSON document: the binlog file and offset right after a transaction's
+// commit event (XID, or COMMIT / a DDL statement for non-transactional groups) and, with GTID
+// positioning, the GTID set executed up to it (MariaDB: one domain-server-sequence per domain,
+// as gtid_binlog_pos spells it). Only the last event of a transaction carries one -- the reader
+// holds each event back until it knows whether the next binlog event commits -- so resuming
+// starts at the beginning of the next transaction and a transaction is never half applied. A
+// stream that loses its binlog connection reconnects from its last commit point and reads an
+// interrupted transaction again from its start (its events repeat with the same versions).
+// Event.TxID is the transaction's GTID (MariaDB "domain-server-sequence", MySQL "uuid:number"),
+// or "file:offset" of its BEGIN without GTIDs; Event.CommitTime is the timestamp of the
+// transaction's GTID event (MySQL 8: its immediate commit timestamp), second precision on MariaDB.
+// Transactions that touch no captured table produce no event and so no checkpoint: the stored
+// checkpoint lags until a captured change arrives, which costs re-reading on restart only.
+// Ack only validates and records: the binlog has no reader-owned retention to release
+// (expire_logs_days / binlog_expire_logs_seconds must outlast any pipeline outage).
+//
+// # Versions
+//
+// With PositionGTID on MariaDB (the default there) an event's version is
+//
+//	GTID sequence number << 20 | ordinal of the row change within the transaction
+//
+// counting every row change of the transaction (captured tables or not), so it does not depend
+// on the capture configuration. A snapshot taken at GTID position S reads with version
+// S<<20 | (1<<20 - 1): at least every change it contains, below every later transaction.
+// Limits: sequence numbers up to 2^43; more than 2^20-1 row changes in one transaction
+// saturate the ordinal (a warning is
+// logged; two changes of the same row beyond that point tie and the later one is refused by the
+// sink); sequence numbers are compared across domains as if they were one sequence, which is
+// right for a single domain (gtid_domain_id the same on every server writing) and wrong for
+// multi-source setups with several domains (a warning is logged when a second domain appears);
+// sequence numbers must increase in binlog order (gtid_strict_mode). A failover to a replica that
+// logs the same GTIDs (log_slave_updates) keeps versions intact; the checkpoint's GTID set is
+// valid on the new primary.
+//
+// With PositionFile (the default for MySQL, and used for MySQL's versions even with GTID
+// positioning) the version packs the binlog file's numeric suffix, the rows event's end offset
+// and the row's index within that event:
+//
+//	index << 45 | offset << 13 | row
+//
+// A snapshot at (file, offset) reads with index<<45 | offset<<13: every later rows event ends
+// past the offset. Limits: 2^18 binlog files, 2^13 rows per rows event (the server cuts rows
+// events at binlog-row-event-max-size, 8 KiB by default, so only a raised limit and tiny rows
+// can overflow; a warning is logged). File positions belong to one server: after a failover to another server,
+// or RESET MASTER / RESET BINARY LOGS, positions restart lower and versions go backwards -- the
+// sink will refuse changes until the new versions overtake the old ones, so re-snapshot into a
+// fresh index instead.
+//
+// # Snapshots
+//
+// MariaDB: START TRANSACTION WITH CONSISTENT SNAPSHOT, then the binlog_snapshot_file and
+// binlog_snapshot_position status variables give the binlog position that exactly matches the
+// read view without any lock, and BINLOG_GTID_POS() turns it into a GTID position
+// (@@gtid_binlog_pos would not do: it moves with commits made after the read view). MySQL has no
+// such variables: FLUSH TABLES WITH READ LOCK is held just long enough to open the read view and
+// read the binlog status. Each captured table is read with one streaming SELECT; rows are
+// cdc.Read events. The last row of the last table carries the checkpoint of the snapshot
+// position P1, from which streaming continues. The last row of every other table carries a
+// snapshot checkpoint: P1 plus the tables done. Resuming from one opens a new read view at a
+// later position P2, reads only the remaining tables -- their rows versioned from P2 -- and then
+// streams from P1: changes between P1 and P2 come again, newer than the rows of the tables read
+// at P1 and older than those read at P2, so both converge. A table interrupted midway is read
+// again in full. Empty tables produce no event (and so no checkpoint). Progress counts rows
+// delivered, not rows acknowledged.
+//
+// # Schemas
+//
+// Schemas come from INFORMATION_SCHEMA (COLUMNS, STATISTICS for the primary key, and on MariaDB
+// CHECK_CONSTRAINTS, since its JSON is LONGTEXT with a json_valid() check). Captured tables are
+// loaded when a stream opens; any DDL statement in the binlog (CREATE, ALTER, DROP, RENAME,
+// TRUNCATE) empties the cache and the next row reloads. Each rows event's table map is checked
+// against the cached schema (column count and, with full metadata, names and types); when the
+// catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
+// rebuilt from the table map, keeping the catalog's description of unchanged columns.
+//
+// # Values
+//
+// Binlog and snapshot produce the same values (cdc/value.go): signed integers and YEAR as int64;
+// UNSIGNED integers as uint64; DECIMAL as its exact string ("-1.50"); DOUBLE as float64, FLOAT
+// as the float64 of its shortest round-tripping decimal (0.1, not 0.10000000149011612); BIT as
+// uint64; CHAR and VARCHAR decoded from their character set to UTF-8 strings; TEXT types as
+// cdc.Base64 of the bytes in the column's character set (Column.Charset tells the sink how to
+// decode them); BINARY, VARBINARY, BLOB and spatial types as cdc.Base64; ENUM as its label and
+// SET as its labels joined by ","; DATE, TIME and DATETIME as the server's strings
+// ("2024-01-02 03:04:05.123", "0000-00-00" kept as is); TIMESTAMP as cdc.EpochMicros (the zero
+// timestamp as 0); JSON as compacted cdc.RawJSON. The snapshot selects FLOAT as DOUBLE, ENUM and
+// SET as their numbers and TIMESTAMP through UNIX_TIMESTAMP, with character_set_results=NULL, so
+// that it reads exactly what the binlog carries. A row that cannot be decoded is delivered with
+// Event.Malformed set; errors never quote row data.
+//
+// # Deviations
+//
+// XA transactions are not supported: their rows are delivered at XA PREPARE, without a
+// checkpoint of their own. TRUNCATE TABLE is logged as a statement, not as row deletes: it refreshes the schema but
+// produces no events. Partial row images (binlog_row_image=MINIMAL or NOBLOB) are not supported.
+// MariaDB's UUID (KindUUID), INET4 and INET6 (KindOther) come out as the server's text forms.
+// Other types (spatial aside) not named above come out as the server's text in a snapshot and
+// as go-mysql's decoding in the stream, which may differ. MySQL's
+// flavour is implemented but only MariaDB 10.11 is exercised by the tests.
+package mysqlcdc

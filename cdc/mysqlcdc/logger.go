@@ -1,0 +1,27 @@
+package mysqlcdc
+
+import (
+	"context"
+	"log/slog"
+)
+
+// libraryLogger wraps the user's logger for go-mysql's own messages, one level lower: it logs
+// every connection at Info and every dropped connection at Error, both of which this package
+// handles and reports itself.
+func libraryLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(demoted{l.Handler()})
+}
+
+type demoted struct{ h slog.Handler }
+
+func lower(l slog.Level) slog.Level { return l - 4 }
+
+func (d demoted) Enabled(ctx context.Context, l slog.Level) bool { return d.h.Enabled(ctx, lower(l)) }
+
+func (d demoted) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lower(r.Level)
+	return d.h.Handle(ctx, r)
+}
+
+func (d demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{d.h.WithAttrs(as)} }
+func (d demoted) WithGroup(name string) slog.Handler    { return demoted{d.h.WithGroup(name)} }

@@ -1,0 +1,133 @@
+package mysqlcdc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Version layouts; doc.go explains them and their limits.
+const (
+	// GTID positioning: MariaDB GTID sequence number above a row ordinal within the transaction.
+	gtidOrdinalBits = 20
+	gtidSeqBits     = 63 - gtidOrdinalBits
+	maxGTIDOrdinal  = 1<<gtidOrdinalBits - 1
+
+	// File positioning: binlog file index, the rows event's end offset, the row within the event.
+	fileOrdinalBits = 13
+	filePosBits     = 32
+	fileIndexBits   = 63 - filePosBits - fileOrdinalBits
+	maxFileOrdinal  = 1<<fileOrdinalBits - 1
+)
+
+// gtidVersion packs a GTID sequence number and a row ordinal. ok is false when either does not
+// fit; the result then saturates, which keeps versions monotonic but no longer strictly so.
+func gtidVersion(seq uint64, ordinal int) (v int64, ok bool) {
+	ok = true
+	if seq >= 1<<gtidSeqBits {
+		seq, ok = 1<<gtidSeqBits-1, false
+	}
+	if ordinal > maxGTIDOrdinal {
+		ordinal, ok = maxGTIDOrdinal, false
+	}
+	return int64(seq<<gtidOrdinalBits | uint64(ordinal)), ok
+}
+
+// fileVersion packs a binlog file index, an offset in it and a row ordinal within one event.
+func fileVersion(index uint64, pos uint32, ordinal int) (v int64, ok bool) {
+	ok = true
+	if index >= 1<<fileIndexBits {
+		index, ok = 1<<fileIndexBits-1, false
+	}
+	if ordinal > maxFileOrdinal {
+		ordinal, ok = maxFileOrdinal, false
+	}
+	return int64(index<<(filePosBits+fileOrdinalBits) | uint64(pos)<<fileOrdinalBits | uint64(ordinal)), ok
+}
+
+// binlogIndex is the numeric suffix of a binlog file name ("mariadb-bin.000042" -> 42).
+func binlogIndex(file string) (uint64, error) {
+	dot := strings.LastIndexByte(file, '.')
+	n, err := strconv.ParseUint(file[dot+1:], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("mysqlcdc: binlog file name %q has no numeric suffix", file)
+	}
+	return n, nil
+}
+
+// Position is a change's place in the binlog. It implements cdc.Position.
+type Position struct {
+	File string // binlog file
+	Pos  uint32 // end offset of the rows event; for a snapshot read, the snapshot's offset
+	// GTID is the transaction's GTID; for a snapshot read, the GTID position it was taken at.
+	GTID string
+	Row  int  // the row's ordinal (in the transaction for GTID versions, in the event otherwise)
+	Read bool // a snapshot read
+
+	version int64
+}
+
+// Version returns the external version (see the package documentation).
+func (p Position) Version() int64 { return p.version }
+
+func (p Position) String() string {
+	var b strings.Builder
+	if p.Read {
+		b.WriteString("snapshot@")
+	}
+	fmt.Fprintf(&b, "%s:%d", p.File, p.Pos)
+	if p.GTID != "" {
+		fmt.Fprintf(&b, " gtid=%s", p.GTID)
+	}
+	if !p.Read {
+		fmt.Fprintf(&b, " row=%d", p.Row)
+	}
+	return b.String()
+}
+
+// checkpoint is the resume point a cdc.Checkpoint encodes: the binlog coordinates right after a
+// transaction's commit event and, with GTID positioning, the GTID set executed up to it.
+type checkpoint struct {
+	Format int    `json:"v"`
+	File   string `json:"file"`
+	Pos    uint32 `json:"pos"`
+	GTID   string `json:"gtid,omitempty"`
+	// UseGTID records which coordinates the stream was positioned by, so that a resume keeps
+	// deriving versions the same way.
+	UseGTID bool `json:"use_gtid,omitempty"`
+	// Snapshot is set on checkpoints inside an initial snapshot; the coordinates are then where
+	// streaming will start once the snapshot is complete.
+	Snapshot *snapshotMark `json:"snapshot,omitempty"`
+}
+
+// snapshotMark records the tables an interrupted snapshot has delivered in full.
+type snapshotMark struct {
+	Done []TableName `json:"done"`
+}
+
+const checkpointFormat = 1
+
+func (c checkpoint) encode() []byte {
+	c.Format = checkpointFormat
+	b, _ := json.Marshal(c) // a struct of strings and integers always marshals
+	return b
+}
+
+func decodeCheckpoint(b []byte) (checkpoint, error) {
+	var c checkpoint
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("mysqlcdc: malformed checkpoint: %w", err)
+	}
+	if c.Format != checkpointFormat {
+		return c, fmt.Errorf("mysqlcdc: checkpoint format %d, want %d", c.Format, checkpointFormat)
+	}
+	if c.UseGTID {
+		return c, nil // an empty GTID set is a valid start: the beginning of the binlog
+	}
+	if c.File == "" || c.Pos < 4 {
+		return c, errors.New("mysqlcdc: checkpoint has no binlog coordinates")
+	}
+	return c, nil
+}

@@ -1,0 +1,102 @@
+package mysqlcdc
+
+import (
+	"context"
+	"sync"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// stream is a running Source: one goroutine reads the snapshot, then the binlog, and sends.
+type stream struct {
+	src    *Source
+	events chan cdc.Event
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	err      error
+	closed   bool
+	acked    cdc.Checkpoint
+	progress cdc.SnapshotProgress
+}
+
+func newStream(src *Source) *stream {
+	return &stream{src: src, events: make(chan cdc.Event, src.opts.Buffer), done: make(chan struct{})}
+}
+
+// start runs body in the stream's goroutine; its error (unless the stream was closed) becomes
+// Err, and Events is closed when it returns.
+func (s *stream) start(body func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		defer close(s.events)
+		err := body(ctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.closed && err != nil {
+			s.err = err
+			s.src.log.Error("mysqlcdc: stream failed", "source", s.src.opts.SourceName, "error", err)
+		}
+	}()
+}
+
+// send delivers ev unless ctx ends first.
+func (s *stream) send(ctx context.Context, ev cdc.Event) error {
+	select {
+	case s.events <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *stream) Events() <-chan cdc.Event { return s.events }
+
+func (s *stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Ack records the acknowledged checkpoint. The binlog has no server-side retention tied to a
+// reader (unlike a replication slot), so there is nothing to report to the server.
+func (s *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
+	if _, err := decodeCheckpoint(cp); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return cdc.ErrSourceClosed
+	}
+	s.acked = append(s.acked[:0], cp...)
+	return nil
+}
+
+func (s *stream) Progress() cdc.SnapshotProgress {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.progress
+}
+
+func (s *stream) setProgress(f func(p *cdc.SnapshotProgress)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.progress)
+}
+
+func (s *stream) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already {
+		return nil
+	}
+	s.cancel()
+	<-s.done
+	return nil
+}

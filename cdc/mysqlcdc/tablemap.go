@@ -1,0 +1,221 @@
+package mysqlcdc
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// binaryCollation is the collation id of the binary character set.
+const binaryCollation = 63
+
+// tmMeta is a table map's per-column metadata, extracted once (go-mysql builds each map anew).
+type tmMeta struct {
+	unsigned   map[int]bool
+	collations map[int]uint64
+	enums      map[int][]string
+	sets       map[int][]string
+}
+
+func newTMMeta(tm *replication.TableMapEvent) *tmMeta {
+	return &tmMeta{unsigned: tm.UnsignedMap(), collations: tm.CollationMap(),
+		enums: tm.EnumStrValueMap(), sets: tm.SetStrValueMap()}
+}
+
+// tmColumn describes column i of a table map from its binlog metadata (complete only with
+// binlog_row_metadata=FULL). cat, when not nil, is the catalog's column of the same name: its
+// character set is used, since the table map only has a collation id.
+func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat *cdc.Column) (cdc.Column, colCodec) {
+	tp, meta := tm.ColumnType[i], tm.ColumnMeta[i]
+	strLen := int(meta)
+	if tp == mysql.MYSQL_TYPE_STRING && meta >= 256 {
+		// CHAR, ENUM and SET share a type code; the real type and the length hide in meta.
+		b0, b1 := byte(meta>>8), byte(meta)
+		if b0&0x30 != 0x30 {
+			strLen = int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
+			tp = b0 | 0x30
+		} else {
+			strLen = int(b1)
+			tp = b0
+		}
+	}
+	col := cdc.Column{Name: name, Nullable: true}
+	if ok, null := tm.Nullable(i); ok {
+		col.Nullable = null
+	}
+	c := colCodec{kind: cdc.KindOther, class: classOther}
+	collation, hasCollation := md.collations[i]
+	binaryData := hasCollation && collation == binaryCollation
+	charset := "utf8mb4"
+	if cat != nil && cat.Charset != "" {
+		charset = cat.Charset
+	}
+	setInt := func(bits int) {
+		c.bits, col.Bits = bits, bits
+		c.kind, c.class = cdc.KindInt, classInt
+		if md.unsigned[i] {
+			c.kind, c.class = cdc.KindUint, classUint
+		}
+	}
+	switch tp {
+	case mysql.MYSQL_TYPE_TINY:
+		setInt(8)
+	case mysql.MYSQL_TYPE_SHORT:
+		setInt(16)
+	case mysql.MYSQL_TYPE_INT24:
+		setInt(24)
+	case mysql.MYSQL_TYPE_LONG:
+		setInt(32)
+	case mysql.MYSQL_TYPE_LONGLONG:
+		setInt(64)
+	case mysql.MYSQL_TYPE_YEAR:
+		c.kind, c.class, col.Bits = cdc.KindInt, classInt, 16
+	case mysql.MYSQL_TYPE_NEWDECIMAL:
+		c.kind, c.class = cdc.KindDecimal, classDecimal
+		col.Precision, col.Scale = int(meta>>8), int(meta&0xff)
+	case mysql.MYSQL_TYPE_FLOAT:
+		c.kind, c.class, col.Bits = cdc.KindFloat, classFloat32, 32
+	case mysql.MYSQL_TYPE_DOUBLE:
+		c.kind, c.class, col.Bits = cdc.KindFloat, classFloat64, 64
+	case mysql.MYSQL_TYPE_BIT:
+		c.kind, c.class, col.Bits = cdc.KindBit, classBit, int(meta>>8)*8+int(meta&0xff)
+	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_STRING:
+		if binaryData {
+			c.kind, c.class = cdc.KindBinary, classBinary
+			if tp == mysql.MYSQL_TYPE_STRING {
+				c.padTo = strLen
+			}
+		} else {
+			c.kind, c.class, c.charset, col.Charset = cdc.KindText, classString, charset, charset
+		}
+	case mysql.MYSQL_TYPE_BLOB:
+		if binaryData {
+			c.kind, c.class = cdc.KindBinary, classBinary
+		} else {
+			c.kind, c.class, col.Charset = cdc.KindText, classText, charset
+		}
+	case mysql.MYSQL_TYPE_GEOMETRY:
+		c.kind, c.class = cdc.KindBinary, classBinary
+	case mysql.MYSQL_TYPE_JSON:
+		c.kind, c.class = cdc.KindJSON, classJSON
+	case mysql.MYSQL_TYPE_ENUM:
+		c.kind, c.class, c.labels = cdc.KindEnum, classEnum, md.enums[i]
+		col.Labels = c.labels
+	case mysql.MYSQL_TYPE_SET:
+		c.kind, c.class, c.labels = cdc.KindSet, classSet, md.sets[i]
+		col.Labels = c.labels
+	case mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE:
+		c.kind, c.class = cdc.KindDate, classTemporal
+	case mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2:
+		c.kind, c.class = cdc.KindTime, classTemporal
+	case mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2:
+		c.kind, c.class = cdc.KindDateTime, classTemporal
+	case mysql.MYSQL_TYPE_TIMESTAMP, mysql.MYSQL_TYPE_TIMESTAMP2:
+		c.kind, c.class = cdc.KindTimestamp, classTimestamp
+	}
+	if tp == mysql.MYSQL_TYPE_TIME2 || tp == mysql.MYSQL_TYPE_DATETIME2 || tp == mysql.MYSQL_TYPE_TIMESTAMP2 {
+		col.Precision = int(meta)
+	}
+	col.Kind = c.kind
+	return col, c
+}
+
+// compatible says whether values described by the table map (tc, tcol) decode correctly with
+// the catalog's column (cc, ccol).
+func compatible(ccol *cdc.Column, cc *colCodec, tcol *cdc.Column, tc *colCodec) bool {
+	if cc.class != tc.class {
+		// MariaDB's JSON is a LONGTEXT in the binlog, its UUID and INET types are BINARY; only
+		// the catalog knows better.
+		switch cc.class {
+		case classJSON:
+			return tc.class == classText
+		case classUUID, classInet4, classInet6:
+			return tc.class == classBinary
+		}
+		return false
+	}
+	switch cc.class {
+	case classInt, classUint:
+		return cc.bits == tc.bits || tc.bits == 0
+	case classDecimal:
+		return ccol.Precision == tcol.Precision && ccol.Scale == tcol.Scale
+	case classBit:
+		return ccol.Bits == tcol.Bits
+	case classEnum, classSet:
+		return tc.labels == nil || slices.Equal(cc.labels, tc.labels)
+	}
+	return true
+}
+
+// agrees says whether a table map describes t: same column count and, as far as the table map
+// tells (binlog_row_metadata=FULL), the same names and compatible types.
+func (t *table) agrees(tm *replication.TableMapEvent) bool {
+	if t.verified == tm {
+		return true
+	}
+	if int(tm.ColumnCount) != len(t.schema.Columns) {
+		return false
+	}
+	names := tm.ColumnNameString()
+	md := newTMMeta(tm)
+	for i := range t.schema.Columns {
+		if names != nil && t.schema.Columns[i].Name != names[i] {
+			return false
+		}
+		tcol, tc := tmColumn(tm, md, i, t.schema.Columns[i].Name, &t.schema.Columns[i])
+		if !compatible(&t.schema.Columns[i], &t.codecs[i], &tcol, &tc) {
+			return false
+		}
+	}
+	t.verified = tm
+	return true
+}
+
+// fromTableMap builds the schema a row image was written with, for an image older than the
+// catalog: the catalog's description where it still fits, the table map's elsewhere. Nil when
+// the table map has no column names.
+func fromTableMap(cat *table, tm *replication.TableMapEvent) *table {
+	names := tm.ColumnNameString()
+	if len(names) != int(tm.ColumnCount) {
+		return nil
+	}
+	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID}}
+	md := newTMMeta(tm)
+	for i, n := range names {
+		var ccol *cdc.Column
+		k := cat.schema.ColumnIndex(n)
+		if k >= 0 {
+			ccol = &cat.schema.Columns[k]
+		}
+		tcol, tc := tmColumn(tm, md, i, n, ccol)
+		if k >= 0 && compatible(ccol, &cat.codecs[k], &tcol, &tc) {
+			tcol, tc = *ccol, cat.codecs[k]
+		} else if ccol != nil {
+			tcol.SourceType = "" // the catalog's spelling is of a later type
+		}
+		t.schema.Columns = append(t.schema.Columns, tcol)
+		t.codecs = append(t.codecs, tc)
+	}
+	if len(tm.PrimaryKey) > 0 {
+		for _, k := range tm.PrimaryKey {
+			t.schema.PrimaryKey = append(t.schema.PrimaryKey, int(k))
+		}
+	} else {
+		for _, k := range cat.schema.PrimaryKey {
+			if i := t.schema.ColumnIndex(cat.schema.Columns[k].Name); i >= 0 {
+				t.schema.PrimaryKey = append(t.schema.PrimaryKey, i)
+			}
+		}
+	}
+	return t
+}
+
+// tableMapKey identifies a table map's column layout, for caching schemas built from it.
+func tableMapKey(id cdc.TableID, tm *replication.TableMapEvent) string {
+	return fmt.Sprint(id.String(), tm.ColumnNameString(), tm.ColumnType, tm.ColumnMeta,
+		tm.EnumStrValueString(), tm.SetStrValueString(), tm.UnsignedMap(), tm.CollationMap())
+}
