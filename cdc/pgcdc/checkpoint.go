@@ -1,0 +1,109 @@
+package pgcdc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// Position is a change's place in the WAL.
+type Position struct {
+	// LSN is the WAL position of the change's own record; for a snapshot read, the snapshot's
+	// version floor (see doc.go, Versions).
+	LSN pglogrepl.LSN
+	// Commit is the LSN of the transaction's commit record (zero for snapshot reads).
+	Commit pglogrepl.LSN
+	// Snapshot marks a row of the initial snapshot.
+	Snapshot bool
+}
+
+// Version is the change's own LSN as an int64 (see doc.go, Versions).
+func (p Position) Version() int64 { return int64(p.LSN) }
+
+func (p Position) String() string {
+	if p.Snapshot {
+		return "snapshot@" + p.LSN.String()
+	}
+	return p.LSN.String() + "/commit " + p.Commit.String()
+}
+
+// checkpointVersion is the format version written into every checkpoint.
+const checkpointVersion = 1
+
+// checkpoint is what a cdc.Checkpoint holds, as JSON. Resume streams from LSN: the end of the
+// last complete transaction's commit record, so that transaction is not decoded again and the
+// next one is. Snap is set while an initial snapshot is incomplete: LSN is then the slot's
+// consistent point the stream will start from once the snapshot is done.
+type checkpoint struct {
+	V    int            `json:"v"`
+	LSN  string         `json:"lsn"`
+	Snap *snapshotState `json:"snap,omitempty"`
+}
+
+// snapshotState is how far an interrupted snapshot came. Key holds the primary key of the last
+// delivered row in text form; checkpoints are stored by the runner and never logged.
+type snapshotState struct {
+	Floor string     `json:"floor"`           // the version of every snapshot row, an LSN
+	Done  []tableRef `json:"done,omitempty"`  // tables read completely
+	Table *tableRef  `json:"table,omitempty"` // the table being read
+	Key   []string   `json:"key,omitempty"`   // its last delivered row's primary key
+	Rows  int64      `json:"rows"`            // rows delivered up to here
+}
+
+// tableRef names a table in a checkpoint.
+type tableRef struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+}
+
+// ErrBadCheckpoint is returned for a checkpoint this package did not write.
+var ErrBadCheckpoint = errors.New("pgcdc: malformed checkpoint")
+
+func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState) cdc.Checkpoint {
+	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap})
+	if err != nil {
+		panic(err) // plain strings and numbers always marshal
+	}
+	return b
+}
+
+// decodedCheckpoint is a parsed checkpoint.
+type decodedCheckpoint struct {
+	lsn   pglogrepl.LSN
+	snap  *snapshotState
+	floor pglogrepl.LSN
+}
+
+func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
+	var c checkpoint
+	if err := json.Unmarshal(cp, &c); err != nil {
+		return decodedCheckpoint{}, fmt.Errorf("%w: not JSON", ErrBadCheckpoint)
+	}
+	if c.V != checkpointVersion {
+		return decodedCheckpoint{}, fmt.Errorf("%w: format version %d", ErrBadCheckpoint, c.V)
+	}
+	lsn, err := pglogrepl.ParseLSN(c.LSN)
+	if err != nil || lsn == 0 {
+		return decodedCheckpoint{}, fmt.Errorf("%w: bad LSN", ErrBadCheckpoint)
+	}
+	d := decodedCheckpoint{lsn: lsn, snap: c.Snap}
+	if c.Snap != nil {
+		if d.floor, err = pglogrepl.ParseLSN(c.Snap.Floor); err != nil {
+			return decodedCheckpoint{}, fmt.Errorf("%w: bad snapshot floor", ErrBadCheckpoint)
+		}
+		if c.Snap.Table == nil && len(c.Snap.Key) > 0 {
+			return decodedCheckpoint{}, fmt.Errorf("%w: snapshot key without a table", ErrBadCheckpoint)
+		}
+	}
+	return d, nil
+}
+
+// CheckpointLSN returns the WAL position a checkpoint resumes streaming from (for an
+// interrupted snapshot, the slot's consistent point), for logs and operators.
+func CheckpointLSN(cp cdc.Checkpoint) (pglogrepl.LSN, error) {
+	d, err := decodeCheckpoint(cp)
+	return d.lsn, err
+}

@@ -1,0 +1,209 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// handleCopyData answers keepalives (with the acknowledged position only) and decodes XLogData.
+func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return errors.New("pgcdc: empty replication message")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgcdc: keepalive: %w", err)
+		}
+		if ka.ReplyRequested {
+			return st.sendStatus()
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgcdc: XLogData: %w", err)
+		}
+		if len(xld.WALData) == 0 {
+			return errors.New("pgcdc: empty pgoutput message")
+		}
+		msg, err := pglogrepl.Parse(xld.WALData)
+		if err != nil {
+			return fmt.Errorf("pgcdc: pgoutput: %w", err)
+		}
+		return st.handleMessage(ctx, xld.WALStart, msg)
+	}
+	return nil
+}
+
+// handleMessage turns pgoutput messages into events. A change's Position is the WAL position
+// the server stamps its XLogData with: the LSN of the change's own record (doc.go, Versions).
+func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglogrepl.Message) error {
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		st.tx = txState{xid: strconv.FormatUint(uint64(m.Xid), 10), commitLSN: m.FinalLSN, commitTime: m.CommitTime}
+		st.pendingTx = nil
+	case *pglogrepl.RelationMessage:
+		return st.handleRelation(ctx, m)
+	case *pglogrepl.InsertMessage:
+		return st.change(ctx, at, m.RelationID, cdc.Insert, nil, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		return st.change(ctx, at, m.RelationID, cdc.Update, m.OldTuple, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		return st.change(ctx, at, m.RelationID, cdc.Delete, m.OldTuple, nil)
+	case *pglogrepl.TruncateMessage:
+		// Rows of a truncated table produce no row events: the source cannot say which rows
+		// existed. Skipped with a warning (doc.go, Truncate).
+		for _, id := range m.RelationIDs {
+			if rel := st.relations[id]; rel != nil && rel.captured {
+				st.opts().Logger.Warn("pgcdc: TRUNCATE skipped: the destination keeps the table's rows", "table", rel.info.schema.ID.String())
+			}
+		}
+	case *pglogrepl.CommitMessage:
+		if st.pendingTx != nil {
+			ev := *st.pendingTx
+			st.pendingTx = nil
+			ev.Checkpoint = st.streamCheckpoint(m.TransactionEndLSN)
+			return st.emit(ctx, ev)
+		}
+	}
+	return nil
+}
+
+// handleRelation resolves a relation message to a schema: the cached catalog schema when its
+// columns are exactly the message's, else a fresh catalog load, else (the catalog already moved
+// past this point of the WAL, or a publication column list) a projection onto the message's
+// columns.
+func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	t := Table{Schema: m.Namespace, Name: m.RelationName}
+	captured := false
+	for _, c := range st.plan.tables {
+		if c == t {
+			captured = true
+			break
+		}
+	}
+	if !captured {
+		st.relations[m.RelationID] = &relation{}
+		return nil
+	}
+	names := make([]string, len(m.Columns))
+	oids := make([]uint32, len(m.Columns))
+	typmods := make([]int32, len(m.Columns))
+	keys := make([]bool, len(m.Columns))
+	for i, c := range m.Columns {
+		names[i], oids[i], typmods[i], keys[i] = c.Name, c.DataType, c.TypeModifier, c.Flags&1 != 0
+	}
+	id := st.src.tableID(st.plan.database, t)
+	if prev := st.relations[m.RelationID]; prev != nil && prev.info != nil && prev.info.sameColumns(names, oids, typmods) {
+		return nil
+	}
+	ti := st.src.cached(id)
+	if ti == nil || !ti.sameColumns(names, oids, typmods) || (m.ReplicaIdentity == 'd' && !ti.keyIs(keys)) {
+		fresh, err := st.cat.loadTable(ctx, id)
+		switch {
+		case errors.Is(err, errNoTable):
+			// Dropped or renamed since this point of the WAL: the relation message alone
+			// describes the columns.
+			fresh = &tableInfo{schema: &cdc.TableSchema{ID: id}}
+		case err != nil:
+			return err
+		default:
+			st.src.remember(fresh)
+		}
+		ti = fresh
+		if fresh.deferrablePK {
+			st.opts().Logger.Warn("pgcdc: deferrable primary key: versions may misorder changes of one key (see package doc, Limits)", "table", id.String())
+		}
+	}
+	if !ti.sameColumns(names, oids, typmods) {
+		p, err := st.cat.project(ctx, ti, names, oids, typmods, keys)
+		if err != nil {
+			return err
+		}
+		ti = p
+	}
+	st.relations[m.RelationID] = &relation{captured: true, info: ti}
+	return nil
+}
+
+// change builds the event of one row change and delivers the previous one of the transaction:
+// each event is held back until the next arrives or the commit says it was the last.
+func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op cdc.Op, old, new *pglogrepl.TupleData) error {
+	rel := st.relations[relID]
+	if rel == nil {
+		return fmt.Errorf("pgcdc: change of relation %d before its relation message", relID)
+	}
+	if !rel.captured {
+		return nil
+	}
+	ev := st.rowEvent(op, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
+	ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
+	var err error
+	if old != nil {
+		ev.Before, err = decodeTuple(rel.info, old, nil)
+	}
+	if new != nil {
+		var err2 error
+		ev.After, err2 = decodeTuple(rel.info, new, ev.Before)
+		if err == nil {
+			err = err2
+		}
+	}
+	if op == cdc.Delete && ev.Before == nil {
+		err = errors.New("pgcdc: delete without an old key (REPLICA IDENTITY NOTHING?)")
+	}
+	ev.Malformed = err
+	if st.pendingTx != nil {
+		prev := *st.pendingTx
+		if err := st.emit(ctx, prev); err != nil {
+			return err
+		}
+	}
+	st.pendingTx = &ev
+	return nil
+}
+
+// errUnchangedToast marks an update whose new row lacks a TOASTed value the server did not
+// resend; only REPLICA IDENTITY FULL gives the old value to fill it in.
+var errUnchangedToast = errors.New("unchanged TOAST value not sent by the server (set REPLICA IDENTITY FULL on the table)")
+
+// decodeTuple decodes a pgoutput tuple. An unchanged TOASTed value ('u') is taken from before
+// when that holds it; else the row is malformed.
+func decodeTuple(ti *tableInfo, tup *pglogrepl.TupleData, before []cdc.Value) ([]cdc.Value, error) {
+	if len(tup.Columns) != len(ti.decoders) {
+		return nil, fmt.Errorf("pgcdc: tuple has %d columns, schema of %s %d", len(tup.Columns), ti.schema.ID, len(ti.decoders))
+	}
+	row := make([]cdc.Value, len(tup.Columns))
+	var firstErr error
+	for i, c := range tup.Columns {
+		var err error
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+		case pglogrepl.TupleDataTypeText:
+			row[i], err = ti.decoders[i](c.Data)
+		case pglogrepl.TupleDataTypeToast:
+			if before != nil && before[i] != nil {
+				row[i] = before[i]
+			} else {
+				err = errUnchangedToast
+			}
+		default:
+			err = fmt.Errorf("unexpected tuple value kind %q", c.DataType)
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("pgcdc: column %q of %s: %w", ti.schema.Columns[i].Name, ti.schema.ID, err)
+		}
+	}
+	return row, firstErr
+}
+
+func (st *stream) rowEvent(op cdc.Op, ti *tableInfo, pos Position) cdc.Event {
+	return cdc.Event{Op: op, Table: ti.schema.ID, Schema: ti.schema, Position: pos}
+}

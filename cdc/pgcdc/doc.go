@@ -1,0 +1,143 @@
+// Package pgcdc is the PostgreSQL change-data-capture source: logical replication with the
+// built-in pgoutput plugin, an initial snapshot through the slot's exported snapshot, and table
+// schemas from pg_catalog.
+//
+//	src, err := pgcdc.New(dsn, pgcdc.Options{Name: "orders", Tables: []pgcdc.Table{{Name: "Orders"}}})
+//	st, err := src.Open(ctx, storedCheckpoint) // nil the first time
+//	for ev := range st.Events() { ... st.Ack(ctx, ev.Checkpoint) once stored ... }
+//
+// # Requirements
+//
+// wal_level = logical, a free replication slot and walsender, and a role with REPLICATION
+// that may create the publication (or one made beforehand, Options.NoCreatePublication). The
+// DSN is an ordinary SQL one; the replication connection adds replication=database.
+//
+// # Protocol
+//
+// Open ensures the publication (created with publish = 'insert, update, delete' for the
+// captured tables, FOR ALL TABLES when none are named) and the slot (CREATE_REPLICATION_SLOT
+// ... LOGICAL pgoutput), then runs START_REPLICATION with proto_version 1 and text values.
+// Begin, Relation, Insert, Update, Delete and Commit become events; Type and Origin messages
+// are ignored. Every change of a transaction is held back until the next one arrives, so the
+// last carries the transaction's checkpoint, as cdc.Event requires. Both connections pin the
+// settings that shape text output (DateStyle ISO, TimeZone UTC, bytea_output hex,
+// extra_float_digits 1, IntervalStyle postgres, UTF8).
+//
+// # Values
+//
+// Every value is decoded from PostgreSQL's text output, on the stream (pgoutput sends text)
+// and in the snapshot (the SELECT asks for text results) by the same decoder, so a row gives
+// identical values on both paths: booleans bool; int2/4/8 int64; oid, xid uint64; real and
+// double float64 (NaN and ±Inf included, which JSON cannot carry); numeric its exact digits as
+// a string ("NaN" too); text, varchar, char (blank-padded, as stored), uuid, enums, date
+// ("2006-01-02", "... BC", "infinity"), time, timestamp ("2006-01-02 15:04:05.5"), interval,
+// bit strings ("0101"), inet and other types their text form; bytea cdc.Base64; timestamptz
+// cdc.EpochMicros (the strings "infinity" and "-infinity" for the infinities, which have no
+// instant); json and jsonb cdc.RawJSON (json verbatim, jsonb in its normalized form); arrays
+// nested []cdc.Value of their element values, lower bounds dropped. Domains decode as their
+// base type. A value that does not decode makes the event Malformed (naming the column, never
+// the value).
+//
+// # Schemas
+//
+// Columns (generated ones excluded: pgoutput never sends them), format_type spellings, kinds
+// with precision, scale, lengths and fractional-second digits from the type modifier,
+// nullability, enum labels, array element types and the primary key in key order come from
+// pg_catalog, loaded the first time a relation message names the table and cached on the
+// Source (which also implements cdc.SchemaLoader). A relation message whose columns (names,
+// type OIDs, typmods, and key flags under the default replica identity) differ from the cache
+// reloads the catalog; if the catalog has moved on further (a replayed stream, a dropped
+// table) or a publication column list narrows the table, the event schema is the relation
+// message's columns, described from their types. Schemas are never changed in place: an event
+// keeps the schema it was decoded under. Names are exact, so mixed-case and quoted names need
+// no quoting in Options.Tables.
+//
+// # Versions
+//
+// A streamed change's version is the LSN of its own WAL record (the position the server
+// stamps its XLogData with). Within a transaction those increase strictly. Across
+// transactions, successive changes of one row are ordered by its row lock: the second writer
+// waits for the first to commit, so its record lies after the first's commit record and hence
+// after all of the first's changes. A new row with the key of a deleted one waits the same way
+// on the unique index. Replays decode the same records, so a replayed change has the same
+// version. An LSN fits an int64 until 8 EiB of WAL.
+//
+// A snapshot row's version is the slot's restart_lsn minus one, read when the snapshot
+// starts ("floor"). The server decodes WAL from restart_lsn on, and every change it will
+// stream after the snapshot belongs to a transaction it decodes whole, so every such change
+// has a record at or after restart_lsn: above the floor, even a change written before the
+// slot's consistent point by a transaction that committed after it.
+//
+// # Snapshots
+//
+// SnapshotInitial with a new slot creates it with EXPORT_SNAPSHOT, imports that snapshot into
+// a REPEATABLE READ READ ONLY transaction (SET TRANSACTION SNAPSHOT) before the replication
+// connection does anything else, reads every captured table in it in primary key order, chunks
+// of Options.SnapshotChunk rows by keyset, then streams from the slot's consistent point. The
+// last row of each chunk and table carries a snapshot checkpoint; the last row of the snapshot
+// carries a plain stream checkpoint.
+//
+// The exported snapshot dies with the connection, so an interrupted snapshot, or a snapshot
+// over a slot that already exists, reads in a fresh snapshot instead. That is as good: all it
+// needs is a snapshot taken no earlier than the point streaming resumes from. Rows it sees that
+// changed after that point are streamed again with higher versions; rows it misses because
+// they were deleted meanwhile are deleted by the stream; and snapshot rows are always delivered
+// before the stream's changes, so a low-versioned snapshot row never follows a delete whose
+// tombstone the destination may already have forgotten.
+//
+// Progress reports the table being read, tables done, the rows the reader has taken from
+// Events (counting a resumed snapshot's earlier rows) against the sum of pg_class.reltuples,
+// and their rate since this stream started; it is zero once every snapshot row is handed over.
+//
+// # Checkpoints
+//
+// A checkpoint is a small JSON document (format version 1). After a transaction it holds the
+// end LSN of its commit record: START_REPLICATION from there skips that transaction and
+// decodes the next. During a snapshot it also holds the floor, the tables done, the current
+// table and the primary key of the last delivered row (text form; this is row data, so
+// checkpoints are stored but never logged) and the row count. CheckpointLSN reads the
+// position for operators.
+//
+// # Acknowledgements
+//
+// Standby status updates report as written, flushed and applied only the highest checkpoint
+// passed to Ack (initially the position the stream started from), never what was received:
+// the server keeps every change the pipeline has not stored. Ack refuses a checkpoint beyond
+// the last one delivered. Updates go out every Options.StatusInterval, when the server asks
+// (keepalive), while the stream waits on a slow consumer (so wal_sender_timeout never ends
+// it), and on Close.
+//
+// # Resume
+//
+// Reconnecting is the caller's: Open again with the stored checkpoint. Open refuses a
+// checkpoint behind the slot's confirmed_flush_lsn (ErrCheckpointBehindSlot) and a checkpoint
+// whose slot is gone (ErrSlotMissing): the server would silently start later. Events after the
+// checkpoint are delivered again, with the same versions. The walsender of a stream just
+// closed releases the slot a moment later, so START_REPLICATION is retried while the slot is
+// busy, for at most Options.SlotBusyTimeout (a slot held longer has another reader).
+//
+// # Truncate
+//
+// TRUNCATE has no row events, so the source cannot express it: publications it creates do not
+// publish it, and a Truncate message from a publication that does is skipped with a warning;
+// the destination keeps the truncated rows.
+//
+// # Limits
+//
+//   - The row-lock argument fails for a DEFERRABLE primary key (a new row may be written
+//     before the delete of the old one commits; a warning is logged) and for document ids not
+//     protected by a unique index (the sink's id_fields): such keys may see an older change win.
+//   - An update that leaves a TOASTed value unchanged does not resend it; with REPLICA
+//     IDENTITY FULL the old row fills it in, otherwise the event is Malformed. Updates carry a
+//     Before image only with REPLICA IDENTITY FULL, or the old key when the key changed;
+//     deletes carry the key (default identity) or the full row (FULL).
+//   - A slot's confirmed position advances only with acknowledged transactions of the captured
+//     tables, so a long quiet period on them keeps WAL of other tables' traffic on the server
+//     (bounded by max_slot_wal_keep_size).
+//   - Snapshot versions are a single value per snapshot: rows of a second snapshot into the
+//     same index win only over changes older than the new slot's restart_lsn.
+//   - A table without a primary key is snapshotted in one query and checkpointed only at its
+//     end.
+//   - Streaming of in-progress transactions (protocol 2+) is not used, so a large transaction
+//     is sent only after it commits.
+package pgcdc

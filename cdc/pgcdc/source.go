@@ -1,0 +1,443 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// Connector is the TableID.Connector of every event of this package.
+const Connector = "postgres"
+
+// Table names a captured table exactly as the catalog spells it: no quoting, no case folding.
+type Table struct {
+	Schema string // "public" when empty
+	Name   string
+}
+
+// Options configure a Source. The zero value works: every field states its default.
+type Options struct {
+	// Name is the source's name in every TableID. Default "postgres".
+	Name string
+	// Publication is the pgoutput publication to read. Default "tributary_" + Name (with
+	// characters other than [a-z0-9_] replaced by '_').
+	Publication string
+	// Slot is the logical replication slot: [a-z0-9_], at most 63 characters. Default as
+	// Publication.
+	Slot string
+	// NoCreatePublication makes Open fail when the publication is missing. Default false: a
+	// missing publication is created for Tables (FOR ALL TABLES when Tables is empty), with
+	// publish = 'insert, update, delete'.
+	NoCreatePublication bool
+	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
+	NoCreateSlot bool
+	// Tables are the captured tables. Default: every table the publication publishes when Open
+	// runs. Changes of other tables the publication sends are dropped. Open fails when an
+	// existing publication does not publish one of them.
+	Tables []Table
+	// Snapshot says what Open does without a checkpoint. Default cdc.SnapshotInitial.
+	Snapshot cdc.SnapshotMode
+	// SnapshotChunk is how many rows a snapshot reads per query; each chunk's last row carries
+	// a checkpoint. Default 1024.
+	SnapshotChunk int
+	// StatusInterval is how often the stream reports its acknowledged position to the server
+	// even when nothing happens. It must stay well below the server's wal_sender_timeout
+	// (default 60s). Default 10s.
+	StatusInterval time.Duration
+	// SlotBusyTimeout is how long a stream retries START_REPLICATION while the slot is still
+	// held, as it is for a moment by the exiting walsender of a stream just closed. Default 10s.
+	SlotBusyTimeout time.Duration
+	// Logger receives operational messages; never row data or credentials. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock for snapshot progress rates. Default time.Now.
+	Now func() time.Time
+}
+
+// Source reads one PostgreSQL database's changes through pgoutput. It is safe for concurrent
+// use; each Open makes a new stream with its own connections.
+type Source struct {
+	sqlCfg  *pgx.ConnConfig
+	replCfg *pgconn.Config
+	opts    Options
+
+	mu      sync.Mutex
+	schemas map[cdc.TableID]*tableInfo // latest catalog schema per table
+}
+
+var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// Errors of Open.
+var (
+	// ErrSlotMissing: the slot does not exist and may not be created, or a checkpoint was given
+	// but the slot holding the history after it is gone.
+	ErrSlotMissing = errors.New("pgcdc: replication slot missing")
+	// ErrPublicationMissing: the publication does not exist and may not be created.
+	ErrPublicationMissing = errors.New("pgcdc: publication missing")
+	// ErrCheckpointBehindSlot: the checkpoint lies before the slot's confirmed position, so
+	// the server already discarded changes the checkpoint still needs (a checkpoint store
+	// restored from an old backup, or a slot shared by two pipelines).
+	ErrCheckpointBehindSlot = errors.New("pgcdc: checkpoint is behind the slot's confirmed position")
+)
+
+// New returns a Source for the database dsn names (a libpq URL or key=value string; the
+// replication connection is the same with replication=database). Nothing connects before
+// Open. Errors never contain the password.
+func New(dsn string, opts Options) (*Source, error) {
+	sqlCfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: parse DSN: %w", err)
+	}
+	replCfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: parse DSN: %w", err)
+	}
+	for k, v := range sessionParams {
+		sqlCfg.RuntimeParams[k] = v
+		replCfg.RuntimeParams[k] = v
+	}
+	replCfg.RuntimeParams["replication"] = "database"
+	if opts.Name == "" {
+		opts.Name = "postgres"
+	}
+	if opts.Publication == "" {
+		opts.Publication = "tributary_" + sanitize(opts.Name)
+	}
+	if opts.Slot == "" {
+		opts.Slot = "tributary_" + sanitize(opts.Name)
+	}
+	if !slotNameRE.MatchString(opts.Slot) {
+		return nil, fmt.Errorf("pgcdc: slot name %q: only [a-z0-9_], 1 to 63 characters", opts.Slot)
+	}
+	if opts.Snapshot != cdc.SnapshotInitial && opts.Snapshot != cdc.SnapshotNever {
+		return nil, fmt.Errorf("pgcdc: unknown snapshot mode %d", opts.Snapshot)
+	}
+	if opts.SnapshotChunk <= 0 {
+		opts.SnapshotChunk = 1024
+	}
+	if opts.StatusInterval <= 0 {
+		opts.StatusInterval = 10 * time.Second
+	}
+	if opts.SlotBusyTimeout <= 0 {
+		opts.SlotBusyTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.Tables = slices.Clone(opts.Tables)
+	for i := range opts.Tables {
+		if opts.Tables[i].Schema == "" {
+			opts.Tables[i].Schema = "public"
+		}
+		if opts.Tables[i].Name == "" {
+			return nil, errors.New("pgcdc: a captured table has no name")
+		}
+	}
+	return &Source{sqlCfg: sqlCfg, replCfg: replCfg, opts: opts, schemas: map[cdc.TableID]*tableInfo{}}, nil
+}
+
+// Name is the source's name, as in every TableID.
+func (s *Source) Name() string { return s.opts.Name }
+
+// Slot is the replication slot's name.
+func (s *Source) Slot() string { return s.opts.Slot }
+
+// Publication is the publication's name.
+func (s *Source) Publication() string { return s.opts.Publication }
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if len(out) > 50 {
+		out = out[:50]
+	}
+	return out
+}
+
+// quoteIdent quotes a SQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// quoteLiteral quotes a SQL string literal (standard_conforming_strings is on since 9.1).
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+
+func (s *Source) tableID(database string, t Table) cdc.TableID {
+	return cdc.TableID{Connector: Connector, Source: s.opts.Name, Database: database, Schema: t.Schema, Table: t.Name}
+}
+
+// LoadSchema implements cdc.SchemaLoader: the table's current schema from pg_catalog, cached
+// until a relation message or a later load replaces it.
+func (s *Source) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSchema, error) {
+	s.mu.Lock()
+	ti := s.schemas[id]
+	s.mu.Unlock()
+	if ti != nil {
+		return ti.schema, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, s.sqlCfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	ti, err = newCatalog(conn).loadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.remember(ti)
+	return ti.schema, nil
+}
+
+func (s *Source) remember(ti *tableInfo) {
+	s.mu.Lock()
+	s.schemas[ti.schema.ID] = ti
+	s.mu.Unlock()
+}
+
+func (s *Source) cached(id cdc.TableID) *tableInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.schemas[id]
+}
+
+// slotState is a row of pg_replication_slots.
+type slotState struct {
+	confirmed, restart pglogrepl.LSN
+}
+
+func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn, database string) (*slotState, error) {
+	var plugin, db, kind string
+	var confirmed, restart *string
+	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database::text, ''), slot_type,
+		confirmed_flush_lsn::text, restart_lsn::text FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`,
+		s.opts.Slot).Scan(&plugin, &db, &kind, &confirmed, &restart)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read slot %s: %w", s.opts.Slot, err)
+	}
+	if kind != "logical" || plugin != "pgoutput" || db != database {
+		return nil, fmt.Errorf("pgcdc: slot %s is a %s slot of plugin %q on database %q, want logical pgoutput on %q", s.opts.Slot, kind, plugin, db, database)
+	}
+	if confirmed == nil || restart == nil {
+		return nil, fmt.Errorf("pgcdc: slot %s has no confirmed or restart position (invalidated?)", s.opts.Slot)
+	}
+	st := &slotState{}
+	if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
+		return nil, fmt.Errorf("pgcdc: slot %s: %w", s.opts.Slot, err)
+	}
+	if st.restart, err = pglogrepl.ParseLSN(*restart); err != nil {
+		return nil, fmt.Errorf("pgcdc: slot %s: %w", s.opts.Slot, err)
+	}
+	return st, nil
+}
+
+// ensurePublication creates the publication when missing (and allowed) and returns the
+// captured tables: Options.Tables, each checked to be published, or every published table.
+func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) ([]Table, error) {
+	pub := s.opts.Publication
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, pub).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication: %w", err)
+	}
+	if !exists {
+		if s.opts.NoCreatePublication {
+			return nil, fmt.Errorf("%w: %q", ErrPublicationMissing, pub)
+		}
+		target := "ALL TABLES"
+		if len(s.opts.Tables) > 0 {
+			names := make([]string, len(s.opts.Tables))
+			for i, t := range s.opts.Tables {
+				names[i] = quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+			}
+			target = "TABLE " + strings.Join(names, ", ")
+		}
+		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete')")
+		var pgErr *pgconn.PgError
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // another Open won the race
+			return nil, fmt.Errorf("pgcdc: create publication %q: %w", pub, err)
+		}
+		s.opts.Logger.Info("pgcdc: created publication", "publication", pub, "tables", len(s.opts.Tables))
+	}
+	rows, err := conn.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables: %w", err)
+	}
+	var published []Table
+	for rows.Next() {
+		var t Table
+		if err := rows.Scan(&t.Schema, &t.Name); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgcdc: read publication tables: %w", err)
+		}
+		published = append(published, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables: %w", err)
+	}
+	if len(s.opts.Tables) == 0 {
+		return published, nil
+	}
+	for _, t := range s.opts.Tables {
+		if !slices.Contains(published, t) {
+			return nil, fmt.Errorf("pgcdc: publication %q does not publish %s.%s", pub, quoteIdent(t.Schema), quoteIdent(t.Name))
+		}
+	}
+	out := slices.Clone(s.opts.Tables)
+	slices.SortFunc(out, func(a, b Table) int {
+		if c := strings.Compare(a.Schema, b.Schema); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return slices.Compact(out), nil
+}
+
+// Open implements cdc.Source. Without a checkpoint it streams from the slot's confirmed
+// position (creating the slot when missing), after an initial snapshot when Options.Snapshot
+// is SnapshotInitial; with one it resumes from it (first finishing an interrupted snapshot).
+// See doc.go, Resume.
+func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err error) {
+	var resume *decodedCheckpoint
+	if cp != nil {
+		d, err := decodeCheckpoint(cp)
+		if err != nil {
+			return nil, err
+		}
+		resume = &d
+	}
+	sqlConn, err := pgx.ConnectConfig(ctx, s.sqlCfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: connect: %w", err)
+	}
+	replConn, err := pgconn.ConnectConfig(ctx, s.replCfg)
+	if err != nil {
+		_ = sqlConn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("pgcdc: replication connect: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = replConn.Close(cctx)
+			_ = sqlConn.Close(cctx)
+		}
+	}()
+
+	var database string
+	if err := sqlConn.QueryRow(ctx, `SELECT current_database()`).Scan(&database); err != nil {
+		return nil, fmt.Errorf("pgcdc: current database: %w", err)
+	}
+	tables, err := s.ensurePublication(ctx, sqlConn)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := s.readSlot(ctx, sqlConn, database)
+	if err != nil {
+		return nil, err
+	}
+
+	p := &plan{database: database, tables: tables}
+	switch {
+	case slot == nil && resume != nil:
+		return nil, fmt.Errorf("%w: %s is gone, the changes after the checkpoint with it", ErrSlotMissing, s.opts.Slot)
+	case slot == nil && s.opts.NoCreateSlot:
+		return nil, fmt.Errorf("%w: %s", ErrSlotMissing, s.opts.Slot)
+	case slot == nil:
+		export := s.opts.Snapshot == cdc.SnapshotInitial
+		action := "NOEXPORT_SNAPSHOT"
+		if export {
+			action = "EXPORT_SNAPSHOT"
+		}
+		res, err := pglogrepl.CreateReplicationSlot(ctx, replConn, s.opts.Slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: action})
+		if err != nil {
+			return nil, fmt.Errorf("pgcdc: create slot %s: %w", s.opts.Slot, err)
+		}
+		if p.start, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
+			return nil, fmt.Errorf("pgcdc: slot consistent point: %w", err)
+		}
+		if slot, err = s.readSlot(ctx, sqlConn, database); err != nil || slot == nil {
+			return nil, fmt.Errorf("pgcdc: read the new slot %s: %v", s.opts.Slot, err)
+		}
+		s.opts.Logger.Info("pgcdc: created slot", "slot", s.opts.Slot, "consistent_point", p.start.String())
+		if export {
+			p.snapshot = &snapshotPlan{exported: res.SnapshotName, floor: slot.restart - 1, state: &snapshotState{}}
+		}
+	case resume != nil:
+		if resume.lsn < slot.confirmed {
+			return nil, fmt.Errorf("%w: checkpoint %s, slot %s confirmed %s", ErrCheckpointBehindSlot, resume.lsn, s.opts.Slot, slot.confirmed)
+		}
+		p.start = resume.lsn
+		if resume.snap != nil {
+			p.snapshot = &snapshotPlan{floor: resume.floor, state: resume.snap}
+		}
+	default:
+		p.start = slot.confirmed
+		if s.opts.Snapshot == cdc.SnapshotInitial {
+			// The slot outlived an earlier run that stored no checkpoint: a fresh snapshot,
+			// taken after the slot's confirmed position, is as good (doc.go, Snapshots).
+			p.snapshot = &snapshotPlan{floor: slot.restart - 1, state: &snapshotState{}}
+		}
+	}
+	if p.snapshot != nil {
+		if err := beginSnapshot(ctx, sqlConn, p.snapshot.exported); err != nil {
+			return nil, err
+		}
+	}
+	st := newStream(s, sqlConn, replConn, p)
+	go st.run()
+	return st, nil
+}
+
+// plan is what Open decided a stream does.
+type plan struct {
+	database string
+	tables   []Table
+	start    pglogrepl.LSN // stream from here; already confirmed to the server
+	snapshot *snapshotPlan // nil: no snapshot
+}
+
+// Drop removes the slot (waiting until no stream uses it) and the publication: what deleting
+// the pipeline needs, and what tests clean up with. Missing objects are no error.
+func (s *Source) Drop(ctx context.Context) error {
+	conn, err := pgconn.ConnectConfig(ctx, s.replCfg)
+	if err != nil {
+		return fmt.Errorf("pgcdc: replication connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	err = pglogrepl.DropReplicationSlot(ctx, conn, s.opts.Slot, pglogrepl.DropReplicationSlotOptions{Wait: true})
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42704") {
+		return fmt.Errorf("pgcdc: drop slot %s: %w", s.opts.Slot, err)
+	}
+	if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+quoteIdent(s.opts.Publication)).ReadAll(); err != nil {
+		return fmt.Errorf("pgcdc: drop publication: %w", err)
+	}
+	return nil
+}
+
+var (
+	_ cdc.Source       = (*Source)(nil)
+	_ cdc.SchemaLoader = (*Source)(nil)
+	_ cdc.Stream       = (*stream)(nil)
+)

@@ -1,0 +1,328 @@
+package pgcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// stream is one Open's run: an optional snapshot, then the replication stream. One goroutine
+// (run) owns both connections; Ack, Progress and Close only touch atomics, the progress mutex
+// and the closing channel.
+type stream struct {
+	src  *Source
+	sql  *pgx.Conn
+	repl *pgconn.PgConn
+	plan *plan
+
+	events  chan cdc.Event
+	closing chan struct{} // closed by Close
+	done    chan struct{} // closed when run has released everything
+
+	closeOnce sync.Once
+	deadlineM sync.Mutex // orders Close's wake-up against the loop's read deadlines
+	isClosing bool       // guarded by deadlineM
+
+	errMu sync.Mutex
+	err   error
+
+	// acked is the highest commit end LSN acknowledged through Ack; delivered the highest one
+	// handed out in a checkpoint. The server is only ever told acked (and only when it is at
+	// most delivered, which Ack enforces).
+	acked     atomic.Uint64
+	delivered atomic.Uint64
+
+	streaming  bool // START_REPLICATION succeeded (run's goroutine only)
+	lastStatus time.Time
+	relations  map[uint32]*relation
+	cat        *catalog
+	tx         txState
+	pendingTx  *cdc.Event
+
+	progMu   sync.Mutex
+	progress cdc.SnapshotProgress
+	progT0   time.Time
+	progRow0 int64        // rows delivered before this stream (a resumed snapshot)
+	snapSent atomic.Int64 // snapshot rows this stream put into events
+}
+
+// relation is what a relation message told about a relation ID.
+type relation struct {
+	captured bool
+	info     *tableInfo
+}
+
+// txState is the transaction being decoded.
+type txState struct {
+	xid        string
+	commitLSN  pglogrepl.LSN
+	commitTime time.Time
+}
+
+func newStream(src *Source, sql *pgx.Conn, repl *pgconn.PgConn, p *plan) *stream {
+	st := &stream{
+		src: src, sql: sql, repl: repl, plan: p,
+		events:    make(chan cdc.Event, 64),
+		closing:   make(chan struct{}),
+		done:      make(chan struct{}),
+		relations: map[uint32]*relation{},
+		cat:       newCatalog(sql),
+	}
+	st.acked.Store(uint64(p.start))
+	st.delivered.Store(uint64(p.start))
+	return st
+}
+
+func (st *stream) opts() *Options { return &st.src.opts }
+
+// Events implements cdc.Stream.
+func (st *stream) Events() <-chan cdc.Event { return st.events }
+
+// Err implements cdc.Stream.
+func (st *stream) Err() error {
+	st.errMu.Lock()
+	defer st.errMu.Unlock()
+	return st.err
+}
+
+// Ack implements cdc.Stream: the server learns acked positions at the next status update
+// (at most StatusInterval later, at once when the loop is waiting to deliver).
+func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
+	select {
+	case <-st.closing:
+		return cdc.ErrSourceClosed
+	default:
+	}
+	d, err := decodeCheckpoint(cp)
+	if err != nil {
+		return err
+	}
+	if d.snap != nil {
+		return nil // nothing to report to the server before streaming starts
+	}
+	if uint64(d.lsn) > st.delivered.Load() {
+		return fmt.Errorf("pgcdc: ack of %s, beyond the last delivered checkpoint %s", d.lsn, pglogrepl.LSN(st.delivered.Load()))
+	}
+	for {
+		cur := st.acked.Load()
+		if uint64(d.lsn) <= cur || st.acked.CompareAndSwap(cur, uint64(d.lsn)) {
+			return nil
+		}
+	}
+}
+
+// Close implements cdc.Stream.
+func (st *stream) Close() error {
+	st.closeOnce.Do(func() {
+		st.deadlineM.Lock()
+		st.isClosing = true
+		close(st.closing)
+		// Wake a read blocked in the loop; the connection is closed by run right after.
+		_ = st.repl.Conn().SetReadDeadline(time.Unix(1, 0))
+		st.deadlineM.Unlock()
+	})
+	<-st.done
+	return nil
+}
+
+var errClosing = errors.New("pgcdc: stream closing")
+
+func (st *stream) fail(err error) {
+	st.errMu.Lock()
+	defer st.errMu.Unlock()
+	if st.err == nil {
+		st.err = err
+	}
+}
+
+// run is the stream's goroutine.
+func (st *stream) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-st.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := st.runAll(ctx)
+	closing := false
+	select {
+	case <-st.closing:
+		closing = true
+	default:
+	}
+	if err != nil && !closing {
+		st.opts().Logger.Error("pgcdc: stream failed", "slot", st.opts().Slot, "err", err)
+		st.fail(err)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if st.streaming && !st.repl.IsClosed() {
+		// A last report, so the server keeps what the pipeline acknowledged until now.
+		_ = st.repl.Conn().SetDeadline(time.Now().Add(2 * time.Second))
+		_ = st.sendStatus()
+	}
+	_ = st.repl.Close(cctx)
+	_ = st.sql.Close(cctx)
+	ccancel()
+	cancel()
+	close(st.events)
+	close(st.done)
+}
+
+func (st *stream) runAll(ctx context.Context) error {
+	if st.plan.snapshot != nil {
+		if err := st.runSnapshot(ctx); err != nil {
+			return err
+		}
+	}
+	if err := st.startReplication(ctx); err != nil {
+		return fmt.Errorf("pgcdc: start replication on slot %s at %s: %w", st.opts().Slot, st.plan.start, err)
+	}
+	st.streaming = true
+	st.opts().Logger.Info("pgcdc: streaming", "slot", st.opts().Slot, "from", st.plan.start.String())
+	return st.receive(ctx)
+}
+
+// startReplication runs START_REPLICATION, retrying while the slot is still held: the
+// walsender of a stream just closed exits asynchronously, so a quick reconnect finds the slot
+// active for a moment. A slot held longer than Options.SlotBusyTimeout belongs to another
+// reader, and that is an error.
+func (st *stream) startReplication(ctx context.Context) error {
+	pub := quoteIdent(st.opts().Publication) // publication_names is a list of identifiers
+	deadline := time.Now().Add(st.opts().SlotBusyTimeout)
+	wait := 20 * time.Millisecond
+	for {
+		err := pglogrepl.StartReplication(ctx, st.repl, st.opts().Slot, st.plan.start, pglogrepl.StartReplicationOptions{
+			Mode:       pglogrepl.LogicalReplication,
+			PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(pub)},
+		})
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// receive reads the replication stream until closed or failed. Reads wait at most until the
+// next status update is due; the deadline is set on the socket rather than through a context,
+// which pgconn would watch with a goroutine per message.
+func (st *stream) receive(ctx context.Context) error {
+	interval := st.opts().StatusInterval
+	for {
+		if time.Since(st.lastStatus) >= interval {
+			if err := st.sendStatus(); err != nil {
+				return err
+			}
+		}
+		st.deadlineM.Lock()
+		if st.isClosing {
+			st.deadlineM.Unlock()
+			return errClosing
+		}
+		_ = st.repl.Conn().SetReadDeadline(st.lastStatus.Add(interval))
+		st.deadlineM.Unlock()
+
+		raw, err := st.repl.ReceiveMessage(context.Background())
+		if err != nil {
+			if isTimeout(err) {
+				continue
+			}
+			return fmt.Errorf("pgcdc: receive: %w", err)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.CopyData:
+			if err := st.handleCopyData(ctx, msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("pgcdc: replication: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return errors.New("pgcdc: the server ended the replication stream")
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// sendStatus reports the acknowledged position as written, flushed and applied: never what
+// was merely received, so the server keeps every change the pipeline has not made durable.
+func (st *stream) sendStatus() error {
+	acked := pglogrepl.LSN(st.acked.Load())
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), st.repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: acked, WALFlushPosition: acked, WALApplyPosition: acked,
+	})
+	if err != nil {
+		return fmt.Errorf("pgcdc: send status: %w", err)
+	}
+	st.lastStatus = time.Now()
+	return nil
+}
+
+// streamCheckpoint encodes a resume point after a commit and records it as delivered, which
+// bounds what Ack accepts.
+func (st *stream) streamCheckpoint(end pglogrepl.LSN) cdc.Checkpoint {
+	for {
+		cur := st.delivered.Load()
+		if uint64(end) <= cur || st.delivered.CompareAndSwap(cur, uint64(end)) {
+			break
+		}
+	}
+	return encodeCheckpoint(end, nil)
+}
+
+func (st *stream) snapshotCheckpoint(state *snapshotState) cdc.Checkpoint {
+	return encodeCheckpoint(st.plan.start, state)
+}
+
+// emit delivers ev. While the consumer is slow it keeps reporting status to the server, which
+// would otherwise end the connection after wal_sender_timeout.
+func (st *stream) emit(ctx context.Context, ev cdc.Event) error {
+	select {
+	case st.events <- ev:
+		return nil
+	default:
+	}
+	var tick *time.Ticker
+	if st.streaming {
+		tick = time.NewTicker(st.opts().StatusInterval)
+		defer tick.Stop()
+	}
+	var tc <-chan time.Time
+	if tick != nil {
+		tc = tick.C
+	}
+	for {
+		select {
+		case st.events <- ev:
+			return nil
+		case <-st.closing:
+			return errClosing
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tc:
+			if err := st.sendStatus(); err != nil {
+				return err
+			}
+		}
+	}
+}
