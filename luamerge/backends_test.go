@@ -1,0 +1,51 @@
+package luamerge
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store/searchstore"
+)
+
+// The Lua tests through the store also run on the real search engines: each gets a fresh index
+// (the adapter never creates one), deleted when the test ends.
+func init() {
+	luaBackends = append(luaBackends,
+		luaBackend{"elasticsearch", func(t *testing.T) (driver.Store, string, string) { return searchBackend(t, testenv.ElasticsearchURL) }},
+		luaBackend{"opensearch", func(t *testing.T) (driver.Store, string, string) { return searchBackend(t, testenv.OpenSearchURL) }},
+	)
+}
+
+func searchBackend(t *testing.T, variable string) (driver.Store, string, string) {
+	base := strings.TrimRight(testenv.Require(t, variable), "/")
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	index := "luamerge-" + hex.EncodeToString(b[:])
+	call := func(method, body string) int {
+		req, err := http.NewRequest(method, base+"/"+index, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, index, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(http.MethodPut, `{"mappings":{"dynamic":false}}`); code != http.StatusOK {
+		t.Fatalf("creating index %s: status %d", index, code)
+	}
+	t.Cleanup(func() { call(http.MethodDelete, "") })
+	a, err := searchstore.NewFromURLs([]string{base}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, "lua", index
+}

@@ -1,0 +1,334 @@
+package luamerge
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	lua "github.com/Shopify/go-lua"
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// decoder reads one JSON document straight onto the Lua stack: objects and arrays become
+// tables (arrays recorded in run.arrays, objects' key order in run.order), strings strings,
+// numbers plain or exact numbers, null the run's json.null. It charges the run's memory for
+// what it builds and refuses nesting beyond MaxDepth.
+type decoder struct {
+	r     *run
+	l     *lua.State
+	data  []byte
+	pos   int
+	depth int
+	what  string // "current document" or "incoming document", for errors
+}
+
+func (r *run) pushDocument(l *lua.State, data []byte, what string) *ProgramError {
+	d := decoder{r: r, l: l, data: data, what: what}
+	d.space()
+	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
+		return invalid(what + " is not a JSON object")
+	}
+	if err := d.value(); err != nil {
+		return err
+	}
+	if d.space(); d.pos != len(d.data) {
+		return invalid(what + " has data after its object")
+	}
+	return nil
+}
+
+func (d *decoder) fail(msg string) *ProgramError {
+	return invalid(d.what + " is not valid JSON: " + msg + " at byte " + strconv.Itoa(d.pos))
+}
+
+func (d *decoder) space() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value pushes the value at d.pos.
+func (d *decoder) value() *ProgramError {
+	d.space()
+	if d.pos >= len(d.data) {
+		return d.fail("unexpected end")
+	}
+	l := d.l
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object()
+	case c == '[':
+		return d.array()
+	case c == '"':
+		s, err := d.str()
+		if err != nil {
+			return err
+		}
+		d.r.charge(l, chargeString+int64(len(s)))
+		l.PushString(s)
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(d.data)-d.pos >= len(lit) && string(d.data[d.pos:d.pos+len(lit)]) == lit {
+				d.pos += len(lit)
+				switch lit {
+				case "null":
+					d.r.pushNull(l)
+				default:
+					l.PushBoolean(lit == "true")
+				}
+				return nil
+			}
+		}
+		return d.fail("invalid literal")
+	default:
+		start := d.pos
+		for d.pos < len(d.data) {
+			c := d.data[d.pos]
+			if (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+				d.pos++
+				continue
+			}
+			break
+		}
+		lit := string(d.data[start:d.pos])
+		if !validNumberLiteral(lit) {
+			return d.fail("invalid number")
+		}
+		if f, ok := numberValue(lit); ok {
+			d.r.charge(l, chargeNumber)
+			l.PushNumber(f)
+		} else {
+			d.r.pushExact(l, lit)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) enter() *ProgramError {
+	if d.depth++; d.depth > d.r.opts.MaxDepth {
+		return &ProgramError{Kind: driver.KindInvalid, Limit: limitDepth, Reason: d.what + " is nested deeper than " + strconv.Itoa(d.r.opts.MaxDepth) + " levels"}
+	}
+	if !d.l.CheckStack(4) {
+		return invalid(d.what + " is nested too deeply for the Lua stack")
+	}
+	return nil
+}
+
+func (d *decoder) object() *ProgramError {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	l := d.l
+	d.pos++ // {
+	l.CreateTable(0, 4)
+	d.r.charge(l, chargeTable)
+	var keys []string
+	var seen map[string]struct{} // only for large objects; small ones are scanned
+	d.space()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+	} else {
+		for {
+			d.space()
+			if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+				return d.fail("expected a member name")
+			}
+			k, err := d.str()
+			if err != nil {
+				return err
+			}
+			d.space()
+			if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+				return d.fail("expected ':'")
+			}
+			d.pos++
+			if !duplicate(keys, &seen, k) {
+				keys = append(keys, k)
+			}
+			d.r.charge(l, chargeEntry+chargeString+int64(len(k)))
+			l.PushString(k)
+			if err := d.value(); err != nil {
+				return err
+			}
+			l.RawSet(-3) // a repeated name: the last one wins, as in encoding/json
+			d.space()
+			if d.pos < len(d.data) && d.data[d.pos] == ',' {
+				d.pos++
+				continue
+			}
+			if d.pos < len(d.data) && d.data[d.pos] == '}' {
+				d.pos++
+				break
+			}
+			return d.fail("expected ',' or '}'")
+		}
+	}
+	d.r.order[l.ToValue(-1)] = keys
+	d.depth--
+	return nil
+}
+
+// duplicate reports whether k is already among keys, keeping a set once there are many.
+func duplicate(keys []string, seen *map[string]struct{}, k string) bool {
+	if len(keys) < 16 {
+		for _, have := range keys {
+			if have == k {
+				return true
+			}
+		}
+		return false
+	}
+	if *seen == nil {
+		*seen = make(map[string]struct{}, 2*len(keys))
+		for _, have := range keys {
+			(*seen)[have] = struct{}{}
+		}
+	}
+	if _, ok := (*seen)[k]; ok {
+		return true
+	}
+	(*seen)[k] = struct{}{}
+	return false
+}
+
+func (d *decoder) array() *ProgramError {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	l := d.l
+	d.pos++ // [
+	l.NewTable()
+	d.r.charge(l, chargeTable)
+	d.space()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+	} else {
+		for i := 1; ; i++ {
+			if err := d.value(); err != nil {
+				return err
+			}
+			d.r.charge(l, chargeSlot)
+			l.RawSetInt(-2, i)
+			d.space()
+			if d.pos < len(d.data) && d.data[d.pos] == ',' {
+				d.pos++
+				continue
+			}
+			if d.pos < len(d.data) && d.data[d.pos] == ']' {
+				d.pos++
+				break
+			}
+			return d.fail("expected ',' or ']'")
+		}
+	}
+	d.r.arrays[l.ToValue(-1)] = struct{}{}
+	d.depth--
+	return nil
+}
+
+// str reads a JSON string at d.pos (the opening quote).
+func (d *decoder) str() (string, *ProgramError) {
+	d.pos++
+	start := d.pos
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if c == '"' {
+			s := string(d.data[start:d.pos])
+			d.pos++
+			if !utf8.ValidString(s) {
+				return "", d.fail("invalid UTF-8")
+			}
+			return s, nil
+		}
+		if c == '\\' {
+			return d.escaped(start)
+		}
+		if c < 0x20 {
+			return "", d.fail("control character in string")
+		}
+		d.pos++
+	}
+	return "", d.fail("unterminated string")
+}
+
+// escaped finishes a string that contains escapes.
+func (d *decoder) escaped(start int) (string, *ProgramError) {
+	b := append([]byte(nil), d.data[start:d.pos]...)
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			if !utf8.Valid(b) {
+				return "", d.fail("invalid UTF-8")
+			}
+			return string(b), nil
+		case c < 0x20:
+			return "", d.fail("control character in string")
+		case c != '\\':
+			b = append(b, c)
+			d.pos++
+			continue
+		}
+		d.pos++
+		if d.pos >= len(d.data) {
+			break
+		}
+		e := d.data[d.pos]
+		d.pos++
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r1, ok := d.hex4()
+			if !ok {
+				return "", d.fail("invalid \\u escape")
+			}
+			if utf16.IsSurrogate(r1) {
+				if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+					save := d.pos
+					d.pos += 2
+					if r2, ok := d.hex4(); ok {
+						if r := utf16.DecodeRune(r1, r2); r != utf8.RuneError {
+							b = utf8.AppendRune(b, r)
+							continue
+						}
+					}
+					d.pos = save
+				}
+				r1 = utf8.RuneError // a lone surrogate, as encoding/json reads it
+			}
+			b = utf8.AppendRune(b, r1)
+		default:
+			return "", d.fail("invalid escape")
+		}
+	}
+	return "", d.fail("unterminated string")
+}
+
+func (d *decoder) hex4() (rune, bool) {
+	if len(d.data)-d.pos < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(d.data[d.pos:d.pos+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	d.pos += 4
+	return rune(n), true
+}
