@@ -45,6 +45,9 @@ func engines(t *testing.T, fn func(t *testing.T, s *server)) {
 	} {
 		t.Run(e.name, func(t *testing.T) {
 			raw := testenv.Require(t, e.env)
+			// Claims depend on the cluster-wide auto-create rule, which other packages' tests
+			// change: keep this process's view of it stable.
+			testenv.HoldClusterSettings(t, raw)
 			u, err := url.Parse(raw)
 			if err != nil {
 				t.Fatalf("bad url %q: %v", raw, err)

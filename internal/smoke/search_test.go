@@ -275,6 +275,7 @@ func (s *searchServer) checkAliasSwap(t *testing.T) {
 // The cluster-wide rule "-df-w-*,+*" keeps externally versioned deletes from creating indices
 // whose names start with df-w-, while every other name still auto-creates.
 func (s *searchServer) checkAutoCreateIndex(t *testing.T) {
+	testenv.HoldClusterSettings(t, s.url) // other test processes rely on the setting staying put
 	const setting = "action.auto_create_index"
 	var current struct {
 		Persistent map[string]any `json:"persistent"`
