@@ -12,7 +12,9 @@ import (
 
 var (
 	heldMu sync.Mutex
-	held   = map[string]bool{}
+	// held keeps each locked file reachable: a collected *os.File is closed by its finalizer,
+	// and closing the descriptor would drop the lock.
+	held = map[string]*os.File{}
 )
 
 // HoldClusterSettings gives this test process the cluster-wide settings of the search server
@@ -25,7 +27,7 @@ func HoldClusterSettings(t testing.TB, serverURL string) {
 	t.Helper()
 	heldMu.Lock()
 	defer heldMu.Unlock()
-	if held[serverURL] {
+	if held[serverURL] != nil {
 		return
 	}
 	sum := sha256.Sum256([]byte(serverURL))
@@ -38,5 +40,5 @@ func HoldClusterSettings(t testing.TB, serverURL string) {
 		t.Fatalf("cluster settings lock: %v", err)
 	}
 	// The descriptor stays open (and locked) until the process exits; the kernel releases it.
-	held[serverURL] = true
+	held[serverURL] = f
 }

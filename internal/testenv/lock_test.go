@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 )
@@ -14,6 +15,8 @@ func TestHoldClusterSettingsExcludesOthers(t *testing.T) {
 	url := "http://127.0.0.1:1/lock-test-" + t.Name()
 	HoldClusterSettings(t, url)
 	HoldClusterSettings(t, url) // a second call in the same process must not block
+	runtime.GC()                // the lock must survive a collection (a lost *os.File closes itself)
+	runtime.GC()
 
 	// Another open file description stands for another process: it must not get the lock.
 	sum := sha256.Sum256([]byte(url))

@@ -1,0 +1,449 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/esfence"
+)
+
+// span is one action's bytes in a chunk's body.
+type span struct {
+	start, end int
+	act        *action
+}
+
+// chunk is one _bulk request.
+type chunk struct {
+	body  []byte
+	spans []span
+}
+
+// encode renders the actions into _bulk bodies: one per batch unless the batch exceeds
+// batch.max_docs or batch.max_bytes. A row the normalizer rejects is dead-lettered.
+func (s *Sink) encode(acts []action, dead []cdc.DeadLetter) ([]*chunk, []cdc.DeadLetter, error) {
+	return s.encodeAliases(acts, dead, func(index string) string { return s.claims[index].WriteAlias() })
+}
+
+// encodeWithAlias encodes with one alias for every action (benchmarks without a cluster).
+func (s *Sink) encodeWithAlias(acts []action, dead []cdc.DeadLetter, alias string) ([]*chunk, []cdc.DeadLetter, error) {
+	return s.encodeAliases(acts, dead, func(string) string { return alias })
+}
+
+func (s *Sink) encodeAliases(acts []action, dead []cdc.DeadLetter, aliasOf func(string) string) ([]*chunk, []cdc.DeadLetter, error) {
+	var chunks []*chunk
+	lastIndex, alias := "", ""
+	cur := &chunk{body: s.spareBody[:0]}
+	s.spareBody = nil
+	if cap(cur.body) == 0 {
+		cur.body = make([]byte, 0, 256*len(acts)+64)
+	}
+	for i := range acts {
+		a := &acts[i]
+		if a.index != lastIndex || alias == "" {
+			lastIndex, alias = a.index, aliasOf(a.index)
+		}
+		start := len(cur.body)
+		b := cur.body
+		if a.del {
+			b = append(b, `{"delete":{"_index":`...)
+		} else {
+			b = append(b, `{"index":{"_index":`...)
+		}
+		b = appendJSONText(b, alias)
+		b = append(b, `,"_id":`...)
+		b = appendJSONText(b, a.id)
+		b = append(b, `,"version":`...)
+		b = strconv.AppendInt(b, a.version, 10)
+		b = append(b, `,"version_type":"external"}}`+"\n"...)
+		if !a.del {
+			var err error
+			b, err = AppendDocument(b, a.schema, a.row)
+			if err != nil {
+				cur.body = b[:start]
+				dead = append(dead, cdc.DeadLetter{Index: a.event, Reason: rowReason(err)})
+				continue
+			}
+			b = append(b, '\n')
+		}
+		cur.body = b
+		cur.spans = append(cur.spans, span{start, len(b), a})
+		if len(cur.spans) >= s.cfg.Batch.MaxDocs || len(cur.body) >= s.cfg.Batch.MaxBytes {
+			if len(cur.body) > s.cfg.Batch.MaxBytes && len(cur.spans) > 1 {
+				// The last action pushed the body over the limit: it opens the next chunk.
+				last := cur.spans[len(cur.spans)-1]
+				next := &chunk{body: append([]byte(nil), cur.body[last.start:last.end]...)}
+				next.spans = []span{{0, last.end - last.start, last.act}}
+				cur.body, cur.spans = cur.body[:last.start], cur.spans[:len(cur.spans)-1]
+				chunks = append(chunks, cur)
+				cur = next
+				continue
+			}
+			chunks = append(chunks, cur)
+			cur = &chunk{}
+		}
+	}
+	if len(cur.spans) > 0 {
+		chunks = append(chunks, cur)
+	}
+	return chunks, dead, nil
+}
+
+// rowReason is the dead-letter reason of a row the normalizer rejected: the column and the
+// rule, never the value.
+func rowReason(err error) string {
+	var re *RowError
+	if errors.As(err, &re) {
+		return "serialization failure: column " + strconv.Quote(re.Column) + ": " + re.Reason
+	}
+	return "serialization failure: " + err.Error()
+}
+
+// outcome is what one chunk came to.
+type outcome struct {
+	dead     []cdc.DeadLetter
+	conflict error // a *esfence.ConflictError: fatal
+	fatal    error
+	bp       *cdc.BackpressureError
+}
+
+// sendAll sends the chunks, up to concurrency at a time, and merges their outcomes: a
+// refusal first (fatal), then any other fatal error, then backpressure (the whole batch is
+// offered again, which versions make safe), else the dead letters.
+func (s *Sink) sendAll(ctx context.Context, chunks []*chunk) ([]cdc.DeadLetter, error) {
+	outs := make([]outcome, len(chunks))
+	if len(chunks) == 1 {
+		outs[0] = s.send(ctx, chunks[0])
+	} else {
+		sem := make(chan struct{}, s.cfg.Concurrency)
+		var wg sync.WaitGroup
+		for i, c := range chunks {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				outs[i] = s.send(ctx, c)
+				<-sem
+			}()
+		}
+		wg.Wait()
+	}
+	var dead []cdc.DeadLetter
+	var bp *cdc.BackpressureError
+	var fatal error
+	for _, o := range outs {
+		if o.conflict != nil {
+			return nil, o.conflict
+		}
+		if o.fatal != nil && fatal == nil {
+			fatal = o.fatal
+		}
+		if o.bp != nil && bp == nil {
+			bp = o.bp
+		}
+		dead = append(dead, o.dead...)
+	}
+	if fatal != nil {
+		return nil, fatal
+	}
+	if bp != nil {
+		return nil, bp
+	}
+	return dead, nil
+}
+
+// bulkItem is one item of a _bulk answer. Values, not pointers, and no reason text: the
+// reason is never used (it may quote field values) and each field read costs an allocation.
+type bulkItem struct {
+	Status int `json:"status"`
+	Error  struct {
+		Type     string `json:"type"`
+		CausedBy struct {
+			Type string `json:"type"`
+		} `json:"caused_by"`
+	} `json:"error"`
+}
+
+func (it *bulkItem) failed() bool { return it.Error.Type != "" }
+
+// send sends one chunk and retries its per-item 429s (and per-item 5xx) a bounded number of
+// times, with only those items, before giving up with backpressure.
+func (s *Sink) send(ctx context.Context, c *chunk) outcome {
+	var o outcome
+	body, spans := c.body, c.spans
+	backoff := s.opts.ItemRetryBackoff
+	for attempt := 0; ; attempt++ {
+		status, hdr, abuf, err := s.bulk(ctx, body)
+		if err != nil {
+			if ctx.Err() != nil {
+				o.fatal = ctx.Err()
+				return o
+			}
+			// Connection loss or timeout: nothing durable can be said. The next Write
+			// claims again first, as after any reconnect.
+			s.stale.Store(true)
+			o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: _bulk: %w", s.cfg.ID, err)}
+			return o
+		}
+		ans := abuf.Bytes()
+		retry, done := s.judge(ctx, &o, status, hdr, ans, spans)
+		putAnswer(abuf)
+		if done {
+			return o
+		}
+		if attempt >= s.cfg.ItemRetries {
+			o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %d actions still rejected as overloaded after %d retries", s.cfg.ID, len(retry), attempt)}
+			return o
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			o.fatal = ctx.Err()
+			return o
+		case <-t.C:
+		}
+		backoff *= 2
+		// The next request holds only the retried actions; items already dead-lettered
+		// stay in o.dead.
+		nb := make([]byte, 0, len(body))
+		ns := make([]span, 0, len(retry))
+		for _, sp := range retry {
+			st := len(nb)
+			nb = append(nb, body[sp.start:sp.end]...)
+			ns = append(ns, span{st, len(nb), sp.act})
+		}
+		body, spans = nb, ns
+	}
+}
+
+// judge classifies one answer into o. It returns the spans to retry, or done when the chunk
+// is finished (success, dead letters, a refusal, backpressure or a fatal error).
+func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Header, ans []byte, spans []span) (retry []span, done bool) {
+	if status == http.StatusRequestEntityTooLarge && len(spans) == 1 {
+		o.dead = append(o.dead, cdc.DeadLetter{Index: spans[0].act.event,
+			Reason: "the document exceeds the cluster's http.max_content_length"})
+		return nil, true
+	}
+	if status != http.StatusOK {
+		err := statusError(s.cfg.ID, "_bulk", status)
+		var bp *cdc.BackpressureError
+		if errors.As(err, &bp) {
+			bp.RetryAfter = retryAfter(hdr)
+			o.bp = bp
+		} else {
+			o.fatal = err
+		}
+		return nil, true
+	}
+	errs, ok := answerHasErrors(ans)
+	if !ok {
+		o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: unreadable _bulk answer", s.cfg.ID)}
+		return nil, true
+	}
+	if !errs || allSuperseded(ans, len(spans)) {
+		return nil, true
+	}
+	// Items as a struct of the four action names rather than a map: no map per item.
+	var full struct {
+		Items []struct {
+			Index  bulkItem `json:"index"`
+			Create bulkItem `json:"create"`
+			Update bulkItem `json:"update"`
+			Delete bulkItem `json:"delete"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(ans, &full); err != nil || len(full.Items) != len(spans) {
+		o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: _bulk answer does not match the request", s.cfg.ID)}
+		return nil, true
+	}
+	for k := range full.Items {
+		m := &full.Items[k]
+		it := &m.Index
+		switch {
+		case m.Delete.Status != 0:
+			it = &m.Delete
+		case m.Create.Status != 0:
+			it = &m.Create
+		case m.Update.Status != 0:
+			it = &m.Update
+		}
+		sp := spans[k]
+		switch {
+		case it.Status >= 200 && it.Status <= 299:
+		case it.Status == http.StatusNotFound && !it.failed():
+			// A delete of a document that is not there ("result":"not_found"): the
+			// cluster still records the delete's version, which is all that matters.
+		case it.Status == http.StatusConflict && (!it.failed() || it.Error.Type == "version_conflict_engine_exception"):
+			// version_conflict_engine_exception: a newer version is already there.
+		case it.Status == http.StatusTooManyRequests || it.Status >= 500:
+			retry = append(retry, sp)
+		case it.Status == http.StatusNotFound && it.Error.Type == "index_not_found_exception":
+			o.conflict = s.lostDestination(ctx, sp.act)
+			return nil, true
+		default:
+			o.dead = append(o.dead, cdc.DeadLetter{Index: sp.act.event, Reason: itemReason(*it)})
+		}
+	}
+	return retry, len(retry) == 0
+}
+
+// itemReason says why the cluster rejected a document, by error types only: the reason texts
+// of mapping errors quote field values ("Preview of field's value").
+func itemReason(it bulkItem) string {
+	r := "rejected by the cluster: status " + strconv.Itoa(it.Status)
+	if it.failed() {
+		r += " " + it.Error.Type
+		if it.Error.CausedBy.Type != "" {
+			r += ", caused by " + it.Error.CausedBy.Type
+		}
+	}
+	return r
+}
+
+// lostDestination turns an index_not_found answer for the write alias into the refusal: the
+// alias was rotated away by another claim (fenced), or the index is gone
+// (destination_missing). The claim is dropped either way.
+func (s *Sink) lostDestination(ctx context.Context, a *action) error {
+	class := esfence.Fenced
+	detail := "the write alias is gone: another claim rotated the fence"
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
+	defer cancel()
+	if res, err := (esapi.IndicesExistsRequest{Index: []string{a.index}}).Do(cctx, s.tp); err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusNotFound {
+			class = esfence.DestinationMissing
+			detail = "the index was deleted; it is never recreated (delete the pipeline to start over)"
+		}
+	}
+	return &esfence.ConflictError{Class: class, Index: a.index, Table: a.table, Detail: detail}
+}
+
+// answerHasErrors reads the answer's top-level "errors" flag. Both engines put it before
+// "items" (Elasticsearch first, OpenSearch after "took"), so it is looked for in the first
+// bytes; the key cannot occur inside a string, and a match before "items" is top-level.
+// Otherwise the whole answer is decoded.
+func answerHasErrors(ans []byte) (errs, ok bool) {
+	head := ans[:min(len(ans), 96)]
+	key := []byte(`"errors":`)
+	i := bytes.Index(head, key)
+	if it := bytes.Index(head, []byte(`"items":`)); i > 0 && (it < 0 || i < it) {
+		rest := ans[i+len(key):]
+		switch {
+		case bytes.HasPrefix(rest, []byte("false")):
+			return false, true
+		case bytes.HasPrefix(rest, []byte("true")):
+			return true, true
+		}
+	}
+	var h struct {
+		Errors *bool `json:"errors"`
+	}
+	if err := json.Unmarshal(ans, &h); err != nil || h.Errors == nil {
+		return false, false
+	}
+	return *h.Errors, true
+}
+
+// allSuperseded is the fast path for the common answer with errors: a replayed batch, where
+// every item is applied or a 409 version conflict. It counts the "status": keys; the byte
+// sequence "status": cannot occur inside a JSON string (quotes there are escaped), so each
+// match is a key. Exactly one per item, each 2xx or 409, means nothing else to do. Anything
+// else -- another status, a nested status key, pretty-printed JSON -- returns false and the
+// answer is decoded in full.
+func allSuperseded(ans []byte, items int) bool {
+	key := []byte(`"status":`)
+	n := 0
+	for rest := ans; ; {
+		i := bytes.Index(rest, key)
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len(key):]
+		if len(rest) < 4 || (rest[3] >= '0' && rest[3] <= '9') {
+			return false
+		}
+		switch st := string(rest[:3]); {
+		case st == "409", st[0] == '2' && st[1] >= '0' && st[1] <= '9' && st[2] >= '0' && st[2] <= '9':
+		default:
+			return false
+		}
+		n++
+	}
+	return n == items
+}
+
+var requireAlias = true
+
+var answerPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// bulk sends one _bulk request and reads the whole answer into a pooled buffer, which the
+// caller returns with putAnswer once done with it.
+func (s *Sink) bulk(ctx context.Context, body []byte) (int, http.Header, *bytes.Buffer, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
+	defer cancel()
+	req := esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias, Refresh: s.cfg.Refresh}
+	res, err := req.Do(ctx, s.tp)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	defer res.Body.Close()
+	buf := answerPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	if _, err := buf.ReadFrom(res.Body); err != nil {
+		putAnswer(buf)
+		return 0, nil, nil, err
+	}
+	return res.StatusCode, res.Header, buf, nil
+}
+
+func putAnswer(b *bytes.Buffer) {
+	if b != nil && b.Cap() <= 16<<20 { // a huge answer is left to the collector
+		answerPool.Put(b)
+	}
+}
+
+// appendJSONText appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func appendJSONText(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, `\ufffd`...)
+		} else if r == '\u2028' || r == '\u2029' {
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		} else {
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}

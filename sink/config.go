@@ -1,0 +1,481 @@
+package sink
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Secret is a credential from the configuration. Every way of printing it (fmt verbs, JSON,
+// YAML) shows only whether it is set, so a Config can be logged as a whole without leaking.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (s Secret) show() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// String hides the value.
+func (s Secret) String() string { return s.show() }
+
+// GoString hides the value from %#v.
+func (s Secret) GoString() string { return `"` + s.show() + `"` }
+
+// Format hides the value from every fmt verb, %x and %q included.
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = f.Write([]byte(s.GoString()))
+		return
+	}
+	_, _ = f.Write([]byte(s.show()))
+}
+
+// MarshalJSON hides the value.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.show()) }
+
+// MarshalYAML hides the value.
+func (s Secret) MarshalYAML() (any, error) { return s.show(), nil }
+
+// Duration is a time.Duration written as Go duration text ("30s", "24h") in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML reads "30s"-style text.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: a duration is text such as \"30s\"", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (use e.g. \"30s\", \"24h\")", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes Go duration text.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Auth types.
+const (
+	AuthNone   = "none"
+	AuthBasic  = "basic"
+	AuthAPIKey = "api_key"
+)
+
+// Auth is how the sink authenticates to the cluster.
+type Auth struct {
+	Type     string `yaml:"type" json:"type"` // basic | api_key | none
+	Username string `yaml:"username,omitempty" json:"username,omitempty"`
+	Password Secret `yaml:"password,omitempty" json:"password,omitempty"`
+	APIKey   Secret `yaml:"api_key,omitempty" json:"api_key,omitempty"` // the base64 "id:key" credential Elasticsearch issues
+}
+
+// TLS configures server verification for https URLs.
+type TLS struct {
+	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"` // PEM file of the CA that signed the server's certificate
+	CA     string `yaml:"ca,omitempty" json:"ca,omitempty"`           // the same, inline PEM
+}
+
+// Batch bounds one _bulk request. A batch from the runner larger than this is sent as several
+// requests (after coalescing); within the bounds it is exactly one.
+type Batch struct {
+	MaxDocs  int `yaml:"max_docs,omitempty" json:"max_docs,omitempty"`   // default 5000 actions
+	MaxBytes int `yaml:"max_bytes,omitempty" json:"max_bytes,omitempty"` // default 10 MiB of request body
+}
+
+// Config is one elasticsearch sink, as the specification's YAML writes it under config:.
+type Config struct {
+	ID              string   `yaml:"id" json:"id"`
+	URL             string   `yaml:"url" json:"url"`
+	Index           string   `yaml:"index" json:"index"`
+	IDFields        []string `yaml:"id_fields,omitempty" json:"id_fields,omitempty"`
+	IDSeparator     string   `yaml:"id_separator,omitempty" json:"id_separator,omitempty"` // default "|"
+	Auth            Auth     `yaml:"auth" json:"auth"`
+	AutoCreateIndex *bool    `yaml:"auto_create_index,omitempty" json:"auto_create_index,omitempty"` // default true
+
+	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	// RequestTimeout bounds each request (default 60s); ConnectTimeout each connection attempt
+	// (default 10s).
+	RequestTimeout Duration `yaml:"request_timeout,omitempty" json:"request_timeout,omitempty"`
+	ConnectTimeout Duration `yaml:"connect_timeout,omitempty" json:"connect_timeout,omitempty"`
+	Batch          Batch    `yaml:"batch,omitempty" json:"batch,omitempty"`
+	// Concurrency is how many _bulk requests of one oversized batch are in flight at once
+	// (default 2). Coalescing makes every _id appear once per batch, so order between them
+	// does not matter.
+	Concurrency int `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
+	// DeleteRetention is index.gc_deletes for the indices the sink creates: how long the
+	// cluster remembers a delete's version (default 24h; Elasticsearch's own default is 60s).
+	// See "Deletes never resurrect" in the package documentation.
+	DeleteRetention Duration `yaml:"delete_retention,omitempty" json:"delete_retention,omitempty"`
+	// ItemRetries is how often per-item 429s of one request are retried before the whole
+	// batch is handed back as backpressure (default 3).
+	ItemRetries int `yaml:"item_retries,omitempty" json:"item_retries,omitempty"`
+	// Refresh is the _bulk refresh parameter ("", "true", "false", "wait_for"); default none.
+	Refresh string `yaml:"refresh,omitempty" json:"refresh,omitempty"`
+	// Shards and Replicas, when set, go into the settings of created indices.
+	Shards   int  `yaml:"number_of_shards,omitempty" json:"number_of_shards,omitempty"`
+	Replicas *int `yaml:"number_of_replicas,omitempty" json:"number_of_replicas,omitempty"`
+	// Mapping tunes the generated mappings, for engines without scaled_float or
+	// unsigned_long and for JSON columns that should be searchable.
+	Mapping MappingConfig `yaml:"mapping,omitempty" json:"mapping,omitempty"`
+}
+
+// MappingConfig is the YAML face of MappingOptions.
+type MappingConfig struct {
+	Decimal string `yaml:"decimal,omitempty" json:"decimal,omitempty"` // scaled_float (default) | keyword | double
+	JSON    string `yaml:"json,omitempty" json:"json,omitempty"`       // stored (default) | flattened
+	Uint64  string `yaml:"uint64,omitempty" json:"uint64,omitempty"`   // unsigned_long (default) | keyword
+}
+
+// options translates the configuration; unknown words are validation errors.
+func (m MappingConfig) options() (MappingOptions, error) {
+	var o MappingOptions
+	switch m.Decimal {
+	case "", "scaled_float":
+		o.DecimalAs = DecimalScaledFloat
+	case "keyword":
+		o.DecimalAs = DecimalKeyword
+	case "double":
+		o.DecimalAs = DecimalDouble
+	default:
+		return o, fmt.Errorf("mapping: decimal must be scaled_float, keyword or double, got %q", m.Decimal)
+	}
+	switch m.JSON {
+	case "", "stored":
+		o.JSONAs = JSONStored
+	case "flattened":
+		o.JSONAs = JSONFlattened
+	default:
+		return o, fmt.Errorf("mapping: json must be stored or flattened, got %q", m.JSON)
+	}
+	switch m.Uint64 {
+	case "", "unsigned_long":
+		o.Uint64As = Uint64UnsignedLong
+	case "keyword":
+		o.Uint64As = Uint64Keyword
+	default:
+		return o, fmt.Errorf("mapping: uint64 must be unsigned_long or keyword, got %q", m.Uint64)
+	}
+	return o, nil
+}
+
+// Defaults.
+const (
+	DefaultIDSeparator     = "|"
+	DefaultRequestTimeout  = 60 * time.Second
+	DefaultConnectTimeout  = 10 * time.Second
+	DefaultMaxDocs         = 5000
+	DefaultMaxBytes        = 10 << 20
+	DefaultConcurrency     = 2
+	DefaultDeleteRetention = 24 * time.Hour
+	DefaultItemRetries     = 3
+)
+
+// entry is one element of the specification's sinks: list.
+type entry struct {
+	Type   string    `yaml:"type"`
+	Config yaml.Node `yaml:"config"`
+}
+
+// ParseConfig reads one sink entry of the specification's YAML ("type: elasticsearch" and
+// "config: {...}"), expanding ${ENV} references in values, applying defaults and validating.
+// An unset variable is an error naming it; "$${" writes a literal "${". Unknown keys are
+// errors, so a misspelt option is not silently ignored. Errors never quote values.
+func ParseConfig(b []byte) (Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
+	}
+	if err := expandNode(&root); err != nil {
+		return Config{}, err
+	}
+	var e entry
+	if err := root.Decode(&e); err != nil {
+		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
+	}
+	if e.Type != "elasticsearch" {
+		return Config{}, fmt.Errorf("sink config: type must be \"elasticsearch\", got %q", e.Type)
+	}
+	if e.Config.Kind == 0 {
+		return Config{}, errors.New("sink config: missing config:")
+	}
+	var c Config
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(&e.Config); err != nil {
+		return Config{}, fmt.Errorf("sink config: %w", err)
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
+	}
+	if err := c.Normalize(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// scrubYAMLError keeps yaml's messages (line numbers, field names) but they can quote a
+// scalar that failed to decode; after expansion that scalar may be a secret, so type errors
+// are cut to their structural part.
+func scrubYAMLError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		out := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			if j := strings.Index(m, "cannot unmarshal"); j >= 0 {
+				if k := strings.Index(m[j:], "`"); k >= 0 {
+					m = m[:j] + "a value of the wrong type cannot be read"
+				}
+			}
+			out[i] = m
+		}
+		return errors.New(strings.Join(out, "; "))
+	}
+	return err
+}
+
+// expandNode replaces ${NAME} in every scalar value (never in keys) with the environment
+// variable's value.
+func expandNode(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "$") {
+			return nil
+		}
+		v, err := expandEnv(n.Value)
+		if err != nil {
+			return fmt.Errorf("sink config: line %d: %w", n.Line, err)
+		}
+		n.Value = v
+		// A plain scalar is typed by what it expands to (so "${N}" can fill a number); a
+		// quoted one stays text. Text fields take any scalar as text, so a password
+		// "123" or "yes" still arrives as written.
+		if n.Style == 0 {
+			n.Tag = ""
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			if err := expandNode(n.Content[i]); err != nil {
+				return err
+			}
+		}
+	default:
+		for _, c := range n.Content {
+			if err := expandNode(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expandEnv expands ${NAME}; "$${" is a literal "${"; a lone "$" stays.
+func expandEnv(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		switch {
+		case strings.HasPrefix(s[i:], "$${"):
+			b.WriteString("${")
+			i += 3
+		case strings.HasPrefix(s[i:], "${"):
+			end := strings.IndexByte(s[i+2:], '}')
+			if end < 0 {
+				return "", errors.New("unterminated ${ in a value")
+			}
+			name := s[i+2 : i+2+end]
+			if !validEnvName(name) {
+				return "", fmt.Errorf("invalid environment variable name %q in ${...}", name)
+			}
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return "", fmt.Errorf("environment variable %s is not set", name)
+			}
+			b.WriteString(v)
+			i += 2 + end + 1
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
+	return b.String(), nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// AutoCreate reports auto_create_index with its default (true).
+func (c *Config) AutoCreate() bool { return c.AutoCreateIndex == nil || *c.AutoCreateIndex }
+
+// Normalize applies defaults and validates; ParseConfig calls it, and New does for configs
+// built in code.
+func (c *Config) Normalize() error {
+	if c.IDSeparator == "" {
+		c.IDSeparator = DefaultIDSeparator
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = Duration(DefaultRequestTimeout)
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = Duration(DefaultConnectTimeout)
+	}
+	if c.Batch.MaxDocs == 0 {
+		c.Batch.MaxDocs = DefaultMaxDocs
+	}
+	if c.Batch.MaxBytes == 0 {
+		c.Batch.MaxBytes = DefaultMaxBytes
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.DeleteRetention == 0 {
+		c.DeleteRetention = Duration(DefaultDeleteRetention)
+	}
+	if c.ItemRetries == 0 {
+		c.ItemRetries = DefaultItemRetries
+	}
+	if c.Auth.Type == "" {
+		c.Auth.Type = AuthNone
+	}
+	return c.Validate()
+}
+
+// Validate checks the configuration and says what is wrong with which key. It never quotes
+// a credential.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.ID == "" {
+		bad("id is required")
+	}
+	if c.URL == "" {
+		bad("url is required")
+	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("url must be an http:// or https:// address")
+	} else if u.User != nil {
+		bad("url must not carry credentials; use auth:")
+	}
+	if c.Index == "" {
+		bad("index is required")
+	} else if _, err := parseTemplate(c.Index); err != nil {
+		bad("index: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, f := range c.IDFields {
+		if f == "" {
+			bad("id_fields: empty field name")
+		} else if seen[f] {
+			bad("id_fields: %q listed twice", f)
+		}
+		seen[f] = true
+	}
+	if strings.Contains(c.IDSeparator, `\`) {
+		bad(`id_separator must not contain a backslash (it is the escape character of _id)`)
+	}
+	switch c.Auth.Type {
+	case AuthNone:
+		if c.Auth.Username != "" || c.Auth.Password != "" || c.Auth.APIKey != "" {
+			bad("auth: type none takes no username, password or api_key")
+		}
+	case AuthBasic:
+		if c.Auth.Username == "" || c.Auth.Password == "" {
+			bad("auth: type basic needs username and password")
+		}
+		if c.Auth.APIKey != "" {
+			bad("auth: type basic takes no api_key")
+		}
+	case AuthAPIKey:
+		if c.Auth.APIKey == "" {
+			bad("auth: type api_key needs api_key")
+		}
+		if c.Auth.Username != "" || c.Auth.Password != "" {
+			bad("auth: type api_key takes no username or password")
+		}
+	default:
+		bad("auth: type must be basic, api_key or none, got %q", c.Auth.Type)
+	}
+	if c.TLS.CAFile != "" && c.TLS.CA != "" {
+		bad("tls: set ca_file or ca, not both")
+	}
+	if c.TLS.CA != "" {
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(c.TLS.CA)) {
+			bad("tls: ca holds no PEM certificate")
+		}
+	}
+	if c.RequestTimeout < 0 || c.ConnectTimeout < 0 {
+		bad("timeouts must not be negative")
+	}
+	if c.Batch.MaxDocs < 0 || c.Batch.MaxBytes < 0 {
+		bad("batch: max_docs and max_bytes must not be negative")
+	}
+	if c.Batch.MaxBytes > 0 && c.Batch.MaxBytes < 1024 {
+		bad("batch: max_bytes below 1024 cannot hold a document")
+	}
+	if c.Concurrency < 0 || c.Concurrency > 64 {
+		bad("concurrency must be between 1 and 64")
+	}
+	if c.DeleteRetention < 0 {
+		bad("delete_retention must not be negative")
+	}
+	if c.ItemRetries < 0 {
+		bad("item_retries must not be negative")
+	}
+	switch c.Refresh {
+	case "", "true", "false", "wait_for":
+	default:
+		bad("refresh must be true, false or wait_for")
+	}
+	if _, err := c.Mapping.options(); err != nil {
+		bad("%v", err)
+	}
+	if c.Shards < 0 || (c.Replicas != nil && *c.Replicas < 0) {
+		bad("number_of_shards and number_of_replicas must not be negative")
+	}
+	if len(errs) > 0 {
+		id := c.ID
+		if id == "" {
+			id = "?"
+		}
+		return fmt.Errorf("elasticsearch sink %q: %s", id, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// String renders the configuration with credentials hidden.
+func (c Config) String() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// GoString keeps %#v from printing credentials.
+func (c Config) GoString() string { return "sink.Config" + c.String() }
+
+// MarshalJSON renders the configuration; Secret fields show only whether they are set.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config // no methods: no recursion
+	return json.Marshal(plain(c))
+}

@@ -1,0 +1,178 @@
+package sink
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const specYAML = `
+type: elasticsearch
+config:
+  id: es-orders
+  url: "https://es:9200"           # HTTP(S) endpoint
+  index: "cdc-{db}.{table}"        # template or static name
+  auth:
+    type: basic                    # basic | api_key | none
+    username: elastic
+    password: "${ES_PASSWORD}"     # ${ENV} expansion
+`
+
+func TestParseConfigSpecExample(t *testing.T) {
+	t.Setenv("ES_PASSWORD", "s3cr3t-Pa55")
+	c, err := ParseConfig([]byte(specYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != "es-orders" || c.URL != "https://es:9200" || c.Index != "cdc-{db}.{table}" ||
+		c.Auth.Type != AuthBasic || c.Auth.Username != "elastic" || string(c.Auth.Password) != "s3cr3t-Pa55" {
+		t.Fatalf("parsed %+v", c)
+	}
+	if !c.AutoCreate() || c.IDSeparator != DefaultIDSeparator || time.Duration(c.DeleteRetention) != DefaultDeleteRetention {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestParseConfigSpecExamples(t *testing.T) {
+	t.Setenv("ES_API_KEY", "VnVhQ2ZHY0JDZGJrUW0tZTVhT3g6dWkybHAyYXhUTm1zeWFrdzl0dk5udw==")
+	c, err := ParseConfig([]byte(`
+type: elasticsearch
+config:
+  id: es-customers
+  url: "https://my-cluster.es.cloud:9243"
+  index: customers               # static index (no placeholders)
+  id_fields: [customer_id]       # override the source PK
+  auth:
+    type: api_key
+    api_key: "${ES_API_KEY}"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Auth.Type != AuthAPIKey || len(c.IDFields) != 1 || c.IDFields[0] != "customer_id" {
+		t.Fatalf("parsed %+v", c)
+	}
+	c, err = ParseConfig([]byte(`
+type: elasticsearch
+config:
+  id: es-dev
+  url: "http://elasticsearch:9200"
+  index: "cdc-{db}.{table}"      # per-table indices
+  auth:
+    type: none
+  auto_create_index: false
+  tls: {ca_file: /etc/ca.pem}
+  request_timeout: 5s
+  batch: {max_docs: 100, max_bytes: 1048576}
+  concurrency: 4
+  delete_retention: 72h
+  mapping: {decimal: keyword, uint64: keyword, json: flattened}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AutoCreate() || c.Concurrency != 4 || time.Duration(c.DeleteRetention) != 72*time.Hour || c.Batch.MaxDocs != 100 ||
+		time.Duration(c.RequestTimeout) != 5*time.Second || c.TLS.CAFile != "/etc/ca.pem" || c.Mapping.Decimal != "keyword" {
+		t.Fatalf("parsed %+v", c)
+	}
+}
+
+func TestParseConfigUnsetVariableIsNamed(t *testing.T) {
+	_, err := ParseConfig([]byte(strings.Replace(specYAML, "ES_PASSWORD", "TRIBUTARY_SURELY_UNSET_VAR", 1)))
+	if err == nil || !strings.Contains(err.Error(), "TRIBUTARY_SURELY_UNSET_VAR") || !strings.Contains(err.Error(), "not set") {
+		t.Fatalf("got %v, want an error naming the unset variable", err)
+	}
+}
+
+func TestParseConfigExpansionKeepsText(t *testing.T) {
+	// A password that looks like YAML structure or a number arrives as written.
+	for _, pw := range []string{"123", "yes", "a: b\nc", "{x}", "$notavar", "null"} {
+		t.Setenv("ES_PASSWORD", pw)
+		c, err := ParseConfig([]byte(specYAML))
+		if err != nil {
+			t.Fatalf("password %q: %v", pw, err)
+		}
+		if string(c.Auth.Password) != pw {
+			t.Fatalf("password %q arrived as %q", pw, c.Auth.Password)
+		}
+	}
+	t.Setenv("N", "7")
+	_, err := ParseConfig([]byte("type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: \"i$${x}\"\n  concurrency: ${N}\n"))
+	if err == nil || !strings.Contains(err.Error(), "index") {
+		t.Fatalf("index with a literal ${ should fail the naming rules (braces), got %v", err)
+	}
+	c, err := ParseConfig([]byte("type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n  concurrency: ${N}\n"))
+	if err != nil || c.Concurrency != 7 {
+		t.Fatalf("concurrency from ${N}: %v %+v", err, c)
+	}
+}
+
+func TestParseConfigValidation(t *testing.T) {
+	cases := map[string]string{
+		"type must be":           "type: kafka\nconfig: {id: a, url: 'http://x:1', index: i}\n",
+		"url is required":        "type: elasticsearch\nconfig: {id: a, index: i}\n",
+		"id is required":         "type: elasticsearch\nconfig: {url: 'http://x:1', index: i}\n",
+		"http:// or https://":    "type: elasticsearch\nconfig: {id: a, url: 'ftp://x', index: i}\n",
+		"unknown placeholder":    "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'x-{tabel}'}\n",
+		"starts with -, _ or +":  "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: '_x'}\n",
+		"contains one of":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'a b'}\n",
+		"needs username and":     "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: basic}}\n",
+		"needs api_key":          "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: api_key}}\n",
+		"basic, api_key or none": "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: kerberos}}\n",
+		"not found in type":      "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, idfields: [x]}\n",
+		"backslash":              "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, id_separator: '\\'}\n",
+		"not a duration":         "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, request_timeout: soon}\n",
+		"df-w-":                  "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'df-w-{table}'}\n",
+		"must not carry":         "type: elasticsearch\nconfig: {id: a, url: 'http://u:p@x:1', index: i}\n",
+		"decimal must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, mapping: {decimal: float}}\n",
+	}
+	for want, y := range cases {
+		_, err := ParseConfig([]byte(y))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error containing %q", y, err, want)
+		}
+	}
+}
+
+func TestConfigNeverShowsCredentials(t *testing.T) {
+	const pw, key = "hunter2-very-secret", "QVBJLUtFWS1zZWNyZXQ="
+	t.Setenv("ES_PASSWORD", pw)
+	c, err := ParseConfig([]byte(specYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Auth.APIKey = key // both set, to check both fields
+	j, _ := json.Marshal(c)
+	y, _ := yaml.Marshal(c)
+	jp, _ := json.Marshal(&c)
+	outs := []string{
+		c.String(), c.GoString(), string(j), string(jp), string(y),
+		fmt.Sprint(c), fmt.Sprintf("%v %+v %#v %s %q %x", c, c, c, c, c, c),
+		fmt.Sprintf("%v %+v %#v %s %q %x %X", c.Auth, c.Auth, c.Auth, c.Auth, c.Auth, c.Auth, c.Auth),
+		fmt.Sprintf("%v %+v %#v %s %q %x", &c, &c, &c, &c, &c, &c),
+		fmt.Sprintf("%v %s %q %x %#v", c.Auth.Password, c.Auth.Password, c.Auth.Password, c.Auth.Password, c.Auth.Password),
+	}
+	c.Auth.Type = "bogus"
+	outs = append(outs, fmt.Sprint(c.Validate()))
+	for _, o := range outs {
+		if strings.Contains(o, pw) || strings.Contains(o, key) || strings.Contains(o, "68756e746572") {
+			t.Fatalf("credential leaked: %s", o)
+		}
+	}
+	if !strings.Contains(c.String(), redacted) {
+		t.Fatalf("String does not say the password is set: %s", c.String())
+	}
+}
+
+func TestParseConfigErrorsDoNotQuoteSecrets(t *testing.T) {
+	// A secret expanded into a field of the wrong type must not be echoed by the decoder.
+	t.Setenv("SECRET_N", "topsecret-value")
+	_, err := ParseConfig([]byte("type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n  concurrency: ${SECRET_N}\n"))
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,136 @@
+// Package sink is the CDC-to-Elasticsearch sink: a current-state mirror of source tables in
+// Elasticsearch 8 or OpenSearch 2, written through versioned _bulk requests so that retries,
+// replays and reordering converge to the source's current state. [Sink] implements cdc.Sink.
+//
+// # Configuration
+//
+// [ParseConfig] reads one entry of the specification's sinks: list ("type: elasticsearch",
+// "config: {id, url, index, id_fields, id_separator, auth, auto_create_index}") plus what
+// production needs: tls (ca_file or inline ca), request_timeout, connect_timeout, batch
+// (max_docs, max_bytes), concurrency, delete_retention, item_retries, refresh,
+// number_of_shards, number_of_replicas, and mapping (decimal: scaled_float | keyword | double,
+// uint64: unsigned_long | keyword, json: stored | flattened -- for engines without
+// scaled_float or unsigned_long, such as Elasticsearch's OSS test build, where index creation
+// otherwise fails with a fatal error saying so). ${NAME} in any value is replaced by the environment
+// variable (an unset one is an error naming it; "$${" is a literal "${"). Expansion works on
+// parsed YAML scalars, never on the text, so a secret containing YAML syntax cannot change
+// the document's structure. Unknown keys are errors. Credentials are of type [Secret], which
+// prints, marshals and formats as "[redacted]"; configuration errors never quote values.
+//
+// # Documents and _id
+//
+// _id is built from id_fields when set, else from the primary key. One column gives its text
+// as is ("42"). Several are joined by id_separator (default "|") after escaping each: a
+// backslash becomes \\ and every byte that occurs in the separator gets a backslash before
+// it; the separator itself may not contain a backslash. An unescaped separator byte then only
+// belongs to a real separator, so ("a|b","c") -> a\|b|c and ("a","b|c") -> a|b\|c never meet,
+// even with multi-byte or self-overlapping separators. Key values render the same from the
+// snapshot and from the stream (a MySQL binlog TEXT key, base64-wrapped, is decoded first). A
+// NULL key part, a key type that cannot form an id (JSON, arrays), an empty or over-512-byte
+// _id, or a table with neither a primary key nor id_fields is a per-row serialization failure:
+// the row is dead-lettered, never written with an auto-generated id.
+//
+// Documents are the full after image, produced by [AppendDocument].
+//
+// # Index names
+//
+// The index option is a template with {db}, {schema} (the PostgreSQL schema, falling back to
+// the database for MySQL) and {table}; without placeholders it is a static name. Names are
+// lowercased and checked against Elasticsearch's rules (not empty, not . or .., at most 255
+// bytes, none of \ / * ? " < > | , # : or space, not starting with - _ +) and against the
+// fence's df-w- prefix. The template is checked at configuration time with stand-in values;
+// each concrete name the first time a table is seen. A bad concrete name (a table name with a
+// space, say) is a fatal, clear error from Write -- not a batch the cluster rejects, and not
+// dead letters: every row of that table would fail alike, and the operator must change the
+// template.
+//
+// # Writes
+//
+// A batch becomes one _bulk request (several only when it exceeds batch.max_docs or
+// batch.max_bytes; they are sent up to concurrency at a time). Insert, update and snapshot
+// read -> an index action with the full after document; delete -> a delete action keyed by the
+// before image. Every action carries version=Position.Version() with version_type=external and
+// targets the index's fenced write alias (esfence Claim.WriteAlias) with require_alias=true.
+// Events for the same (index, _id) in one batch are coalesced to the highest version, so each
+// _id appears once per batch and the split requests need no ordering between them. The older
+// changes are superseded, not lost: should the newest one be dead-lettered, its dead letter
+// (which carries the newest row) stands for the row. An update
+// whose before image carries a different key deletes the old _id at the same version and
+// indexes the new one; a before image without the key columns says nothing about the old key.
+//
+// # Outcomes
+//
+//   - 2xx, a delete's 404 not_found (the version is still recorded), and 409
+//     version_conflict_engine_exception (a newer version is already there): applied or
+//     superseded -- success.
+//   - Per-item 429 and 5xx: the items alone are sent again, item_retries times with doubling
+//     pauses; still rejected, the whole batch is returned as *cdc.BackpressureError (replaying
+//     it is safe: versions make every action idempotent).
+//   - Per-item index_not_found_exception (require_alias refusing a rotated-away alias, or the
+//     auto-create rule refusing a delete through it): the fence moved or the index is gone. The
+//     sink checks which and returns an *esfence.ConflictError of class fenced or
+//     destination_missing -- the sink_destination_conflict incident: never dead-lettered,
+//     nothing acknowledged, fatal.
+//   - Any other per-item error (mapper_parsing_exception, document_parsing_exception,
+//     illegal_argument_exception, ...): a cdc.DeadLetter with the event's index in the batch
+//     and a reason made of status and error types only -- the cluster's reason texts quote
+//     field values, so they are dropped.
+//   - Whole request: 429, 500, 502, 503, 504, 408, a timeout, a reset or a refused connection
+//     are backpressure (Retry-After is passed on); 401, 403, 400 are fatal. 413 for a request of
+//     one document dead-letters it.
+//
+// When one batch has several outcomes, a refusal wins over any other fatal error, which wins
+// over backpressure, which wins over dead letters (the replay yields them again).
+//
+// # Fencing and index creation
+//
+// Every index is claimed through esfence before the session first writes to it
+// ([esfence.Fence.Ensure]) and again, with [esfence.Fence.Reclaim], before the first write
+// after a connection loss (the specification's "after a reconnect"). A claim error that is not
+// a refusal (transport, server, state store) is backpressure. The encoding recorded in the
+// marker names everything that decides an _id (id_fields, id_separator, format version), so a
+// sink configured differently is refused an existing index (encoding_mismatch) instead of
+// writing a second copy of every row.
+//
+// auto_create_index: true (the default) creates a missing index, in the fence's single
+// request, with the mapping [GenerateMapping] derives from the source schema for the detected
+// engine and the settings index.gc_deletes (below), number_of_shards and
+// number_of_replicas. auto_create_index: false sends no mapping: the fence creates the index
+// with only its marker and write alias, and the cluster maps fields dynamically (or by a
+// user's index template). An index someone else created is refused either way
+// (marker_missing): the fence's rule "the sink writes only to indices it creates" has no
+// exception, because adopting an unowned index would make every fencing guarantee void. To
+// pre-create mappings with auto_create_index: false, use a composable index template that
+// matches the index name.
+//
+// The engine (for the mapping) is read once from the local node's info: Elasticsearch 8
+// reports a build_flavor, OpenSearch 2 does not. GET / is not used because some
+// distributions do not serve it.
+//
+// # Deletes never resurrect
+//
+// Elasticsearch and OpenSearch remember a deleted document's version only for index.gc_deletes
+// (60s by default). After that, a replayed older index action for the same _id is accepted
+// and brings the document back. Replays happen after a crash between acknowledgement and
+// checkpoint, after backpressure, and after a restore of the state store: they repeat events
+// no older than the last durable checkpoint. The sink therefore creates its indices with
+// index.gc_deletes = delete_retention, 24h by default. The guarantee: a deleted row stays
+// deleted as long as every replay of events older than the delete reaches the cluster within
+// delete_retention of the delete being applied -- in practice, as long as the pipeline does not
+// stay down (or keep replaying a stuck batch) for longer than that. Raise delete_retention for
+// longer outages; the cost is tombstones kept that long. The retention is an index setting
+// fixed at creation; changing the option later affects only new indices (an operator may PUT
+// the setting on existing ones). TestSinkDeleteRetention shows a 1ms retention resurrecting a
+// row and the default holding. The issue also names a node restart as a moment the cluster may
+// forget delete versions; the sink cannot extend memory across that, so the guarantee is
+// stated for replays that do not straddle a restart of the nodes holding the shard (not
+// tested here: the shared test servers are never restarted).
+//
+// # What is not promised
+//
+// At-least-once and idempotent, not exactly-once: Elasticsearch writes are not transactional
+// with the checkpoint. A bulk request the cluster accepted before a fence rotation may still
+// complete. A schema change after an index was created does not update its mapping: new
+// columns are mapped dynamically (unless the generated mapping says otherwise), and a column
+// whose type changed incompatibly dead-letters the rows the index cannot take.
+package sink

@@ -1,0 +1,575 @@
+package sink
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// RowError says why one row cannot become a document. It names the column and the rule the
+// value broke, never the value itself, so it can be logged and dead-lettered safely.
+type RowError struct {
+	Column string
+	Reason string
+}
+
+func (e *RowError) Error() string {
+	if e.Column == "" {
+		return "sink: row: " + e.Reason
+	}
+	return "sink: column " + strconv.Quote(e.Column) + ": " + e.Reason
+}
+
+// AppendDocument appends the JSON document of one row (values in schema column order, as
+// cdc.Event carries them) to dst and returns the extended slice. Fields appear in column order,
+// NULL as null. The document is one line, ready for a _bulk body. Values are normalized so that
+// the same row gives the same bytes from a snapshot and from the stream, from MySQL and from
+// PostgreSQL:
+//
+//   - Integers as JSON integers, uint64 beyond 2^63 included.
+//   - Floats in shortest round-trip form (as encoding/json writes them); NaN and infinities
+//     have no JSON form: RowError.
+//   - Decimals: the source's exact digits as a JSON string ("-1.50"). For a column mapped to
+//     scaled_float, a value is refused (RowError, so it is dead-lettered rather than silently
+//     rounded) when Elasticsearch's own arithmetic -- parse as double, multiply by 10^scale,
+//     Math.round -- would not give exactly its unscaled integer, which holds up to about 2^53
+//     units; or when it has more fractional digits than the scale. NaN and Infinity: RowError.
+//   - Character data: strings as UTF-8 JSON strings; cdc.Base64 (MySQL binlog TEXT) is decoded
+//     from Column.Charset (utf8/utf8mb4/ascii, or latin1 and the other MySQL character sets) to
+//     UTF-8 first. Invalid UTF-8 or an unknown character set: RowError.
+//   - Binary: the base64 string, as the binary field takes it.
+//   - cdc.EpochMicros (TIMESTAMP, timestamptz): epoch_millis as a JSON number, with the
+//     sub-millisecond digits as a fraction ("1700000000123.456") so the instant stays exact in
+//     _source; both engines parse it (the indexed date keeps milliseconds).
+//   - Temporal strings (DATE "2006-01-02", DATETIME and timestamp "2006-01-02 15:04:05.ffffff")
+//     pass through to the date formats, with trailing fractional zeros trimmed (MySQL pads to
+//     the declared precision, PostgreSQL trims). MySQL zero dates (a zero year, month or day,
+//     "0000-00-00") name no instant and become null. Shapes no date format parses
+//     (PostgreSQL infinity, BC dates, years past 9999): RowError. TIME: the string, fraction
+//     trimmed likewise. MySQL's zero TIMESTAMP arrives as epoch 0 and is 1970-01-01.
+//   - JSON: validated and embedded compacted (PostgreSQL json keeps its input's newlines).
+//   - SET: an array of its labels ("a,b" -> ["a","b"]). ENUM, UUID, other types: strings.
+//   - BIT: MySQL's integer becomes PostgreSQL's bit string of the column's width (5 in BIT(4)
+//     -> "0101").
+//   - Arrays: JSON arrays of their normalized elements.
+//
+// A value that cannot be normalized returns a *RowError (the column and the rule, never the
+// value) and dst truncated to its original length. With a reused dst of sufficient capacity
+// the common kinds allocate nothing; text in a non-UTF-8 character set allocates while
+// decoding. AppendDocument assumes the default MappingOptions; use MappingOptions.AppendDocument
+// for an index mapped with other decimal options.
+func AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc.Value) ([]byte, error) {
+	return MappingOptions{}.AppendDocument(dst, s, row)
+}
+
+// AppendDocument is the package AppendDocument for an index mapped with o: the document bytes
+// are the same for every option; o.DecimalAs decides whether the scaled_float exactness guard
+// applies to DECIMAL values (see appendDecimal).
+func (o MappingOptions) AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc.Value) ([]byte, error) {
+	start := len(dst)
+	if len(row) != len(s.Columns) {
+		return dst, &RowError{Reason: "row has " + strconv.Itoa(len(row)) + " values for " + strconv.Itoa(len(s.Columns)) + " columns"}
+	}
+	dst = append(dst, '{')
+	for i := range s.Columns {
+		c := &s.Columns[i]
+		if reason := checkFieldName(c.Name); reason != "" {
+			return dst[:start], &RowError{Column: c.Name, Reason: reason}
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, c.Name)
+		dst = append(dst, ':')
+		var reason string
+		dst, reason = appendValue(dst, c, row[i], o.DecimalAs, 0)
+		if reason != "" {
+			return dst[:start], &RowError{Column: c.Name, Reason: reason}
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// appendValue appends one normalized value, or returns a reason why it cannot.
+func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth int) ([]byte, string) {
+	if v == nil {
+		return append(b, "null"...), ""
+	}
+	switch c.Kind {
+	case cdc.KindBool:
+		if x, ok := v.(bool); ok {
+			return strconv.AppendBool(b, x), ""
+		}
+	case cdc.KindInt, cdc.KindUint:
+		switch x := v.(type) {
+		case int64:
+			return strconv.AppendInt(b, x, 10), ""
+		case uint64:
+			return strconv.AppendUint(b, x, 10), ""
+		}
+	case cdc.KindFloat:
+		if x, ok := v.(float64); ok {
+			return appendFloat(b, x)
+		}
+	case cdc.KindDecimal:
+		if x, ok := v.(string); ok {
+			return appendDecimal(b, c, x, dec)
+		}
+	case cdc.KindText:
+		switch x := v.(type) {
+		case string:
+			return appendText(b, x)
+		case cdc.Base64:
+			return appendBase64Text(b, c.Charset, string(x))
+		}
+	case cdc.KindBinary:
+		if x, ok := v.(cdc.Base64); ok {
+			return appendBase64(b, string(x))
+		}
+	case cdc.KindDate, cdc.KindDateTime:
+		if x, ok := v.(string); ok {
+			return appendDateString(b, x, c.Kind == cdc.KindDate)
+		}
+	case cdc.KindTimestamp:
+		switch x := v.(type) {
+		case cdc.EpochMicros:
+			return appendEpochMillis(b, int64(x)), ""
+		case string:
+			return appendDateString(b, x, false)
+		}
+	case cdc.KindTime:
+		if x, ok := v.(string); ok {
+			return appendText(b, trimFraction(x))
+		}
+	case cdc.KindJSON:
+		switch x := v.(type) {
+		case cdc.RawJSON:
+			return appendJSON(b, x)
+		case string:
+			return appendJSON(b, []byte(x))
+		}
+	case cdc.KindSet:
+		if x, ok := v.(string); ok {
+			return appendSet(b, x)
+		}
+	case cdc.KindBit:
+		switch x := v.(type) {
+		case uint64:
+			return appendBits(b, x, c.Bits), ""
+		case string:
+			for i := 0; i < len(x); i++ {
+				if x[i] != '0' && x[i] != '1' {
+					return b, "bit string with a character other than 0 or 1"
+				}
+			}
+			return appendJSONString(b, x), ""
+		}
+	case cdc.KindEnum, cdc.KindUUID:
+		if x, ok := v.(string); ok {
+			return appendText(b, x)
+		}
+	case cdc.KindArray:
+		if x, ok := v.([]cdc.Value); ok && c.Elem != nil && depth < maxArrayDepth {
+			b = append(b, '[')
+			for i, e := range x {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				var reason string
+				if b, reason = appendValue(b, c.Elem, e, dec, depth+1); reason != "" {
+					return b, "array element " + strconv.Itoa(i) + ": " + reason
+				}
+			}
+			return append(b, ']'), ""
+		}
+	case cdc.KindOther:
+		return appendOther(b, v)
+	}
+	return b, fmt.Sprintf("unexpected value type %T for a %s column", v, c.Kind)
+}
+
+// appendOther writes the source's text form of a type the sink does not know.
+func appendOther(b []byte, v cdc.Value) ([]byte, string) {
+	switch x := v.(type) {
+	case string:
+		return appendText(b, x)
+	case cdc.Base64:
+		return appendBase64(b, string(x))
+	case int64:
+		return appendJSONString(b, strconv.FormatInt(x, 10)), ""
+	case uint64:
+		return appendJSONString(b, strconv.FormatUint(x, 10)), ""
+	case bool:
+		return appendJSONString(b, strconv.FormatBool(x)), ""
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return b, "NaN or infinite float (not representable in JSON)"
+		}
+		return appendJSONString(b, strconv.FormatFloat(x, 'g', -1, 64)), ""
+	}
+	return b, fmt.Sprintf("unexpected value type %T for an other column", v)
+}
+
+// appendFloat writes a float the way encoding/json does (shortest round-trip digits, exponent
+// outside [1e-6, 1e21)). NaN and infinities have no JSON form and both engines refuse them.
+func appendFloat(b []byte, f float64) ([]byte, string) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return b, "NaN or infinite float (not representable in JSON)"
+	}
+	abs := math.Abs(f)
+	fmtc := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		fmtc = 'e'
+	}
+	n := len(b)
+	b = strconv.AppendFloat(b, f, fmtc, -1, 64)
+	if fmtc == 'e' {
+		// "1e-07" -> "1e-7", as encoding/json writes it.
+		if m := len(b); m-n >= 4 && b[m-4] == 'e' && b[m-3] == '-' && b[m-2] == '0' {
+			b[m-2] = b[m-1]
+			b = b[:m-1]
+		}
+	}
+	return b, ""
+}
+
+// appendDecimal writes a decimal's exact digits as a JSON string (the scaled_float and the
+// keyword sub-field both read it). For a scaled_float column it first proves that the engine
+// will store the value exactly: Elasticsearch parses the string as a double, multiplies by the
+// scaling factor and rounds (Math.round) to a long; the same IEEE operations here must give
+// exactly the unscaled integer, or the row is refused rather than silently rounded.
+func appendDecimal(b []byte, c *cdc.Column, s string, dec DecimalMapping) ([]byte, string) {
+	intDigits, fracDigits, ok := decimalShape(s)
+	if !ok {
+		return b, "not a finite decimal number"
+	}
+	if decimalScaled(c, MappingOptions{DecimalAs: dec}) {
+		if fracDigits > c.Scale {
+			return b, "decimal has more fractional digits than the column scale"
+		}
+		if !scaledExact(s, c.Scale, intDigits, fracDigits) {
+			return b, "decimal magnitude exceeds what scaled_float stores exactly (2^53 scaled units)"
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), ""
+}
+
+// decimalShape validates [-+]digits[.digits] and counts digits without leading zeros.
+func decimalShape(s string) (intDigits, fracDigits int, ok bool) {
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	lead := true
+	n := 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		n++
+		if lead && s[i] == '0' {
+			continue
+		}
+		lead = false
+		intDigits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+			fracDigits++
+		}
+	}
+	if i != len(s) || n+fracDigits == 0 {
+		return 0, 0, false
+	}
+	return intDigits, fracDigits, true
+}
+
+const maxExactScaled = 1 << 53
+
+var pow10f = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18}
+
+// scaledExact reports whether scaled_float with factor 10^scale stores s exactly.
+func scaledExact(s string, scale, intDigits, fracDigits int) bool {
+	if intDigits+scale > 18 {
+		return false // beyond int64 and far beyond 2^53
+	}
+	// The exact unscaled integer: all digits, the fraction padded to scale.
+	var u int64
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			u = u*10 + int64(s[i]-'0')
+		}
+	}
+	for range scale - fracDigits {
+		u *= 10
+	}
+	if u > maxExactScaled {
+		return false
+	}
+	if s[0] == '-' {
+		u = -u
+	}
+	d, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return false
+	}
+	// Java's Math.round(x) is floor(x + 0.5) computed without the intermediate rounding.
+	p := d * pow10f[scale]
+	r := math.Floor(p)
+	if p-r >= 0.5 {
+		r++
+	}
+	return r == float64(u)
+}
+
+// appendText writes a UTF-8 string; invalid UTF-8 would make the whole _bulk body unparsable.
+func appendText(b []byte, s string) ([]byte, string) {
+	if !utf8.ValidString(s) {
+		return b, "text is not valid UTF-8"
+	}
+	return appendJSONString(b, s), ""
+}
+
+// appendBase64 keeps binary data as its base64 string (the binary field's input form) after
+// checking it is base64, since a stray quote would break the document.
+func appendBase64(b []byte, s string) ([]byte, string) {
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '+' || ch == '/' || ch == '=') {
+			return b, "binary value is not base64"
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), ""
+}
+
+// appendBase64Text decodes a binlog TEXT value (base64 of bytes in the column's character set)
+// to UTF-8. The bytes are decoded into dst's spare capacity and escaped from there, so the
+// common UTF-8 case allocates nothing once dst has grown.
+func appendBase64Text(b []byte, charset, s string) ([]byte, string) {
+	n := len(b)
+	b = growCap(b, base64.StdEncoding.DecodedLen(len(s)))
+	raw := b[n : n+base64.StdEncoding.DecodedLen(len(s))]
+	m, err := base64.StdEncoding.Decode(raw, []byte(s))
+	if err != nil {
+		return b[:n], "text value is not valid base64"
+	}
+	raw = raw[:m]
+	if !isUTF8Charset(charset) {
+		out, reason := decodeCharset(charset, raw)
+		if reason != "" {
+			return b[:n], reason
+		}
+		return appendText(b[:n], out)
+	}
+	if !utf8.Valid(raw) {
+		return b[:n], "text is not valid UTF-8"
+	}
+	// Escape after the raw bytes, then move the result down over them.
+	b = b[:n+m]
+	b = appendJSONString(b, raw)
+	k := copy(b[n:], b[n+m:])
+	return b[:n+k], ""
+}
+
+func growCap(b []byte, extra int) []byte {
+	if cap(b)-len(b) >= extra {
+		return b
+	}
+	nb := make([]byte, len(b), 2*cap(b)+extra)
+	copy(nb, b)
+	return nb
+}
+
+// appendEpochMillis converts epoch microseconds to epoch_millis, keeping sub-millisecond
+// digits as a fraction ("1700000000123.456") so the instant stays exact in _source; the date
+// field itself has millisecond resolution.
+func appendEpochMillis(b []byte, us int64) []byte {
+	ms, frac := us/1000, us%1000
+	if frac == 0 {
+		return strconv.AppendInt(b, ms, 10)
+	}
+	if us < 0 {
+		b = append(b, '-')
+		ms, frac = -ms, -frac
+	}
+	b = strconv.AppendInt(b, ms, 10)
+	b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+	for b[len(b)-1] == '0' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// appendDateString passes a source temporal string through to the date field's formats:
+// "2006-01-02" or "2006-01-02 15:04:05[.ffffff]", trailing fractional zeros trimmed so MySQL's
+// fixed-width fractions and PostgreSQL's trimmed ones give the same text. MySQL's zero dates
+// ("0000-00-00", and dates with a zero year, month or day) name no day and become null (year 0
+// also fails the "yyyy" pattern, which counts years of an era). Shapes no
+// engine can parse (PostgreSQL infinity, BC dates, years past 9999) are refused.
+func appendDateString(b []byte, s string, dateOnly bool) ([]byte, string) {
+	if len(s) < 10 || !allDigits(s[0:4]) || s[4] != '-' || !allDigits(s[5:7]) || s[7] != '-' || !allDigits(s[8:10]) {
+		return b, "date outside the range and forms Elasticsearch dates accept"
+	}
+	if s[0:4] == "0000" || s[5:7] == "00" || s[8:10] == "00" {
+		return append(b, "null"...), ""
+	}
+	if len(s) > 10 {
+		t := s[10:]
+		if dateOnly || len(t) < 9 || t[0] != ' ' || !allDigits(t[1:3]) || t[3] != ':' || !allDigits(t[4:6]) || t[6] != ':' || !allDigits(t[7:9]) {
+			return b, "date outside the range and forms Elasticsearch dates accept"
+		}
+		if f := t[9:]; f != "" && (f[0] != '.' || len(f) < 2 || len(f) > 7 || !allDigits(f[1:])) {
+			return b, "date outside the range and forms Elasticsearch dates accept"
+		}
+		s = trimFraction(s)
+	}
+	return appendJSONString(b, s), ""
+}
+
+// trimFraction drops trailing zeros of a fractional second ("03:04:05.120" -> "03:04:05.12",
+// "03:04:05.000" -> "03:04:05").
+func trimFraction(s string) string {
+	dot := -1
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '.' {
+			dot = i
+			break
+		}
+		if s[i] < '0' || s[i] > '9' {
+			return s
+		}
+	}
+	if dot < 0 {
+		return s
+	}
+	e := len(s)
+	for e > dot+1 && s[e-1] == '0' {
+		e--
+	}
+	if e == dot+1 {
+		e = dot
+	}
+	return s[:e]
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// appendSet writes a SET value ("a,b") as an array of its labels, each a keyword term.
+func appendSet(b []byte, s string) ([]byte, string) {
+	if !utf8.ValidString(s) {
+		return b, "text is not valid UTF-8"
+	}
+	b = append(b, '[')
+	if s != "" {
+		st := 0
+		for i := 0; i <= len(s); i++ {
+			if i == len(s) || s[i] == ',' {
+				if st > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, s[st:i])
+				st = i + 1
+			}
+		}
+	}
+	return append(b, ']'), ""
+}
+
+// appendBits writes MySQL's BIT(n) integer as the bit string PostgreSQL gives ("0101"), most
+// significant bit first, n digits wide.
+func appendBits(b []byte, x uint64, n int) []byte {
+	if n <= 0 || n > 64 {
+		n = 64 - bitLen64Zeros(x)
+		if n == 0 {
+			n = 1
+		}
+	}
+	b = append(b, '"')
+	for i := n - 1; i >= 0; i-- {
+		b = append(b, byte('0'+(x>>uint(i))&1))
+	}
+	return append(b, '"')
+}
+
+func bitLen64Zeros(x uint64) int {
+	n := 0
+	for i := 63; i >= 0 && x>>uint(i)&1 == 0; i-- {
+		n++
+	}
+	return n
+}
+
+// appendJSON embeds a JSON document after validating it, compacted to one line (PostgreSQL's
+// json type keeps the input's whitespace, and a newline would split the _bulk line).
+func appendJSON(b []byte, j []byte) ([]byte, string) {
+	if !json.Valid(j) {
+		return b, "invalid JSON document"
+	}
+	inStr, esc := false, false
+	for _, ch := range j {
+		if inStr {
+			b = append(b, ch)
+			switch {
+			case esc:
+				esc = false
+			case ch == '\\':
+				esc = true
+			case ch == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch ch {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			inStr = true
+		}
+		b = append(b, ch)
+	}
+	return b, ""
+}
+
+const jsonHexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string. s must be valid UTF-8 (callers check).
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
+	b = append(b, '"')
+	st := 0
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if ch >= 0x20 && ch != '"' && ch != '\\' {
+			continue
+		}
+		b = append(b, s[st:i]...)
+		switch ch {
+		case '"', '\\':
+			b = append(b, '\\', ch)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', jsonHexDigits[ch>>4], jsonHexDigits[ch&0xf])
+		}
+		st = i + 1
+	}
+	b = append(b, s[st:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,505 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elastic/elastic-transport-go/v8/elastictransport"
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// Options are what a sink needs besides its configuration.
+type Options struct {
+	// Pipeline names the pipeline in the state store (ownership records are per pipeline).
+	Pipeline string
+	// State is the deployment's state store: its identity owns the indices the sink creates.
+	State statestore.Store
+	// Transport, when set, replaces the client built from the configuration (tests put a
+	// fault proxy or a counting transport here). It must not retry on its own.
+	Transport esapi.Transport
+	// Engine, when set, skips asking the cluster which engine it is.
+	Engine *Engine
+	// Mapping, when set, replaces the mapping options of the configuration (mapping:); its
+	// Engine is filled in by the sink.
+	Mapping *MappingOptions
+	// ItemRetryBackoff is the first pause before per-item 429s are retried; it doubles per
+	// attempt. Default 100ms.
+	ItemRetryBackoff time.Duration
+}
+
+// Sink writes cdc batches to Elasticsearch or OpenSearch as a current-state mirror. It
+// implements cdc.Sink. Write is not meant to be called concurrently (the runner does not).
+type Sink struct {
+	cfg      Config
+	tmpl     template
+	tp       esapi.Transport
+	owned    *elastictransport.Client
+	fence    *esfence.Fence
+	pipeline string
+	encoding string
+	opts     Options
+
+	mu     sync.Mutex
+	tables map[*cdc.TableSchema]*tableInfo
+	claims map[string]*esfence.Claim // by concrete index name
+	// stale is set after a connection loss: the next Write claims every index again before
+	// writing, as the specification asks after a reconnect.
+	stale       atomic.Bool
+	engine      Engine
+	engineKnown bool
+
+	// Reused across Writes (which the mutex serializes): the first chunk's body, the actions
+	// and the coalescing map, so a steady stream of batches allocates little but its _ids.
+	spareBody []byte
+	spareActs []action
+	spareSlot map[actionKey]int
+}
+
+type actionKey struct{ index, id string } // no concatenation: the strings already exist
+
+// tableInfo is what the sink derives once per table schema.
+type tableInfo struct {
+	index  string
+	cols   []int // _id columns
+	colErr error // per-row failure for every row of the table (no key)
+}
+
+// New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
+// the first Write.
+func New(cfg Config, o Options) (*Sink, error) {
+	if err := cfg.Normalize(); err != nil {
+		return nil, err
+	}
+	if o.Pipeline == "" || o.State == nil {
+		return nil, errors.New("elasticsearch sink: Options.Pipeline and Options.State are required")
+	}
+	if o.ItemRetryBackoff <= 0 {
+		o.ItemRetryBackoff = 100 * time.Millisecond
+	}
+	t, err := parseTemplate(cfg.Index)
+	if err != nil {
+		return nil, fmt.Errorf("elasticsearch sink %q: index: %w", cfg.ID, err)
+	}
+	s := &Sink{
+		cfg: cfg, tmpl: t, pipeline: o.Pipeline, opts: o,
+		tables:   map[*cdc.TableSchema]*tableInfo{},
+		claims:   map[string]*esfence.Claim{},
+		encoding: encodingName(cfg),
+	}
+	if o.Engine != nil {
+		s.engine, s.engineKnown = *o.Engine, true
+	}
+	s.tp = o.Transport
+	if s.tp == nil {
+		c, err := newTransport(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.tp, s.owned = c, c
+	}
+	if s.fence, err = esfence.New(s.tp, o.State, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout)}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// encodingName is the encoding the fence records in each index's marker: everything that
+// decides a document's _id. A sink whose ids would differ is refused an existing index
+// (encoding_mismatch) instead of writing a second copy of every row next to the first.
+func encodingName(c Config) string {
+	b, _ := json.Marshal(struct {
+		V   int      `json:"v"`
+		IDs []string `json:"id_fields,omitempty"`
+		Sep string   `json:"sep"`
+	}{1, c.IDFields, c.IDSeparator})
+	return "tributary-doc:" + string(b)
+}
+
+// newTransport builds the client: no retries (a lost _bulk answer is the runner's to replay),
+// no product check (OpenSearch), the configured credentials, CA and timeouts.
+func newTransport(c Config) (*elastictransport.Client, error) {
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("elasticsearch sink %q: url: bad address", c.ID)
+	}
+	ht := http.DefaultTransport.(*http.Transport).Clone()
+	ht.DialContext = (&net.Dialer{Timeout: time.Duration(c.ConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
+	ht.TLSHandshakeTimeout = time.Duration(c.ConnectTimeout)
+	ht.MaxIdleConnsPerHost = c.Concurrency + 2
+	cfg := elastictransport.Config{URLs: []*url.URL{u}, DisableRetry: true, Transport: ht}
+	switch c.Auth.Type {
+	case AuthBasic:
+		cfg.Username, cfg.Password = c.Auth.Username, string(c.Auth.Password)
+	case AuthAPIKey:
+		cfg.APIKey = string(c.Auth.APIKey)
+	}
+	switch {
+	case c.TLS.CA != "":
+		cfg.CACert = []byte(c.TLS.CA)
+	case c.TLS.CAFile != "":
+		b, err := os.ReadFile(c.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("elasticsearch sink %q: tls: reading ca_file: %w", c.ID, err)
+		}
+		cfg.CACert = b
+	}
+	tp, err := elastictransport.New(cfg)
+	if err != nil {
+		// The transport's errors do not carry credentials, but keep only the gist anyway.
+		return nil, fmt.Errorf("elasticsearch sink %q: building the client failed (check url and tls)", c.ID)
+	}
+	return tp, nil
+}
+
+// Close releases idle connections of a client the sink built.
+func (s *Sink) Close() error {
+	if s.owned != nil {
+		s.owned.Close(context.Background())
+	}
+	return nil
+}
+
+// Config returns the normalized configuration.
+func (s *Sink) Config() Config { return s.cfg }
+
+// table returns what the sink derives from a schema, once per schema value.
+func (s *Sink) table(sch *cdc.TableSchema, id cdc.TableID) (*tableInfo, error) {
+	if ti, ok := s.tables[sch]; ok {
+		return ti, nil
+	}
+	name := s.tmpl.expand(id)
+	if err := validIndexName(name); err != nil {
+		return nil, fmt.Errorf("elasticsearch sink %q: table %s: %w", s.cfg.ID, id, err)
+	}
+	ti := &tableInfo{index: name}
+	ti.cols, ti.colErr = idColumns(sch, s.cfg.IDFields)
+	s.tables[sch] = ti
+	return ti, nil
+}
+
+// action is one bulk action after coalescing.
+type action struct {
+	event   int // index of the event in the batch (for dead letters)
+	del     bool
+	index   string
+	id      string
+	version int64
+	row     []cdc.Value
+	schema  *cdc.TableSchema
+	table   cdc.TableID
+}
+
+// Write implements cdc.Sink.
+func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var dead []cdc.DeadLetter
+	acts, dead, err := s.plan(batch, dead)
+	if err != nil {
+		return nil, err
+	}
+	if len(acts) == 0 {
+		return dead, nil
+	}
+	if err := s.claimAll(ctx, acts); err != nil {
+		return nil, err
+	}
+	chunks, dead, err := s.encode(acts, dead)
+	if err != nil {
+		return nil, err
+	}
+	more, err := s.sendAll(ctx, chunks)
+	s.recycle(acts, chunks)
+	if err != nil {
+		return nil, err
+	}
+	return append(dead, more...), nil
+}
+
+// recycle keeps the first body and the actions for the next Write, minus every reference to
+// the batch's rows: Write must not keep the batch.
+func (s *Sink) recycle(acts []action, chunks []*chunk) {
+	if len(chunks) > 0 && cap(chunks[0].body) <= 2*DefaultMaxBytes {
+		s.spareBody = chunks[0].body[:0]
+	}
+	clear(acts)
+	s.spareActs = acts[:0]
+}
+
+// plan turns events into actions: _ids, the delete of an old _id when an update changed the
+// key, and coalescing to the highest version per (index, _id). A row whose _id cannot be
+// formed is dead-lettered here.
+func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.DeadLetter, error) {
+	acts := s.spareActs[:0]
+	s.spareActs = nil
+	slot := s.spareSlot
+	if slot == nil {
+		slot = make(map[actionKey]int, len(batch))
+		s.spareSlot = slot
+	}
+	clear(slot)
+	defer clear(slot) // the keys hold _id strings only, but do not keep them either
+	var idbuf []byte
+	put := func(a action) {
+		k := actionKey{a.index, a.id}
+		if j, ok := slot[k]; ok {
+			// The highest version wins; on a tie the later event (a source never gives one
+			// row two changes the same version, so a tie is a duplicate).
+			if a.version >= acts[j].version {
+				acts[j] = a
+			}
+			return
+		}
+		slot[k] = len(acts)
+		acts = append(acts, a)
+	}
+	for i := range batch {
+		ev := &batch[i]
+		if ev.Schema == nil {
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: the event has no table schema"})
+			continue
+		}
+		if ev.Position == nil {
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: the event has no position (no external version)"})
+			continue
+		}
+		ti, err := s.table(ev.Schema, ev.Table)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ti.colErr != nil {
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: ti.colErr.Error()})
+			continue
+		}
+		ver := ev.Position.Version()
+		if ver < 0 {
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: negative external version"})
+			continue
+		}
+		base := action{event: i, index: ti.index, version: ver, schema: ev.Schema, table: ev.Table}
+		switch ev.Op {
+		case cdc.Delete:
+			if ev.Before == nil {
+				dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: a delete without the row's key"})
+				continue
+			}
+			if idbuf, err = appendID(idbuf[:0], ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); err != nil {
+				dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
+				continue
+			}
+			a := base
+			a.del, a.id = true, string(idbuf)
+			put(a)
+		case cdc.Insert, cdc.Update, cdc.Read:
+			if ev.After == nil {
+				dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: a " + ev.Op.String() + " without the row"})
+				continue
+			}
+			if idbuf, err = appendID(idbuf[:0], ev.Schema, ti.cols, ev.After, s.cfg.IDSeparator); err != nil {
+				dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
+				continue
+			}
+			a := base
+			a.id, a.row = string(idbuf), ev.After
+			if ev.Op == cdc.Update && ev.Before != nil {
+				// An update that changed the key: the old document goes, at the same
+				// version. A Before whose key columns are missing (nil) says nothing about
+				// the old key and is ignored.
+				if old, err := appendID(nil, ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); err == nil && string(old) != a.id {
+					d := base
+					d.del, d.id = true, string(old)
+					put(d)
+				}
+			}
+			put(a)
+		default:
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: unknown operation " + ev.Op.String()})
+		}
+	}
+	return acts, dead, nil
+}
+
+// claimAll makes sure every index the actions target is claimed: created through the fence on
+// first use, claimed again after a reconnect.
+func (s *Sink) claimAll(ctx context.Context, acts []action) error {
+	if s.stale.Load() {
+		for idx, c := range s.claims {
+			n, err := s.fence.Reclaim(ctx, c)
+			if err != nil {
+				return s.claimError(err)
+			}
+			s.claims[idx] = n
+		}
+		s.stale.Store(false)
+	}
+	for i := range acts {
+		a := &acts[i]
+		if _, ok := s.claims[a.index]; ok {
+			continue
+		}
+		d, err := s.destination(ctx, a)
+		if err != nil {
+			return err
+		}
+		c, err := s.fence.Ensure(ctx, d)
+		if err != nil {
+			return s.claimError(err)
+		}
+		s.claims[a.index] = c
+	}
+	return nil
+}
+
+// claimError passes refusals on as they are (fatal: sink_destination_conflict). A request the
+// cluster rejected as invalid (a 4xx other than 408 and 429, e.g. 400 mapper_parsing_exception
+// when the engine lacks a field type of the generated mapping) is fatal with a clear error:
+// replaying it would fail forever. Everything else (transport, 5xx, state store) is
+// backpressure: the claim is tried again with the batch.
+func (s *Sink) claimError(err error) error {
+	if esfence.ClassOf(err) != "" || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var se *esfence.ServerError
+	if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests {
+		hint := ""
+		if se.Status == http.StatusBadRequest && se.Request == "creating the index" {
+			hint = " -- the cluster refused the generated mapping; an engine without a field type it uses " +
+				"(scaled_float, unsigned_long: Elasticsearch's mapper-extras, absent from its OSS test build) " +
+				"needs other mapping options (mapping: {decimal: keyword, uint64: keyword})"
+		}
+		return fmt.Errorf("elasticsearch sink %q: %w%s", s.cfg.ID, err, hint)
+	}
+	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: claiming an index: %w", s.cfg.ID, err)}
+}
+
+// destination is the fence's view of an action's index: with auto_create_index the generated
+// mapping and the delete retention; without, no mapping (an index the fence creates then
+// maps dynamically) -- an index someone else created is refused either way (marker_missing).
+func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination, error) {
+	d := esfence.Destination{
+		Pipeline: s.pipeline, Sink: s.cfg.ID, Table: a.table, Index: a.index, Encoding: s.encoding,
+		Settings: s.indexSettings(),
+	}
+	if s.cfg.AutoCreate() {
+		if err := s.detectEngine(ctx); err != nil {
+			return d, err
+		}
+		o, _ := s.cfg.Mapping.options() // validated by Normalize
+		if s.opts.Mapping != nil {
+			o = *s.opts.Mapping
+		}
+		o.Engine = s.engine
+		m, err := GenerateMapping(a.schema, o)
+		if err != nil {
+			return d, fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err)
+		}
+		d.Mapping = m
+	}
+	return d, nil
+}
+
+// indexSettings are the settings of every index the sink creates.
+func (s *Sink) indexSettings() json.RawMessage {
+	var b []byte
+	b = append(b, `{"index":{"gc_deletes":"`...)
+	b = appendDuration(b, time.Duration(s.cfg.DeleteRetention))
+	b = append(b, '"')
+	if s.cfg.Shards > 0 {
+		b = append(b, `,"number_of_shards":`...)
+		b = strconv.AppendInt(b, int64(s.cfg.Shards), 10)
+	}
+	if s.cfg.Replicas != nil {
+		b = append(b, `,"number_of_replicas":`...)
+		b = strconv.AppendInt(b, int64(*s.cfg.Replicas), 10)
+	}
+	return append(b, "}}"...)
+}
+
+// appendDuration writes a duration in the cluster's time-unit syntax.
+func appendDuration(b []byte, d time.Duration) []byte {
+	if d%time.Second == 0 {
+		return append(strconv.AppendInt(b, int64(d/time.Second), 10), 's')
+	}
+	return append(strconv.AppendInt(b, int64(d/time.Millisecond), 10), "ms"...)
+}
+
+// detectEngine asks the cluster once which engine it is. GET / is not always served (the
+// Elasticsearch integration-test distribution lacks it), so the local node's info is used:
+// Elasticsearch 8 reports a build_flavor, OpenSearch 2 dropped that field. The monitor
+// privilege the fence needs covers the request.
+func (s *Sink) detectEngine(ctx context.Context) error {
+	if s.engineKnown {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
+	defer cancel()
+	const what = "reading the cluster's version"
+	res, err := esapi.NodesInfoRequest{NodeID: []string{"_local"},
+		FilterPath: []string{"nodes.*.version", "nodes.*.build_flavor"}}.Do(ctx, s.tp)
+	if err != nil {
+		return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return statusError(s.cfg.ID, what, res.StatusCode)
+	}
+	var info struct {
+		Nodes map[string]struct {
+			Version     string `json:"version"`
+			BuildFlavor string `json:"build_flavor"`
+		} `json:"nodes"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil || len(info.Nodes) == 0 {
+		return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: unreadable answer", s.cfg.ID, what)}
+	}
+	s.engine = OpenSearch
+	for _, n := range info.Nodes {
+		if n.BuildFlavor != "" {
+			s.engine = Elasticsearch
+		}
+	}
+	s.engineKnown = true
+	return nil
+}
+
+// statusError classifies a whole-request failure status: retryable ones are backpressure,
+// the rest fatal (authentication, authorization, a malformed request).
+func statusError(id, what string, status int) error {
+	err := fmt.Errorf("elasticsearch sink %q: %s: status %d", id, what, status)
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusRequestTimeout, http.StatusInternalServerError:
+		return &cdc.BackpressureError{Err: err}
+	}
+	return err
+}
+
+// retryAfter reads a Retry-After header in seconds.
+func retryAfter(h http.Header) time.Duration {
+	if v := h.Get("Retry-After"); v != "" {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 && n < 3600 {
+			return time.Duration(n) * time.Second
+		}
+	}
+	return 0
+}
+
+var _ cdc.Sink = (*Sink)(nil)
