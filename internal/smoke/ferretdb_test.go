@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,6 +329,31 @@ func TestSmokeFerretDB(t *testing.T) {
 				t.Fatalf("round %d: document has rev %d by writer %d, want rev %d by writer %d",
 					round, d.Meta.Rev, d.Writer, round+1, winner)
 			}
+		}
+	})
+
+	// FerretDB 1.24 deadlocks on an update command of about a hundred statements (see
+	// tools/ferretdb/guard.go); the test server refuses such a command at once instead of
+	// wedging, and stays writable. Up to the limit, updates run normally.
+	t.Run("large_update_refused_not_wedged", func(t *testing.T) {
+		coll := db.Collection("large_update")
+		models := func(n int) []mongo.WriteModel {
+			m := make([]mongo.WriteModel, n)
+			for i := range m {
+				m[i] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: "_id", Value: i}}).
+					SetReplacement(bson.D{{Key: "n", Value: i}}).SetUpsert(true)
+			}
+			return m
+		}
+		if _, err := coll.BulkWrite(ctx, models(50), options.BulkWrite().SetOrdered(false)); err != nil {
+			t.Fatalf("50 updates in one command: %v", err)
+		}
+		_, err := coll.BulkWrite(ctx, models(60), options.BulkWrite().SetOrdered(false))
+		if err == nil || !strings.Contains(err.Error(), "deadlock FerretDB") {
+			t.Fatalf("60 updates in one command: error %v, want the relay's refusal", err)
+		}
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "after"}}); err != nil {
+			t.Fatalf("the server did not stay writable: %v", err)
 		}
 	})
 }

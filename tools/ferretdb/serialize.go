@@ -111,6 +111,12 @@ func (r *relay) handle(client net.Conn) {
 			}
 			return
 		}
+		if tooManyUpdates(req) {
+			if _, err := client.Write(refusal(req, "update commands with more than 50 statements deadlock FerretDB 1.24 (tools/ferretdb/guard.go): split them")); err != nil {
+				return
+			}
+			continue
+		}
 		if err := r.exchange(req, backend, fromBackend, client); err != nil {
 			return
 		}
