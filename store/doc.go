@@ -1,6 +1,6 @@
 // Package store is the record store layer: batch reads, complete-document puts, merges and
-// deletes over several backends at once (memory, and -- as their adapters arrive --
-// Elasticsearch, OpenSearch and MongoDB), with identical semantics on each.
+// deletes over several backends at once (memstore, searchstore for Elasticsearch and
+// OpenSearch, mongostore), with identical semantics on each.
 //
 // Applications program against the [Store] interface. [New] builds the standard implementation,
 // a [*Service], over adapters (see package driver) keyed by store name; memstore is the

@@ -1,0 +1,208 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	mdriver "go.mongodb.org/mongo-driver/v2/x/mongo/driver"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// backendError keeps the driver's error reachable with errors.As while its message holds only
+// what is safe to log: server error codes and names, or the driver's own text for failures that
+// never reached a server. Server messages can quote document values (a duplicate key on a
+// unique secondary index does), so they are left out.
+type backendError struct {
+	msg string
+	err error
+}
+
+func (e *backendError) Error() string { return e.msg }
+func (e *backendError) Unwrap() error { return e.err }
+
+func newBackendError(kind driver.ErrorKind, what string, err error) *driver.Error {
+	return &driver.Error{Kind: kind, Err: &backendError{msg: "mongostore: " + what + ": " + describe(err), err: err}}
+}
+
+// describe summarises err without server messages.
+func describe(err error) string {
+	var bwe mongo.BulkWriteException
+	var we mongo.WriteException
+	var ce mongo.CommandError
+	switch {
+	case errors.As(err, &bwe):
+		codes := make([]string, 0, len(bwe.WriteErrors))
+		for _, e := range bwe.WriteErrors {
+			codes = append(codes, strconv.Itoa(e.Code))
+		}
+		return withWCE("write errors with codes ["+strings.Join(codes, " ")+"]", bwe.WriteConcernError)
+	case errors.As(err, &we):
+		codes := make([]string, 0, len(we.WriteErrors))
+		for _, e := range we.WriteErrors {
+			codes = append(codes, strconv.Itoa(e.Code))
+		}
+		return withWCE("write errors with codes ["+strings.Join(codes, " ")+"]", we.WriteConcernError)
+	case errors.As(err, &ce):
+		if ce.Code == 0 {
+			// A failure on the driver's side (a broken connection): no server text in it.
+			return ce.Error()
+		}
+		s := "server error " + strconv.Itoa(int(ce.Code))
+		if ce.Name != "" {
+			s += " (" + ce.Name + ")"
+		}
+		if len(ce.Labels) > 0 {
+			s += " labels " + strings.Join(ce.Labels, ",")
+		}
+		return s
+	}
+	return err.Error()
+}
+
+func withWCE(s string, wce *mongo.WriteConcernError) string {
+	if wce == nil {
+		return s
+	}
+	return s + fmt.Sprintf("; write concern error %d (%s)", wce.Code, wce.Name)
+}
+
+// notSent reports whether err is one the driver returns only before it sent the command: no
+// server could be selected, no connection could be checked out or established, or the client
+// is closed. Failures on a connection that carried the command come back wrapped in a
+// CommandError (labelled NetworkError) instead, and may have taken effect.
+func notSent(err error) bool {
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		return se.HasErrorLabel(mdriver.NoWritesPerformed)
+	}
+	var sse topology.ServerSelectionError
+	var wqe topology.WaitQueueTimeoutError
+	var ce topology.ConnectionError
+	var pe topology.PoolError
+	var rpe mdriver.RetryablePoolError
+	return errors.As(err, &sse) || errors.As(err, &wqe) || errors.As(err, &ce) ||
+		errors.As(err, &pe) || errors.As(err, &rpe) ||
+		errors.Is(err, mongo.ErrClientDisconnected) || errors.Is(err, topology.ErrServerClosed)
+}
+
+// Server error codes by what they tell about an operation.
+var (
+	// The server refused the command before running it, or the write failed as a whole and
+	// was not applied; sending it again may succeed.
+	transientCodes = codeSet(6, 7, 50, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11601, 11602, 13435, 13436, 134)
+	tooLargeCodes  = codeSet(10334, 17419, 17420, 16493, 10329)
+	invalidCodes   = codeSet(2, 9, 14, 15, 22, 30, 52, 53, 55, 56, 57, 66, 73, 121, 17280, 28, 40)
+	duplicateCodes = codeSet(11000, 11001, 12582)
+)
+
+func codeSet(codes ...int) map[int]bool {
+	m := make(map[int]bool, len(codes))
+	for _, c := range codes {
+		m[c] = true
+	}
+	return m
+}
+
+// callErrKind classifies an error that ended a whole command (not one write of a bulk).
+// A write is Unavailable only when it cannot have been applied; a read, which changes nothing,
+// is Unavailable whenever the failure is transient.
+func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
+	if ctx.Err() != nil {
+		return driver.KindCanceled
+	}
+	if notSent(err) {
+		return driver.KindUnavailable
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code != 0 {
+			switch {
+			case !write && transientCodes[int(ce.Code)]:
+				return driver.KindUnavailable
+			case write && (ce.Code == 10107 || ce.Code == 13435 || ce.Code == 13436):
+				// Not (or no longer) primary: the server refused the write before running it.
+				return driver.KindUnavailable
+			case tooLargeCodes[int(ce.Code)]:
+				return driver.KindTooLarge
+			case invalidCodes[int(ce.Code)]:
+				return driver.KindInvalid
+			}
+		}
+		if !write && (se.HasErrorLabel("NetworkError") || mongo.IsTimeout(err)) {
+			return driver.KindUnavailable
+		}
+		return driver.KindInternal
+	}
+	if !write && (mongo.IsTimeout(err) || mongo.IsNetworkError(err)) {
+		return driver.KindUnavailable
+	}
+	return driver.KindInternal
+}
+
+// writeKind says which request a write became; duplicate keys mean different things for each.
+type writeKind uint8
+
+const (
+	kindUpsert  writeKind = iota + 1 // unconditional put: replace with upsert
+	kindInsert                       // if-absent put
+	kindReplace                      // if-revision put
+	kindDelete
+)
+
+// itemErrKind classifies a write error reported for one write: that write was not applied.
+// A duplicate key whose index the server does not name counts as one on _id (see dupOnID).
+func itemErrKind(kind writeKind, code int, msg string, raw bson.Raw) driver.ErrorKind {
+	switch {
+	case duplicateCodes[code]:
+		onID, _ := dupOnID(msg, raw)
+		return dupKind(kind, onID)
+	case tooLargeCodes[code]:
+		return driver.KindTooLarge
+	case invalidCodes[code]:
+		return driver.KindInvalid
+	case transientCodes[code]:
+		return driver.KindUnavailable
+	}
+	return driver.KindInternal
+}
+
+// dupKind classifies a duplicate key on the _id index (onID) or on a unique secondary index.
+func dupKind(kind writeKind, onID bool) driver.ErrorKind {
+	switch {
+	case !onID:
+		return driver.KindInvalid // a unique secondary index refuses the document
+	case kind == kindInsert:
+		return driver.KindAlreadyExists
+	case kind == kindUpsert:
+		// Lost a race with a concurrent insert of the same _id: nothing was applied, and
+		// sending the upsert again replaces the record that won.
+		return driver.KindUnavailable
+	}
+	return driver.KindInvalid // a replace keeps its _id: only a secondary index can refuse it
+}
+
+// dupOnID reports whether a duplicate-key error is about the _id index, and whether the error
+// said so (known). MongoDB 4.2 and later name the index's key pattern in the error, and every
+// version names the index in the message; FerretDB 1.x does neither.
+func dupOnID(msg string, raw bson.Raw) (onID, known bool) {
+	if kp, err := raw.LookupErr("keyPattern"); err == nil {
+		if doc, ok := kp.DocumentOK(); ok {
+			elems, err := doc.Elements()
+			return err == nil && len(elems) == 1 && elems[0].Key() == "_id", true
+		}
+	}
+	if i := strings.Index(msg, " index: "); i >= 0 {
+		return strings.HasPrefix(msg[i+len(" index: "):], "_id_ "), true
+	}
+	return true, false
+}
+
+var errClosed = driver.NewError(driver.KindInternal, "mongostore: closed", nil)
