@@ -1,6 +1,7 @@
 package luamerge
 
 import (
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"math"
 	"slices"
 	"sort"
@@ -229,34 +230,7 @@ func appendNumber(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }
 
-const hexDigits = "0123456789abcdef"
-
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+func appendString(b []byte, s string) []byte { return jsonenc.AppendString(b, s) }
 
 // lookup pushes the value at a JSON Pointer below the table at idx, reading raw, and reports
 // whether there is one; it pushes nothing when there is not.

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	charsetpkg "github.com/tributary-dev/tributary/internal/charset"
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -361,7 +363,7 @@ func appendBase64Text(b []byte, charset, s string) ([]byte, string) {
 		return b[:n], "text value is not valid base64"
 	}
 	raw = raw[:m]
-	if !isUTF8Charset(charset) {
+	if !charsetpkg.IsUTF8(charset) {
 		out, reason := decodeCharset(charset, raw)
 		if reason != "" {
 			return b[:n], reason
@@ -544,32 +546,5 @@ func appendJSON(b []byte, j []byte) ([]byte, string) {
 	return b, ""
 }
 
-const jsonHexDigits = "0123456789abcdef"
-
 // appendJSONString writes s as a JSON string. s must be valid UTF-8 (callers check).
-func appendJSONString[T string | []byte](b []byte, s T) []byte {
-	b = append(b, '"')
-	st := 0
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		if ch >= 0x20 && ch != '"' && ch != '\\' {
-			continue
-		}
-		b = append(b, s[st:i]...)
-		switch ch {
-		case '"', '\\':
-			b = append(b, '\\', ch)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', jsonHexDigits[ch>>4], jsonHexDigits[ch&0xf])
-		}
-		st = i + 1
-	}
-	b = append(b, s[st:]...)
-	return append(b, '"')
-}
+func appendJSONString[T string | []byte](b []byte, s T) []byte { return jsonenc.AppendString(b, s) }
