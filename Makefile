@@ -20,8 +20,12 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	$(GO) test -run '^$$' -bench BenchmarkCoalescing -benchtime 40000x -count 3 ./store/ | tee .testenv/bench.out
 	@scripts/bench-ratios .testenv/bench.out
 	$(GO) test -run '^$$' -bench BenchmarkMergeRatios -count 3 ./luamerge/
+	$(GO) test -run '^$$' -bench BenchmarkAppendDocument -benchmem ./sink/
 	@if [ -f .testenv/env ]; then set -a && . .testenv/env && set +a && \
-	  $(GO) test -run '^$$' -bench BenchmarkAdapterVsRaw -benchtime 3s ./store/searchstore/; \
+	  $(GO) test -run '^$$' -bench BenchmarkAdapterVsRaw -benchtime 3s ./store/searchstore/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkBatchReadConditionalWrite ./store/mongostore/ && \
+	  $(GO) test -run '^$$' -bench 'BenchmarkSink' -benchmem ./sink/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream ./cdc/pgcdc/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
 
 check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
