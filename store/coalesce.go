@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -47,6 +48,7 @@ func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
 	select {
 	case c.reqs <- p:
 	default:
+		c.s.opts.Logger.Debug("store: batch queue full, call refused", slog.String("store", c.in.name))
 		*res = Result{Err: newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+c.in.name+" is busy: its batch queue is full")}
 		return nil
 	}

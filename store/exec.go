@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/tributary-dev/tributary/store/driver"
@@ -88,6 +89,8 @@ func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
 					continue
 				}
 				if it.op.Kind == OpMerge && (k == KindConflict || k == KindAlreadyExists) {
+					s.opts.Logger.Warn("store: merge gave up: the record kept changing",
+						slog.String("store", in.name), slog.String("address", it.op.Addr.String()), slog.Int("attempts", it.attempt))
 					it.fail(&Error{Kind: KindConflict, Op: OpMerge, Addr: it.op.Addr, Err: errors.New("the record kept changing under the merge; gave up after the last attempt")})
 					continue
 				}

@@ -83,7 +83,8 @@ type Options struct {
 	Now func() time.Time
 	// Rand supplies backoff jitter. Default a generator seeded at random.
 	Rand *rand.Rand
-	// Logger receives operational events (never document contents). Default: discarded.
+	// Logger receives operational events: merges giving up, refused calls (debug), Close
+	// abandoning work. Addresses appear, document contents never. Default: discarded.
 	Logger *slog.Logger
 }
 
@@ -285,6 +286,7 @@ func (s *Service) Close(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
+		s.opts.Logger.Warn("store: Close gave up waiting for calls in flight; abandoning them")
 		s.stop() // abandon what is still running
 		err = ctx.Err()
 	}
