@@ -1,0 +1,358 @@
+package cdctest
+
+// The crash harness of the sources' crash tests (TestPostgresCrashResume,
+// TestMySQLCrashResume): a source's test re-executes its test binary as a pipeline
+// subprocess (RunCrashChild: a cdc.Runner over the real source, a bbolt state file and a sink
+// that appends every applied event to a file), SIGKILLs and restarts it while it commits
+// numbered changes, and hands the sink log to CheckCrashSinkLog.
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// CrashChange is one committed change of a crash test's writer: the row id, what happened,
+// and the row's value afterwards (for a delete: the value it had).
+type CrashChange struct {
+	ID int
+	Op cdc.Op
+	V  int64
+}
+
+// CrashBatch is the child's batch size, CrashMaxTxEvents the most events a writer transaction
+// may have (one per statement): together they bound the redeliveries after a kill.
+const (
+	CrashBatch       = 16
+	CrashMaxTxEvents = 5
+)
+
+// CrashChild is one pipeline subprocess and the lines it prints.
+type CrashChild struct {
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+}
+
+func StartCrashChild(t *testing.T, test string, env []string) *CrashChild {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run="+test)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &CrashChild{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case c.lines <- sc.Text():
+			default: // nobody waits for it any more
+			}
+		}
+	}()
+	// A failed test must not leave a pipeline running against the server.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.done; _ = cmd.Wait() })
+	return c
+}
+
+// Await waits for the child to print want; it fails when the child exits first.
+func (c *CrashChild) Await(ctx context.Context, t *testing.T, want string) {
+	t.Helper()
+	for {
+		select {
+		case l := <-c.lines:
+			if l == want {
+				return
+			}
+		case <-c.done:
+			t.Fatalf("the pipeline subprocess exited before it printed %q", want)
+		case <-ctx.Done():
+			t.Fatalf("the pipeline subprocess did not print %q in time", want)
+		}
+	}
+}
+
+// Kill SIGKILLs the child and reaps it.
+// Done is closed when the child has exited.
+func (c *CrashChild) Done() <-chan struct{} { return c.done }
+
+func (c *CrashChild) Kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	_ = c.cmd.Wait()
+}
+
+func ReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// CheckCrashSinkLog checks the sink log against the committed changes and the final table.
+// The log has "S <run> <checkpoint hex or ->" when a run opened the source, then one
+// "E <run> <id> <v> <version> <op> <checkpoint hex or ->" per applied event.
+func CheckCrashSinkLog(t *testing.T, log string, changes []CrashChange, final map[int]int64) {
+	t.Helper()
+	type key struct {
+		id      int
+		version int64
+	}
+	type ev struct {
+		key
+		v  int64
+		op cdc.Op
+		cp string
+	}
+	var canon []ev               // every distinct event in the order first delivered
+	seen := map[key]int{}        // index in canon
+	cpAt := map[string]int{}     // checkpoint -> index in canon of the event that carried it
+	next, run, runs := -1, -1, 0 // next: canon index the current run must deliver next
+	redelivered, again := 0, 0   // again: in the current run
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "S":
+			runs++
+			run, _ = strconv.Atoi(f[1])
+			if f[2] == "-" {
+				if len(canon) > 0 {
+					t.Fatalf("run %d started without a checkpoint after events were delivered", run)
+				}
+				next, again = 0, 0
+				continue
+			}
+			i, ok := cpAt[f[2]]
+			if !ok {
+				t.Fatalf("run %d started at a checkpoint no delivered event carried", run)
+			}
+			next, again = i+1, 0
+		case len(f) == 7 && f[0] == "E":
+			id, _ := strconv.Atoi(f[2])
+			v, _ := strconv.ParseInt(f[3], 10, 64)
+			ver, _ := strconv.ParseInt(f[4], 10, 64)
+			op, _ := strconv.Atoi(f[5])
+			e := ev{key{id, ver}, v, cdc.Op(op), f[6]}
+			if next < 0 {
+				t.Fatalf("event delivered before any run opened the source: %q", line)
+			}
+			// A run delivers exactly what follows its checkpoint, in order: anything it repeats
+			// lies after the stored checkpoint, and nothing is skipped.
+			if next < len(canon) {
+				if canon[next] != e {
+					t.Fatalf("run %d delivered %+v where %+v (the next after its checkpoint) was due", run, e, canon[next])
+				}
+				redelivered++
+				again++
+				// The runner stores a batch's last transaction end after the sink applied it, so a
+				// kill repeats at most the batch whose checkpoint was not yet saved and the part of
+				// a transaction that an earlier batch ended inside.
+				if again > CrashBatch+CrashMaxTxEvents-1 {
+					t.Fatalf("run %d redelivered %d events, more than the last batch and an unfinished transaction", run, again)
+				}
+			} else {
+				if _, dup := seen[e.key]; dup {
+					t.Fatalf("run %d delivered %+v twice", run, e)
+				}
+				seen[e.key] = len(canon)
+				canon = append(canon, e)
+				if e.cp != "-" {
+					cpAt[e.cp] = len(canon) - 1
+				}
+			}
+			next++
+		case strings.TrimSpace(line) != "":
+			t.Fatalf("torn sink log line %q", line)
+		}
+	}
+
+	// Every committed change reached the sink, in commit order, with versions increasing per row.
+	at := map[CrashChange]int{}
+	lastVer := map[int]int64{}
+	for i, e := range canon {
+		if e.op != cdc.Read {
+			at[CrashChange{ID: e.id, Op: e.op, V: e.v}] = i
+		}
+		if prev, ok := lastVer[e.id]; ok && e.version <= prev {
+			t.Fatalf("row %d: version %d after %d", e.id, e.version, prev)
+		}
+		lastVer[e.id] = e.version
+	}
+	prev := -1
+	for _, c := range changes {
+		i, ok := at[c]
+		if !ok {
+			t.Fatalf("committed change %+v never reached the sink", c)
+		}
+		if i <= prev {
+			t.Fatalf("committed change %+v reached the sink out of commit order", c)
+		}
+		prev = i
+	}
+
+	// External versioning over the whole log, in delivery order with every redelivery, yields
+	// exactly the table: a change applies only when its version is above the row's stored one.
+	type doc struct {
+		version int64
+		v       int64
+		deleted bool
+	}
+	docs := map[int]doc{}
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 7 || f[0] != "E" {
+			continue
+		}
+		id, _ := strconv.Atoi(f[2])
+		v, _ := strconv.ParseInt(f[3], 10, 64)
+		ver, _ := strconv.ParseInt(f[4], 10, 64)
+		op, _ := strconv.Atoi(f[5])
+		if d, ok := docs[id]; ok && ver <= d.version {
+			continue
+		}
+		docs[id] = doc{ver, v, cdc.Op(op) == cdc.Delete}
+	}
+	for id, d := range docs {
+		want, ok := final[id]
+		switch {
+		case d.deleted && ok:
+			t.Fatalf("row %d is in the table but deleted in the sink", id)
+		case !d.deleted && !ok:
+			t.Fatalf("row %d is in the sink but not in the table", id)
+		case !d.deleted && d.v != want:
+			t.Fatalf("row %d: sink v %d, table v %d", id, d.v, want)
+		}
+	}
+	for id := range final {
+		if d, ok := docs[id]; !ok || d.deleted {
+			t.Fatalf("row %d of the table is missing from the sink", id)
+		}
+	}
+	t.Logf("%d runs, %d distinct events, %d redelivered after a restart", runs, len(canon), redelivered)
+}
+
+// RunCrashChild runs the pipeline: the runner over src, a bbolt state file and a sink that
+// appends to dir/sink.log. It prints "opened" once the source is open and "checkpointed"
+// after the first checkpoint was saved.
+func RunCrashChild(t *testing.T, dir string, run int, src cdc.Source) {
+	store, err := statestore.Open(filepath.Join(dir, "state.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	log, err := os.OpenFile(filepath.Join(dir, "sink.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	dlq, err := cdc.OpenFileDLQ(filepath.Join(dir, "dlq.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cdc.NewRunner(&loggedSource{src: src, log: log, run: run}, &fileSink{log: log, run: run},
+		&announcingStore{CheckpointStore: store}, dlq, &cdc.RunnerOptions{
+			Pipeline: "crash", BatchMaxEvents: CrashBatch, BatchMaxWait: 5 * time.Millisecond,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cpText(cp cdc.Checkpoint) string {
+	if cp == nil {
+		return "-"
+	}
+	return hex.EncodeToString(cp)
+}
+
+// loggedSource records in the sink log which checkpoint each run opened the source at: the
+// checker needs it to tell redeliveries after the checkpoint from anything else.
+type loggedSource struct {
+	src cdc.Source
+	log *os.File
+	run int
+}
+
+func (s *loggedSource) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
+	st, err := s.src.Open(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	// The leading newline ends a line a killed predecessor may have torn.
+	if _, err := fmt.Fprintf(s.log, "\nS %d %s\n", s.run, cpText(cp)); err != nil {
+		return nil, err
+	}
+	if err := s.log.Sync(); err != nil {
+		return nil, err
+	}
+	fmt.Println("opened")
+	return st, nil
+}
+
+// announcingStore tells the parent when the first checkpoint is durable.
+type announcingStore struct {
+	cdc.CheckpointStore
+	said bool
+}
+
+func (s *announcingStore) SaveCheckpoint(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	if err := s.CheckpointStore.SaveCheckpoint(ctx, pipeline, cp); err != nil {
+		return err
+	}
+	if !s.said {
+		s.said = true
+		fmt.Println("checkpointed")
+	}
+	return nil
+}
+
+// fileSink applies a batch by appending one line per event in one write, fsynced before it
+// returns: the log is at least as durable as the checkpoint saved after it.
+type fileSink struct {
+	log *os.File
+	run int
+}
+
+func (s *fileSink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+	var b strings.Builder
+	for _, ev := range batch {
+		row := ev.After
+		if ev.Op == cdc.Delete {
+			row = ev.Before
+		}
+		if len(row) < 2 {
+			return nil, fmt.Errorf("event at %v has no row image", ev.Position)
+		}
+		fmt.Fprintf(&b, "E %d %v %v %d %d %s\n", s.run, row[0], row[1], ev.Position.Version(), ev.Op, cpText(ev.Checkpoint))
+	}
+	if _, err := s.log.WriteString(b.String()); err != nil {
+		return nil, err
+	}
+	return nil, s.log.Sync()
+}

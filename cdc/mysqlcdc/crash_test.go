@@ -1,0 +1,223 @@
+package mysqlcdc_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
+	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
+)
+
+// Environment of TestMySQLCrashResume's pipeline subprocess.
+const (
+	myCrashDirEnv    = "MYSQLCDC_CRASH_DIR"
+	myCrashRunEnv    = "MYSQLCDC_CRASH_RUN"
+	myCrashTableEnv  = "MYSQLCDC_CRASH_TABLE"
+	myCrashServerEnv = "MYSQLCDC_CRASH_SERVER_ID"
+	myCrashKills     = 5
+	myCrashKeys      = 40      // the writer's rows are ids 1..myCrashKeys
+	myCrashSentinel  = 1 << 30 // the id of the last row written: once it is in the sink, everything is
+)
+
+// TestMySQLCrashResume runs a Runner over the real binlog source, a bbolt state file and a sink
+// that appends every applied event to a file, in a subprocess; meanwhile it commits
+// transactions of several inserts, updates and deletes, SIGKILLs the subprocess at random
+// moments and restarts it from the state file. At the end it checks row by row that every
+// committed change reached the sink, that applying the sink log with external-version rules
+// gives exactly the table's contents, and that each run delivered exactly the changes after
+// the checkpoint it started from, in order: redeliveries only after the stored checkpoint.
+func TestMySQLCrashResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns subprocesses")
+	}
+	s := testServer(t)
+	table := "crash_" + suffix()
+	if err := s.exec(fmt.Sprintf("CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, v BIGINT NOT NULL)", quote(table))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.exec("DROP TABLE IF EXISTS " + quote(table)); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	// A row committed before the first run: the initial snapshot reads it, so the first run
+	// stores a checkpoint before any streamed change exists. No run after the first starts
+	// without a checkpoint, so no committed change can fall between two snapshots' positions.
+	if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (0, 0)", quote(table))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	env := []string{myCrashDirEnv + "=" + dir, myCrashTableEnv + "=" + table,
+		myCrashServerEnv + "=" + strconv.FormatUint(uint64(nextServerID()), 10)}
+
+	w := &myCrashWriter{s: s, table: table, rows: map[int]int64{0: 0}}
+	stopWriting := make(chan struct{})
+	writerDone := make(chan error, 1)
+	var child *cdctest.CrashChild // the last one started catches up at the end
+	for run := 0; run <= myCrashKills; run++ {
+		child = cdctest.StartCrashChild(t, "^TestMySQLCrashChild$", append(env, myCrashRunEnv+"="+strconv.Itoa(run)))
+		if run == 0 {
+			// Wait for the first stored checkpoint (see above), then start writing.
+			child.Await(ctx, t, "checkpointed")
+			go func() { writerDone <- w.run(ctx, stopWriting) }()
+		} else {
+			child.Await(ctx, t, "opened")
+		}
+		if run == myCrashKills {
+			break // the last child catches up below
+		}
+		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond)
+		child.Kill(t)
+	}
+	close(stopWriting)
+	if err := <-writerDone; err != nil {
+		t.Fatal(err)
+	}
+	// The sentinel is the last commit: once the sink has it, it has everything before it.
+	log := filepath.Join(dir, "sink.log")
+	for !strings.Contains(cdctest.ReadFile(t, log), fmt.Sprintf(" %d %d ", myCrashSentinel, myCrashSentinel)) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the last run never delivered the final transaction")
+		case <-child.Done():
+			t.Fatal("the last run exited before it delivered the final transaction")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	child.Kill(t)
+
+	final := w.tableRows(t)
+	cdctest.CheckCrashSinkLog(t, cdctest.ReadFile(t, log), w.changes, final)
+	t.Logf("%d transactions, %d changes, %d kills", w.txs, len(w.changes), myCrashKills)
+}
+
+// myCrashWriter commits numbered transactions of inserts, updates and deletes and remembers
+// every committed change. Each change writes a distinct v (so a change is recognisable in the
+// sink by its key, operation and v); deletes are recognised by the v of the row they removed,
+// which the full row image of the binlog carries.
+type myCrashWriter struct {
+	s       server
+	table   string
+	rows    map[int]int64         // committed contents
+	changes []cdctest.CrashChange // committed changes in commit order
+	txs     int
+}
+
+func (w *myCrashWriter) run(ctx context.Context, stop <-chan struct{}) error {
+	c, err := w.s.conn()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	q := quote(w.table)
+	for tx := 1; ; tx++ {
+		final := false
+		select {
+		case <-stop:
+			final = true
+		default:
+		}
+		rows := map[int]int64{}
+		for k, v := range w.rows {
+			rows[k] = v
+		}
+		var stmts []string
+		var chs []cdctest.CrashChange
+		if final {
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, myCrashSentinel, myCrashSentinel))
+			chs = append(chs, cdctest.CrashChange{ID: myCrashSentinel, Op: cdc.Insert, V: myCrashSentinel})
+		} else {
+			for seq := range 2 + rand.IntN(cdctest.CrashMaxTxEvents-1) {
+				id := 1 + rand.IntN(myCrashKeys)
+				v := int64(tx)*100 + int64(seq)
+				old, exists := rows[id]
+				switch {
+				case !exists:
+					stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, id, v))
+					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Insert, V: v}), v
+				case rand.IntN(3) == 0:
+					stmts = append(stmts, fmt.Sprintf("DELETE FROM %s WHERE id = %d", q, id))
+					chs = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Delete, V: old})
+					delete(rows, id)
+				default:
+					stmts = append(stmts, fmt.Sprintf("UPDATE %s SET v = %d WHERE id = %d", q, v, id))
+					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Update, V: v}), v
+				}
+			}
+		}
+		if _, err := c.Execute("BEGIN"); err != nil {
+			return err
+		}
+		for _, st := range stmts {
+			if _, err := c.Execute(st); err != nil {
+				return err
+			}
+		}
+		if _, err := c.Execute("COMMIT"); err != nil {
+			return err
+		}
+		w.rows, w.changes, w.txs = rows, append(w.changes, chs...), tx
+		if final {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A short pause keeps the volume moderate, so the test stays quick.
+		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
+	}
+}
+
+// tableRows reads the table's final contents from the server.
+func (w *myCrashWriter) tableRows(t *testing.T) map[int]int64 {
+	c, err := w.s.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Execute("SELECT id, v FROM " + quote(w.table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[int]int64{}
+	for i := range res.RowNumber() {
+		id, err1 := res.GetInt(i, 0)
+		v, err2 := res.GetInt(i, 1)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		rows[int(id)] = v
+	}
+	return rows
+}
+
+// TestMySQLCrashChild is TestMySQLCrashResume's pipeline process; it does nothing in a normal run.
+func TestMySQLCrashChild(t *testing.T) {
+	dir := os.Getenv(myCrashDirEnv)
+	if dir == "" {
+		t.Skip("the subprocess of TestMySQLCrashResume")
+	}
+	s := testServer(t)
+	run, _ := strconv.Atoi(os.Getenv(myCrashRunEnv))
+	sid, _ := strconv.ParseUint(os.Getenv(myCrashServerEnv), 10, 32)
+	table := os.Getenv(myCrashTableEnv)
+	src, err := mysqlcdc.New(s.addr, s.user, s.pass, mysqlcdc.Options{
+		Tables:     []mysqlcdc.TableName{{Database: s.db, Table: table}},
+		ServerID:   uint32(sid), // the same replica id in every run: a new run displaces a killed one's connection
+		SourceName: table,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdctest.RunCrashChild(t, dir, run, src)
+}
