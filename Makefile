@@ -25,7 +25,8 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkAdapterVsRaw -benchtime 3s ./store/searchstore/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkBatchReadConditionalWrite ./store/mongostore/ && \
 	  $(GO) test -run '^$$' -bench 'BenchmarkSink' -benchmem ./sink/ && \
-	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream ./cdc/pgcdc/; \
+	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream ./cdc/pgcdc/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode ./cdc/mysqlcdc/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
 
 check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
