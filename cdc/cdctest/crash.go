@@ -11,9 +11,11 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -355,4 +357,60 @@ func (s *fileSink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLett
 		return nil, err
 	}
 	return nil, s.log.Sync()
+}
+
+// CrashScenario is one crash test's schedule: start the pipeline subprocess, and once it has
+// stored its first checkpoint start the writer; then Kills times wait a random moment,
+// SIGKILL the child and start the next run from the state file; finally stop the writer and let
+// the last run catch up until the writer's sentinel row reaches the sink.
+type CrashScenario struct {
+	ChildTest string   // -test.run pattern selecting the pipeline subprocess
+	Env       []string // the subprocess's environment
+	RunEnv    string   // variable that tells the subprocess its run number
+	Dir       string   // the directory the subprocess writes sink.log into
+	Kills     int
+	Sentinel  int // id and v of the writer's last committed row
+	// Write commits transactions until stop is closed, then the sentinel row, and returns.
+	Write func(ctx context.Context, stop <-chan struct{}) error
+}
+
+// Run plays the scenario and returns the sink log once the last run has delivered the sentinel.
+func (sc CrashScenario) Run(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	stop := make(chan struct{})
+	writerDone := make(chan error, 1)
+	var child *CrashChild // the last one started catches up at the end
+	for run := 0; run <= sc.Kills; run++ {
+		child = StartCrashChild(t, sc.ChildTest, append(slices.Clone(sc.Env), sc.RunEnv+"="+strconv.Itoa(run)))
+		if run == 0 {
+			// The first run stores a checkpoint (from its snapshot) before anything is written,
+			// so no later run starts without one.
+			child.Await(ctx, t, "checkpointed")
+			go func() { writerDone <- sc.Write(ctx, stop) }()
+		} else {
+			child.Await(ctx, t, "opened")
+		}
+		if run == sc.Kills {
+			break
+		}
+		time.Sleep(time.Duration(50+mathrand.IntN(400)) * time.Millisecond)
+		child.Kill(t)
+	}
+	close(stop)
+	if err := <-writerDone; err != nil {
+		t.Fatal(err)
+	}
+	// The sentinel is the last commit: once the sink has it, it has everything before it.
+	log := filepath.Join(sc.Dir, "sink.log")
+	for !strings.Contains(ReadFile(t, log), fmt.Sprintf(" %d %d ", sc.Sentinel, sc.Sentinel)) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the last run never delivered the final transaction")
+		case <-child.Done():
+			t.Fatal("the last run exited before it delivered the final transaction")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	child.Kill(t)
+	return ReadFile(t, log)
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,43 +59,13 @@ func TestMySQLCrashResume(t *testing.T) {
 		myCrashServerEnv + "=" + strconv.FormatUint(uint64(nextServerID()), 10)}
 
 	w := &myCrashWriter{s: s, table: table, rows: map[int]int64{0: 0}}
-	stopWriting := make(chan struct{})
-	writerDone := make(chan error, 1)
-	var child *cdctest.CrashChild // the last one started catches up at the end
-	for run := 0; run <= myCrashKills; run++ {
-		child = cdctest.StartCrashChild(t, "^TestMySQLCrashChild$", append(env, myCrashRunEnv+"="+strconv.Itoa(run)))
-		if run == 0 {
-			// Wait for the first stored checkpoint (see above), then start writing.
-			child.Await(ctx, t, "checkpointed")
-			go func() { writerDone <- w.run(ctx, stopWriting) }()
-		} else {
-			child.Await(ctx, t, "opened")
-		}
-		if run == myCrashKills {
-			break // the last child catches up below
-		}
-		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond)
-		child.Kill(t)
-	}
-	close(stopWriting)
-	if err := <-writerDone; err != nil {
-		t.Fatal(err)
-	}
-	// The sentinel is the last commit: once the sink has it, it has everything before it.
-	log := filepath.Join(dir, "sink.log")
-	for !strings.Contains(cdctest.ReadFile(t, log), fmt.Sprintf(" %d %d ", myCrashSentinel, myCrashSentinel)) {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the last run never delivered the final transaction")
-		case <-child.Done():
-			t.Fatal("the last run exited before it delivered the final transaction")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	child.Kill(t)
+	log := cdctest.CrashScenario{
+		ChildTest: "^TestMySQLCrashChild$", Env: env, RunEnv: myCrashRunEnv, Dir: dir,
+		Kills: myCrashKills, Sentinel: myCrashSentinel, Write: w.run,
+	}.Run(ctx, t)
 
 	final := w.tableRows(t)
-	cdctest.CheckCrashSinkLog(t, cdctest.ReadFile(t, log), w.changes, final)
+	cdctest.CheckCrashSinkLog(t, log, w.changes, final)
 	t.Logf("%d transactions, %d changes, %d kills", w.txs, len(w.changes), myCrashKills)
 }
 

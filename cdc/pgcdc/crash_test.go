@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,43 +68,13 @@ func TestPostgresCrashResume(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	w := &pgCrashWriter{conn: conn, table: table, rows: map[int]int64{0: 0}}
-	stopWriting := make(chan struct{})
-	writerDone := make(chan error, 1)
-	var child *cdctest.CrashChild // the last one started catches up at the end
-	for run := 0; run <= pgCrashKills; run++ {
-		child = cdctest.StartCrashChild(t, "^TestPostgresCrashChild$", append(env, pgCrashRunEnv+"="+strconv.Itoa(run)))
-		if run == 0 {
-			// Wait for the first stored checkpoint (see above), then start writing.
-			child.Await(ctx, t, "checkpointed")
-			go func() { writerDone <- w.run(ctx, stopWriting) }()
-		} else {
-			child.Await(ctx, t, "opened")
-		}
-		if run == pgCrashKills {
-			break // the last child catches up below
-		}
-		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond)
-		child.Kill(t)
-	}
-	close(stopWriting)
-	if err := <-writerDone; err != nil {
-		t.Fatal(err)
-	}
-	// The sentinel is the last commit: once the sink has it, it has everything before it.
-	log := filepath.Join(dir, "sink.log")
-	for !strings.Contains(cdctest.ReadFile(t, log), fmt.Sprintf(" %d %d ", pgCrashSentinel, pgCrashSentinel)) {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the last run never delivered the final transaction")
-		case <-child.Done():
-			t.Fatal("the last run exited before it delivered the final transaction")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	child.Kill(t)
+	log := cdctest.CrashScenario{
+		ChildTest: "^TestPostgresCrashChild$", Env: env, RunEnv: pgCrashRunEnv, Dir: dir,
+		Kills: pgCrashKills, Sentinel: pgCrashSentinel, Write: w.run,
+	}.Run(ctx, t)
 
 	final := w.tableRows(ctx, t)
-	cdctest.CheckCrashSinkLog(t, cdctest.ReadFile(t, log), w.changes, final)
+	cdctest.CheckCrashSinkLog(t, log, w.changes, final)
 	t.Logf("%d transactions, %d changes, %d kills", w.txs, len(w.changes), pgCrashKills)
 }
 
