@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -413,4 +414,70 @@ func (sc CrashScenario) Run(ctx context.Context, t *testing.T) string {
 	}
 	child.Kill(t)
 	return ReadFile(t, log)
+}
+
+// CrashWriter commits numbered transactions of 2 to CrashMaxTxEvents random inserts, updates and
+// deletes over rows 1..Keys of a table with columns (id, v), and remembers every committed change
+// in commit order. Each change writes a distinct v, so the sink log shows which change it is
+// (deletes by the v of the row they removed). The SQL is the same for both sources.
+type CrashWriter struct {
+	Table    string // quoted for the source's dialect
+	Keys     int
+	Sentinel int // id and v of the last row, committed once stop is closed
+	// Commit runs stmts in one transaction.
+	Commit func(ctx context.Context, stmts []string) error
+
+	Rows    map[int]int64 // committed contents; seed it with rows committed beforehand
+	Changes []CrashChange // committed changes in commit order
+	Txs     int
+}
+
+// Run commits transactions until stop is closed, then the sentinel row. It fits
+// CrashScenario.Write.
+func (w *CrashWriter) Run(ctx context.Context, stop <-chan struct{}) error {
+	for tx := 1; ; tx++ {
+		final := false
+		select {
+		case <-stop:
+			final = true
+		default:
+		}
+		rows := maps.Clone(w.Rows)
+		var stmts []string
+		var chs []CrashChange
+		if final {
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", w.Table, w.Sentinel, w.Sentinel))
+			chs = append(chs, CrashChange{ID: w.Sentinel, Op: cdc.Insert, V: int64(w.Sentinel)})
+		} else {
+			for seq := range 2 + mathrand.IntN(CrashMaxTxEvents-1) {
+				id := 1 + mathrand.IntN(w.Keys)
+				v := int64(tx)*100 + int64(seq)
+				old, exists := rows[id]
+				switch {
+				case !exists:
+					stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", w.Table, id, v))
+					chs, rows[id] = append(chs, CrashChange{ID: id, Op: cdc.Insert, V: v}), v
+				case mathrand.IntN(3) == 0:
+					stmts = append(stmts, fmt.Sprintf("DELETE FROM %s WHERE id = %d", w.Table, id))
+					chs = append(chs, CrashChange{ID: id, Op: cdc.Delete, V: old})
+					delete(rows, id)
+				default:
+					stmts = append(stmts, fmt.Sprintf("UPDATE %s SET v = %d WHERE id = %d", w.Table, v, id))
+					chs, rows[id] = append(chs, CrashChange{ID: id, Op: cdc.Update, V: v}), v
+				}
+			}
+		}
+		if err := w.Commit(ctx, stmts); err != nil {
+			return err
+		}
+		w.Rows, w.Changes, w.Txs = rows, append(w.Changes, chs...), tx
+		if final {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// A short pause keeps the volume moderate, so the test stays quick.
+		time.Sleep(time.Duration(mathrand.IntN(3)) * time.Millisecond)
+	}
 }

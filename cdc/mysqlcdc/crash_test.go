@@ -3,13 +3,11 @@ package mysqlcdc_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 )
@@ -58,102 +56,38 @@ func TestMySQLCrashResume(t *testing.T) {
 	env := []string{myCrashDirEnv + "=" + dir, myCrashTableEnv + "=" + table,
 		myCrashServerEnv + "=" + strconv.FormatUint(uint64(nextServerID()), 10)}
 
-	w := &myCrashWriter{s: s, table: table, rows: map[int]int64{0: 0}}
-	log := cdctest.CrashScenario{
-		ChildTest: "^TestMySQLCrashChild$", Env: env, RunEnv: myCrashRunEnv, Dir: dir,
-		Kills: myCrashKills, Sentinel: myCrashSentinel, Write: w.run,
-	}.Run(ctx, t)
-
-	final := w.tableRows(t)
-	cdctest.CheckCrashSinkLog(t, log, w.changes, final)
-	t.Logf("%d transactions, %d changes, %d kills", w.txs, len(w.changes), myCrashKills)
-}
-
-// myCrashWriter commits numbered transactions of inserts, updates and deletes and remembers
-// every committed change. Each change writes a distinct v (so a change is recognisable in the
-// sink by its key, operation and v); deletes are recognised by the v of the row they removed,
-// which the full row image of the binlog carries.
-type myCrashWriter struct {
-	s       server
-	table   string
-	rows    map[int]int64         // committed contents
-	changes []cdctest.CrashChange // committed changes in commit order
-	txs     int
-}
-
-func (w *myCrashWriter) run(ctx context.Context, stop <-chan struct{}) error {
-	c, err := w.s.conn()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	q := quote(w.table)
-	for tx := 1; ; tx++ {
-		final := false
-		select {
-		case <-stop:
-			final = true
-		default:
-		}
-		rows := map[int]int64{}
-		for k, v := range w.rows {
-			rows[k] = v
-		}
-		var stmts []string
-		var chs []cdctest.CrashChange
-		if final {
-			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, myCrashSentinel, myCrashSentinel))
-			chs = append(chs, cdctest.CrashChange{ID: myCrashSentinel, Op: cdc.Insert, V: myCrashSentinel})
-		} else {
-			for seq := range 2 + rand.IntN(cdctest.CrashMaxTxEvents-1) {
-				id := 1 + rand.IntN(myCrashKeys)
-				v := int64(tx)*100 + int64(seq)
-				old, exists := rows[id]
-				switch {
-				case !exists:
-					stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, id, v))
-					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Insert, V: v}), v
-				case rand.IntN(3) == 0:
-					stmts = append(stmts, fmt.Sprintf("DELETE FROM %s WHERE id = %d", q, id))
-					chs = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Delete, V: old})
-					delete(rows, id)
-				default:
-					stmts = append(stmts, fmt.Sprintf("UPDATE %s SET v = %d WHERE id = %d", q, v, id))
-					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Update, V: v}), v
-				}
-			}
-		}
-		if _, err := c.Execute("BEGIN"); err != nil {
-			return err
-		}
-		for _, st := range stmts {
-			if _, err := c.Execute(st); err != nil {
-				return err
-			}
-		}
-		if _, err := c.Execute("COMMIT"); err != nil {
-			return err
-		}
-		w.rows, w.changes, w.txs = rows, append(w.changes, chs...), tx
-		if final {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// A short pause keeps the volume moderate, so the test stays quick.
-		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-	}
-}
-
-// tableRows reads the table's final contents from the server.
-func (w *myCrashWriter) tableRows(t *testing.T) map[int]int64 {
-	c, err := w.s.conn()
+	c, err := s.conn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := c.Execute("SELECT id, v FROM " + quote(w.table))
+	w := &cdctest.CrashWriter{Table: quote(table), Keys: myCrashKeys, Sentinel: myCrashSentinel, Rows: map[int]int64{0: 0},
+		Commit: func(_ context.Context, stmts []string) error {
+			for _, st := range append(append([]string{"BEGIN"}, stmts...), "COMMIT") {
+				if _, err := c.Execute(st); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+	log := cdctest.CrashScenario{
+		ChildTest: "^TestMySQLCrashChild$", Env: env, RunEnv: myCrashRunEnv, Dir: dir,
+		Kills: myCrashKills, Sentinel: myCrashSentinel, Write: w.Run,
+	}.Run(ctx, t)
+
+	final := myTableRows(t, s, table)
+	cdctest.CheckCrashSinkLog(t, log, w.Changes, final)
+	t.Logf("%d transactions, %d changes, %d kills", w.Txs, len(w.Changes), myCrashKills)
+}
+
+// myTableRows reads the table's final contents from the server.
+func myTableRows(t *testing.T, s server, table string) map[int]int64 {
+	c, err := s.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Execute("SELECT id, v FROM " + quote(table))
 	if err != nil {
 		t.Fatal(err)
 	}

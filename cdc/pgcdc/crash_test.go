@@ -3,7 +3,6 @@ package pgcdc_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -67,87 +65,30 @@ func TestPostgresCrashResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	w := &pgCrashWriter{conn: conn, table: table, rows: map[int]int64{0: 0}}
+	w := &cdctest.CrashWriter{Table: quote(table), Keys: pgCrashKeys, Sentinel: pgCrashSentinel, Rows: map[int]int64{0: 0},
+		Commit: func(ctx context.Context, stmts []string) error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				for _, st := range stmts {
+					if _, err := tx.Exec(ctx, st); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}}
 	log := cdctest.CrashScenario{
 		ChildTest: "^TestPostgresCrashChild$", Env: env, RunEnv: pgCrashRunEnv, Dir: dir,
-		Kills: pgCrashKills, Sentinel: pgCrashSentinel, Write: w.run,
+		Kills: pgCrashKills, Sentinel: pgCrashSentinel, Write: w.Run,
 	}.Run(ctx, t)
 
-	final := w.tableRows(ctx, t)
-	cdctest.CheckCrashSinkLog(t, log, w.changes, final)
-	t.Logf("%d transactions, %d changes, %d kills", w.txs, len(w.changes), pgCrashKills)
+	final := pgTableRows(ctx, t, conn, table)
+	cdctest.CheckCrashSinkLog(t, log, w.Changes, final)
+	t.Logf("%d transactions, %d changes, %d kills", w.Txs, len(w.Changes), pgCrashKills)
 }
 
-// pgCrashWriter commits numbered transactions of inserts, updates and deletes and remembers
-// every committed change. Each change writes a distinct v (so a change is recognisable in the
-// sink by its key, operation and v); deletes are recognised by the v of the row they removed.
-type pgCrashWriter struct {
-	conn    *pgx.Conn
-	table   string
-	rows    map[int]int64         // committed contents
-	changes []cdctest.CrashChange // committed changes in commit order
-	txs     int
-}
-
-func (w *pgCrashWriter) run(ctx context.Context, stop <-chan struct{}) error {
-	q := quote(w.table)
-	for tx := 1; ; tx++ {
-		final := false
-		select {
-		case <-stop:
-			final = true
-		default:
-		}
-		rows := map[int]int64{}
-		for k, v := range w.rows {
-			rows[k] = v
-		}
-		var stmts []string
-		var chs []cdctest.CrashChange
-		if final {
-			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, pgCrashSentinel, pgCrashSentinel))
-			chs = append(chs, cdctest.CrashChange{ID: pgCrashSentinel, Op: cdc.Insert, V: pgCrashSentinel})
-		} else {
-			for seq := range 2 + rand.IntN(cdctest.CrashMaxTxEvents-1) {
-				id := 1 + rand.IntN(pgCrashKeys)
-				v := int64(tx)*100 + int64(seq)
-				old, exists := rows[id]
-				switch {
-				case !exists:
-					stmts = append(stmts, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", q, id, v))
-					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Insert, V: v}), v
-				case rand.IntN(3) == 0:
-					stmts = append(stmts, fmt.Sprintf("DELETE FROM %s WHERE id = %d", q, id))
-					chs = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Delete, V: old})
-					delete(rows, id)
-				default:
-					stmts = append(stmts, fmt.Sprintf("UPDATE %s SET v = %d WHERE id = %d", q, v, id))
-					chs, rows[id] = append(chs, cdctest.CrashChange{ID: id, Op: cdc.Update, V: v}), v
-				}
-			}
-		}
-		if err := pgx.BeginFunc(ctx, w.conn, func(tx pgx.Tx) error {
-			for _, st := range stmts {
-				if _, err := tx.Exec(ctx, st); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		w.rows, w.changes, w.txs = rows, append(w.changes, chs...), tx
-		if final {
-			return nil
-		}
-		// A short pause keeps the volume moderate, so the test stays quick.
-		time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-	}
-}
-
-// tableRows reads the table's final contents from the server.
-func (w *pgCrashWriter) tableRows(ctx context.Context, t *testing.T) map[int]int64 {
-	rs, err := w.conn.Query(ctx, "SELECT id, v FROM "+quote(w.table))
+// pgTableRows reads the table's final contents from the server.
+func pgTableRows(ctx context.Context, t *testing.T, conn *pgx.Conn, table string) map[int]int64 {
+	rs, err := conn.Query(ctx, "SELECT id, v FROM "+quote(table))
 	if err != nil {
 		t.Fatal(err)
 	}
