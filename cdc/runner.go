@@ -44,6 +44,8 @@ type RunnerOptions struct {
 	Clock Clock
 	// Rand supplies backoff jitter. Default a generator seeded at random.
 	Rand *rand.Rand
+	// Observer receives per-batch measurements for metrics. Default: none.
+	Observer Observer
 }
 
 // Clock is a time source; tests inject a fake one.
@@ -92,6 +94,9 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	}
 	if c.Rand == nil {
 		c.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
 	}
 	return c, nil
 }
@@ -331,6 +336,8 @@ type batch struct {
 	sinkEntry  []int      // toSink[i] is entries[sinkEntry[i]]
 	checkpoint Checkpoint // the last checkpoint among entries; nil when none ended a transaction
 	bytes      int
+	// newestCommit is the latest CommitTime among entries (zero: none had one).
+	newestCommit time.Time
 }
 
 func (b *batch) add(ev Event, size int) {
@@ -339,6 +346,9 @@ func (b *batch) add(ev Event, size int) {
 		b.toSink = append(b.toSink, ev)
 	}
 	b.entries = append(b.entries, ev)
+	if ev.CommitTime.After(b.newestCommit) {
+		b.newestCommit = ev.CommitTime
+	}
 	if ev.Checkpoint != nil {
 		b.checkpoint = ev.Checkpoint
 	}
@@ -352,10 +362,12 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	if len(b.entries) == 0 {
 		return nil
 	}
+	start := r.o.Clock.Now()
 	var dead []DeadLetter
+	attempts := 0
 	if len(b.toSink) > 0 {
 		var err error
-		if dead, err = r.write(ctx, b.toSink); err != nil {
+		if dead, attempts, err = r.write(ctx, b.toSink); err != nil {
 			return err
 		}
 	}
@@ -396,31 +408,38 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	r.lastSuccess = now
 	r.mu.Unlock()
 	r.log.Debug("batch done", "events", len(b.entries), "dead_letters", len(letters), "checkpoint", saved)
+	stats := BatchStats{Events: len(b.entries), DeadLetters: len(letters), Attempts: attempts, Duration: now.Sub(start), Checkpointed: saved}
+	if !b.newestCommit.IsZero() {
+		stats.Lag = max(now.Sub(b.newestCommit), 0)
+	}
+	r.o.Observer.BatchDone(stats)
 	*b = batch{}
 	return nil
 }
 
 // write offers events to the sink until it succeeds, fails fatally or ctx ends; backpressure
 // replays the identical slice after a jittered, bounded wait.
-func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, error) {
+// It returns the sink's dead letters and how many offers it took.
+func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, error) {
 	for attempt := 0; ; attempt++ {
 		dead, err := r.sink.Write(ctx, events)
 		if err == nil {
-			return dead, nil
+			return dead, attempt + 1, nil
 		}
 		var bp *BackpressureError
 		if !errors.As(err, &bp) {
-			return nil, r.fatal(ctx, "writing to the sink", err)
+			return nil, attempt + 1, r.fatal(ctx, "writing to the sink", err)
 		}
 		wait := r.backoff(attempt, bp.RetryAfter)
 		r.mu.Lock()
 		r.progress.Retries++
 		r.mu.Unlock()
 		r.log.Warn("sink backpressure, offering the batch again", "events", len(events), "attempt", attempt+1, "wait", wait, "err", err)
+		r.o.Observer.Backpressure(attempt+1, wait)
 		select {
 		case <-r.o.Clock.After(wait):
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, attempt + 1, ctx.Err()
 		}
 	}
 }

@@ -496,3 +496,55 @@ func TestRunnerOptionsValidation(t *testing.T) {
 		t.Fatal("BackoffMax below BackoffMin accepted")
 	}
 }
+
+// recordingObserver keeps what a runner reported.
+type recordingObserver struct {
+	batches []cdc.BatchStats
+	waits   []time.Duration
+	attempt []int
+}
+
+func (o *recordingObserver) BatchDone(s cdc.BatchStats) { o.batches = append(o.batches, s) }
+func (o *recordingObserver) Backpressure(attempt int, wait time.Duration) {
+	o.attempt = append(o.attempt, attempt)
+	o.waits = append(o.waits, wait)
+}
+
+func TestRunnerObserverSeesBatchesAndBackpressure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs := &recordingObserver{}
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 3, BackoffMin: time.Second, BackoffMax: time.Second, Observer: obs})
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			if call == 0 {
+				return nil, &cdc.BackpressureError{Err: errors.New("429")}
+			}
+			return []cdc.DeadLetter{{Index: 1, Reason: "mapping"}}, nil
+		}
+		st := h.run(t.Context())
+		evs := txEvents(1, 3)
+		committed := time.Now().Add(-time.Minute)
+		for i := range evs {
+			evs[i].CommitTime = committed
+		}
+		st.send(evs...)
+		time.Sleep(2 * time.Second) // virtual
+		synctest.Wait()
+		if len(obs.attempt) != 1 || obs.attempt[0] != 1 || obs.waits[0] < 500*time.Millisecond || obs.waits[0] > time.Second {
+			t.Fatalf("backpressure reports %v waits %v, want one first attempt within [0.5s, 1s]", obs.attempt, obs.waits)
+		}
+		if len(obs.batches) != 1 {
+			t.Fatalf("%d batch reports, want 1", len(obs.batches))
+		}
+		b := obs.batches[0]
+		if b.Events != 3 || b.DeadLetters != 1 || b.Attempts != 2 || !b.Checkpointed {
+			t.Fatalf("batch stats %+v", b)
+		}
+		if b.Duration < 500*time.Millisecond || b.Lag < time.Minute {
+			t.Fatalf("batch duration %v lag %v: want the backoff inside the duration and the lag from the commit time", b.Duration, b.Lag)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
