@@ -22,7 +22,7 @@ type BulkStats struct {
 	// Per-item outcomes of the answer: written, superseded by a newer version (409),
 	// dead-lettered, and pushed back (per-item 429, retried or handed back to the runner).
 	Applied, Superseded, DeadLettered, Retried int
-	Duration time.Duration // from sending the request to reading the whole answer
+	Duration                                   time.Duration // from sending the request to reading the whole answer
 }
 
 type noObserver struct{}
