@@ -32,9 +32,13 @@ const (
 	Update
 	Delete
 	Read // a row of an initial snapshot
+	// Truncate says every row of the table was removed at once (TRUNCATE TABLE). It carries
+	// no row: Before and After are nil. A mirror cannot apply it with versioned writes, so the
+	// sink reports it (see package sink); sources emit it so that it is never silently lost.
+	Truncate
 )
 
-var opNames = [...]string{"", "insert", "update", "delete", "read"}
+var opNames = [...]string{"", "insert", "update", "delete", "read", "truncate"}
 
 func (o Op) String() string {
 	if o != 0 && int(o) < len(opNames) {
