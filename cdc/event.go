@@ -35,6 +35,8 @@ const (
 	// Truncate says every row of the table was removed at once (TRUNCATE TABLE). It carries
 	// no row: Before and After are nil. A mirror cannot apply it with versioned writes, so the
 	// sink reports it (see package sink); sources emit it so that it is never silently lost.
+	// Otherwise it is positioned, versioned and checkpointed like a row change at its place
+	// in the source's history (one event per table when a statement truncates several).
 	Truncate
 )
 

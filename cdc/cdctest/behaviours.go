@@ -21,6 +21,7 @@ var behaviours = []behaviour{
 	{"SnapshotThenStream", testSnapshot},
 	{"SchemaChange", testSchemaChange},
 	{"MixedCaseNames", testMixedCase},
+	{"Types", testTypes},
 }
 
 func testOrder(ctx context.Context, t *testing.T, e *env) {

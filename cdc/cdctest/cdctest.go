@@ -23,6 +23,9 @@ type Harness struct {
 	// beforehand in the harness's database and schema), starting as mode says when it is
 	// opened without a checkpoint. The source's resources are released by t.Cleanup.
 	NewSource func(t *testing.T, mode cdc.SnapshotMode, tables ...string) cdc.Source
+	// Types returns the source's type matrix for the Types behaviour; suffix is unique to the
+	// run, for the names of types the matrix creates. Nil skips the behaviour.
+	Types func(suffix string) TypeMatrix
 }
 
 // Run runs every behaviour against h.

@@ -427,6 +427,11 @@ type CrashWriter struct {
 	// Commit runs stmts in one transaction.
 	Commit func(ctx context.Context, stmts []string) error
 
+	// Quiet, when set, runs after every 16th transaction: a quiet spell of the captured table,
+	// in which a source may move its server position without a change (pgcdc's idle
+	// checkpoints while other tables write), so that kills also land there.
+	Quiet func(ctx context.Context) error
+
 	Rows    map[int]int64 // committed contents; seed it with rows committed beforehand
 	Changes []CrashChange // committed changes in commit order
 	Txs     int
@@ -478,6 +483,12 @@ func (w *CrashWriter) Run(ctx context.Context, stop <-chan struct{}) error {
 			return err
 		}
 		// A short pause keeps the volume moderate, so the test stays quick.
+		if w.Quiet != nil && tx%16 == 0 {
+			if err := w.Quiet(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		time.Sleep(time.Duration(mathrand.IntN(3)) * time.Millisecond)
 	}
 }

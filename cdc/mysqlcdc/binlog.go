@@ -40,8 +40,16 @@ type reader struct {
 	txGTID     mysql.MariadbGTID
 	txMySQL    string
 	txTime     time.Time
-	txRows     int        // row changes so far, captured or not: the GTID version ordinal
-	held       *cdc.Event // the latest event, held until we know whether it ends the transaction
+	txGTIDText string // txGTID as text, made once per transaction
+	txRows     int    // row changes so far, captured or not: the GTID version ordinal
+	// held is the latest event (when holding), held until we know whether it ends the
+	// transaction; kept by value, since a pointer would cost an allocation per event.
+	held    cdc.Event
+	holding bool
+
+	// The binlog index of indexedFile, the file last versioned (a pointer: nil until then).
+	indexedFile string
+	curIndex    *uint64
 
 	domain       uint32
 	domainSeen   bool
@@ -94,6 +102,11 @@ func (r *reader) gtidPos() string {
 		}
 		return r.mysqlGTID.String()
 	}
+	if len(r.mariaGTID) == 1 { // the usual single domain: no sorting, no joining
+		for _, g := range r.mariaGTID {
+			return gtidText(g)
+		}
+	}
 	domains := make([]uint32, 0, len(r.mariaGTID))
 	for d := range r.mariaGTID {
 		domains = append(domains, d)
@@ -101,8 +114,7 @@ func (r *reader) gtidPos() string {
 	sort.Slice(domains, func(i, j int) bool { return domains[i] < domains[j] })
 	parts := make([]string, len(domains))
 	for i, d := range domains {
-		g := r.mariaGTID[d]
-		parts[i] = g.String()
+		parts[i] = gtidText(r.mariaGTID[d])
 	}
 	return strings.Join(parts, ",")
 }
@@ -174,11 +186,12 @@ func (r *reader) syncOnce(ctx context.Context) (progressed bool, err error) {
 		ReadTimeout:             4 * o.Heartbeat,
 		DisableRetrySync:        true, // we resume from commit points; go-mysql could resume mid-transaction
 		VerifyChecksum:          true,
+		RowsEventDecodeFunc:     deferRows, // images are decoded by the reader (rowsdecode.go)
 		Logger:                  libraryLogger(r.src.log),
 	})
 	defer syncer.Close()
 
-	r.inTx, r.held = false, nil
+	r.inTx, r.held, r.holding = false, cdc.Event{}, false
 	r.curFile = r.file
 	var streamer *replication.BinlogStreamer
 	if r.useGTID {
@@ -217,7 +230,8 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		}
 		r.begin(ev.Header)
 		r.txGTID = e.GTID
-		r.txID = e.GTID.String()
+		r.txID = gtidText(e.GTID)
+		r.txGTIDText = r.txID
 		r.standalone = e.IsStandalone()
 		r.checkDomain(e.GTID.DomainID)
 	case *replication.GTIDEvent:
@@ -245,22 +259,22 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 // flushOrphan sends a held event whose transaction ended without a commit event this reader
 // understood (it should not happen): delivering it without a checkpoint beats losing it.
 func (r *reader) flushOrphan(ctx context.Context) error {
-	if r.held == nil {
+	if !r.holding {
 		return nil
 	}
 	r.src.log.Warn("mysqlcdc: a transaction ended without a recognized commit event",
 		"source", r.src.opts.SourceName, "position", r.held.Position.String())
-	ev := *r.held
-	r.held = nil
+	ev := r.held
+	r.held, r.holding = cdc.Event{}, false
 	return r.st.send(ctx, ev)
 }
 
 func (r *reader) begin(h *replication.EventHeader) {
 	r.inTx, r.standalone = true, false
-	r.txID, r.txMySQL, r.txGTID = "", "", mysql.MariadbGTID{}
+	r.txID, r.txMySQL, r.txGTID, r.txGTIDText = "", "", mysql.MariadbGTID{}, ""
 	r.txTime = time.Unix(int64(h.Timestamp), 0).UTC()
 	r.txRows = 0
-	r.held = nil
+	r.held, r.holding = cdc.Event{}, false
 }
 
 // checkDomain warns once when a second MariaDB GTID domain appears: sequence numbers of
@@ -298,6 +312,14 @@ func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		return nil
 	}
 	if isDDL(word) {
+		if !r.inTx {
+			r.begin(ev.Header)
+		}
+		if word == "TRUNCATE" {
+			if err := r.truncate(ctx, ev.Header, e, q); err != nil {
+				return err
+			}
+		}
 		// The next row of any table is read with a fresh catalog schema. Cheaper than parsing
 		// the statement for table names, and DDL is rare.
 		clear(r.tables)
@@ -351,23 +373,24 @@ func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
 		}
 	}
 	r.inTx = false
-	if r.held == nil {
+	if !r.holding {
 		return nil
 	}
-	ev := *r.held
-	r.held = nil
+	ev := r.held
+	r.held, r.holding = cdc.Event{}, false
 	ev.Checkpoint = r.checkpoint()
 	return r.st.send(ctx, ev)
 }
 
 // emit holds ev and sends the previously held event, which is now known not to be last.
 func (r *reader) emit(ctx context.Context, ev cdc.Event) error {
-	prev := r.held
-	r.held = &ev
-	if prev != nil {
-		return r.st.send(ctx, *prev)
+	if !r.holding {
+		r.held, r.holding = ev, true
+		return nil
 	}
-	return nil
+	prev := r.held
+	r.held = ev
+	return r.st.send(ctx, prev)
 }
 
 // binlogError wraps go-mysql's errors, whose text carries stack traces, with a readable message
@@ -383,6 +406,10 @@ func (e *binlogError) Error() string {
 	op := e.op
 	if op == "" {
 		op = "read binlog"
+	}
+	// go-mysql's parse errors quote the event's bytes (row data): only their place is told.
+	if ee := (*replication.EventError)(nil); errors.As(e.err, &ee) && ee.Header != nil {
+		return fmt.Sprintf("mysqlcdc: %s: cannot parse the %v event ending at %d", op, ee.Header.EventType, ee.Header.LogPos)
 	}
 	var keep []string
 	for _, line := range strings.Split(e.err.Error(), "\n") {

@@ -20,6 +20,10 @@ type table struct {
 	// verified is the last table map found to agree with the schema; each transaction brings
 	// a new one, so this saves the check for the rest of the transaction.
 	verified *replication.TableMapEvent
+	// plan is how the images of planTM's rows events are read (nil: by go-mysql); like
+	// verified, it serves the rest of a transaction.
+	planTM *replication.TableMapEvent
+	plan   []colPlan
 }
 
 // errNoTable says the catalog does not know a table (dropped, or never created).

@@ -90,6 +90,16 @@
 // catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
 // rebuilt from the table map, keeping the catalog's description of unchanged columns.
 //
+// # Truncate
+//
+// TRUNCATE TABLE is logged as a statement, not as row deletes. A truncate of a captured table
+// becomes one cdc.Truncate event (no row; the table's schema; positioned and versioned like a
+// row change at the statement's place, so it orders between the rows before and after it);
+// it is its own transaction, so it carries a checkpoint. The table is read from the statement
+// (a name without a database is resolved in the database the statement ran in); truncates of
+// other tables produce nothing. Like other DDL it empties the schema cache. ALTER TABLE ...
+// TRUNCATE PARTITION removes rows without row events and is not reported.
+//
 // # Values
 //
 // Binlog and snapshot produce the same values (cdc/value.go): signed integers and YEAR as int64;
@@ -105,11 +115,24 @@
 // that it reads exactly what the binlog carries. A row that cannot be decoded is delivered with
 // Event.Malformed set; errors never quote row data.
 //
+// # Decoding
+//
+// go-mysql's parser reads every event, but a rows event's row images are decoded here, straight
+// from the event's bytes into the normalized values (rowsdecode.go, binvalues.go), through the
+// parser's rows-event hook: go-mysql would box each value, format temporal values with fmt and
+// hand over strings that would then be parsed back, copied or re-encoded. The values are
+// exactly those of go-mysql's decoding normalized as above (a test compares both on every
+// storage format); JSON is compacted by a one-pass validator that accepts and writes what
+// encoding/json.Compact does (jsoncompact.go, tested against it). go-mysql still decodes what
+// this decoder leaves to it: MySQL's binary JSON, MySQL's partial JSON updates, v0 rows events,
+// and the types of the last paragraph of Deviations. In an update, a column whose bytes are the same in both images
+// gets the same value in Before and After; CHAR and VARCHAR strings in UTF-8 share the event's
+// buffer, as go-mysql's own decoded strings do. Values are immutable: never modify one.
+//
 // # Deviations
 //
 // XA transactions are not supported: their rows are delivered at XA PREPARE, without a
-// checkpoint of their own. TRUNCATE TABLE is logged as a statement, not as row deletes: it refreshes the schema but
-// produces no events. Partial row images (binlog_row_image=MINIMAL or NOBLOB) are not supported.
+// checkpoint of their own. Partial row images (binlog_row_image=MINIMAL or NOBLOB) are not supported.
 // MariaDB's UUID (KindUUID), INET4 and INET6 (KindOther) come out as the server's text forms.
 // Other types (spatial aside) not named above come out as the server's text in a snapshot and
 // as go-mysql's decoding in the stream, which may differ. MySQL's

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 )
 
 // Version layouts; doc.go explains them and their limits.
@@ -111,8 +115,43 @@ const checkpointFormat = 1
 
 func (c checkpoint) encode() []byte {
 	c.Format = checkpointFormat
-	b, _ := json.Marshal(c) // a struct of strings and integers always marshals
-	return b
+	if c.Snapshot != nil {
+		b, _ := json.Marshal(c) // a struct of strings and integers always marshals
+		return b
+	}
+	// A streamed transaction's checkpoint, written once per transaction: by hand, in the
+	// form json.Marshal gives it (field order and omitempty; strings are escaped for JSON,
+	// not for HTML, which decodes the same).
+	b := make([]byte, 0, 64+len(c.File)+len(c.GTID))
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(c.Format), 10)
+	b = append(b, `,"file":`...)
+	b = jsonenc.AppendString(b, c.File)
+	b = append(b, `,"pos":`...)
+	b = strconv.AppendUint(b, uint64(c.Pos), 10)
+	if c.GTID != "" {
+		b = append(b, `,"gtid":`...)
+		b = jsonenc.AppendString(b, c.GTID)
+	}
+	if c.UseGTID {
+		b = append(b, `,"use_gtid":true`...)
+	}
+	return append(b, '}')
+}
+
+// gtidText renders a MariaDB GTID as go-mysql's String does ("domain-server-sequence", "" for
+// the zero GTID), without fmt: it is rendered once or twice per transaction.
+func gtidText(g mysql.MariadbGTID) string {
+	if g.DomainID == 0 && g.ServerID == 0 && g.SequenceNumber == 0 {
+		return ""
+	}
+	var buf [64]byte
+	b := strconv.AppendUint(buf[:0], uint64(g.DomainID), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, uint64(g.ServerID), 10)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, g.SequenceNumber, 10)
+	return string(b)
 }
 
 func decodeCheckpoint(b []byte) (checkpoint, error) {

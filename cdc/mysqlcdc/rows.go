@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -28,10 +30,35 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	if e.Table == nil {
 		return nil
 	}
+	images, deferred := pendingImages(e)
+	pair, compressed, direct := imageLayout(h.EventType)
+	if deferred && !direct {
+		if err := decodeWithGoMySQL(e, images); err != nil {
+			return err
+		}
+		deferred = false
+	}
+	body := images // what the direct decoder reads: the images, decompressed
+	if deferred && compressed {
+		var err error
+		if body, err = mysql.DecompressMariadbData(images); err != nil {
+			return &binlogError{op: "decompress rows event", err: err}
+		}
+	}
 	name := TableName{Database: string(e.Table.Schema), Table: string(e.Table.Table)}
 	first := r.txRows
-	r.txRows += len(e.Rows) / step
 	if !r.src.captured[name] {
+		if deferred {
+			n, ok := countRows(e.Table, e, pair, body)
+			if ok {
+				r.txRows += n
+				return nil
+			}
+			if err := decodeWithGoMySQL(e, images); err != nil {
+				return err
+			}
+		}
+		r.txRows += len(e.Rows) / step
 		return nil
 	}
 	if !r.inTx {
@@ -42,13 +69,20 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	if schemaErr != nil && !errors.Is(schemaErr, errSchemaMismatch) && !errors.Is(schemaErr, errNoTable) {
 		return schemaErr
 	}
-	for i := 0; i+step <= len(e.Rows); i += step {
-		ordinal := i / step
-		if r.useGTID && r.src.opts.Flavor == MariaDB {
-			ordinal = first + i/step
+	if deferred {
+		if schemaErr == nil {
+			if plan, ok := t.planFor(e.Table); ok {
+				return r.decodedRows(ctx, h, op, id, t, newRowDecoder(plan, e, pair, body), first)
+			}
 		}
+		if err := decodeWithGoMySQL(e, images); err != nil {
+			return err
+		}
+	}
+	r.txRows = first + len(e.Rows)/step
+	for i := 0; i+step <= len(e.Rows); i += step {
 		ev := cdc.Event{Op: op, Table: id, CommitTime: r.txTime, TxID: r.txID,
-			Position: r.position(h, ordinal)}
+			Position: r.position(h, r.ordinal(first, i/step))}
 		if schemaErr != nil {
 			ev.Malformed = schemaErr
 		} else {
@@ -75,20 +109,77 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	return nil
 }
 
+// decodedRows emits the rows of an event whose images d reads straight from the event.
+func (r *reader) decodedRows(ctx context.Context, h *replication.EventHeader, op cdc.Op, id cdc.TableID, t *table, d *rowDecoder, first int) (err error) {
+	defer func() {
+		// A malformed image makes the decoder index past its data (the event is cut short or
+		// does not follow its table map): an error like go-mysql's parse errors, not a crash.
+		if p := recover(); p != nil {
+			if _, ok := p.(runtime.Error); !ok && p != errCorruptRows {
+				panic(p)
+			}
+			err = &binlogError{op: "decode rows event", err: errCorruptRows}
+		}
+	}()
+	n := 0
+	for ; d.more(); n++ {
+		ev := cdc.Event{Op: op, Table: id, Schema: t.schema, CommitTime: r.txTime, TxID: r.txID,
+			Position: r.position(h, r.ordinal(first, n))}
+		var err error
+		switch op {
+		case cdc.Insert:
+			ev.After, err = d.next(false)
+		case cdc.Delete:
+			ev.Before, err = d.next(false)
+		case cdc.Update:
+			var afterErr error
+			ev.Before, err = d.next(false)
+			ev.After, afterErr = d.next(true)
+			if err == nil {
+				err = afterErr
+			}
+		}
+		if err != nil {
+			ev.Before, ev.After, ev.Malformed = nil, nil, err
+		}
+		r.txRows = first + n + 1
+		if err := r.emit(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ordinal is the version ordinal of the i-th row of a rows event whose first row is the
+// transaction's first-th: within the transaction for MariaDB GTID versions, within the event
+// for file versions.
+func (r *reader) ordinal(first, i int) int {
+	if r.useGTID && r.src.opts.Flavor == MariaDB {
+		return first + i
+	}
+	return i
+}
+
 // position derives a streamed row's position and version.
 func (r *reader) position(h *replication.EventHeader, ordinal int) Position {
 	p := Position{File: r.curFile, Pos: h.LogPos, Row: ordinal}
 	var ok bool
 	if r.useGTID && r.src.opts.Flavor == MariaDB {
-		p.GTID = r.txGTID.String()
+		if r.txGTIDText == "" {
+			r.txGTIDText = gtidText(r.txGTID)
+		}
+		p.GTID = r.txGTIDText
 		p.version, ok = gtidVersion(r.txGTID.SequenceNumber, ordinal)
 	} else {
 		p.GTID = r.txMySQL
-		idx, err := binlogIndex(r.curFile)
-		if err != nil {
-			r.src.log.Error("mysqlcdc: cannot derive versions", "source", r.src.opts.SourceName, "error", err)
+		if r.indexedFile != r.curFile || r.curIndex == nil {
+			idx, err := binlogIndex(r.curFile)
+			if err != nil {
+				r.src.log.Error("mysqlcdc: cannot derive versions", "source", r.src.opts.SourceName, "error", err)
+			}
+			r.indexedFile, r.curIndex = r.curFile, &idx
 		}
-		p.version, ok = fileVersion(idx, h.LogPos, ordinal)
+		p.version, ok = fileVersion(*r.curIndex, h.LogPos, ordinal)
 	}
 	if !ok && !r.warnedWidth {
 		r.warnedWidth = true

@@ -46,6 +46,11 @@ func (s *stream) start(body func(ctx context.Context) error) {
 // send delivers ev unless ctx ends first.
 func (s *stream) send(ctx context.Context, ev cdc.Event) error {
 	select {
+	case s.events <- ev: // the common case, without the cost of a two-way select
+		return nil
+	default:
+	}
+	select {
 	case s.events <- ev:
 		return nil
 	case <-ctx.Done():

@@ -121,7 +121,7 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 		col.Precision = int(meta)
 	}
 	col.Kind = c.kind
-	return col, c
+	return col, c // not prepared: agrees only compares it; fromTableMap prepares what it keeps
 }
 
 // compatible says whether values described by the table map (tc, tcol) decode correctly with
@@ -154,7 +154,8 @@ func compatible(ccol *cdc.Column, cc *colCodec, tcol *cdc.Column, tc *colCodec) 
 // agrees says whether a table map describes t: same column count and, as far as the table map
 // tells (binlog_row_metadata=FULL), the same names and compatible types.
 func (t *table) agrees(tm *replication.TableMapEvent) bool {
-	if t.verified == tm {
+	if t.verified == tm || t.verified != nil && sameTableMap(t.verified, tm) {
+		t.verified = tm
 		return true
 	}
 	if int(tm.ColumnCount) != len(t.schema.Columns) {
@@ -194,8 +195,11 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent) *table {
 		tcol, tc := tmColumn(tm, md, i, n, ccol)
 		if k >= 0 && compatible(ccol, &cat.codecs[k], &tcol, &tc) {
 			tcol, tc = *ccol, cat.codecs[k]
-		} else if ccol != nil {
-			tcol.SourceType = "" // the catalog's spelling is of a later type
+		} else {
+			tc.prepare()
+			if ccol != nil {
+				tcol.SourceType = "" // the catalog's spelling is of a later type
+			}
 		}
 		t.schema.Columns = append(t.schema.Columns, tcol)
 		t.codecs = append(t.codecs, tc)
@@ -218,4 +222,27 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent) *table {
 func tableMapKey(id cdc.TableID, tm *replication.TableMapEvent) string {
 	return fmt.Sprint(id.String(), tm.ColumnNameString(), tm.ColumnType, tm.ColumnMeta,
 		tm.EnumStrValueString(), tm.SetStrValueString(), tm.UnsignedMap(), tm.CollationMap())
+}
+
+// sameTableMap says whether two table maps describe the same columns the same way: each
+// transaction brings a table map of its own, nearly always equal to the last one, and
+// comparing bytes is much cheaper than checking one against the schema again.
+func sameTableMap(a, b *replication.TableMapEvent) bool {
+	return a.ColumnCount == b.ColumnCount && string(a.Schema) == string(b.Schema) && string(a.Table) == string(b.Table) &&
+		string(a.ColumnType) == string(b.ColumnType) && slices.Equal(a.ColumnMeta, b.ColumnMeta) &&
+		string(a.NullBitmap) == string(b.NullBitmap) && string(a.SignednessBitmap) == string(b.SignednessBitmap) &&
+		slices.Equal(a.DefaultCharset, b.DefaultCharset) && slices.Equal(a.ColumnCharset, b.ColumnCharset) &&
+		slices.Equal(a.EnumSetDefaultCharset, b.EnumSetDefaultCharset) && slices.Equal(a.EnumSetColumnCharset, b.EnumSetColumnCharset) &&
+		sameByteLists(a.ColumnName, b.ColumnName) && sameLabelLists(a.EnumStrValue, b.EnumStrValue) &&
+		sameLabelLists(a.SetStrValue, b.SetStrValue) && slices.Equal(a.PrimaryKey, b.PrimaryKey) &&
+		slices.Equal(a.PrimaryKeyPrefix, b.PrimaryKeyPrefix) && slices.Equal(a.GeometryType, b.GeometryType) &&
+		string(a.VisibilityBitmap) == string(b.VisibilityBitmap)
+}
+
+func sameByteLists(a, b [][]byte) bool {
+	return slices.EqualFunc(a, b, func(x, y []byte) bool { return string(x) == string(y) })
+}
+
+func sameLabelLists(a, b [][][]byte) bool {
+	return slices.EqualFunc(a, b, sameByteLists)
 }

@@ -1,8 +1,14 @@
 package mysqlcdc
 
 import (
+	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-dev/tributary/cdc"
 )
@@ -151,5 +157,102 @@ func TestUnixTimestampMicros(t *testing.T) {
 		if got, err := unixTimestampMicros(in); err != nil || got != want {
 			t.Errorf("unixTimestampMicros(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+}
+
+func TestTruncatedTableNames(t *testing.T) {
+	cases := []struct {
+		q, db string
+		want  TableName
+		ok    bool
+	}{
+		{"TRUNCATE TABLE t", "d", TableName{"d", "t"}, true},
+		{"truncate t", "d", TableName{"d", "t"}, true},
+		{"TRUNCATE `Mixed Case`", "d", TableName{"d", "Mixed Case"}, true},
+		{"TRUNCATE TABLE `db`.`t`", "other", TableName{"db", "t"}, true},
+		{"TRUNCATE TABLE db . t", "", TableName{"db", "t"}, true},
+		{"TRUNCATE TABLE `a``b`.\"c\"\"d\"", "", TableName{"a`b", `c"d`}, true},
+		{"/* c1 */ TRUNCATE /* c2 */ TABLE -- c3\n `t` WAIT 5", "d", TableName{"d", "t"}, true},
+		{"TRUNCATE TABLE table_x", "d", TableName{"d", "table_x"}, true},
+		{"TRUNCATE tablé", "d", TableName{"d", "tablé"}, true},
+		{"TRUNCATE TABLE t", "", TableName{}, false}, // no default database to resolve it in
+		{"TRUNCATE TABLE `unterminated", "d", TableName{}, false},
+		{"TRUNCATE TABLE ``", "d", TableName{}, false},
+		{"TRUNCATEX t", "d", TableName{}, false},
+		{"DELETE FROM t", "d", TableName{}, false},
+	}
+	for _, c := range cases {
+		got, ok := truncatedTable(c.q, c.db)
+		if ok != c.ok || got != c.want {
+			t.Errorf("truncatedTable(%q, %q) = %v, %v; want %v, %v", c.q, c.db, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestCheckpointEncodingMatchesJSON checks the hand-written checkpoint encoding against
+// encoding/json, and gtidText against go-mysql's String.
+func TestCheckpointEncodingMatchesJSON(t *testing.T) {
+	for _, c := range []checkpoint{
+		{File: "mariadb-bin.000042", Pos: 1234},
+		{File: "mariadb-bin.000042", Pos: 4, GTID: "0-1-99,1-2-3", UseGTID: true},
+		{File: `odd "name"\ \x01`, Pos: 1<<32 - 1, UseGTID: true},
+		{File: "f.000001", Pos: 4, Snapshot: &snapshotMark{Done: []TableName{{"d", "t"}}}},
+	} {
+		want := c
+		want.Format = checkpointFormat
+		wantJSON, _ := json.Marshal(want)
+		if got := c.encode(); string(got) != string(wantJSON) {
+			t.Errorf("encode() = %s, json.Marshal %s", got, wantJSON)
+		}
+	}
+	for _, g := range []mysql.MariadbGTID{{}, {DomainID: 0, ServerID: 1, SequenceNumber: 2}, {DomainID: 1<<32 - 1, ServerID: 7, SequenceNumber: 1<<64 - 1}} {
+		if got, want := gtidText(g), g.String(); got != want {
+			t.Errorf("gtidText(%+v) = %q, String() %q", g, got, want)
+		}
+	}
+}
+
+// TestBinlogErrorsCarryNoRowData checks that go-mysql's parse errors, which quote the event's
+// bytes, lose them in binlogError's message.
+func TestBinlogErrorsCarryNoRowData(t *testing.T) {
+	secret := "row-data-4711"
+	parseErr := &replication.EventError{Header: &replication.EventHeader{EventType: replication.WRITE_ROWS_EVENTv1, LogPos: 99},
+		Err: "parse rows event panic, data " + secret, Data: []byte(secret)}
+	for _, err := range []error{
+		&binlogError{err: parseErr},
+		&binlogError{op: "decode rows event", err: &quietError{msg: "go-mysql cannot decode the row images", cause: errors.New(secret)}},
+	} {
+		if msg := err.Error(); strings.Contains(msg, secret) || !strings.HasPrefix(msg, "mysqlcdc: ") {
+			t.Errorf("message %q", msg)
+		}
+	}
+	var ee *replication.EventError
+	if !errors.As(&binlogError{err: parseErr}, &ee) {
+		t.Error("the parse error is not reachable through errors.As")
+	}
+}
+
+// TestSingleByteMapsMatchTheCharsetDecoder checks the byte maps of the single-byte character
+// sets against internal/charset on every byte, alone and in a string.
+func TestSingleByteMapsMatchTheCharsetDecoder(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for cs := range singleByteCharsets {
+		m := singleByteMap(cs)
+		if m == nil {
+			t.Errorf("%s: no byte map", cs)
+			continue
+		}
+		for _, b := range [][]byte{all, []byte("plain ascii"), {}} {
+			want, err := decodeText(cs, b)
+			if got := decodeByteMap(m, b); err != nil || got != want {
+				t.Errorf("%s: %q, the decoder %q (%v)", cs, got, want, err)
+			}
+		}
+	}
+	if singleByteMap("utf8mb4") != nil || singleByteMap("sjis") != nil {
+		t.Error("a byte map for a character set that is not single-byte")
 	}
 }

@@ -5,13 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -50,6 +49,38 @@ type colCodec struct {
 	padTo   int    // BINARY(n): the binlog strips trailing zero bytes the server pads back on read
 	charset string // CHAR/VARCHAR character set
 	labels  []string
+
+	// Set by prepare, for the binlog's hot path.
+	utf8     bool         // charset needs no conversion
+	byteMap  *[256]string // charset is a single-byte one: each byte's UTF-8
+	labelVal []cdc.Value  // ENUM labels, already boxed
+	setVal   []cdc.Value  // SET values by bit mask, for a few labels
+}
+
+// maxCachedSetLabels bounds the SET values prepare renders ahead: 2^n of them.
+const maxCachedSetLabels = 6
+
+// prepare derives what decoding a row can then look up instead of computing or allocating
+// each time: values are immutable, so one boxed label serves every row.
+func (c *colCodec) prepare() {
+	c.utf8 = isUTF8(c.charset)
+	if c.class == classString && !c.utf8 {
+		c.byteMap = singleByteMap(c.charset)
+	}
+	switch c.class {
+	case classEnum:
+		c.labelVal = make([]cdc.Value, len(c.labels))
+		for i, l := range c.labels {
+			c.labelVal[i] = l
+		}
+	case classSet:
+		if len(c.labels) <= maxCachedSetLabels {
+			c.setVal = make([]cdc.Value, 1<<len(c.labels))
+			for mask := range c.setVal {
+				c.setVal[mask], _ = c.joinSet(uint64(mask))
+			}
+		}
+	}
 }
 
 // describeColumn maps an INFORMATION_SCHEMA.COLUMNS row to a cdc.Column and its codec.
@@ -114,6 +145,7 @@ func describeColumn(name, dataType, colType, charset string, length, precision, 
 		c.class = classInet6
 	}
 	col.Kind = c.kind
+	c.prepare()
 	return col, c
 }
 
@@ -313,11 +345,21 @@ func (c *colCodec) enumLabel(n uint64) (cdc.Value, error) {
 	if n > uint64(len(c.labels)) {
 		return nil, fmt.Errorf("mysqlcdc: ENUM index %d beyond the %d labels of the schema", n, len(c.labels))
 	}
+	if c.labelVal != nil {
+		return c.labelVal[n-1], nil
+	}
 	return c.labels[n-1], nil
 }
 
 // setLabels maps a SET bit mask to its labels in declaration order, joined by ",".
 func (c *colCodec) setLabels(mask uint64) (cdc.Value, error) {
+	if mask < uint64(len(c.setVal)) {
+		return c.setVal[mask], nil
+	}
+	return c.joinSet(mask)
+}
+
+func (c *colCodec) joinSet(mask uint64) (cdc.Value, error) {
 	var parts []string
 	for i := range c.labels {
 		if mask&(1<<i) != 0 {
@@ -377,20 +419,10 @@ func textOf(fv *mysql.FieldValue) string {
 // shortestFloat32 widens a FLOAT to the float64 of its shortest round-tripping decimal, so 0.1
 // stays 0.1 rather than becoming 0.10000000149011612.
 func shortestFloat32(f float32) float64 {
-	d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	var buf [32]byte
+	b := strconv.AppendFloat(buf[:0], float64(f), 'g', -1, 32)
+	d, _ := strconv.ParseFloat(unsafe.String(unsafe.SliceData(b), len(b)), 64) // not kept
 	return d
-}
-
-func compactJSON(b []byte) (cdc.Value, error) {
-	if len(b) == 0 {
-		return cdc.RawJSON("null"), nil // MySQL's empty JSON document, see go-mysql's decoder
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil {
-		// The decoder's message quotes the offending byte; row data stays out of errors.
-		return nil, errors.New("mysqlcdc: JSON column holds invalid JSON")
-	}
-	return cdc.RawJSON(out.Bytes()), nil
 }
 
 // timestampMicros parses the decoder's TIMESTAMP string (UTC); MySQL's zero timestamp, stored as

@@ -65,7 +65,26 @@ func TestPostgresCrashResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
+	// Quiet spells of the captured table while another one writes, longer than the child's
+	// idle-checkpoint interval: kills also land after an idle note moved the slot past the
+	// stored checkpoint, and the restart must prove that sound.
+	other := "crashother_" + suffix(t)
+	if err := execSQL(ctx, dsn, false, fmt.Sprintf("CREATE TABLE %s (id int, v bigint)", quote(other))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = execSQL(context.Background(), dsn, false, "DROP TABLE IF EXISTS "+quote(other)) })
 	w := &cdctest.CrashWriter{Table: quote(table), Keys: pgCrashKeys, Sentinel: pgCrashSentinel, Rows: map[int]int64{0: 0},
+		Quiet: func(ctx context.Context) error {
+			if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT g, g FROM generate_series(1, 2000) g", quote(other))); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(300 * time.Millisecond):
+				return nil
+			}
+		},
 		Commit: func(ctx context.Context, stmts []string) error {
 			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 				for _, st := range stmts {
@@ -119,7 +138,9 @@ func TestPostgresCrashChild(t *testing.T) {
 		Tables: []pgcdc.Table{{Name: os.Getenv(pgCrashTableEnv)}},
 		// Acks reach the slot promptly, so a killed run's successor finds the slot's confirmed
 		// position moving as in production, not stuck at the start.
-		StatusInterval: 100 * time.Millisecond,
+		StatusInterval: 20 * time.Millisecond,
+		// Shorter than the writer's quiet spells (CrashWriter.IdlePause).
+		IdleCheckpointInterval: 20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,7 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 	case *pglogrepl.BeginMessage:
 		st.tx = txState{xid: strconv.FormatUint(uint64(m.Xid), 10), commitLSN: m.FinalLSN, commitTime: m.CommitTime}
 		st.pendingTx = nil
+		st.inTx = true
 	case *pglogrepl.RelationMessage:
 		return st.handleRelation(ctx, m)
 	case *pglogrepl.InsertMessage:
@@ -58,14 +59,11 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 	case *pglogrepl.DeleteMessage:
 		return st.change(ctx, at, m.RelationID, cdc.Delete, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
-		// Rows of a truncated table produce no row events: the source cannot say which rows
-		// existed. Skipped with a warning (doc.go, Truncate).
-		for _, id := range m.RelationIDs {
-			if rel := st.relations[id]; rel != nil && rel.captured {
-				st.opts().Logger.Warn("pgcdc: TRUNCATE skipped: the destination keeps the table's rows", "table", rel.info.schema.ID.String())
-			}
-		}
+		return st.truncate(ctx, at, m)
+	case *pglogrepl.LogicalDecodingMessage:
+		return st.handleLogicalMessage(m)
 	case *pglogrepl.CommitMessage:
+		st.inTx = false
 		if st.pendingTx != nil {
 			ev := *st.pendingTx
 			st.pendingTx = nil
@@ -133,6 +131,46 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 	return nil
 }
 
+// truncate turns one Truncate message into a cdc.Truncate event per captured table it names
+// (one TRUNCATE statement may name several tables, and CASCADE adds the tables referencing
+// them). The events share the message's WAL position: each is the only change of its table
+// at that point, so versions stay strictly increasing per table. The CASCADE and RESTART
+// IDENTITY options are not carried: every named table lost all of its rows either way.
+func (st *stream) truncate(ctx context.Context, at pglogrepl.LSN, m *pglogrepl.TruncateMessage) error {
+	for _, id := range m.RelationIDs {
+		rel := st.relations[id]
+		if rel == nil {
+			return fmt.Errorf("pgcdc: truncate of relation %d before its relation message", id)
+		}
+		if !rel.captured {
+			continue
+		}
+		if err := st.verifyCaptured(); err != nil {
+			return err
+		}
+		ev := st.rowEvent(cdc.Truncate, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
+		ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
+		if err := st.hold(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hold delivers the transaction's previous event and keeps ev back, so that the commit can
+// put the checkpoint on the transaction's last event.
+func (st *stream) hold(ctx context.Context, ev cdc.Event) error {
+	if st.pendingTx != nil {
+		prev := *st.pendingTx
+		if err := st.emit(ctx, prev); err != nil {
+			return err
+		}
+	}
+	st.pendingTx = &ev
+	st.touchIdle()
+	return nil
+}
+
 // change builds the event of one row change and delivers the previous one of the transaction:
 // each event is held back until the next arrives or the commit says it was the last.
 func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op cdc.Op, old, new *pglogrepl.TupleData) error {
@@ -142,6 +180,9 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op
 	}
 	if !rel.captured {
 		return nil
+	}
+	if err := st.verifyCaptured(); err != nil {
+		return err
 	}
 	ev := st.rowEvent(op, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
 	ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
@@ -160,14 +201,7 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op
 		err = errors.New("pgcdc: delete without an old key (REPLICA IDENTITY NOTHING?)")
 	}
 	ev.Malformed = err
-	if st.pendingTx != nil {
-		prev := *st.pendingTx
-		if err := st.emit(ctx, prev); err != nil {
-			return err
-		}
-	}
-	st.pendingTx = &ev
-	return nil
+	return st.hold(ctx, ev)
 }
 
 // errUnchangedToast marks an update whose new row lacks a TOASTed value the server did not

@@ -8,17 +8,20 @@
 //
 // # Requirements
 //
-// wal_level = logical, a free replication slot and walsender, and a role with REPLICATION
-// that may create the publication (or one made beforehand, Options.NoCreatePublication). The
+// PostgreSQL 14 or later (pgoutput's messages option), wal_level = logical, a free
+// replication slot and walsender, and a role with REPLICATION that may create the publication
+// (or one made beforehand, Options.NoCreatePublication). The
 // DSN is an ordinary SQL one; the replication connection adds replication=database.
 //
 // # Protocol
 //
-// Open ensures the publication (created with publish = 'insert, update, delete' for the
-// captured tables, FOR ALL TABLES when none are named) and the slot (CREATE_REPLICATION_SLOT
-// ... LOGICAL pgoutput), then runs START_REPLICATION with proto_version 1 and text values.
-// Begin, Relation, Insert, Update, Delete and Commit become events; Type and Origin messages
-// are ignored. Every change of a transaction is held back until the next one arrives, so the
+// Open ensures the publication (created with publish = 'insert, update, delete, truncate'
+// for the captured tables, FOR ALL TABLES when none are named) and the slot
+// (CREATE_REPLICATION_SLOT ... LOGICAL pgoutput), then runs START_REPLICATION with
+// proto_version 1, text values and messages 'true' (logical decoding messages, available
+// from PostgreSQL 14 with any protocol version; see Idle checkpoints). Begin, Relation,
+// Insert, Update, Delete, Truncate and Commit become events; this slot's idle notes move the
+// slot; Type and Origin messages and every other logical decoding message are ignored. Every change of a transaction is held back until the next one arrives, so the
 // last carries the transaction's checkpoint, as cdc.Event requires. Both connections pin the
 // settings that shape text output (DateStyle ISO, TimeZone UTC, bytea_output hex,
 // extra_float_digits 1, IntervalStyle postgres, UTF8).
@@ -101,26 +104,65 @@
 // # Acknowledgements
 //
 // Standby status updates report as written, flushed and applied only the highest checkpoint
-// passed to Ack (initially the position the stream started from), never what was received:
-// the server keeps every change the pipeline has not stored. Ack refuses a checkpoint beyond
+// passed to Ack (initially the position the stream started from), or a later position an
+// idle note proved to hold no unacknowledged captured change, never what was merely
+// received: the server keeps every change the pipeline has not stored. Ack refuses a checkpoint beyond
 // the last one delivered. Updates go out every Options.StatusInterval, when the server asks
 // (keepalive), while the stream waits on a slow consumer (so wal_sender_timeout never ends
 // it), and on Close.
 //
+// # Idle checkpoints
+//
+// The slot's confirmed position would otherwise move only with acknowledged transactions of
+// the captured tables, so a quiet captured table would make the server keep all the WAL other
+// tables write after it. Once the stream has been idle for Options.IdleCheckpointInterval
+// (no captured change arriving, between transactions, every delivered checkpoint
+// acknowledged; after an initial snapshot, once its end was acknowledged) it reads the WAL
+// insert position ("start") and, when that lies at least 64 KiB beyond the reported
+// position (the server frees whole segments, and the messages are WAL too: idle pipelines on
+// a quiet server must not keep each other writing), writes a non-transactional logical
+// decoding message, pg_logical_emit_message(false, 'tributary.pgcdc.idle', note), whose note
+// names the slot, a nonce, start and the commit end of the last captured transaction
+// delivered ("base"). The
+// server sends every transaction in commit order and the message at its own WAL position, so
+// when the message comes back with no captured transaction delivered since it was written,
+// every captured change before start is acknowledged: start is reported as flushed. No
+// checkpoint reaches the runner (an idle note is not an event), so the stored checkpoint stays
+// at base, behind the slot.
+//
+// Keepalives were not used: PostgreSQL 15 skips transactions without published changes
+// entirely (no empty Begin/Commit), and a keepalive's WAL end is the walsender's send position,
+// which, with nothing pending, the built-in subscriber does report as flushed, but it carries
+// nothing a restart could check. Writing the message needs EXECUTE on
+// pg_logical_emit_message and pg_current_wal_insert_lsn (granted to PUBLIC by default); if it
+// fails, idle checkpoints are off for that stream, with a warning.
+//
 // # Resume
 //
-// Reconnecting is the caller's: Open again with the stored checkpoint. Open refuses a
-// checkpoint behind the slot's confirmed_flush_lsn (ErrCheckpointBehindSlot) and a checkpoint
-// whose slot is gone (ErrSlotMissing): the server would silently start later. Events after the
-// checkpoint are delivered again, with the same versions. The walsender of a stream just
-// closed releases the slot a moment later, so START_REPLICATION is retried while the slot is
-// busy, for at most Options.SlotBusyTimeout (a slot held longer has another reader).
+// Reconnecting is the caller's: Open again with the stored checkpoint. A checkpoint behind
+// the slot's confirmed_flush_lsn is accepted only when an idle note of this slot put the slot
+// there with a base at or before the checkpoint: start is at or before the note's record, so
+// the server sends that note first on the new stream, before any captured change and before a
+// probe note Open writes at once; Open waits for that proof and otherwise fails with
+// ErrCheckpointBehindSlot (a checkpoint store restored from an old backup, or a slot shared by
+// two pipelines, whose acknowledged changes would be skipped). A snapshot checkpoint behind
+// the slot and a checkpoint whose slot is gone (ErrSlotMissing) are refused outright: the
+// server would silently start later. Events after the checkpoint are delivered again, with
+// the same versions. The walsender of a stream just closed releases the slot a moment later,
+// so START_REPLICATION is retried while the slot is busy, for at most Options.SlotBusyTimeout
+// (a slot held longer has another reader).
 //
 // # Truncate
 //
-// TRUNCATE has no row events, so the source cannot express it: publications it creates do not
-// publish it, and a Truncate message from a publication that does is skipped with a warning;
-// the destination keeps the truncated rows.
+// A Truncate message becomes one cdc.Truncate event per captured table it names (no Before or
+// After; the table's schema; the transaction's id and commit time). One message may name
+// several tables -- those of the statement and, with CASCADE, the tables referencing them --
+// and its events share the message's WAL position as their version: each is its table's only
+// change at that point. The CASCADE and RESTART IDENTITY options are not carried. The events
+// are held back like row changes, so the checkpoint is on the transaction's last event.
+// Publications pgcdc creates publish truncates; an existing publication that does not
+// (pg_publication.pubtruncate false) is used with a warning at Open, and its TRUNCATEs are
+// never sent: the destination keeps the truncated rows.
 //
 // # Limits
 //
@@ -131,9 +173,10 @@
 //     IDENTITY FULL the old row fills it in, otherwise the event is Malformed. Updates carry a
 //     Before image only with REPLICA IDENTITY FULL, or the old key when the key changed;
 //     deletes carry the key (default identity) or the full row (FULL).
-//   - A slot's confirmed position advances only with acknowledged transactions of the captured
-//     tables, so a long quiet period on them keeps WAL of other tables' traffic on the server
-//     (bounded by max_slot_wal_keep_size).
+//   - With idle checkpoints off, or while a delivered change waits for its acknowledgement, the
+//     slot's confirmed position stays where the pipeline is, and the server keeps the WAL of
+//     other tables' traffic (bounded by max_slot_wal_keep_size). Every slot of the database
+//     with messages on receives every stream's idle notes (and ignores the others').
 //   - Snapshot versions are a single value per snapshot: rows of a second snapshot into the
 //     same index win only over changes older than the new slot's restart_lsn.
 //   - A table without a primary key is snapshotted in one query and checkpointed only at its

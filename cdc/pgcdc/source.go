@@ -38,7 +38,7 @@ type Options struct {
 	Slot string
 	// NoCreatePublication makes Open fail when the publication is missing. Default false: a
 	// missing publication is created for Tables (FOR ALL TABLES when Tables is empty), with
-	// publish = 'insert, update, delete'.
+	// publish = 'insert, update, delete, truncate'.
 	NoCreatePublication bool
 	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
 	NoCreateSlot bool
@@ -55,6 +55,12 @@ type Options struct {
 	// even when nothing happens. It must stay well below the server's wal_sender_timeout
 	// (default 60s). Default 10s.
 	StatusInterval time.Duration
+	// IdleCheckpointInterval is how long the stream waits, with every delivered checkpoint
+	// acknowledged and no captured change arriving, before it writes a logical decoding
+	// message to move the slot's confirmed position past WAL that holds no captured change,
+	// so a quiet captured table does not make the server keep other tables' WAL (doc.go, Idle
+	// checkpoints). Default 10s; negative turns idle checkpoints off.
+	IdleCheckpointInterval time.Duration
 	// SlotBusyTimeout is how long a stream retries START_REPLICATION while the slot is still
 	// held, as it is for a moment by the exiting walsender of a stream just closed. Default 10s.
 	SlotBusyTimeout time.Duration
@@ -127,6 +133,9 @@ func New(dsn string, opts Options) (*Source, error) {
 	}
 	if opts.StatusInterval <= 0 {
 		opts.StatusInterval = 10 * time.Second
+	}
+	if opts.IdleCheckpointInterval == 0 {
+		opts.IdleCheckpointInterval = 10 * time.Second
 	}
 	if opts.SlotBusyTimeout <= 0 {
 		opts.SlotBusyTimeout = 10 * time.Second
@@ -255,11 +264,16 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn, database string) 
 // captured tables: Options.Tables, each checked to be published, or every published table.
 func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) ([]Table, error) {
 	pub := s.opts.Publication
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, pub).Scan(&exists); err != nil {
+	var truncates *bool
+	err := conn.QueryRow(ctx, `SELECT pubtruncate FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&truncates)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgcdc: read publication: %w", err)
 	}
-	if !exists {
+	if exists := err == nil; exists && truncates != nil && !*truncates {
+		// The server never sends what the publication does not publish: a TRUNCATE of a
+		// captured table then leaves the destination with rows the source no longer has.
+		s.opts.Logger.Warn("pgcdc: the publication does not publish TRUNCATE; truncated rows stay in the destination", "publication", pub)
+	} else if !exists {
 		if s.opts.NoCreatePublication {
 			return nil, fmt.Errorf("%w: %q", ErrPublicationMissing, pub)
 		}
@@ -271,7 +285,7 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) ([]Table
 			}
 			target = "TABLE " + strings.Join(names, ", ")
 		}
-		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete')")
+		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete, truncate')")
 		var pgErr *pgconn.PgError
 		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // another Open won the race
 			return nil, fmt.Errorf("pgcdc: create publication %q: %w", pub, err)
@@ -383,6 +397,11 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 		if export {
 			p.snapshot = &snapshotPlan{exported: res.SnapshotName, floor: slot.restart - 1, state: &snapshotState{}}
 		}
+	case resume != nil && resume.lsn < slot.confirmed && resume.snap == nil:
+		// Sound only when an idle note moved the slot (doc.go, Idle checkpoints): the stream
+		// checks that before Open returns.
+		p.start = slot.confirmed
+		p.verify = &verifyPlan{resume: resume.lsn, confirmed: slot.confirmed}
 	case resume != nil:
 		if resume.lsn < slot.confirmed {
 			return nil, fmt.Errorf("%w: checkpoint %s, slot %s confirmed %s", ErrCheckpointBehindSlot, resume.lsn, s.opts.Slot, slot.confirmed)
@@ -406,6 +425,18 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 	}
 	st := newStream(s, sqlConn, replConn, p)
 	go st.run()
+	if p.verify != nil {
+		var verr error
+		select {
+		case verr = <-st.verified:
+		case <-ctx.Done():
+			verr = ctx.Err()
+		}
+		if verr != nil {
+			_ = st.Close() // the stream owns both connections now
+			return nil, verr
+		}
+	}
 	return st, nil
 }
 
@@ -415,6 +446,7 @@ type plan struct {
 	tables   []Table
 	start    pglogrepl.LSN // stream from here; already confirmed to the server
 	snapshot *snapshotPlan // nil: no snapshot
+	verify   *verifyPlan   // set when resuming behind the slot's confirmed position
 }
 
 // Drop removes the slot (waiting until no stream uses it) and the publication: what deleting

@@ -41,13 +41,28 @@ type stream struct {
 	// most delivered, which Ack enforces).
 	acked     atomic.Uint64
 	delivered atomic.Uint64
+	// ackedStream is set once a stream checkpoint was acknowledged: after an initial snapshot,
+	// idle checkpoints wait for it, since the snapshot's rows precede the stream's start.
+	ackedStream atomic.Bool
 
 	streaming  bool // START_REPLICATION succeeded (run's goroutine only)
 	lastStatus time.Time
 	relations  map[uint32]*relation
 	cat        *catalog
 	tx         txState
+	inTx       bool // between a Begin and its Commit
 	pendingTx  *cdc.Event
+
+	// base is the commit end of the last captured transaction delivered (the resume
+	// checkpoint's at the start); idle is the idle-checkpoint state and idleOff turns it off
+	// after a failure (doc.go, Idle checkpoints). Run's goroutine only.
+	base    pglogrepl.LSN
+	idle    idleState
+	idleOff bool
+	// verify is set while a stream resumed behind the slot's confirmed position has not yet
+	// shown that an idle note put the slot there; verified receives the outcome once.
+	verify   *verifyPlan
+	verified chan error
 
 	progMu   sync.Mutex
 	progress cdc.SnapshotProgress
@@ -80,6 +95,13 @@ func newStream(src *Source, sql *pgx.Conn, repl *pgconn.PgConn, p *plan) *stream
 	}
 	st.acked.Store(uint64(p.start))
 	st.delivered.Store(uint64(p.start))
+	st.base = p.start
+	if p.verify != nil {
+		st.base = p.verify.resume
+		st.verify = p.verify
+	}
+	st.verified = make(chan error, 1)
+	st.touchIdle()
 	return st
 }
 
@@ -113,6 +135,7 @@ func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 	if uint64(d.lsn) > st.delivered.Load() {
 		return fmt.Errorf("pgcdc: ack of %s, beyond the last delivered checkpoint %s", d.lsn, pglogrepl.LSN(st.delivered.Load()))
 	}
+	st.ackedStream.Store(true)
 	for {
 		cur := st.acked.Load()
 		if uint64(d.lsn) <= cur || st.acked.CompareAndSwap(cur, uint64(d.lsn)) {
@@ -156,6 +179,11 @@ func (st *stream) run() {
 		}
 	}()
 	err := st.runAll(ctx)
+	if err != nil {
+		st.resolveVerify(err)
+	} else {
+		st.resolveVerify(errClosing)
+	}
 	closing := false
 	select {
 	case <-st.closing:
@@ -191,6 +219,11 @@ func (st *stream) runAll(ctx context.Context) error {
 	}
 	st.streaming = true
 	st.opts().Logger.Info("pgcdc: streaming", "slot", st.opts().Slot, "from", st.plan.start.String())
+	if st.verify != nil {
+		if err := st.startVerify(ctx); err != nil {
+			return err
+		}
+	}
 	return st.receive(ctx)
 }
 
@@ -204,8 +237,9 @@ func (st *stream) startReplication(ctx context.Context) error {
 	wait := 20 * time.Millisecond
 	for {
 		err := pglogrepl.StartReplication(ctx, st.repl, st.opts().Slot, st.plan.start, pglogrepl.StartReplicationOptions{
-			Mode:       pglogrepl.LogicalReplication,
-			PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(pub)},
+			Mode: pglogrepl.LogicalReplication,
+			// messages: the idle notes come through the stream (protocol version 1 suffices).
+			PluginArgs: []string{"proto_version '1'", "publication_names " + quoteLiteral(pub), "messages 'true'"},
 		})
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
@@ -231,12 +265,17 @@ func (st *stream) receive(ctx context.Context) error {
 				return err
 			}
 		}
+		st.maybeWriteIdle(ctx)
+		deadline := st.lastStatus.Add(interval)
+		if d := st.idleDeadline(); !d.IsZero() && d.Before(deadline) {
+			deadline = d
+		}
 		st.deadlineM.Lock()
 		if st.isClosing {
 			st.deadlineM.Unlock()
 			return errClosing
 		}
-		_ = st.repl.Conn().SetReadDeadline(st.lastStatus.Add(interval))
+		_ = st.repl.Conn().SetReadDeadline(deadline)
 		st.deadlineM.Unlock()
 
 		raw, err := st.repl.ReceiveMessage(context.Background())
@@ -266,8 +305,10 @@ func isTimeout(err error) bool {
 
 // sendStatus reports the acknowledged position as written, flushed and applied: never what
 // was merely received, so the server keeps every change the pipeline has not made durable.
+// An idle note may have proven a later position free of unacknowledged captured changes
+// (doc.go, Idle checkpoints); that is reported instead.
 func (st *stream) sendStatus() error {
-	acked := pglogrepl.LSN(st.acked.Load())
+	acked := max(pglogrepl.LSN(st.acked.Load()), st.idle.proven)
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), st.repl, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: acked, WALFlushPosition: acked, WALApplyPosition: acked,
 	})
@@ -281,6 +322,7 @@ func (st *stream) sendStatus() error {
 // streamCheckpoint encodes a resume point after a commit and records it as delivered, which
 // bounds what Ack accepts.
 func (st *stream) streamCheckpoint(end pglogrepl.LSN) cdc.Checkpoint {
+	st.base = end
 	for {
 		cur := st.delivered.Load()
 		if uint64(end) <= cur || st.delivered.CompareAndSwap(cur, uint64(end)) {
