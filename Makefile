@@ -6,14 +6,20 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart bench check test test-all fmt fmt-check vet smoke \
-	testenv-up testenv-down testenv-status testenv-logs
+.PHONY: help quickstart demo bench check test test-all fmt fmt-check vet smoke \
+	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 quickstart: ## run the store layer on its embedded default (memory, no servers)
 	$(GO) run ./examples/quickstart
+
+demo: ## PostgreSQL and MariaDB mirrored into Elasticsearch by examples/cdcmirror (starts those servers)
+	$(TESTENV) up postgres mariadb elasticsearch
+	@mkdir -p .testenv/demo
+	$(GO) build -o .testenv/demo/cdcmirror ./examples/cdcmirror
+	set -a && . .testenv/env && set +a && $(GO) run ./examples/cdcmirror/demo
 
 bench: ## benchmarks, printing the ratios the issues set goals for (not part of check)
 	@mkdir -p .testenv
@@ -25,8 +31,9 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkAdapterVsRaw -benchtime 3s ./store/searchstore/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkBatchReadConditionalWrite ./store/mongostore/ && \
 	  $(GO) test -run '^$$' -bench 'BenchmarkSink' -benchmem ./sink/ && \
-	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream ./cdc/pgcdc/ && \
-	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode ./cdc/mysqlcdc/; \
+	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream -benchtime 10x ./cdc/pgcdc/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
 
 check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
@@ -64,3 +71,17 @@ testenv-status: ## one line per server
 
 testenv-logs: ## tail every server log (for a failing run)
 	$(TESTENV) logs
+
+# `make proto` regenerates examples/recordsvc's gRPC code: protoc from Debian, the Go plugins
+# from the module proxy at pinned versions, installed into bin/ (ignored by git).
+PROTO_DIR := examples/recordsvc/proto
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+proto: ## regenerate examples/recordsvc's protobuf and gRPC Go code (needs protoc: apt-get install protobuf-compiler)
+	@command -v protoc >/dev/null || { echo "proto: protoc is missing: apt-get install -y protobuf-compiler"; exit 1; }
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH="$(CURDIR)/bin:$$PATH" protoc -I $(PROTO_DIR) \
+	  --go_out=$(PROTO_DIR) --go_opt=paths=source_relative \
+	  --go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative \
+	  $$(cd $(PROTO_DIR) && find . -name '*.proto' | sed 's|^\./||' | sort)

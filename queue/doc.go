@@ -5,13 +5,14 @@
 //
 // Publish returns after the messages are durably acknowledged. Delivery is at-least-once:
 // a consumer commits only what its caller finished, in per-partition order, so a crash
-// redelivers unfinished work and never skips it. Messages with one key keep their order.
+// redelivers unfinished work and never skips it. A group that never committed starts at the
+// earliest message. Messages with one key keep their order.
 //
 // # Implementations
 //
-// memqueue is in-process (tests and the no-server configuration); kafkaqueue uses
-// franz-go. queuetest is the conformance suite both pass, with subtests memory, kfake and
-// kafka.
+// memqueue is in-process (tests and the no-server configuration; it can inject publish,
+// fetch and commit failures); kafkaqueue uses franz-go. queuetest is the conformance suite
+// both pass, with subtests memory, kfake and kafka.
 //
 // # Errors
 //

@@ -46,8 +46,10 @@ type Publisher interface {
 // message's offset is committed only once the caller called Finish for it and for every
 // earlier message of its partition; Commit makes the finished prefix durable. After a crash,
 // a restart or a rebalance, delivery resumes after the last committed offset of each
-// partition, so every message not committed is delivered again. Messages of one partition
-// (hence of one key) are returned in order.
+// partition, so every message not committed is delivered again. A partition its group never
+// committed is read from its earliest message, so nothing published before the group's first
+// consumer started is skipped. Messages of one partition (hence of one key) are returned in
+// order.
 type Consumer interface {
 	Fetch(ctx context.Context) ([]Message, error)
 	// Finish marks messages as processed. Messages never finished are never committed.
