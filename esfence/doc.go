@@ -73,6 +73,14 @@
 //
 // Claims never write _meta and leave other aliases alone.
 //
+// # Mappings after creation
+//
+// [Fence.Fields] reads the index's top-level field mappings and [Fence.AddFields] adds fields
+// (one PUT _mapping carrying only "properties"), both through the claim's write alias: a
+// fenced claim is refused (fenced, or destination_missing when the index is gone) instead of
+// touching an index it no longer owns, and _meta -- the marker -- is never sent, so it stays as
+// created. An existing field cannot be changed; the cluster refuses such a request whole.
+//
 // # Clones and restores
 //
 // Two separately created state stores have different identities: each is owned_by_other to

@@ -45,15 +45,24 @@ func (s *Sink) encodeWithAlias(acts []action, dead []cdc.DeadLetter, alias strin
 func (s *Sink) encodeAliases(acts []action, dead []cdc.DeadLetter, aliasOf func(string) string) ([]*chunk, []cdc.DeadLetter, error) {
 	var chunks []*chunk
 	lastIndex, alias := "", ""
-	cur := &chunk{body: s.spareBody[:0]}
+	perChunk := min(len(acts), max(s.cfg.Batch.MaxDocs, 1))
+	cur := &chunk{body: s.spareBody[:0], spans: make([]span, 0, perChunk)}
 	s.spareBody = nil
 	if cap(cur.body) == 0 {
 		cur.body = make([]byte, 0, 256*len(acts)+64)
 	}
+	nextCap := 0 // the body size of a chunk opened by the previous one's limit
 	for i := range acts {
 		a := &acts[i]
 		if a.index != lastIndex || alias == "" {
 			lastIndex, alias = a.index, aliasOf(a.index)
+		}
+		if cur.spans == nil {
+			// Sized like the chunk before: growing it by appends would copy it several
+			// times over. Made only now, so that a limit met by the last action costs
+			// nothing.
+			cur.body = make([]byte, 0, nextCap)
+			cur.spans = make([]span, 0, min(len(acts)-i, perChunk))
 		}
 		start := len(cur.body)
 		b := cur.body
@@ -84,14 +93,17 @@ func (s *Sink) encodeAliases(acts []action, dead []cdc.DeadLetter, aliasOf func(
 			if len(cur.body) > s.cfg.Batch.MaxBytes && len(cur.spans) > 1 {
 				// The last action pushed the body over the limit: it opens the next chunk.
 				last := cur.spans[len(cur.spans)-1]
-				next := &chunk{body: append([]byte(nil), cur.body[last.start:last.end]...)}
-				next.spans = []span{{0, last.end - last.start, last.act}}
+				next := &chunk{body: make([]byte, 0, min(len(cur.body)+len(cur.body)/8, s.cfg.Batch.MaxBytes+4096)),
+					spans: make([]span, 0, min(len(acts)-i, perChunk))}
+				next.body = append(next.body, cur.body[last.start:last.end]...)
+				next.spans = append(next.spans, span{0, last.end - last.start, last.act})
 				cur.body, cur.spans = cur.body[:last.start], cur.spans[:len(cur.spans)-1]
 				chunks = append(chunks, cur)
 				cur = next
 				continue
 			}
 			chunks = append(chunks, cur)
+			nextCap = min(len(cur.body)+len(cur.body)/8, s.cfg.Batch.MaxBytes+4096)
 			cur = &chunk{}
 		}
 	}
@@ -185,8 +197,11 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 	body, spans := c.body, c.spans
 	backoff := s.opts.ItemRetryBackoff
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		status, hdr, abuf, err := s.bulk(ctx, body)
+		st := BulkStats{Actions: len(spans), Bytes: len(body), Status: status, Duration: time.Since(start)}
 		if err != nil {
+			s.observer().BulkDone(st)
 			if ctx.Err() != nil {
 				o.fatal = ctx.Err()
 				return o
@@ -198,8 +213,9 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 			return o
 		}
 		ans := abuf.Bytes()
-		retry, done := s.judge(ctx, &o, status, hdr, ans, spans)
+		retry, done := s.judge(ctx, &o, status, hdr, ans, spans, &st)
 		putAnswer(abuf)
+		s.observer().BulkDone(st)
 		if done {
 			return o
 		}
@@ -229,10 +245,12 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 	}
 }
 
-// judge classifies one answer into o. It returns the spans to retry, or done when the chunk
-// is finished (success, dead letters, a refusal, backpressure or a fatal error).
-func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Header, ans []byte, spans []span) (retry []span, done bool) {
+// judge classifies one answer into o and counts the items' outcomes into st. It returns the
+// spans to retry, or done when the chunk is finished (success, dead letters, a refusal,
+// backpressure or a fatal error).
+func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Header, ans []byte, spans []span, st *BulkStats) (retry []span, done bool) {
 	if status == http.StatusRequestEntityTooLarge && len(spans) == 1 {
+		st.DeadLettered++
 		o.dead = append(o.dead, cdc.DeadLetter{Index: spans[0].act.event,
 			Reason: "the document exceeds the cluster's http.max_content_length"})
 		return nil, true
@@ -253,9 +271,21 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 		o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: unreadable _bulk answer", s.cfg.ID)}
 		return nil, true
 	}
-	if !errs || allSuperseded(ans, len(spans)) {
+	if !errs {
+		st.Applied = len(spans)
 		return nil, true
 	}
+	if superseded, ok := allSuperseded(ans, len(spans)); ok {
+		st.Applied, st.Superseded = len(spans)-superseded, superseded
+		return nil, true
+	}
+	if n, ok := s.judgeScanned(ctx, o, ans, spans, st, &retry); ok {
+		if n < 0 {
+			return nil, true // a refusal
+		}
+		return retry, len(retry) == 0
+	}
+	// The scanner could not read the answer (it classified nothing): encoding/json decides.
 	// Items as a struct of the four action names rather than a map: no map per item.
 	var full struct {
 		Items []struct {
@@ -280,37 +310,87 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 		case m.Update.Status != 0:
 			it = &m.Update
 		}
-		sp := spans[k]
-		switch {
-		case it.Status >= 200 && it.Status <= 299:
-		case it.Status == http.StatusNotFound && !it.failed():
-			// A delete of a document that is not there ("result":"not_found"): the
-			// cluster still records the delete's version, which is all that matters.
-		case it.Status == http.StatusConflict && (!it.failed() || it.Error.Type == "version_conflict_engine_exception"):
-			// version_conflict_engine_exception: a newer version is already there.
-		case it.Status == http.StatusTooManyRequests || it.Status >= 500:
-			retry = append(retry, sp)
-		case it.Status == http.StatusNotFound && it.Error.Type == "index_not_found_exception":
-			o.conflict = s.lostDestination(ctx, sp.act)
+		v := itemView{status: it.Status}
+		if it.failed() {
+			v.errType, v.causedBy = []byte(it.Error.Type), []byte(it.Error.CausedBy.Type)
+		}
+		if !s.classify(ctx, o, v, spans[k], st, &retry) {
 			return nil, true
-		default:
-			o.dead = append(o.dead, cdc.DeadLetter{Index: sp.act.event, Reason: itemReason(*it)})
 		}
 	}
 	return retry, len(retry) == 0
 }
 
-// itemReason says why the cluster rejected a document, by error types only: the reason texts
-// of mapping errors quote field values ("Preview of field's value").
-func itemReason(it bulkItem) string {
-	r := "rejected by the cluster: status " + strconv.Itoa(it.Status)
-	if it.failed() {
-		r += " " + it.Error.Type
-		if it.Error.CausedBy.Type != "" {
-			r += ", caused by " + it.Error.CausedBy.Type
+// judgeScanned classifies the items with the scanner. ok is false when the answer is not
+// readable by it or does not have one item per span; n is -1 after a refusal.
+func (s *Sink) judgeScanned(ctx context.Context, o *outcome, ans []byte, spans []span, st *BulkStats, retry *[]span) (n int, ok bool) {
+	sc, ok := newItemScanner(ans)
+	if !ok {
+		return 0, false
+	}
+	// A first pass checks the shape and the count before anything is classified, so that a
+	// fallback never follows half-applied outcomes (and a refusal's lookup is not repeated).
+	check := sc
+	for n = 0; ; n++ {
+		_, more, ok := check.next(n == 0)
+		if !ok {
+			return 0, false
+		}
+		if !more {
+			break
 		}
 	}
-	return r
+	if n != len(spans) {
+		return 0, false
+	}
+	for k := range spans {
+		it, _, _ := sc.next(k == 0)
+		if !s.classify(ctx, o, it, spans[k], st, retry) {
+			return -1, true
+		}
+	}
+	return n, true
+}
+
+// classify files one item's outcome; false after a refusal, which ends the chunk.
+func (s *Sink) classify(ctx context.Context, o *outcome, it itemView, sp span, st *BulkStats, retry *[]span) bool {
+	failed := it.errType != nil
+	switch {
+	case it.status >= 200 && it.status <= 299:
+		st.Applied++
+	case it.status == http.StatusNotFound && !failed:
+		// A delete of a document that is not there ("result":"not_found"): the cluster still
+		// records the delete's version, which is all that matters.
+		st.Applied++
+	case it.status == http.StatusConflict && (!failed || string(it.errType) == "version_conflict_engine_exception"):
+		// version_conflict_engine_exception: a newer version is already there.
+		st.Superseded++
+	case it.status == http.StatusTooManyRequests || it.status >= 500:
+		st.Retried++
+		*retry = append(*retry, sp)
+	case it.status == http.StatusNotFound && string(it.errType) == "index_not_found_exception":
+		o.conflict = s.lostDestination(ctx, sp.act)
+		return false
+	default:
+		st.DeadLettered++
+		o.dead = append(o.dead, cdc.DeadLetter{Index: sp.act.event, Reason: itemReason(it)})
+	}
+	return true
+}
+
+// itemReason says why the cluster rejected a document, by error types only: the reason texts
+// of mapping errors quote field values ("Preview of field's value").
+func itemReason(it itemView) string {
+	b := make([]byte, 0, 128)
+	b = append(b, "rejected by the cluster: status "...)
+	b = strconv.AppendInt(b, int64(it.status), 10)
+	if it.errType != nil {
+		b = append(append(b, ' '), it.errType...)
+		if len(it.causedBy) > 0 {
+			b = append(append(b, ", caused by "...), it.causedBy...)
+		}
+	}
+	return string(b)
 }
 
 // lostDestination turns an index_not_found answer for the write alias into the refusal: the
@@ -361,10 +441,10 @@ func answerHasErrors(ans []byte) (errs, ok bool) {
 // allSuperseded is the fast path for the common answer with errors: a replayed batch, where
 // every item is applied or a 409 version conflict. It counts the "status": keys; the byte
 // sequence "status": cannot occur inside a JSON string (quotes there are escaped), so each
-// match is a key. Exactly one per item, each 2xx or 409, means nothing else to do. Anything
-// else -- another status, a nested status key, pretty-printed JSON -- returns false and the
-// answer is decoded in full.
-func allSuperseded(ans []byte, items int) bool {
+// match is a key. Exactly one per item, each 2xx or 409, means nothing else to do: ok, with
+// the number of 409s. Anything else -- another status, a nested status key, pretty-printed
+// JSON -- is not ok and the answer is decoded in full.
+func allSuperseded(ans []byte, items int) (superseded int, ok bool) {
 	key := []byte(`"status":`)
 	n := 0
 	for rest := ans; ; {
@@ -374,19 +454,27 @@ func allSuperseded(ans []byte, items int) bool {
 		}
 		rest = rest[i+len(key):]
 		if len(rest) < 4 || (rest[3] >= '0' && rest[3] <= '9') {
-			return false
+			return 0, false
 		}
 		switch st := string(rest[:3]); {
-		case st == "409", st[0] == '2' && st[1] >= '0' && st[1] <= '9' && st[2] >= '0' && st[2] <= '9':
+		case st == "409":
+			superseded++
+		case st[0] == '2' && st[1] >= '0' && st[1] <= '9' && st[2] >= '0' && st[2] <= '9':
 		default:
-			return false
+			return 0, false
 		}
 		n++
 	}
-	return n == items
+	return superseded, n == items
 }
 
 var requireAlias = true
+
+// bulkAnswerFields is all judge reads of an answer. Asking the cluster for only these cuts
+// an item from about 200 bytes (index, id, version, seq_no, shards, ...) to about 25, which
+// both sides would otherwise write and read for every document. The filter keeps the items'
+// order, and "errors" still comes before "items".
+var bulkAnswerFields = []string{"errors", "items.*.status", "items.*.error.type", "items.*.error.caused_by.type"}
 
 var answerPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -395,7 +483,8 @@ var answerPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (s *Sink) bulk(ctx context.Context, body []byte) (int, http.Header, *bytes.Buffer, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
-	req := esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias, Refresh: s.cfg.Refresh}
+	req := esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias, Refresh: s.cfg.Refresh,
+		FilterPath: bulkAnswerFields}
 	res, err := req.Do(ctx, s.tp)
 	if err != nil {
 		return 0, nil, nil, err

@@ -59,7 +59,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (use e.g. \"30s\", \"24h\")", n.Line, s)
+		return fmt.Errorf("line %d: not a duration (use e.g. \"30s\", \"24h\")", n.Line)
 	}
 	*d = Duration(v)
 	return nil
@@ -151,7 +151,7 @@ func (m MappingConfig) options() (MappingOptions, error) {
 	case "double":
 		o.DecimalAs = DecimalDouble
 	default:
-		return o, fmt.Errorf("mapping: decimal must be scaled_float, keyword or double, got %q", m.Decimal)
+		return o, errors.New("mapping: decimal must be scaled_float, keyword or double")
 	}
 	switch m.JSON {
 	case "", "stored":
@@ -159,7 +159,7 @@ func (m MappingConfig) options() (MappingOptions, error) {
 	case "flattened":
 		o.JSONAs = JSONFlattened
 	default:
-		return o, fmt.Errorf("mapping: json must be stored or flattened, got %q", m.JSON)
+		return o, errors.New("mapping: json must be stored or flattened")
 	}
 	switch m.Uint64 {
 	case "", "unsigned_long":
@@ -167,7 +167,7 @@ func (m MappingConfig) options() (MappingOptions, error) {
 	case "keyword":
 		o.Uint64As = Uint64Keyword
 	default:
-		return o, fmt.Errorf("mapping: uint64 must be unsigned_long or keyword, got %q", m.Uint64)
+		return o, errors.New("mapping: uint64 must be unsigned_long or keyword")
 	}
 	return o, nil
 }
@@ -207,7 +207,7 @@ func ParseConfig(b []byte) (Config, error) {
 		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
 	}
 	if e.Type != "elasticsearch" {
-		return Config{}, fmt.Errorf("sink config: type must be \"elasticsearch\", got %q", e.Type)
+		return Config{}, errors.New("sink config: type must be \"elasticsearch\"")
 	}
 	if e.Config.Kind == 0 {
 		return Config{}, errors.New("sink config: missing config:")
@@ -416,7 +416,7 @@ func (c *Config) Validate() error {
 			bad("auth: type api_key takes no username or password")
 		}
 	default:
-		bad("auth: type must be basic, api_key or none, got %q", c.Auth.Type)
+		bad("auth: type must be basic, api_key or none")
 	}
 	if c.TLS.CAFile != "" && c.TLS.CA != "" {
 		bad("tls: set ca_file or ca, not both")

@@ -176,3 +176,27 @@ func TestParseConfigErrorsDoNotQuoteSecrets(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestValidationErrorsDoNotQuoteValues(t *testing.T) {
+	// Any value may come from ${ENV}; a value refused by validation is named by its field only.
+	t.Setenv("SECRET_V", "topsecret-value")
+	want := map[string]string{"auth type": "auth: type", "duration": "duration", "decimal": "decimal must",
+		"json": "json must", "uint64": "uint64 must", "entry type": "type must"}
+	for name, body := range map[string]string{
+		"auth type":  "  auth:\n    type: ${SECRET_V}\n",
+		"duration":   "  request_timeout: ${SECRET_V}\n",
+		"decimal":    "  mapping:\n    decimal: ${SECRET_V}\n",
+		"json":       "  mapping:\n    json: ${SECRET_V}\n",
+		"uint64":     "  mapping:\n    uint64: ${SECRET_V}\n",
+		"entry type": "",
+	} {
+		typ := "elasticsearch"
+		if name == "entry type" {
+			typ = "${SECRET_V}"
+		}
+		_, err := ParseConfig([]byte("type: " + typ + "\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n" + body))
+		if err == nil || strings.Contains(err.Error(), "topsecret") || !strings.Contains(err.Error(), want[name]) {
+			t.Errorf("%s: got %v, want an error naming %q without the value", name, err, want[name])
+		}
+	}
+}

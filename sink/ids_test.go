@@ -149,19 +149,22 @@ func TestWriteBadIndexNameIsClearError(t *testing.T) {
 
 func TestAllSuperseded(t *testing.T) {
 	for _, c := range []struct {
-		ans   string
-		items int
-		want  bool
+		ans            string
+		items          int
+		want           bool
+		wantSuperseded int
 	}{
-		{`{"errors":true,"items":[{"index":{"status":201}},{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"x \"status\":400"}}}]}`, 2, true},
-		{`{"errors":true,"items":[{"index":{"status":201}},{"index":{"status":400,"error":{}}}]}`, 2, false},
-		{`{"errors":true,"items":[{"index":{"status":201}},{"delete":{"status":404}}]}`, 2, false},
-		{`{"errors":true,"items":[{"index":{"status":409}}]}`, 2, false},
-		{`{"errors":true,"items":[{"index":{"status":4090}}]}`, 1, false},
-		{`{"errors":true,"items":[{"index":{"status" : 409}}]}`, 1, false},
+		{`{"errors":true,"items":[{"index":{"status":201}},{"index":{"status":409,"error":{"type":"version_conflict_engine_exception","reason":"x \"status\":400"}}}]}`, 2, true, 1},
+		{`{"errors":true,"items":[{"index":{"status":409}},{"delete":{"status":409}},{"index":{"status":200}}]}`, 3, true, 2},
+		{`{"errors":true,"items":[{"index":{"status":201}},{"index":{"status":400,"error":{}}}]}`, 2, false, 0},
+		{`{"errors":true,"items":[{"index":{"status":201}},{"delete":{"status":404}}]}`, 2, false, 0},
+		{`{"errors":true,"items":[{"index":{"status":409}}]}`, 2, false, 0},
+		{`{"errors":true,"items":[{"index":{"status":4090}}]}`, 1, false, 0},
+		{`{"errors":true,"items":[{"index":{"status" : 409}}]}`, 1, false, 0},
 	} {
-		if got := allSuperseded([]byte(c.ans), c.items); got != c.want {
-			t.Errorf("%s: %v, want %v", c.ans, got, c.want)
+		n, got := allSuperseded([]byte(c.ans), c.items)
+		if got != c.want || (got && n != c.wantSuperseded) {
+			t.Errorf("%s: %v %d, want %v %d", c.ans, got, n, c.want, c.wantSuperseded)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,9 @@ type Options struct {
 	// ItemRetryBackoff is the first pause before per-item 429s are retried; it doubles per
 	// attempt. Default 100ms.
 	ItemRetryBackoff time.Duration
+	// Observer, when set, receives one BulkStats per _bulk request and a Claimed call per
+	// successful claim. Default none.
+	Observer Observer
 }
 
 // Sink writes cdc batches to Elasticsearch or OpenSearch as a current-state mirror. It
@@ -57,17 +61,22 @@ type Sink struct {
 	mu     sync.Mutex
 	tables map[*cdc.TableSchema]*tableInfo
 	claims map[string]*esfence.Claim // by concrete index name
+	// fields holds, per concrete index, the top-level fields its mapping is known to have:
+	// read once per session when a schema not yet checked arrives, then kept up to date.
+	fields map[string]map[string]json.RawMessage
 	// stale is set after a connection loss: the next Write claims every index again before
 	// writing, as the specification asks after a reconnect.
 	stale       atomic.Bool
 	engine      Engine
 	engineKnown bool
 
-	// Reused across Writes (which the mutex serializes): the first chunk's body, the actions
-	// and the coalescing map, so a steady stream of batches allocates little but its _ids.
+	// Reused across Writes (which the mutex serializes): the first chunk's body, the actions,
+	// the coalescing map and the _id arena, so a steady stream of batches allocates a few
+	// objects per batch (BenchmarkSinkEncode).
 	spareBody []byte
 	spareActs []action
 	spareSlot map[actionKey]int
+	spareIDs  []byte
 }
 
 type actionKey struct{ index, id string } // no concatenation: the strings already exist
@@ -77,6 +86,9 @@ type tableInfo struct {
 	index  string
 	cols   []int // _id columns
 	colErr error // per-row failure for every row of the table (no key)
+	// mapped is set once the index's mapping holds a field for every column of the schema
+	// (see extendMappings).
+	mapped bool
 }
 
 // New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
@@ -99,6 +111,7 @@ func New(cfg Config, o Options) (*Sink, error) {
 		cfg: cfg, tmpl: t, pipeline: o.Pipeline, opts: o,
 		tables:   map[*cdc.TableSchema]*tableInfo{},
 		claims:   map[string]*esfence.Claim{},
+		fields:   map[string]map[string]json.RawMessage{},
 		encoding: encodingName(cfg),
 	}
 	if o.Engine != nil {
@@ -141,6 +154,10 @@ func newTransport(c Config) (*elastictransport.Client, error) {
 	ht.DialContext = (&net.Dialer{Timeout: time.Duration(c.ConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
 	ht.TLSHandshakeTimeout = time.Duration(c.ConnectTimeout)
 	ht.MaxIdleConnsPerHost = c.Concurrency + 2
+	// No "Accept-Encoding: gzip": both engines would compress every answer (http.compression
+	// is on by default without TLS), spending the cluster's CPU on answers that filter_path
+	// already keeps to a few bytes per item.
+	ht.DisableCompression = true
 	cfg := elastictransport.Config{URLs: []*url.URL{u}, DisableRetry: true, Transport: ht}
 	switch c.Auth.Type {
 	case AuthBasic:
@@ -164,6 +181,14 @@ func newTransport(c Config) (*elastictransport.Client, error) {
 		return nil, fmt.Errorf("elasticsearch sink %q: building the client failed (check url and tls)", c.ID)
 	}
 	return tp, nil
+}
+
+// observer is Options.Observer or one that ignores everything.
+func (s *Sink) observer() Observer {
+	if s.opts.Observer == nil {
+		return noObserver{}
+	}
+	return s.opts.Observer
 }
 
 // Close releases idle connections of a client the sink built.
@@ -201,7 +226,10 @@ type action struct {
 	version int64
 	row     []cdc.Value
 	schema  *cdc.TableSchema
+	info    *tableInfo
 	table   cdc.TableID
+	// idStart and idEnd locate id in the batch's id arena while plan builds it.
+	idStart, idEnd int
 }
 
 // Write implements cdc.Sink.
@@ -220,6 +248,9 @@ func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, 
 		return dead, nil
 	}
 	if err := s.claimAll(ctx, acts); err != nil {
+		return nil, err
+	}
+	if err := s.extendMappings(ctx, acts); err != nil {
 		return nil, err
 	}
 	chunks, dead, err := s.encode(acts, dead)
@@ -247,32 +278,20 @@ func (s *Sink) recycle(acts []action, chunks []*chunk) {
 // plan turns events into actions: _ids, the delete of an old _id when an update changed the
 // key, and coalescing to the highest version per (index, _id). A row whose _id cannot be
 // formed is dead-lettered here.
+//
+// It works in two passes so that a batch's _ids cost one allocation together rather than one
+// each: the first renders every _id into one byte arena and notes its offsets; the arena then
+// becomes one string, whose substrings are the actions' ids and the coalescing map's keys.
 func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.DeadLetter, error) {
 	acts := s.spareActs[:0]
 	s.spareActs = nil
-	slot := s.spareSlot
-	if slot == nil {
-		slot = make(map[actionKey]int, len(batch))
-		s.spareSlot = slot
-	}
-	clear(slot)
-	defer clear(slot) // the keys hold _id strings only, but do not keep them either
-	var idbuf []byte
-	put := func(a action) {
-		k := actionKey{a.index, a.id}
-		if j, ok := slot[k]; ok {
-			// The highest version wins; on a tie the later event (a source never gives one
-			// row two changes the same version, so a tie is a duplicate).
-			if a.version >= acts[j].version {
-				acts[j] = a
-			}
-			return
-		}
-		slot[k] = len(acts)
-		acts = append(acts, a)
-	}
+	arena := s.spareIDs[:0]
 	for i := range batch {
 		ev := &batch[i]
+		if ev.Op == cdc.Truncate {
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: truncateReason})
+			continue
+		}
 		if ev.Schema == nil {
 			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: the event has no table schema"})
 			continue
@@ -294,48 +313,90 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: negative external version"})
 			continue
 		}
-		base := action{event: i, index: ti.index, version: ver, schema: ev.Schema, table: ev.Table}
+		base := action{event: i, index: ti.index, version: ver, schema: ev.Schema, info: ti, table: ev.Table}
+		var keyRow []cdc.Value
 		switch ev.Op {
 		case cdc.Delete:
 			if ev.Before == nil {
 				dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: a delete without the row's key"})
 				continue
 			}
-			if idbuf, err = appendID(idbuf[:0], ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); err != nil {
-				dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
-				continue
-			}
-			a := base
-			a.del, a.id = true, string(idbuf)
-			put(a)
+			base.del, keyRow = true, ev.Before
 		case cdc.Insert, cdc.Update, cdc.Read:
 			if ev.After == nil {
 				dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: a " + ev.Op.String() + " without the row"})
 				continue
 			}
-			if idbuf, err = appendID(idbuf[:0], ev.Schema, ti.cols, ev.After, s.cfg.IDSeparator); err != nil {
-				dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
-				continue
-			}
-			a := base
-			a.id, a.row = string(idbuf), ev.After
-			if ev.Op == cdc.Update && ev.Before != nil {
-				// An update that changed the key: the old document goes, at the same
-				// version. A Before whose key columns are missing (nil) says nothing about
-				// the old key and is ignored.
-				if old, err := appendID(nil, ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); err == nil && string(old) != a.id {
-					d := base
-					d.del, d.id = true, string(old)
-					put(d)
-				}
-			}
-			put(a)
+			base.row, keyRow = ev.After, ev.After
 		default:
 			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: unknown operation " + ev.Op.String()})
+			continue
 		}
+		mark := len(arena)
+		if arena, err = appendID(arena, ev.Schema, ti.cols, keyRow, s.cfg.IDSeparator); err != nil {
+			arena = arena[:mark]
+			dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
+			continue
+		}
+		base.idStart, base.idEnd = mark, len(arena)
+		if ev.Op == cdc.Update && ev.Before != nil {
+			// An update that changed the key: the old document goes, at the same version,
+			// ahead of the new one. A Before whose key columns are missing (nil) says
+			// nothing about the old key and is ignored.
+			oldStart := len(arena)
+			var kerr error
+			if arena, kerr = appendID(arena, ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); kerr == nil &&
+				!bytes.Equal(arena[oldStart:], arena[base.idStart:base.idEnd]) {
+				d := base
+				d.del, d.row, d.idStart, d.idEnd = true, nil, oldStart, len(arena)
+				acts = append(acts, d)
+			} else {
+				arena = arena[:oldStart]
+			}
+		}
+		acts = append(acts, base)
 	}
-	return acts, dead, nil
+	s.spareIDs = arena[:0]
+	if len(acts) == 0 {
+		return acts, dead, nil
+	}
+	ids := string(arena) // the batch's one allocation for its _ids
+
+	slot := s.spareSlot
+	if slot == nil {
+		slot = make(map[actionKey]int, len(acts))
+		s.spareSlot = slot
+	}
+	clear(slot)
+	defer clear(slot) // the keys hold _id strings only, but do not keep them either
+	n := 0
+	for i := range acts {
+		a := acts[i]
+		a.id = ids[a.idStart:a.idEnd]
+		k := actionKey{a.index, a.id}
+		if j, ok := slot[k]; ok {
+			// The highest version wins; on a tie the later event (a source never gives one
+			// row two changes the same version, so a tie is a duplicate).
+			if a.version >= acts[j].version {
+				acts[j] = a
+			}
+			continue
+		}
+		slot[k] = n
+		acts[n] = a
+		n++
+	}
+	clear(acts[n:])
+	return acts[:n], dead, nil
 }
+
+// truncateReason is the dead letter of every Truncate event. A whole-table removal has no
+// versioned form: delete_by_query ignores external versions, so applying it would delete rows
+// written after the truncate when a batch is replayed, and a replay of older inserts after it
+// would bring removed rows back. Reporting it keeps the pipeline running and tells the operator
+// that the index still holds the rows.
+const truncateReason = "truncate_not_mirrored: a TRUNCATE cannot be applied with versioned writes " +
+	"(delete_by_query is not version-aware); the index keeps the table's earlier documents"
 
 // claimAll makes sure every index the actions target is claimed: created through the fence on
 // first use, claimed again after a reconnect.
@@ -344,14 +405,22 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 		for idx, c := range s.claims {
 			n, err := s.fence.Reclaim(ctx, c)
 			if err != nil {
-				return s.claimError(err)
+				return s.requestError(err, "claiming an index")
 			}
 			s.claims[idx] = n
+			// Whoever held the index meanwhile may have added fields: read them again.
+			delete(s.fields, idx)
+			s.observer().Claimed(idx)
 		}
 		s.stale.Store(false)
 	}
+	last := ""
 	for i := range acts {
 		a := &acts[i]
+		if a.index == last { // a batch mostly runs in one table at a time
+			continue
+		}
+		last = a.index
 		if _, ok := s.claims[a.index]; ok {
 			continue
 		}
@@ -361,33 +430,35 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 		}
 		c, err := s.fence.Ensure(ctx, d)
 		if err != nil {
-			return s.claimError(err)
+			return s.requestError(err, "claiming an index")
 		}
 		s.claims[a.index] = c
+		s.observer().Claimed(a.index)
 	}
 	return nil
 }
 
-// claimError passes refusals on as they are (fatal: sink_destination_conflict). A request the
-// cluster rejected as invalid (a 4xx other than 408 and 429, e.g. 400 mapper_parsing_exception
-// when the engine lacks a field type of the generated mapping) is fatal with a clear error:
-// replaying it would fail forever. Everything else (transport, 5xx, state store) is
-// backpressure: the claim is tried again with the batch.
-func (s *Sink) claimError(err error) error {
+// requestError judges a failed fence request (a claim, or a mapping read or update through
+// the write alias). Refusals pass on as they are (fatal: sink_destination_conflict). A request
+// the cluster rejected as invalid (a 4xx other than 408 and 429, e.g. 400
+// mapper_parsing_exception when the engine lacks a field type of the generated mapping) is
+// fatal with a clear error: replaying it would fail forever. Everything else (transport, 5xx,
+// state store) is backpressure: the request is tried again with the batch.
+func (s *Sink) requestError(err error, what string) error {
 	if esfence.ClassOf(err) != "" || errors.Is(err, context.Canceled) {
 		return err
 	}
 	var se *esfence.ServerError
 	if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests {
 		hint := ""
-		if se.Status == http.StatusBadRequest && se.Request == "creating the index" {
+		if se.Status == http.StatusBadRequest && se.Type == "mapper_parsing_exception" {
 			hint = " -- the cluster refused the generated mapping; an engine without a field type it uses " +
 				"(scaled_float, unsigned_long: Elasticsearch's mapper-extras, absent from its OSS test build) " +
 				"needs other mapping options (mapping: {decimal: keyword, uint64: keyword})"
 		}
 		return fmt.Errorf("elasticsearch sink %q: %w%s", s.cfg.ID, err, hint)
 	}
-	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: claiming an index: %w", s.cfg.ID, err)}
+	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
 }
 
 // destination is the fence's view of an action's index: with auto_create_index the generated
@@ -399,14 +470,10 @@ func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination,
 		Settings: s.indexSettings(),
 	}
 	if s.cfg.AutoCreate() {
-		if err := s.detectEngine(ctx); err != nil {
+		o, err := s.mappingOptions(ctx)
+		if err != nil {
 			return d, err
 		}
-		o, _ := s.cfg.Mapping.options() // validated by Normalize
-		if s.opts.Mapping != nil {
-			o = *s.opts.Mapping
-		}
-		o.Engine = s.engine
 		m, err := GenerateMapping(a.schema, o)
 		if err != nil {
 			return d, fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err)
@@ -414,6 +481,19 @@ func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination,
 		d.Mapping = m
 	}
 	return d, nil
+}
+
+// mappingOptions are the options of every generated mapping, for the cluster's engine.
+func (s *Sink) mappingOptions(ctx context.Context) (MappingOptions, error) {
+	if err := s.detectEngine(ctx); err != nil {
+		return MappingOptions{}, err
+	}
+	o, _ := s.cfg.Mapping.options() // validated by Normalize
+	if s.opts.Mapping != nil {
+		o = *s.opts.Mapping
+	}
+	o.Engine = s.engine
+	return o, nil
 }
 
 // indexSettings are the settings of every index the sink creates.

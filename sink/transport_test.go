@@ -80,3 +80,29 @@ func TestTransportTLSAndAuth(t *testing.T) {
 		t.Fatalf("Authorization %q", got)
 	}
 }
+
+// The client the sink builds does not ask for compressed answers (the cluster would spend CPU
+// compressing them).
+func TestTransportAsksNoCompression(t *testing.T) {
+	var mu sync.Mutex
+	var enc []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		enc = append(enc, r.Header.Get("Accept-Encoding"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"nodes":{"n1":{"version":"2.19.0"}}}`))
+	}))
+	defer srv.Close()
+	k, err := New(Config{ID: "gz", URL: srv.URL, Index: "i", Auth: Auth{Type: AuthNone}}, Options{Pipeline: "p", State: statestore.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.detectEngine(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) != 1 || enc[0] != "" {
+		t.Fatalf("Accept-Encoding %q, want none", enc)
+	}
+}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,20 +26,30 @@ var (
 // calls in the same process return at once.
 func HoldClusterSettings(t testing.TB, serverURL string) {
 	t.Helper()
+	if err := LockClusterSettings(serverURL); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// LockClusterSettings is HoldClusterSettings for programs that are not tests (the demo): it
+// takes the same lock and holds it until the process exits.
+func LockClusterSettings(serverURL string) error {
 	heldMu.Lock()
 	defer heldMu.Unlock()
 	if held[serverURL] != nil {
-		return
+		return nil
 	}
 	sum := sha256.Sum256([]byte(serverURL))
 	path := filepath.Join(os.TempDir(), "tributary-cluster-settings-"+hex.EncodeToString(sum[:8])+".lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
-		t.Fatalf("cluster settings lock: %v", err)
+		return fmt.Errorf("cluster settings lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatalf("cluster settings lock: %v", err)
+		f.Close()
+		return fmt.Errorf("cluster settings lock: %w", err)
 	}
 	// The descriptor stays open (and locked) until the process exits; the kernel releases it.
 	held[serverURL] = f
+	return nil
 }

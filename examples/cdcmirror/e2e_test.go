@@ -1,0 +1,610 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary-dev/tributary/cdc/pgcdc"
+	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// The end-to-end tests run cdcmirror's command function -- what the binary runs -- with a
+// generated configuration against the real servers: a snapshot, streamed inserts, updates and
+// deletes, a graceful stop, and a restart that resumes from the state file.
+
+const (
+	initialRows = 300
+	waitBound   = 90 * time.Second
+)
+
+// row is what the tests compare between table and index: text, an integer and an exact
+// decimal (as a rational, so "12.5" and "12.50" agree).
+type row struct {
+	name  string
+	qty   int64
+	price *big.Rat
+}
+
+// database is one source server under test.
+type database interface {
+	exec(t *testing.T, stmts ...string)
+	rows(t *testing.T) map[int64]row
+}
+
+// e2e is one end-to-end scenario: the table's DDL and change statements per source type.
+type e2e struct {
+	kind   string // postgres | mysql
+	table  string
+	db     database
+	source string // the source: section of the configuration
+	// insert returns statements inserting rows [from, to].
+	insert func(from, to int) []string
+}
+
+func TestEndToEndPostgres(t *testing.T) {
+	esURL := testenv.Require(t, testenv.ElasticsearchURL)
+	dsn := testenv.Require(t, testenv.PostgresDSN)
+	sfx := randomSuffix(t)
+	table := "cdcmirror_e2e_" + sfx
+	db := pgDatabase{dsn: dsn, table: table}
+	db.exec(t, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, name text NOT NULL, qty integer NOT NULL,
+		price numeric(10,2) NOT NULL, active boolean, created_at timestamptz DEFAULT now(), doc jsonb)`)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// The slot and the publication the mirror created.
+		if src, err := pgcdc.New(dsn, pgcdc.Options{Slot: table, Publication: table}); err != nil {
+			t.Error(err)
+		} else if err := src.Drop(ctx); err != nil {
+			t.Errorf("dropping the slot: %v", err)
+		}
+		db.exec(t, "DROP TABLE IF EXISTS "+table)
+	})
+	runEndToEnd(t, esURL, e2e{
+		kind: "postgres", table: table, db: db,
+		source: fmt.Sprintf(`source:
+  type: postgres
+  dsn: "${%s}"
+  tables: [public.%s]
+  slot: %s
+  publication: %s
+`, testenv.PostgresDSN, table, table, table),
+		insert: func(from, to int) []string {
+			return []string{fmt.Sprintf(`INSERT INTO %s (id, name, qty, price, active, doc)
+				SELECT i, 'item ' || i, i * 3, i + 0.25, i %% 2 = 0, jsonb_build_object('i', i) FROM generate_series(%d, %d) i`, table, from, to)}
+		},
+	})
+}
+
+func TestEndToEndMySQL(t *testing.T) {
+	esURL := testenv.Require(t, testenv.ElasticsearchURL)
+	dsnText := testenv.Require(t, testenv.MySQLDSN)
+	dsn, err := parseMySQLDSN(dsnText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := "cdcmirror_e2e_" + randomSuffix(t)
+	db := mysqlDatabase{dsn: dsn, table: table}
+	db.exec(t, "CREATE TABLE "+table+` (id BIGINT PRIMARY KEY, name VARCHAR(100) NOT NULL, qty INT NOT NULL,
+		price DECIMAL(10,2) NOT NULL, active BOOLEAN, created_at DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3), doc JSON)`)
+	t.Cleanup(func() { db.exec(t, "DROP TABLE IF EXISTS "+table) })
+	serverID, err := strconv.ParseUint(randomSuffix(t), 16, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEndToEnd(t, esURL, e2e{
+		kind: "mysql", table: table, db: db,
+		source: fmt.Sprintf(`source:
+  type: mysql
+  dsn: "${%s}"
+  tables: [%s]
+  flavor: mariadb
+  server_id: %d
+`, testenv.MySQLDSN, table, 1<<24+serverID%(1<<29)),
+		insert: func(from, to int) []string {
+			var vals []string
+			for i := from; i <= to; i++ {
+				vals = append(vals, fmt.Sprintf(`(%d, 'item %d', %d, %d.25, %t, JSON_OBJECT('i', %d))`, i, i, i*3, i, i%2 == 0, i))
+			}
+			return []string{"INSERT INTO " + table + " (id, name, qty, price, active, doc) VALUES " + strings.Join(vals, ", ")}
+		},
+	})
+}
+
+func runEndToEnd(t *testing.T, esURL string, sc e2e) {
+	es := &esNode{t: t, url: strings.TrimSuffix(esURL, "/")}
+	es.enforceFencing()
+	// The index template is cdcmirror-e2e-{table}; the table's name is already lowercase.
+	index := "cdcmirror-e2e-" + sc.table
+	t.Cleanup(func() { es.do("DELETE", "/"+index, nil) })
+
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state.db")
+	dlqPath := filepath.Join(dir, "dlq.jsonl")
+	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
+	const pipeline = "e2e"
+	cfg := "pipeline: " + pipeline + "\n" + sc.source + fmt.Sprintf(`sinks:
+  - type: elasticsearch
+    config:
+      id: es-e2e
+      url: "${%s}"
+      index: "cdcmirror-e2e-{table}"
+      id_separator: "|"
+      auth: {type: none}
+      mapping: {decimal: keyword, uint64: keyword}
+      number_of_shards: 1
+      number_of_replicas: 0
+state: %s
+dlq: %s
+runner:
+  batch_max_events: 100
+  batch_max_wait: 50ms
+`, testenv.ElasticsearchURL, statePath, dlqPath)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	sc.db.exec(t, sc.insert(1, initialRows)...)
+	maxID := initialRows + 30
+
+	// First run: the snapshot, then streamed changes.
+	run := startMirror(t, cfgPath)
+	es.waitConverged(run, index, sc.db, maxID, "snapshot")
+	sc.db.exec(t, append(sc.insert(initialRows+1, initialRows+20),
+		"UPDATE "+sc.table+" SET name = CONCAT(name, ' v2'), qty = qty + 1000 WHERE id <= 50",
+		"UPDATE "+sc.table+" SET price = price * 2 WHERE id BETWEEN 40 AND 60",
+		"DELETE FROM "+sc.table+" WHERE id BETWEEN 51 AND 80",
+	)...)
+	es.waitConverged(run, index, sc.db, maxID, "stream")
+	const changes = initialRows + 20 + 50 + 21 + 30
+	m := run.waitMetrics(func(m map[string]float64) bool { return sum(m, "cdcmirror_events_total") >= changes })
+	for _, name := range []string{"cdcmirror_bulk_requests_total", "cdcmirror_claims_total", "cdcmirror_batches_total",
+		"cdcmirror_checkpoints_total", "cdcmirror_bulk_duration_seconds_count", "cdcmirror_batch_duration_seconds_count"} {
+		if sum(m, name) < 1 {
+			t.Errorf("%s did not move: %v", name, sum(m, name))
+		}
+	}
+	if v := m[`cdcmirror_bulk_items_total{outcome="applied",pipeline="e2e"}`]; v < initialRows {
+		t.Errorf("applied bulk items %v, want at least the %d snapshot rows", v, initialRows)
+	}
+	if v := sum(m, "cdcmirror_dead_letters_total"); v != 0 {
+		t.Errorf("%v dead letters", v)
+	}
+	if v := sum(m, "cdcmirror_healthy"); v != 1 {
+		t.Errorf("healthy gauge %v", v)
+	}
+	if code := run.healthz(); code != 200 {
+		t.Errorf("/healthz: %d", code)
+	}
+	run.stop()
+
+	// The graceful stop kept the checkpoint; nothing was dead-lettered.
+	st, err := statestore.Open(statePath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := st.LoadCheckpoint(context.Background(), pipeline)
+	st.Close()
+	if err != nil || cp == nil {
+		t.Fatalf("no checkpoint after the stop (err %v)", err)
+	}
+	if fi, err := os.Stat(dlqPath); err != nil || fi.Size() != 0 {
+		t.Fatalf("dead-letter file: %v, %v", fi, err)
+	}
+
+	// Second run: it resumes from the checkpoint (no second snapshot) and follows new changes.
+	sc.db.exec(t, append(sc.insert(initialRows+21, initialRows+30),
+		"DELETE FROM "+sc.table+" WHERE id = 1",
+		"UPDATE "+sc.table+" SET name = CONCAT(name, ' v3') WHERE id = 2")...)
+	run = startMirror(t, cfgPath)
+	es.waitConverged(run, index, sc.db, maxID, "restart")
+	m = run.waitMetrics(func(m map[string]float64) bool { return sum(m, "cdcmirror_events_total") >= 12 })
+	if v := sum(m, "cdcmirror_events_total"); v >= initialRows {
+		t.Errorf("the restarted mirror handled %v events: it read the table again instead of resuming", v)
+	}
+	run.stop()
+}
+
+// mirrorRun is one run of the command function.
+type mirrorRun struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan error
+	addr   string
+	log    *syncBuffer
+}
+
+func startMirror(t *testing.T, cfgPath string) *mirrorRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &mirrorRun{t: t, cancel: cancel, done: make(chan error, 1), log: &syncBuffer{}}
+	addrs := make(chan net.Addr, 1)
+	go func() {
+		r.done <- command(ctx, []string{"--config", cfgPath, "--metrics-addr", "127.0.0.1:0", "--progress", "auto"}, r.log,
+			func(a net.Addr) { addrs <- a })
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cdcmirror log:\n%s", r.log.String())
+		}
+	})
+	t.Cleanup(r.stopQuietly)
+	select {
+	case a := <-addrs:
+		r.addr = a.String()
+	case err := <-r.done:
+		r.done = nil
+		t.Fatalf("cdcmirror ended before listening: %v", err)
+	case <-time.After(waitBound):
+		t.Fatal("cdcmirror did not start listening")
+	}
+	// /healthz turns 200 once the runner runs.
+	r.waitFor("/healthz", func() string {
+		if code := r.healthz(); code != 200 {
+			return "status " + strconv.Itoa(code)
+		}
+		return ""
+	})
+	return r
+}
+
+// stop ends the run as a signal would and wants a clean exit.
+func (r *mirrorRun) stop() {
+	r.t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Fatalf("cdcmirror did not stop cleanly: %v", err)
+		}
+		r.done = nil
+	case <-time.After(waitBound):
+		r.t.Fatal("cdcmirror did not stop")
+	}
+}
+
+func (r *mirrorRun) stopQuietly() {
+	r.cancel()
+	if r.done != nil {
+		select {
+		case <-r.done:
+		case <-time.After(waitBound):
+		}
+		r.done = nil
+	}
+}
+
+// waitFor polls check until it reports nothing left to wait for (""), failing with its last
+// answer when the run ends or the bound passes.
+func (r *mirrorRun) waitFor(what string, check func() string) {
+	r.t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		why := check()
+		if why == "" {
+			return
+		}
+		select {
+		case err := <-r.done:
+			r.done = nil
+			r.t.Fatalf("%s: cdcmirror ended: %v (last: %s)", what, err, why)
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: not reached within %v: %s", what, waitBound, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (r *mirrorRun) healthz() int {
+	res, err := http.Get("http://" + r.addr + "/healthz")
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func (r *mirrorRun) waitMetrics(ok func(map[string]float64) bool) map[string]float64 {
+	r.t.Helper()
+	var m map[string]float64
+	r.waitFor("metrics", func() string {
+		m = scrape(r.t, nil, "http://"+r.addr+"/metrics")
+		if !ok(m) {
+			return fmt.Sprintf("%v events counted", sum(m, "cdcmirror_events_total"))
+		}
+		return ""
+	})
+	return m
+}
+
+// esNode talks to the Elasticsearch test node.
+type esNode struct {
+	t   *testing.T
+	url string
+}
+
+func (e *esNode) do(method, path string, body any) (int, []byte) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+const autoCreate = "action.auto_create_index"
+
+// enforceFencing makes the cluster forbid auto-creating df-w-* indices, the sink's deployment
+// requirement, holding the cluster-settings lock that the other packages' tests share, and
+// puts the previous value back afterwards.
+func (e *esNode) enforceFencing() {
+	testenv.HoldClusterSettings(e.t, e.url)
+	var cur struct{ Persistent, Transient map[string]any }
+	_, b := e.do("GET", "/_cluster/settings?flat_settings=true", nil)
+	if err := json.Unmarshal(b, &cur); err != nil {
+		e.t.Fatal(err)
+	}
+	if v, ok := cur.Transient[autoCreate]; ok {
+		e.t.Fatalf("a transient %s (%v) is set on the shared server", autoCreate, v)
+	}
+	prev := cur.Persistent[autoCreate]
+	if prev == "-df-w-*,+*" {
+		return
+	}
+	if code, b := e.do("PUT", "/_cluster/settings", map[string]any{"persistent": map[string]any{autoCreate: "-df-w-*,+*"}}); code != 200 {
+		e.t.Fatalf("setting %s: %d %s", autoCreate, code, b)
+	}
+	e.t.Cleanup(func() {
+		e.do("PUT", "/_cluster/settings", map[string]any{"persistent": map[string]any{autoCreate: prev}})
+	})
+}
+
+// docs reads documents 1..maxID in real time: _source by _id.
+func (e *esNode) docs(index string, maxID int) (map[int64]map[string]any, error) {
+	ids := make([]string, maxID)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
+	code, b := e.do("POST", "/"+index+"/_mget?realtime=true", map[string]any{"ids": ids})
+	if code != 200 {
+		return nil, fmt.Errorf("_mget: %d", code)
+	}
+	var ans struct {
+		Docs []struct {
+			ID     string         `json:"_id"`
+			Found  bool           `json:"found"`
+			Source map[string]any `json:"_source"`
+			Error  any            `json:"error"`
+		} `json:"docs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&ans); err != nil {
+		return nil, err
+	}
+	out := map[int64]map[string]any{}
+	for _, d := range ans.Docs {
+		if d.Error != nil {
+			return nil, fmt.Errorf("_mget: document %s: %v", d.ID, d.Error)
+		}
+		if d.Found {
+			id, _ := strconv.ParseInt(d.ID, 10, 64)
+			out[id] = d.Source
+		}
+	}
+	return out, nil
+}
+
+// waitConverged waits until the index holds exactly the table's rows, document by document.
+func (e *esNode) waitConverged(r *mirrorRun, index string, db database, maxID int, what string) {
+	e.t.Helper()
+	r.waitFor(what+" convergence", func() string {
+		docs, err := e.docs(index, maxID)
+		if err != nil {
+			return err.Error()
+		}
+		return diff(db.rows(e.t), docs)
+	})
+}
+
+// diff describes the first difference between table and index, or "".
+func diff(rows map[int64]row, docs map[int64]map[string]any) string {
+	for id, r := range rows {
+		d, ok := docs[id]
+		if !ok {
+			return fmt.Sprintf("row %d has no document", id)
+		}
+		if d["name"] != r.name {
+			return fmt.Sprintf("document %d: name differs", id)
+		}
+		if q, err := strconv.ParseInt(fmt.Sprint(d["qty"]), 10, 64); err != nil || q != r.qty {
+			return fmt.Sprintf("document %d: qty differs", id)
+		}
+		p, ok := new(big.Rat).SetString(fmt.Sprint(d["price"]))
+		if !ok || p.Cmp(r.price) != 0 {
+			return fmt.Sprintf("document %d: price differs", id)
+		}
+	}
+	for id := range docs {
+		if _, ok := rows[id]; !ok {
+			return fmt.Sprintf("document %d has no row", id)
+		}
+	}
+	return ""
+}
+
+// pgDatabase is the PostgreSQL test server.
+type pgDatabase struct{ dsn, table string }
+
+func (p pgDatabase) exec(t *testing.T, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// One transaction, so that the stream sees the statements together, as an application's
+	// would.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p pgDatabase) rows(t *testing.T) map[int64]row {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rs, err := conn.Query(ctx, "SELECT id, name, qty, price::text FROM "+p.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]row{}
+	for rs.Next() {
+		var id int64
+		var r row
+		var price string
+		if err := rs.Scan(&id, &r.name, &r.qty, &price); err != nil {
+			t.Fatal(err)
+		}
+		r.price, _ = new(big.Rat).SetString(price)
+		out[id] = r
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mysqlDatabase is the MariaDB test server.
+type mysqlDatabase struct {
+	dsn   mysqlDSN
+	table string
+}
+
+func (m mysqlDatabase) conn(t *testing.T) *client.Conn {
+	t.Helper()
+	c, err := client.ConnectWithContext(context.Background(), m.dsn.addr, m.dsn.user, m.dsn.password, m.dsn.db, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (m mysqlDatabase) exec(t *testing.T, stmts ...string) {
+	t.Helper()
+	c := m.conn(t)
+	defer c.Close()
+	if _, err := c.Execute("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := c.Execute(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if _, err := c.Execute("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m mysqlDatabase) rows(t *testing.T) map[int64]row {
+	t.Helper()
+	c := m.conn(t)
+	defer c.Close()
+	res, err := c.Execute("SELECT id, name, qty, CAST(price AS CHAR) FROM " + m.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	out := map[int64]row{}
+	for i := range res.RowNumber() {
+		id, _ := res.GetInt(i, 0)
+		name, _ := res.GetString(i, 1)
+		qty, _ := res.GetInt(i, 2)
+		price, _ := res.GetString(i, 3)
+		p, _ := new(big.Rat).SetString(price)
+		out[id] = row{name: name, qty: qty, price: p}
+	}
+	return out
+}
+
+// syncBuffer is a log sink shared by the command's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func randomSuffix(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}

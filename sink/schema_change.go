@@ -1,0 +1,91 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// extendMappings gives each index, before documents of a table schema it has not met in this
+// session are written, a generated field for every column of that schema the index's mapping
+// lacks. Without it a column added at the source after the index was created would be mapped
+// dynamically by the first document carrying it (a DECIMAL as float, a DATETIME as text),
+// which cannot be undone. Only with auto_create_index: without it the sink owns no mapping.
+func (s *Sink) extendMappings(ctx context.Context, acts []action) error {
+	if !s.cfg.AutoCreate() {
+		return nil
+	}
+	for i := range acts {
+		a := &acts[i]
+		// A delete carries no fields; the table's next index action does the check.
+		if a.del || a.info == nil || a.info.mapped {
+			continue
+		}
+		if err := s.extendMapping(ctx, a.index, a.schema); err != nil {
+			return err
+		}
+		a.info.mapped = true
+	}
+	return nil
+}
+
+// extendMapping adds the schema's missing columns to the index's mapping. Existing fields are
+// left alone even when the column's type changed: a field's type cannot change in place, and
+// the rows the old field cannot take are dead-lettered by the cluster's per-item rejection.
+func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSchema) error {
+	claim := s.claims[index]
+	have, ok := s.fields[index]
+	if !ok {
+		f, err := s.fence.Fields(ctx, claim)
+		if err != nil {
+			return s.requestError(err, "reading the index's mapping")
+		}
+		have = f
+		s.fields[index] = have
+	}
+	var add map[string]json.RawMessage
+	var o MappingOptions
+	for i := range sch.Columns {
+		c := &sch.Columns[i]
+		if _, ok := have[c.Name]; ok {
+			continue
+		}
+		if add == nil {
+			var err error
+			if o, err = s.mappingOptions(ctx); err != nil {
+				return err
+			}
+			add = map[string]json.RawMessage{}
+		}
+		m, err := FieldMapping(c, o)
+		if err != nil {
+			return fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, sch.ID, err)
+		}
+		add[c.Name] = m
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := s.fence.AddFields(ctx, claim, add); err != nil {
+		return s.requestError(err, "adding new columns to the index's mapping")
+	}
+	for name, m := range add {
+		have[name] = m
+	}
+	return nil
+}
+
+// FieldMapping is the mapping GenerateMapping gives one column, for adding a column to an
+// existing index.
+func FieldMapping(c *cdc.Column, o MappingOptions) (json.RawMessage, error) {
+	if reason := checkFieldName(c.Name); reason != "" {
+		return nil, fmt.Errorf("sink: mapping: column %q: %s", c.Name, reason)
+	}
+	b, err := appendFieldMapping(nil, c, o, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sink: mapping: column %q: %w", c.Name, err)
+	}
+	return b, nil
+}
