@@ -49,7 +49,8 @@ type Publisher interface {
 // partition, so every message not committed is delivered again. A partition its group never
 // committed is read from its earliest message, so nothing published before the group's first
 // consumer started is skipped. Messages of one partition (hence of one key) are returned in
-// order.
+// order. Its methods are safe for concurrent use: a worker may Fetch ahead while it Finishes
+// and Commits earlier messages.
 type Consumer interface {
 	Fetch(ctx context.Context) ([]Message, error)
 	// Finish marks messages as processed. Messages never finished are never committed.

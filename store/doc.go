@@ -55,6 +55,27 @@
 // # Completion modes
 //
 // [WaitApplied] returns when the adapter applied a write; [WaitVisible] also waits until
-// searches see it; [ReturnAccepted] returns once a durable queue holds it. Until the queue
-// path exists, accepted-mode writes fail per operation with [ErrUnavailable].
+// searches see it; [ReturnAccepted] returns once a durable queue holds it.
+//
+// # Accepted mode
+//
+// A store configured with a queue (Options.Queues, a queue.Publisher per store name) turns
+// each accepted-mode put, merge and delete into one self-contained [Record] -- address,
+// operation, precondition, document or merge program with its incoming document, request id,
+// position in the request and acceptance time -- encoded in the versioned JSON format that
+// Record documents and keyed by [RecordKey] of its address, so every mutation of one record
+// lands in one partition in submission order. Each store publishes its operations of a request
+// in one Publish call, bypassing the coalescer (the publisher batches). The request is
+// validated first, as in every mode: a malformed operation refuses it whole and nothing is
+// published. An operation then comes back Accepted once the queue acknowledged it durably,
+// or fails on its own: [ErrUnavailable] when the queue could not take it (retryable; a retry
+// may enqueue it twice, which at-least-once delivery allows anyway), [ErrInvalid] when the
+// queue refused it (too large). A store without a queue fails accepted-mode writes with
+// [ErrUnavailable]. Reads in an accepted-mode request run synchronously and do not see the
+// request's queued writes.
+//
+// A worker (package store/worker) consumes the records and applies them with
+// [Service.Apply]: the synchronous path, with each merge seeing its record's acceptance time
+// as MergeContext.Time. Delivery is at-least-once, so a queued operation may be applied more
+// than once.
 package store

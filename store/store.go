@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -42,8 +43,9 @@ const (
 	// WaitVisible also waits until subsequent searches observe the write (refresh=wait_for on
 	// Elasticsearch and OpenSearch; MongoDB and memory writes are visible when acknowledged).
 	WaitVisible
-	// ReturnAccepted returns once a durable queue holds the write; a worker applies it later.
-	// A store without a queue fails such writes with ErrUnavailable.
+	// ReturnAccepted returns once a durable queue holds the write (outcome Accepted); a
+	// worker applies it later (package store/worker). A store without a queue (see
+	// Options.Queues) fails such writes with ErrUnavailable.
 	ReturnAccepted
 )
 
@@ -79,6 +81,12 @@ type Options struct {
 	BackoffBase, BackoffMax time.Duration
 	// Coalesce configures the gathering of concurrent one-operation calls into batches.
 	Coalesce CoalesceOptions
+	// Queues gives store instances, by store name, the durable queue their accepted-mode
+	// writes are published to (one Record per operation, keyed by RecordKey). Every name must
+	// be a configured store; a store without a queue fails accepted-mode writes with
+	// ErrUnavailable. The Service does not close the publishers: close them after Close.
+	// Default: none.
+	Queues map[string]queue.Publisher
 	// Now is the clock (merge context times). Default time.Now.
 	Now func() time.Time
 	// Rand supplies backoff jitter. Default a generator seeded at random.
@@ -173,6 +181,7 @@ type instance struct {
 	adapter   driver.Store
 	validator driver.AddressValidator
 	coalescer *coalescer
+	queue     queue.Publisher // nil: accepted-mode writes fail with ErrUnavailable
 }
 
 // New returns a Service over the given adapters, keyed by store name.
@@ -189,7 +198,7 @@ func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
 		if name == "" || a == nil {
 			return nil, fmt.Errorf("store: adapter %q: empty name or nil adapter", name)
 		}
-		in := &instance{name: name, adapter: a}
+		in := &instance{name: name, adapter: a, queue: s.opts.Queues[name]}
 		in.validator, _ = a.(driver.AddressValidator)
 		if !s.opts.Coalesce.Disabled {
 			in.coalescer = newCoalescer(s, in)
@@ -198,6 +207,11 @@ func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
+	for name, q := range s.opts.Queues {
+		if s.stores[name] == nil || q == nil {
+			return nil, fmt.Errorf("store: Queues[%q]: no adapter of that name, or a nil publisher", name)
+		}
+	}
 	return s, nil
 }
 
@@ -231,16 +245,41 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		}
 	}
 	byStore := make(map[*instance][]*item)
+	var accepted map[*instance][]acceptedOp
 	for i := range ops {
 		it := &item{op: ops[i], res: &results[i], now: now, visible: mode == WaitVisible}
+		in := s.stores[it.op.Addr.Store]
 		if mode == ReturnAccepted && it.op.Kind != OpRead {
-			it.fail(newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+it.op.Addr.Store+" has no durable queue for accepted-mode writes"))
+			if in.queue == nil {
+				it.fail(newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+in.name+" has no durable queue for accepted-mode writes"))
+				continue
+			}
+			if accepted == nil {
+				accepted = make(map[*instance][]acceptedOp)
+			}
+			accepted[in] = append(accepted[in], acceptedOp{it: it, index: i})
 			continue
 		}
-		in := s.stores[it.op.Addr.Store]
 		byStore[in] = append(byStore[in], it)
 	}
 	var wg sync.WaitGroup
+	if accepted != nil {
+		rid := s.newRequestID()
+		for in, acc := range accepted {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.publish(ctx, in, rid, acc)
+			}()
+		}
+	}
+	s.runStores(ctx, byStore, &wg)
+	wg.Wait()
+	return results, nil
+}
+
+// runStores runs each store's items in a goroutine of its own, counted in wg.
+func (s *Service) runStores(ctx context.Context, byStore map[*instance][]*item, wg *sync.WaitGroup) {
 	for in, items := range byStore {
 		wg.Add(1)
 		go func() {
@@ -248,8 +287,6 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 			s.run(ctx, in, items)
 		}()
 	}
-	wg.Wait()
-	return results, nil
 }
 
 func (s *Service) enter() bool {
@@ -309,7 +346,11 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 	}
 	var bad []ItemError
 	for i := range ops {
-		if err := s.validateOp(&ops[i]); err != nil {
+		err := s.validateOp(&ops[i])
+		if err == nil && mode == ReturnAccepted && !validUTF8Program(&ops[i]) {
+			err = newOpError(KindInvalid, OpMerge, ops[i].Addr, "an accepted-mode merge program must be valid UTF-8 to travel in a queue record")
+		}
+		if err != nil {
 			bad = append(bad, ItemError{Index: i, Err: err})
 		}
 	}

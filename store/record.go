@@ -1,0 +1,215 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/internal/jsonenc"
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// RecordVersion is the version of the queue record format that AppendRecord writes and
+// DecodeRecord reads.
+const RecordVersion = 1
+
+// Record is one accepted-mode write as it travels through a durable queue: self-contained, so
+// a worker can apply it with nothing but the record and the store configuration.
+//
+// # Wire format, version 1
+//
+// The message value is one JSON object. JSON because the documents are JSON already and go in
+// unchanged (byte for byte, no re-encoding), because operators can read a dead-lettered record
+// with ordinary tools, and because the version field lets the format change later. Members:
+//
+//	v               1
+//	request         the accepting call's request id (32 hex digits)
+//	index           the operation's position in that request
+//	accepted_at     when the store accepted the request, RFC 3339 with nanoseconds, UTC
+//	op              "put", "merge" or "delete"
+//	store, namespace, dataset
+//	key_type        "string", "int64", "bytes" or "objectid"
+//	key             the key: the string; the int64 in decimal (a string, so no JSON reader
+//	                rounds it); bytes in standard base64; an ObjectID in 24 hex digits
+//	if              absent (unconditional), "revision" or "absent"
+//	revision        with if "revision": the revision's String form
+//	program         merge only: the program source, whole
+//	program_sha256  merge only: hex SHA-256 of the source; the decoder checks it, so a
+//	                damaged program is refused rather than run
+//	doc             put and merge: the document (a merge's incoming document), byte for
+//	                byte but for whitespace around it
+//	times           the document's date-time JSON Pointers, when it has any
+//
+// Every record carries its program, even when many operations of one request share it: a
+// record is applied, retried and dead-lettered on its own, and a partition may be read from any
+// offset, so a program table in a batch envelope could be out of reach of the record that needs
+// it. Within one Publish, the store hashes each distinct program once, and a RecordDecoder
+// verifies a run of records sharing a program once; the merger's compile cache (luamerge
+// keys it by the same SHA-256) compiles it once.
+//
+// Decoders ignore members they do not know, so members may be added to version 1 only when
+// ignoring them is safe; anything else needs a new version, which older workers refuse (and
+// dead-letter): upgrade workers before the services that publish.
+//
+// The message key is RecordKey(address): every mutation of one record lands in one partition,
+// in the order it was published.
+type Record struct {
+	// RequestID identifies the Do call that accepted the operation.
+	RequestID string
+	// Index is the operation's position in that call's ops.
+	Index int
+	// AcceptedAt is when the store accepted the request: merges see it as MergeContext.Time,
+	// on every run and every redelivery.
+	AcceptedAt time.Time
+	// Op is the write: a put, merge or delete, with its precondition.
+	Op Op
+}
+
+// RecordKey returns the queue message key of every mutation of the record at addr: a
+// deterministic, injective and readable encoding of the address,
+//
+//	<store>/<namespace>/<dataset>/<key kind>:<key>
+//
+// where '%' and '/' in the names are escaped as %25 and %2F, the key kinds are s (string, as
+// it is), i (int64, decimal), b (bytes, hex) and o (ObjectID, hex).
+func RecordKey(addr Address) []byte {
+	return appendRecordKey(make([]byte, 0, 64), addr)
+}
+
+func appendRecordKey(dst []byte, addr Address) []byte {
+	for _, name := range [...]string{addr.Store, addr.Namespace, addr.Dataset} {
+		dst = appendEscapedName(dst, name)
+		dst = append(dst, '/')
+	}
+	k := addr.Key
+	switch k.Kind() {
+	case KindStringKey:
+		dst = append(dst, "s:"...)
+		dst = append(dst, k.StringValue()...) // the last component: a '/' in it is unambiguous
+	case KindInt64Key:
+		dst = append(dst, "i:"...)
+		dst = strconv.AppendInt(dst, k.Int64Value(), 10)
+	case KindBytesKey:
+		dst = append(dst, "b:"...)
+		dst = hex.AppendEncode(dst, k.BytesValue())
+	case KindObjectIDKey:
+		dst = append(dst, "o:"...)
+		id := k.ObjectIDValue()
+		dst = hex.AppendEncode(dst, id[:])
+	}
+	return dst
+}
+
+func appendEscapedName(dst []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; c {
+		case '%':
+			dst = append(dst, "%25"...)
+		case '/':
+			dst = append(dst, "%2F"...)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// ProgramHash returns the hex SHA-256 of a merge program, as records carry it.
+func ProgramHash(program string) string {
+	sum := sha256.Sum256([]byte(program))
+	return hex.EncodeToString(sum[:])
+}
+
+// AppendRecord appends the version-1 encoding of r to dst. r.Op must be a valid put, merge or
+// delete (Service.Do validates before it encodes); programHash is ProgramHash(r.Op.Program)
+// for a merge, passed in so that a batch sharing one program hashes it once.
+func AppendRecord(dst []byte, r *Record, programHash string) []byte {
+	op := &r.Op
+	dst = append(dst, `{"v":1,"request":`...)
+	dst = jsonenc.AppendString(dst, r.RequestID)
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendInt(dst, int64(r.Index), 10)
+	dst = append(dst, `,"accepted_at":"`...)
+	dst = r.AcceptedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","op":"`...)
+	dst = append(dst, op.Kind.String()...)
+	dst = append(dst, `","store":`...)
+	dst = jsonenc.AppendString(dst, op.Addr.Store)
+	dst = append(dst, `,"namespace":`...)
+	dst = jsonenc.AppendString(dst, op.Addr.Namespace)
+	dst = append(dst, `,"dataset":`...)
+	dst = jsonenc.AppendString(dst, op.Addr.Dataset)
+	dst = append(dst, `,"key_type":"`...)
+	dst = append(dst, op.Addr.Key.Kind().String()...)
+	dst = append(dst, `","key":`...)
+	switch k := op.Addr.Key; k.Kind() {
+	case KindStringKey:
+		dst = jsonenc.AppendString(dst, k.StringValue())
+	case KindInt64Key:
+		dst = append(dst, '"')
+		dst = append(strconv.AppendInt(dst, k.Int64Value(), 10), '"')
+	case KindBytesKey:
+		dst = append(dst, '"')
+		dst = append(base64.StdEncoding.AppendEncode(dst, k.BytesValue()), '"')
+	case KindObjectIDKey:
+		id := k.ObjectIDValue()
+		dst = append(dst, '"')
+		dst = append(hex.AppendEncode(dst, id[:]), '"')
+	default:
+		dst = append(dst, `""`...)
+	}
+	switch op.If.kind {
+	case driver.IfRevision:
+		dst = append(dst, `,"if":"revision","revision":"`...)
+		dst = append(dst, op.If.rev.String()...)
+		dst = append(dst, '"')
+	case driver.IfAbsent:
+		dst = append(dst, `,"if":"absent"`...)
+	}
+	if op.Kind == OpMerge {
+		dst = append(dst, `,"program_sha256":"`...)
+		dst = append(dst, programHash...)
+		dst = append(dst, `","program":`...)
+		dst = jsonenc.AppendString(dst, op.Program)
+	}
+	if op.Kind == OpPut || op.Kind == OpMerge {
+		dst = append(dst, `,"doc":`...)
+		dst = append(dst, bytes.Trim(op.Doc.JSON, " \t\r\n")...) // the decoder's copy has none
+		if len(op.Doc.Times) > 0 {
+			dst = append(dst, `,"times":[`...)
+			for i, p := range op.Doc.Times {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = jsonenc.AppendString(dst, p)
+			}
+			dst = append(dst, ']')
+		}
+	}
+	return append(dst, '}')
+}
+
+// validUTF8Program reports whether a merge program can travel in a record: the format carries
+// it as a JSON string, which cannot hold arbitrary bytes.
+func validUTF8Program(op *Op) bool {
+	return op.Kind != OpMerge || utf8.ValidString(op.Program)
+}
+
+// String renders the record for logs: request, index and address, never the document.
+func (r *Record) String() string {
+	var b strings.Builder
+	b.WriteString(r.Op.Kind.String())
+	b.WriteByte(' ')
+	b.WriteString(r.Op.Addr.String())
+	b.WriteString(" (request ")
+	b.WriteString(r.RequestID)
+	b.WriteByte('#')
+	b.WriteString(strconv.Itoa(r.Index))
+	b.WriteByte(')')
+	return b.String()
+}

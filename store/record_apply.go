@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// Apply runs records a queue delivered, on the synchronous path: it is Do with WaitApplied --
+// the same validation, dependency waves, adapter batches, merge loop and retries -- with two
+// differences that make it the entry point of a queue worker (package store/worker):
+//
+//   - a merge sees the time its record was accepted as MergeContext.Time, so a merge applied
+//     later, or again after a redelivery, runs with the context it was accepted with;
+//   - records are independent operations, not one request: an invalid record (a store this
+//     service does not configure, a read, a bad document) fails on its own, in its Result,
+//     and the others run. Operations on one record still run in the order of recs.
+//
+// There is no limit on len(recs). The error is for the whole call: ErrClosed after Close, or
+// ctx's error when ctx ended before the call could start.
+func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.inflight.Done()
+	results := make([]Result, len(recs))
+	byStore := make(map[*instance][]*item)
+	for i := range recs {
+		it := &item{op: recs[i].Op, res: &results[i], now: recs[i].AcceptedAt}
+		if it.op.Kind == OpRead {
+			it.fail(newOpError(KindInvalid, OpRead, it.op.Addr, "a queue record holds a write, not a read"))
+			continue
+		}
+		if err := s.validateOp(&it.op); err != nil {
+			it.fail(err)
+			continue
+		}
+		in := s.stores[it.op.Addr.Store]
+		byStore[in] = append(byStore[in], it)
+	}
+	var wg sync.WaitGroup
+	s.runStores(ctx, byStore, &wg)
+	wg.Wait()
+	return results, nil
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+
+	"github.com/tributary-dev/tributary/queue"
+)
+
+// acceptedOp is an accepted-mode write on its way to its store's queue, with its position in
+// the request (which its record carries).
+type acceptedOp struct {
+	it    *item
+	index int
+}
+
+// newRequestID returns 32 hex digits naming one Do call in its queue records.
+func (s *Service) newRequestID() string {
+	var b [16]byte
+	s.randMu.Lock()
+	for i := 0; i < len(b); i += 8 {
+		v := s.opts.Rand.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	s.randMu.Unlock()
+	return hex.EncodeToString(b[:])
+}
+
+// publish writes one store's accepted-mode operations to its queue in one Publish call, one
+// record per operation in request order (so a record's mutations keep their order in its
+// partition), and settles each operation: Accepted, or the failure of its message.
+func (s *Service) publish(ctx context.Context, in *instance, requestID string, acc []acceptedOp) {
+	msgs := make([]queue.Message, len(acc))
+	var hashes map[string]string // one SHA-256 per distinct program of the request
+	size := 0
+	for _, a := range acc {
+		size += 256 + len(a.it.op.Doc.JSON) + len(a.it.op.Program)
+	}
+	buf := make([]byte, 0, size)
+	for j, a := range acc {
+		op := &a.it.op
+		hash := ""
+		if op.Kind == OpMerge {
+			if hash = hashes[op.Program]; hash == "" {
+				if hashes == nil {
+					hashes = make(map[string]string)
+				}
+				hash = ProgramHash(op.Program)
+				hashes[op.Program] = hash
+			}
+		}
+		start := len(buf)
+		buf = AppendRecord(buf, &Record{RequestID: requestID, Index: a.index, AcceptedAt: a.it.now, Op: *op}, hash)
+		// Values share buf; the capped slice keeps any later append from reaching a neighbour.
+		msgs[j] = queue.Message{Key: RecordKey(op.Addr), Value: buf[start:len(buf):len(buf)]}
+	}
+	err := in.queue.Publish(ctx, msgs)
+	if err == nil {
+		for _, a := range acc {
+			*a.it.res = Result{Outcome: Accepted}
+		}
+		return
+	}
+	var perMsg *queue.PublishError
+	if errors.As(err, &perMsg) && len(perMsg.Errs) != len(msgs) {
+		perMsg = nil // a publisher breaking its contract: fail every message
+	}
+	failed := 0
+	for j, a := range acc {
+		e := err
+		if perMsg != nil {
+			e = perMsg.Errs[j]
+		}
+		if e == nil {
+			*a.it.res = Result{Outcome: Accepted}
+			continue
+		}
+		failed++
+		a.it.fail(publishFailure(ctx, a.it.op, e))
+	}
+	s.opts.Logger.Warn("store: accepted-mode publish failed", slog.String("store", in.name),
+		slog.Int("failed", failed), slog.Int("operations", len(acc)), slog.String("error", err.Error()))
+}
+
+// publishFailure classifies a failed publish for the caller. A message the queue could not
+// take is ErrUnavailable, the retryable kind, also when the queue cannot promise the message
+// was not written: in accepted mode a retry may enqueue an operation twice, which the
+// at-least-once delivery of queued operations allows anyway, while not retrying would lose it.
+func publishFailure(ctx context.Context, op Op, err error) *Error {
+	kind := KindInternal
+	switch {
+	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		kind = KindCanceled
+	default:
+		switch queue.KindOf(err) {
+		case queue.Unavailable, queue.NotFound:
+			kind = KindUnavailable
+		case queue.Invalid:
+			kind = KindInvalid
+		}
+	}
+	return &Error{Kind: kind, Op: op.Kind, Addr: op.Addr, Err: err}
+}

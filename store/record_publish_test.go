@@ -1,0 +1,194 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/queue"
+	"github.com/tributary-dev/tributary/queue/memqueue"
+	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store/memstore"
+)
+
+// acceptedService returns a service over two memory stores, "q" with a queue on topic "t"
+// of broker b and "plain" without one.
+func acceptedService(t *testing.T, b *memqueue.Broker, opts *store.Options) *store.Service {
+	t.Helper()
+	pub, err := b.Publisher("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts == nil {
+		opts = &store.Options{}
+	}
+	opts.Queues = map[string]queue.Publisher{"q": pub}
+	if opts.Merger == nil {
+		opts.Merger = store.MergeFunc(func(_ context.Context, c *store.MergeCall) (store.MergeResult, error) {
+			return store.MergeResult{Doc: c.Incoming}, nil
+		})
+	}
+	s, err := store.New(map[string]driver.Store{"q": memstore.New(), "plain": memstore.New()}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close(context.Background())
+		_ = pub.Close()
+	})
+	return s
+}
+
+func TestAcceptedModePublishesOneRecordPerWrite(t *testing.T) {
+	ctx := context.Background()
+	b := memqueue.New(nil)
+	at := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	s := acceptedService(t, b, &store.Options{Now: func() time.Time { return at }})
+
+	var ops []store.Op
+	for i := range 20 {
+		a := addr("q", fmt.Sprint("k", i%5)) // four operations on each of five records
+		switch i % 3 {
+		case 0:
+			ops = append(ops, store.Put(a, store.Document{JSON: fmt.Appendf(nil, `{"i":%d}`, i)}))
+		case 1:
+			ops = append(ops, store.Merge(a, "same program", store.Document{JSON: fmt.Appendf(nil, `{"i":%d}`, i)}))
+		case 2:
+			ops = append(ops, store.Delete(a))
+		}
+	}
+	ops = append(ops, store.Read(addr("q", "k0")))
+	res, err := s.Do(ctx, ops, store.ReturnAccepted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res[:20] {
+		if r.Err != nil || r.Outcome != store.Accepted {
+			t.Fatalf("op %d: %+v, want Accepted", i, r)
+		}
+	}
+	if r := res[20]; r.Err != nil || r.Outcome != store.NotFound {
+		t.Fatalf("a read in accepted mode runs synchronously and sees nothing applied yet: %+v", r)
+	}
+
+	msgs := b.Messages("t")
+	if len(msgs) != 20 {
+		t.Fatalf("the topic holds %d messages, want one per write (20)", len(msgs))
+	}
+	requests := map[string]bool{}
+	lastIndex := map[string]int{} // per partition and key: records keep request order
+	for _, m := range msgs {
+		r, err := store.DecodeRecord(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests[r.RequestID] = true
+		if string(m.Key) != string(store.RecordKey(r.Op.Addr)) {
+			t.Fatalf("message key %q, want RecordKey of %v", m.Key, r.Op.Addr)
+		}
+		if !sameRecord(&r, &store.Record{RequestID: r.RequestID, Index: r.Index, AcceptedAt: at, Op: ops[r.Index]}) {
+			t.Fatalf("record %d is %+v, want op %+v accepted at %v", r.Index, r, ops[r.Index], at)
+		}
+		pk := fmt.Sprint(m.Partition, string(m.Key))
+		if last, ok := lastIndex[pk]; ok && last >= r.Index {
+			t.Fatalf("record %d follows record %d of the same address in its partition", r.Index, last)
+		}
+		lastIndex[pk] = r.Index
+	}
+	if len(requests) != 1 {
+		t.Fatalf("one request's records carry %d request ids", len(requests))
+	}
+}
+
+func TestAcceptedModeFailures(t *testing.T) {
+	ctx := context.Background()
+	b := memqueue.New(nil)
+	s := acceptedService(t, b, nil)
+	doc := store.Document{JSON: []byte(`{"a":1}`)}
+
+	// A store without a queue: retryable, per operation; the other store still accepts.
+	res, err := s.Do(ctx, []store.Op{store.Put(addr("plain", "x"), doc), store.Put(addr("q", "x"), doc)}, store.ReturnAccepted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, store.ErrUnavailable) || res[1].Outcome != store.Accepted {
+		t.Fatalf("no-queue store and queue store: %+v, want ErrUnavailable and Accepted", res)
+	}
+
+	// A partial publish failure fails exactly the messages the queue did not take.
+	b.FailMessages(func(m queue.Message) error {
+		if string(m.Key) == string(store.RecordKey(addr("q", "bad"))) {
+			return &queue.Error{Kind: queue.Unavailable, Queue: "t", Err: errors.New("broker down")}
+		}
+		return nil
+	})
+	res, err = s.Do(ctx, []store.Op{store.Put(addr("q", "good"), doc), store.Put(addr("q", "bad"), doc)}, store.ReturnAccepted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Accepted || !errors.Is(res[1].Err, store.ErrUnavailable) {
+		t.Fatalf("partial publish failure: %+v, want Accepted then ErrUnavailable", res)
+	}
+	b.FailNext(memqueue.OpPublish, &queue.Error{Kind: queue.Invalid, Queue: "t", Err: errors.New("message too large")})
+	res, err = s.Do(ctx, []store.Op{store.Delete(addr("q", "big"))}, store.ReturnAccepted)
+	if err != nil || !errors.Is(res[0].Err, store.ErrInvalid) {
+		t.Fatalf("a message the queue refuses as invalid: %v %+v, want ErrInvalid", err, res)
+	}
+
+	// A malformed operation refuses the whole request before anything is published.
+	before := len(b.Messages("t"))
+	_, err = s.Do(ctx, []store.Op{store.Put(addr("q", "y"), doc), store.Put(addr("q", "z"), store.Document{JSON: []byte(`[1]`)})}, store.ReturnAccepted)
+	var re *store.RequestError
+	if !errors.As(err, &re) || len(re.Items) != 1 || re.Items[0].Index != 1 {
+		t.Fatalf("malformed op in accepted mode: %v, want a RequestError naming op 1", err)
+	}
+	_, err = s.Do(ctx, []store.Op{store.Merge(addr("q", "y"), "bad \xff utf-8", doc)}, store.ReturnAccepted)
+	if !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a merge program that cannot travel in a record: %v, want ErrInvalid", err)
+	}
+	if after := len(b.Messages("t")); after != before {
+		t.Fatalf("refused requests published %d messages", after-before)
+	}
+}
+
+func TestApplyUsesAcceptedTimeAndFailsRecordsAlone(t *testing.T) {
+	ctx := context.Background()
+	var seen []time.Time
+	s := acceptedService(t, memqueue.New(nil), &store.Options{
+		Merger: store.MergeFunc(func(_ context.Context, c *store.MergeCall) (store.MergeResult, error) {
+			seen = append(seen, c.Context.Time)
+			return store.MergeResult{Doc: c.Incoming}, nil
+		}),
+	})
+	at := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
+	doc := store.Document{JSON: []byte(`{"a":1}`)}
+	res, err := s.Apply(ctx, []store.Record{
+		{AcceptedAt: at, Op: store.Merge(addr("q", "m"), "p", doc)},
+		{AcceptedAt: at, Op: store.Put(addr("nowhere", "m"), doc)},
+		{AcceptedAt: at, Op: store.Read(addr("q", "m"))},
+		{AcceptedAt: at, Op: store.Put(addr("q", "m"), doc).WithPrecondition(store.IfAbsent())},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != store.Created || len(seen) != 1 || !seen[0].Equal(at) {
+		t.Fatalf("merge through Apply: %+v, merge times %v, want Created at %v", res[0], seen, at)
+	}
+	if !errors.Is(res[1].Err, store.ErrInvalid) || !errors.Is(res[2].Err, store.ErrInvalid) {
+		t.Fatalf("an unknown store and a read fail alone with ErrInvalid: %+v %+v", res[1], res[2])
+	}
+	if !errors.Is(res[3].Err, store.ErrAlreadyExists) {
+		t.Fatalf("an if-absent put after the merge created the record: %+v, want ErrAlreadyExists (order kept)", res[3])
+	}
+}
+
+func TestQueuesMustNameConfiguredStores(t *testing.T) {
+	pub, _ := memqueue.New(nil).Publisher("t")
+	_, err := store.New(map[string]driver.Store{"a": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"b": pub}})
+	if err == nil {
+		t.Fatal("New accepted a queue for a store it does not have")
+	}
+}

@@ -1,0 +1,69 @@
+// Package worker applies the store's accepted-mode writes: it consumes the records a
+// store.Service published to a durable queue (see store.Record) and applies them through the
+// same synchronous path as a WaitApplied call (store.Service.Apply), so queued and direct
+// writes share validation, ordering, merges and retries.
+//
+//	w, err := worker.New(consumer, svc, deadLetters, nil)
+//	go w.Run(ctx)
+//	...
+//	w.Stop(ctx) // finishes the fetch in hand, commits, returns
+//
+// # Processing a fetch
+//
+// Each fetch is decoded; a message that is not a record this worker reads goes to the
+// dead-letter queue. The records form dependency waves -- the k-th record of one address in
+// the fetch is in wave k -- and each wave is one Apply call, so records of different
+// addresses are applied together as adapter batches while the mutations of one record keep
+// their queue order (which is their submission order: one address, one partition). A record
+// that fails retryably is applied again, alone with the others that did, after a jittered
+// exponential backoff (Options.BackoffBase, BackoffMax), up to Options.MaxAttempts
+// applications; the next wave waits for it. Each applied record is finished at once; the
+// offsets are committed after every record of the fetch is applied or dead-lettered.
+//
+// The worker reads one fetch ahead: the next fetch is fetched and decoded while the current
+// one is applied, since decoding costs about a third of applying a put to memory. A fetch read
+// ahead is never finished before its turn, so abandoning it costs only its redelivery.
+//
+// # Failures
+//
+// Retryable: store.KindUnavailable; KindInternal (the outcome is unknown, and applying again
+// is what at-least-once delivery means anyway); KindCanceled while the worker runs on; and
+// KindConflict of a merge, which means it gave up under contention. Everything else is
+// permanent: a failed precondition (KindConflict, KindAlreadyExists), an invalid record or
+// document, a failing merge program, a missing dataset -- and a record naming a store the
+// applier does not configure, so configure the worker's service with every store whose queue
+// it consumes.
+//
+// Malformed messages, permanent failures and exhausted retries are copied to the dead-letter
+// publisher -- key, value and headers unchanged, plus the headers HeaderReason,
+// HeaderErrorKind, HeaderTopic, HeaderPartition, HeaderOffset and HeaderAttempts -- and only
+// once the dead-letter queue acknowledged them are they finished, so their offsets are never
+// committed before they are safe. Headers never carry error messages (an adapter's message
+// might quote a value); the log does, with the record's address and position. A dead letter
+// that cannot be written after MaxAttempts stops Run with an error: the consumer then
+// redelivers from the last commit.
+//
+// # Delivery guarantees
+//
+// At least once. A worker that stops abruptly (ctx ends, the process dies) leaves unfinished
+// records uncommitted and they are delivered again; a record applied just before the crash is
+// applied twice. Unconditional puts and deletes are idempotent. A conditional one applied
+// twice fails its precondition the second time and is dead-lettered although it took effect.
+// A merge is not idempotent unless its program makes it so, for example by keeping in the
+// record the set of operation ids the clients put in their incoming documents (as
+// TestWorkerCrashRestartLosesNothing does). A merge runs with the time its record was
+// accepted (store.MergeContext.Time), also when applied again.
+//
+// # Stopping
+//
+// Stop lets the fetch in hand finish -- applied, dead-lettered, committed -- and makes Run
+// return nil (a fetch read ahead is left to the next worker of the group). The fetch in hand
+// includes its retries, so a graceful stop may take up to MaxAttempts backoffs. Cancelling
+// Run's ctx abandons it instead (what was finished is still committed, on a context of its own
+// bounded by Options.CommitTimeout) and Run returns ctx's error.
+//
+// # Observability
+//
+// Options.Logger receives dead letters and failures (never document contents);
+// Options.Observer receives FetchStats after each fetch. Nothing is global.
+package worker
