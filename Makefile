@@ -77,8 +77,8 @@ testenv-logs: ## tail every server log (for a failing run)
 PROTO_DIR := examples/recordsvc/proto
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
-proto: ## regenerate examples/recordsvc's protobuf and gRPC Go code (needs protoc: apt-get install protobuf-compiler)
-	@command -v protoc >/dev/null || { echo "proto: protoc is missing: apt-get install -y protobuf-compiler"; exit 1; }
+proto: ## regenerate examples/recordsvc's protobuf and gRPC Go code (installs protoc from Debian when missing)
+	@command -v protoc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler; }
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH="$(CURDIR)/bin:$$PATH" protoc -I $(PROTO_DIR) \

@@ -1,0 +1,706 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// config is a recordsvc configuration file. CONFIG.md documents every field; keep the two in
+// step. Zero values mean the documented default, which withDefaults fills in.
+type config struct {
+	Mode     string                  `yaml:"mode"`
+	Listen   listenConfig            `yaml:"listen"`
+	Limits   limitsConfig            `yaml:"limits"`
+	Service  serviceConfig           `yaml:"service"`
+	Coalesce coalesceConfig          `yaml:"coalesce"`
+	Lua      luaConfig               `yaml:"lua"`
+	Health   healthConfig            `yaml:"health"`
+	Shutdown shutdownConfig          `yaml:"shutdown"`
+	Log      logConfig               `yaml:"log"`
+	Stores   map[string]*storeConfig `yaml:"stores"`
+}
+
+type listenConfig struct {
+	GRPC    string `yaml:"grpc"`
+	Metrics string `yaml:"metrics"`
+}
+
+type limitsConfig struct {
+	MaxRequestBytes  int `yaml:"max_request_bytes"`
+	MaxResponseBytes int `yaml:"max_response_bytes"`
+	MaxDocumentBytes int `yaml:"max_document_bytes"`
+	MaxItems         int `yaml:"max_items"`
+}
+
+type serviceConfig struct {
+	MergeAttempts int           `yaml:"merge_attempts"`
+	RetryAttempts int           `yaml:"retry_attempts"`
+	BackoffBase   time.Duration `yaml:"backoff_base"`
+	BackoffMax    time.Duration `yaml:"backoff_max"`
+}
+
+type coalesceConfig struct {
+	Disabled bool `yaml:"disabled"`
+	// Window is a pointer so that an explicit 0s (no window) differs from "not set".
+	Window      *time.Duration `yaml:"window"`
+	MaxBatch    int            `yaml:"max_batch"`
+	QueueLimit  int            `yaml:"queue_limit"`
+	MaxInFlight int            `yaml:"max_in_flight"`
+}
+
+type luaConfig struct {
+	MaxInstructions   int64         `yaml:"max_instructions"`
+	Timeout           time.Duration `yaml:"timeout"`
+	MaxInputBytes     int           `yaml:"max_input_bytes"`
+	MaxOutputBytes    int           `yaml:"max_output_bytes"`
+	MaxDepth          int           `yaml:"max_depth"`
+	MaxMemoryBytes    int64         `yaml:"max_memory_bytes"`
+	MaxCallDepth      int           `yaml:"max_call_depth"`
+	MaxProgramBytes   int           `yaml:"max_program_bytes"`
+	MaxCachedPrograms int           `yaml:"max_cached_programs"`
+}
+
+type healthConfig struct {
+	Interval time.Duration `yaml:"interval"`
+	Timeout  time.Duration `yaml:"timeout"`
+}
+
+type shutdownConfig struct {
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+type logConfig struct {
+	Level string `yaml:"level"`
+}
+
+// storeConfig is one named store. The settings of every kind share one struct so that a
+// setting of another kind is reported as such rather than as an unknown key.
+type storeConfig struct {
+	Kind string `yaml:"kind"` // memory | mongodb | elasticsearch | opensearch
+
+	// mongodb
+	URI            string `yaml:"uri"`
+	MetadataField  string `yaml:"metadata_field"`
+	MaxConcurrency int    `yaml:"max_concurrency"`
+	FerretDB       bool   `yaml:"ferretdb"`
+
+	// elasticsearch, opensearch
+	URLs             []string      `yaml:"urls"`
+	DatasetTTL       time.Duration `yaml:"dataset_ttl"`
+	SkipDatasetCheck bool          `yaml:"skip_dataset_check"`
+
+	// mongodb, elasticsearch, opensearch
+	Timeout time.Duration `yaml:"timeout"`
+
+	Health storeHealthConfig `yaml:"health"`
+	Queue  *queueConfig      `yaml:"queue"`
+}
+
+// storeHealthConfig is the record the periodic check reads. It need not exist: any answer
+// from the server (found, not found, even "no such index") proves it reachable.
+type storeHealthConfig struct {
+	Namespace string `yaml:"namespace"`
+	Dataset   string `yaml:"dataset"`
+	Key       string `yaml:"key"`
+}
+
+type queueConfig struct {
+	Kind            string `yaml:"kind"` // memory | kafka
+	Topic           string `yaml:"topic"`
+	DeadLetterTopic string `yaml:"dead_letter_topic"`
+	Group           string `yaml:"group"`
+
+	// memory
+	Partitions int `yaml:"partitions"`
+
+	// kafka
+	Brokers         []string            `yaml:"brokers"`
+	ClientID        string              `yaml:"client_id"`
+	DialTimeout     time.Duration       `yaml:"dial_timeout"`
+	RequestTimeout  time.Duration       `yaml:"request_timeout"`
+	DeliveryTimeout time.Duration       `yaml:"delivery_timeout"`
+	MaxFetch        int                 `yaml:"max_fetch"`
+	FetchMaxWait    time.Duration       `yaml:"fetch_max_wait"`
+	CreateTopics    *createTopicsConfig `yaml:"create_topics"`
+	TLS             *tlsConfig          `yaml:"tls"`
+	SASL            *saslConfig         `yaml:"sasl"`
+
+	Worker workerConfig `yaml:"worker"`
+}
+
+type createTopicsConfig struct {
+	Partitions        int32 `yaml:"partitions"`
+	ReplicationFactor int16 `yaml:"replication_factor"`
+}
+
+type tlsConfig struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+type saslConfig struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password"`
+}
+
+type workerConfig struct {
+	MaxAttempts   int           `yaml:"max_attempts"`
+	BackoffBase   time.Duration `yaml:"backoff_base"`
+	BackoffMax    time.Duration `yaml:"backoff_max"`
+	CommitTimeout time.Duration `yaml:"commit_timeout"`
+}
+
+// Defaults the binary sets itself; the library's own defaults are left to the library.
+const (
+	defaultGRPCAddr        = "127.0.0.1:8080"
+	defaultMetricsAddr     = "127.0.0.1:9090"
+	defaultMaxMessageBytes = 64 << 20
+	defaultHealthInterval  = 5 * time.Second
+	defaultHealthTimeout   = 2 * time.Second
+	defaultShutdownTimeout = 30 * time.Second
+	defaultHealthNamespace = "tributary"
+	defaultHealthDataset   = "tributary-health"
+	defaultHealthKey       = "~health"
+	// maxMessageBytesLimit keeps the limits inside what gRPC and an int32 length allow.
+	maxMessageBytesLimit = 1 << 30
+)
+
+// loadConfig reads, expands and validates a configuration file.
+func loadConfig(path string) (*config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// parseConfig decodes a configuration. Keys are checked first, on the file as written, by a
+// decoder with KnownFields, so an unknown key is reported with its line whatever the values;
+// then ${NAME} references in values are expanded and the expanded tree is decoded and
+// validated. Errors name keys and lines, never values: after expansion a value may be a secret.
+func parseConfig(b []byte) (*config, error) {
+	if err := checkKnownFields(b); err != nil {
+		return nil, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, err
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("the configuration is empty: it needs at least stores:")
+	}
+	paths := map[int]string{}
+	if err := expandNode(root.Content[0], "", paths); err != nil {
+		return nil, err
+	}
+	var c config
+	if err := root.Decode(&c); err != nil {
+		return nil, scrubTypeError(err, paths)
+	}
+	c.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type main\.(\w+)$`)
+
+// checkKnownFields reports every key the configuration types do not have. Only those errors
+// count here: a type error may be a ${NAME} that expands to the right type later.
+func checkKnownFields(b []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var c config
+	err := dec.Decode(&c)
+	var te *yaml.TypeError
+	if errors.Is(err, io.EOF) {
+		return nil // an empty file: reported after expansion
+	}
+	if err == nil || !errors.As(err, &te) {
+		return err
+	}
+	var msgs []string
+	for _, m := range te.Errors {
+		if sm := unknownField.FindStringSubmatch(m); sm != nil {
+			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", sm[1], sm[2], sectionOf(sm[3])))
+		}
+	}
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// sectionOf names the configuration section a Go type decodes.
+func sectionOf(goType string) string {
+	switch goType {
+	case "config":
+		return "the top level"
+	case "storeConfig":
+		return "a stores.<name> entry"
+	case "storeHealthConfig":
+		return "stores.<name>.health"
+	case "queueConfig":
+		return "stores.<name>.queue"
+	case "createTopicsConfig":
+		return "stores.<name>.queue.create_topics"
+	case "tlsConfig":
+		return "stores.<name>.queue.tls"
+	case "saslConfig":
+		return "stores.<name>.queue.sasl"
+	case "workerConfig":
+		return "stores.<name>.queue.worker"
+	}
+	return strings.TrimSuffix(goType, "Config") + ":"
+}
+
+// expandNode replaces ${NAME} in scalar values (never keys) and records, for each line that
+// holds a value, the dotted path of its key, so decoding errors can name the field.
+func expandNode(n *yaml.Node, path string, paths map[int]string) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if path != "" {
+			paths[n.Line] = path
+		}
+		if !strings.Contains(n.Value, "${") && !strings.Contains(n.Value, "$${") {
+			return nil
+		}
+		v, err := expandEnv(n.Value)
+		if err != nil {
+			return fmt.Errorf("line %d (%s): %w", n.Line, path, err)
+		}
+		n.Value = v
+		if n.Style == 0 {
+			// An unquoted ${PORT} takes the type of what it expands to; a quoted one is text.
+			n.Tag = ""
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			sub := key
+			if path != "" {
+				sub = path + "." + key
+			}
+			paths[n.Content[i].Line] = sub
+			if err := expandNode(n.Content[i+1], sub, paths); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expandNode(c, path+"["+strconv.Itoa(i)+"]", paths); err != nil {
+				return err
+			}
+		}
+	case yaml.DocumentNode, yaml.AliasNode:
+		for _, c := range n.Content {
+			if err := expandNode(c, path, paths); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// expandEnv replaces each ${NAME} with the variable's value; an unset variable is an error
+// naming it; "$${" stands for a literal "${".
+func expandEnv(s string) (string, error) {
+	var out strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			out.WriteString(s)
+			return out.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			out.WriteString(s[:i-1] + "${")
+			s = s[i+2:]
+			continue
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", errors.New("a ${ without its closing }")
+		}
+		name := s[i+2 : i+end]
+		if !envName.MatchString(name) {
+			return "", errors.New("${...} must hold an environment variable name (letters, digits, '_')")
+		}
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", name)
+		}
+		out.WriteString(s[:i] + v)
+		s = s[i+end+1:]
+	}
+}
+
+var typeErrorLine = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)(?: ` + "`" + `.*` + "`" + `)? into (.+)$`)
+
+// scrubTypeError rewrites yaml's type errors to name the field by its path and drop the value.
+func scrubTypeError(err error, paths map[int]string) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, m := range te.Errors {
+		sm := typeErrorLine.FindStringSubmatch(m)
+		if sm == nil {
+			// Other messages (a bad duration) do not quote the value either way; keep the line.
+			line, _, _ := strings.Cut(m, ":")
+			msgs = append(msgs, line+": invalid value")
+			continue
+		}
+		line, _ := strconv.Atoi(sm[1])
+		field := paths[line]
+		if field == "" {
+			field = "?"
+		}
+		msgs = append(msgs, fmt.Sprintf("line %d: %s: expected %s", line, field, typeWord(sm[3])))
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+func typeWord(goType string) string {
+	switch {
+	case goType == "time.Duration", goType == "*time.Duration":
+		return "a duration such as 250ms or 5s"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "main."), strings.HasPrefix(goType, "*main."):
+		return "a mapping"
+	}
+	return "text"
+}
+
+// withDefaults fills in the defaults the binary owns. Library defaults (coalescing, Lua,
+// retries, Kafka timeouts) stay zero here and are applied by the library.
+func (c *config) withDefaults() {
+	if c.Mode == "" {
+		c.Mode = modeServer
+	}
+	if c.Listen.GRPC == "" {
+		c.Listen.GRPC = defaultGRPCAddr
+	}
+	if c.Listen.Metrics == "" {
+		c.Listen.Metrics = defaultMetricsAddr
+	}
+	if c.Limits.MaxRequestBytes == 0 {
+		c.Limits.MaxRequestBytes = defaultMaxMessageBytes
+	}
+	if c.Limits.MaxResponseBytes == 0 {
+		c.Limits.MaxResponseBytes = defaultMaxMessageBytes
+	}
+	if c.Health.Interval == 0 {
+		c.Health.Interval = defaultHealthInterval
+	}
+	if c.Health.Timeout == 0 {
+		c.Health.Timeout = defaultHealthTimeout
+	}
+	if c.Shutdown.Timeout == 0 {
+		c.Shutdown.Timeout = defaultShutdownTimeout
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	for name, s := range c.Stores {
+		if s == nil {
+			continue
+		}
+		h := &s.Health
+		if h.Namespace == "" {
+			h.Namespace = defaultHealthNamespace
+		}
+		if h.Dataset == "" {
+			h.Dataset = defaultHealthDataset
+		}
+		if h.Key == "" {
+			h.Key = defaultHealthKey
+		}
+		if q := s.Queue; q != nil {
+			if q.Topic == "" {
+				q.Topic = "tributary.records." + name
+			}
+			if q.DeadLetterTopic == "" {
+				q.DeadLetterTopic = q.Topic + ".dlq"
+			}
+			if q.Group == "" {
+				q.Group = "tributary-recordsvc-" + name
+			}
+		}
+	}
+}
+
+var storeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// validate reports every invalid value at once, each naming its field.
+func (c *config) validate() error {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	checkAddr := func(field, v string, allowOff bool) {
+		if allowOff && v == "off" {
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad(field, "must be host:port (port 0 picks a free one)")
+		}
+	}
+	if c.Mode != modeServer && c.Mode != modeWorker && c.Mode != modeAll {
+		bad("mode", "must be server, worker or all")
+	}
+	checkAddr("listen.grpc", c.Listen.GRPC, false)
+	checkAddr("listen.metrics", c.Listen.Metrics, true)
+
+	positive := func(field string, v int64) {
+		if v < 0 {
+			bad(field, "must not be negative (0 or absent means the default)")
+		}
+	}
+	for _, f := range []struct {
+		field string
+		v     int
+	}{{"limits.max_request_bytes", c.Limits.MaxRequestBytes}, {"limits.max_response_bytes", c.Limits.MaxResponseBytes}} {
+		if f.v < 1024 || f.v > maxMessageBytesLimit {
+			bad(f.field, "must be between 1024 and %d bytes", maxMessageBytesLimit)
+		}
+	}
+	positive("limits.max_document_bytes", int64(c.Limits.MaxDocumentBytes))
+	positive("limits.max_items", int64(c.Limits.MaxItems))
+	if c.Limits.MaxDocumentBytes > 0 && c.Limits.MaxDocumentBytes > c.Limits.MaxRequestBytes {
+		bad("limits.max_document_bytes", "is larger than limits.max_request_bytes, so no request could carry such a document")
+	}
+	positive("service.merge_attempts", int64(c.Service.MergeAttempts))
+	positive("service.retry_attempts", int64(c.Service.RetryAttempts))
+	positive("service.backoff_base", int64(c.Service.BackoffBase))
+	positive("service.backoff_max", int64(c.Service.BackoffMax))
+	if c.Coalesce.Window != nil {
+		positive("coalesce.window", int64(*c.Coalesce.Window))
+	}
+	positive("coalesce.max_batch", int64(c.Coalesce.MaxBatch))
+	positive("coalesce.queue_limit", int64(c.Coalesce.QueueLimit))
+	positive("coalesce.max_in_flight", int64(c.Coalesce.MaxInFlight))
+	maxItems := c.Limits.MaxItems
+	if maxItems == 0 {
+		maxItems = 10000
+	}
+	if c.Coalesce.MaxBatch > maxItems {
+		bad("coalesce.max_batch", "exceeds limits.max_items (%d)", maxItems)
+	}
+	l := c.Lua
+	positive("lua.max_instructions", l.MaxInstructions)
+	positive("lua.timeout", int64(l.Timeout))
+	positive("lua.max_input_bytes", int64(l.MaxInputBytes))
+	positive("lua.max_output_bytes", int64(l.MaxOutputBytes))
+	positive("lua.max_depth", int64(l.MaxDepth))
+	positive("lua.max_memory_bytes", l.MaxMemoryBytes)
+	positive("lua.max_call_depth", int64(l.MaxCallDepth))
+	positive("lua.max_program_bytes", int64(l.MaxProgramBytes))
+	positive("lua.max_cached_programs", int64(l.MaxCachedPrograms))
+	if c.Health.Interval < 100*time.Millisecond {
+		bad("health.interval", "must be at least 100ms")
+	}
+	if c.Health.Timeout <= 0 || c.Health.Timeout > c.Health.Interval {
+		bad("health.timeout", "must be positive and at most health.interval")
+	}
+	if c.Shutdown.Timeout <= 0 {
+		bad("shutdown.timeout", "must be positive")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "must be debug, info, warn or error")
+	}
+
+	if len(c.Stores) == 0 {
+		bad("stores", "at least one store is required")
+	}
+	names := make([]string, 0, len(c.Stores))
+	for name := range c.Stores {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		field := "stores." + name
+		if !storeName.MatchString(name) {
+			bad(field, "a store name uses letters, digits, '_', '.' and '-' (at most 64), starting with a letter or digit")
+			continue
+		}
+		s := c.Stores[name]
+		if s == nil {
+			bad(field, "is empty: it needs at least kind:")
+			continue
+		}
+		s.validate(field, bad)
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (s *storeConfig) validate(field string, bad func(field, format string, args ...any)) {
+	only := func(kinds string, set map[string]bool) {
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			if set[k] {
+				bad(field+"."+k, "is a setting of kind %s only", kinds)
+			}
+		}
+	}
+	mongoOnly := map[string]bool{"uri": s.URI != "", "metadata_field": s.MetadataField != "", "max_concurrency": s.MaxConcurrency != 0, "ferretdb": s.FerretDB}
+	searchOnly := map[string]bool{"urls": len(s.URLs) > 0, "dataset_ttl": s.DatasetTTL != 0, "skip_dataset_check": s.SkipDatasetCheck}
+	if s.Timeout < 0 {
+		bad(field+".timeout", "must not be negative")
+	}
+	switch s.Kind {
+	case "memory":
+		only("mongodb", mongoOnly)
+		only("elasticsearch or opensearch", searchOnly)
+		if s.Timeout != 0 {
+			bad(field+".timeout", "is not a setting of kind memory")
+		}
+	case "mongodb":
+		only("elasticsearch or opensearch", searchOnly)
+		if s.URI == "" {
+			bad(field+".uri", "is required for kind mongodb")
+		} else if !strings.HasPrefix(s.URI, "mongodb://") && !strings.HasPrefix(s.URI, "mongodb+srv://") {
+			bad(field+".uri", "must start with mongodb:// or mongodb+srv://")
+		}
+		if f := s.MetadataField; f != "" && (f == "_id" || strings.ContainsAny(f, ".\x00") || f[0] == '$') {
+			bad(field+".metadata_field", "must be a plain top-level field name other than _id (no '.', not starting with '$')")
+		}
+		if s.MaxConcurrency < 0 {
+			bad(field+".max_concurrency", "must not be negative")
+		}
+	case "elasticsearch", "opensearch":
+		only("mongodb", mongoOnly)
+		if len(s.URLs) == 0 {
+			bad(field+".urls", "is required for kind %s", s.Kind)
+		}
+		for i, u := range s.URLs {
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				bad(fmt.Sprintf("%s.urls[%d]", field, i), "must be an http:// or https:// URL")
+			}
+		}
+		if s.DatasetTTL < 0 {
+			bad(field+".dataset_ttl", "must not be negative")
+		}
+	case "":
+		bad(field+".kind", "is required: memory, mongodb, elasticsearch or opensearch")
+	default:
+		bad(field+".kind", "must be memory, mongodb, elasticsearch or opensearch")
+	}
+	if s.Health.Key == "" || s.Health.Namespace == "" || s.Health.Dataset == "" {
+		bad(field+".health", "namespace, dataset and key must not be empty")
+	}
+	if q := s.Queue; q != nil {
+		q.validate(field+".queue", bad)
+	}
+}
+
+var topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func (q *queueConfig) validate(field string, bad func(field, format string, args ...any)) {
+	for _, t := range []struct{ key, v string }{{"topic", q.Topic}, {"dead_letter_topic", q.DeadLetterTopic}} {
+		if !topicName.MatchString(t.v) || t.v == "." || t.v == ".." {
+			bad(field+"."+t.key, "must be 1-249 ASCII letters, digits, '.', '_' or '-'")
+		}
+	}
+	if q.Topic == q.DeadLetterTopic {
+		bad(field+".dead_letter_topic", "must differ from topic")
+	}
+	kafkaOnly := map[string]bool{
+		"brokers": len(q.Brokers) > 0, "client_id": q.ClientID != "", "dial_timeout": q.DialTimeout != 0,
+		"request_timeout": q.RequestTimeout != 0, "delivery_timeout": q.DeliveryTimeout != 0,
+		"max_fetch": q.MaxFetch != 0, "fetch_max_wait": q.FetchMaxWait != 0,
+		"create_topics": q.CreateTopics != nil, "tls": q.TLS != nil, "sasl": q.SASL != nil,
+	}
+	switch q.Kind {
+	case "memory":
+		for _, k := range slices.Sorted(maps.Keys(kafkaOnly)) {
+			if kafkaOnly[k] {
+				bad(field+"."+k, "is a setting of kind kafka only")
+			}
+		}
+		if q.Partitions < 0 {
+			bad(field+".partitions", "must not be negative")
+		}
+	case "kafka":
+		if q.Partitions != 0 {
+			bad(field+".partitions", "is a setting of kind memory only (Kafka topics: create_topics.partitions)")
+		}
+		if len(q.Brokers) == 0 {
+			bad(field+".brokers", "is required for kind kafka")
+		}
+		for i, b := range q.Brokers {
+			if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+				bad(fmt.Sprintf("%s.brokers[%d]", field, i), "must be host:port")
+			}
+		}
+		for _, d := range []struct {
+			key string
+			v   time.Duration
+		}{{"dial_timeout", q.DialTimeout}, {"request_timeout", q.RequestTimeout}, {"delivery_timeout", q.DeliveryTimeout}, {"fetch_max_wait", q.FetchMaxWait}} {
+			if d.v < 0 {
+				bad(field+"."+d.key, "must not be negative")
+			}
+		}
+		if q.MaxFetch < 0 {
+			bad(field+".max_fetch", "must not be negative")
+		}
+		if ct := q.CreateTopics; ct != nil {
+			if ct.Partitions < 1 {
+				bad(field+".create_topics.partitions", "must be at least 1")
+			}
+			if ct.ReplicationFactor < 0 {
+				bad(field+".create_topics.replication_factor", "must not be negative")
+			}
+		}
+		if t := q.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+			bad(field+".tls", "cert_file and key_file go together")
+		}
+		if s := q.SASL; s != nil {
+			if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, strings.ToUpper(s.Mechanism)) {
+				bad(field+".sasl.mechanism", "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+			}
+			if s.Username == "" || s.Password == "" {
+				bad(field+".sasl", "username and password are required")
+			}
+		}
+	case "":
+		bad(field+".kind", "is required: memory or kafka")
+	default:
+		bad(field+".kind", "must be memory or kafka")
+	}
+	w := q.Worker
+	if w.MaxAttempts < 0 || w.BackoffBase < 0 || w.BackoffMax < 0 || w.CommitTimeout < 0 {
+		bad(field+".worker", "values must not be negative")
+	}
+}

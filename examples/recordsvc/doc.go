@@ -1,0 +1,90 @@
+// Command recordsvc is the record store layer as a gRPC service: batch-native Read, Write
+// (put or Lua merge) and Delete over named stores (memory, MongoDB, Elasticsearch,
+// OpenSearch), with the three completion modes and a durable queue per store. It is thin on
+// purpose: validation, same-record ordering, coalescing of one-item calls, merges with
+// compare-and-set retries, the accepted-mode queue path and the worker all live in the
+// library (store, luamerge, queue, store/worker); this program reads a configuration, wires
+// those packages together and translates between protobuf and store values.
+//
+//	recordsvc --config FILE [--mode server|worker|all]
+//
+// memory.yaml beside this file needs no server:
+//
+//	go run ./examples/recordsvc --config examples/recordsvc/memory.yaml
+//
+// # API
+//
+// proto/tributary/record/v1/record.proto defines tributary.record.v1.RecordService; the
+// generated Go code is committed and `make proto` regenerates it. Every response has one
+// result per item in request order. A request with a malformed item is refused whole with
+// INVALID_ARGUMENT and a google.rpc.BadRequest detail naming each bad item; nothing is
+// written. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
+// retryable is true only for ERROR_KIND_UNAVAILABLE. Revisions travel as opaque bytes;
+// documents as JSON object text plus the JSON Pointers of their date-time strings. A merge
+// names its program inline or by index into the request's programs list, so a batch carries a
+// shared program once. Requests and responses are limited to 64 MiB by default
+// (limits.max_request_bytes, limits.max_response_bytes); a larger request fails with
+// RESOURCE_EXHAUSTED before it is decoded.
+//
+// # Configuration
+//
+// One YAML file, required; CONFIG.md documents every field. Nothing is read from the
+// environment except ${NAME} references inside values (an unset variable is an error naming
+// it; "$${" is a literal "${"). Unknown keys and invalid values stop the start with a message
+// naming the field; messages never quote values, which may be secrets.
+//
+// # Modes
+//
+// The configuration's mode: (default server), overridden by --mode. server serves the gRPC API; accepted-mode writes go to each store's queue. worker serves no
+// API: it runs one store/worker.Worker per store with a queue, applying queued records
+// through the Service, with dead letters to the store's dead-letter topic. all does both in
+// one process, and is the only mode an in-process (memory) queue works in. A worker-only
+// process has no gRPC listener, hence no health service: its dependency checks show in the
+// recordsvc_dependency_healthy metric.
+//
+// # Health
+//
+// The standard gRPC health service (grpc.health.v1.Health) reports "" SERVING while the
+// process runs. Each store has tributary.record.v1.storage.<store>, and each store with a
+// queue tributary.record.v1.kafka.<store>, set every health.interval by a check bounded by
+// health.timeout: a read of the store's health record (any answer from the server counts as
+// reachable) and a Kafka ping. A failed store never changes "" or another store's status.
+// During shutdown every service reports NOT_SERVING.
+//
+// # Metrics
+//
+// Prometheus text at http://<listen.metrics>/metrics, from a registry of the process's own.
+// Labels: store (configured names, else "other"), method (Read, Write, Delete, health,
+// other), op (read, put, merge, delete), result (an outcome or error_<kind>), code (gRPC
+// codes), call (read, write), dependency (storage, kafka): all bounded.
+//
+//	recordsvc_rpc_requests_total{method,code}           gRPC calls
+//	recordsvc_rpc_duration_seconds{method}              gRPC latency
+//	recordsvc_rpc_items{method}                         items per request (client batch size)
+//	recordsvc_items_total{store,op,result}              items by outcome or error kind
+//	recordsvc_item_duration_seconds{store,op}           latency of requests with such items
+//	recordsvc_items_in_flight{store}                    items of requests in progress
+//	recordsvc_adapter_calls_total{store,call,result}    backend batch calls
+//	recordsvc_adapter_duration_seconds{store,call}      backend batch latency
+//	recordsvc_adapter_batch_size{store,call}            records per backend call (after coalescing)
+//	recordsvc_merge_runs_total{store}                   merge program runs
+//	recordsvc_merge_cas_retries_total{store}            runs repeated after a revision conflict
+//	recordsvc_queue_published_total{store,result}       accepted-mode records published
+//	recordsvc_queue_publish_duration_seconds{store}     publish latency until acknowledged
+//	recordsvc_worker_records_total{store,result}        applied, dead_lettered, retried
+//	recordsvc_worker_fetches_total{store}               fetches finished and committed
+//	recordsvc_worker_lag_seconds{store}                 acceptance-to-application lag, last fetch
+//	recordsvc_worker_fetch_duration_seconds{store}      fetch to commit
+//	recordsvc_dependency_healthy{store,dependency}      last periodic check: 1 or 0
+//
+// plus the Go runtime and process collectors. The store exposes no hook for its coalescer's
+// queue depth or retries of unavailable reads and writes; items_in_flight and the adapter
+// metrics are measured around it instead.
+//
+// # Shutdown
+//
+// On SIGINT or SIGTERM: health turns NOT_SERVING, the gRPC server stops accepting and drains
+// the calls in flight (GracefulStop, cut short after shutdown.timeout), the workers finish and
+// commit the fetch in hand, the Service closes (waiting for its calls, closing the adapters),
+// then the queue clients close. A second signal ends the process at once.
+package main

@@ -1,0 +1,570 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
+	"github.com/tributary-dev/tributary/internal/testenv"
+)
+
+// addVisits is the Lua merge the scenarios run: it creates the record or adds to its counter.
+const addVisits = `
+return function(current, incoming, context)
+  if current == nil then
+    current = {name = incoming.name, visits = 0}
+  end
+  current.visits = current.visits + incoming.visits
+  return current
+end`
+
+// scenario drives one store through the API: puts with preconditions, merges, reads, deletes,
+// per-item errors in request order and whole-request refusal. ds must exist on search stores.
+// keepsTimes says the store returns date-time pointers on reads (memory, MongoDB); search
+// stores keep the strings and do not.
+func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes bool) {
+	ctx := testCtx(t)
+	a := addr(storeName, ns, ds, "ada")
+	b := addr(storeName, ns, ds, "bob")
+	applied := recordv1.Completion_COMPLETION_WAIT_UNTIL_APPLIED
+
+	// A put, then a read that returns the document, its date-time pointer and a revision.
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: applied, Items: []*recordv1.WriteItem{
+		put(a, doc(`{"name":"Ada","visits":1,"since":"2020-01-02T03:04:05Z"}`, "/since"), ifAbsent()),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "create", w.Results, recordv1.Outcome_OUTCOME_CREATED)
+	rev1 := w.Results[0].Revision
+	if len(rev1) == 0 {
+		t.Fatal("a created record came back without a revision")
+	}
+	r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "read", r.Results, recordv1.Outcome_OUTCOME_FOUND, recordv1.Outcome_OUTCOME_NOT_FOUND)
+	var got map[string]any
+	if err := json.Unmarshal(r.Results[0].Document.GetJson(), &got); err != nil || got["name"] != "Ada" || got["since"] != "2020-01-02T03:04:05Z" {
+		t.Errorf("read document %s (%v), want the put's", r.Results[0].Document.GetJson(), err)
+	}
+	if tp := r.Results[0].Document.GetTimePointers(); keepsTimes && (len(tp) != 1 || tp[0] != "/since") {
+		t.Errorf("read time pointers %v, want [/since]", tp)
+	}
+	if !bytes.Equal(r.Results[0].Revision, rev1) {
+		t.Errorf("read revision differs from the write's")
+	}
+
+	// One batch, per-item results in request order: a put at the current revision, a put at
+	// the now stale one, an if-absent put on an existing record, two merges sharing one
+	// program (the second sees the first), and a merge on a new record.
+	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: applied, Programs: []string{addVisits}, Items: []*recordv1.WriteItem{
+		put(a, doc(`{"name":"Ada","visits":10}`), ifRevision(rev1)),
+		put(a, doc(`{"name":"Ada","visits":99}`), ifRevision(rev1)),
+		put(a, doc(`{"name":"Ada","visits":98}`), ifAbsent()),
+		mergeIdx(a, doc(`{"visits":5}`), 0),
+		mergeIdx(a, doc(`{"visits":7}`), 0),
+		mergeSrc(b, doc(`{"name":"Bob","visits":2}`), addVisits),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "mixed batch", w.Results,
+		recordv1.Outcome_OUTCOME_UPDATED,
+		recordv1.ErrorKind_ERROR_KIND_CONFLICT,
+		recordv1.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
+		recordv1.Outcome_OUTCOME_UPDATED,
+		recordv1.Outcome_OUTCOME_UPDATED,
+		recordv1.Outcome_OUTCOME_CREATED)
+	if e := w.Results[1].Error; e != nil && (e.Retryable || !strings.Contains(e.Message, "ada")) {
+		t.Errorf("conflict error %+v: want not retryable, naming the address", e)
+	}
+	if err := json.Unmarshal(w.Results[4].Document.GetJson(), &got); err != nil || got["visits"] != float64(22) {
+		t.Errorf("after the merges the document is %s, want visits 22", w.Results[4].Document.GetJson())
+	}
+
+	// Concurrent one-item merges (coalesced by the service) lose no increment.
+	const writers, each = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				res, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{mergeSrc(b, doc(`{"visits":1}`), addVisits)}})
+				if err == nil && res.Results[0].Error != nil {
+					err = fmt.Errorf("%s", describe(res.Results[0]))
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent merge: %v", err)
+	}
+	r, err = s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.Results[0].Document.GetJson(), &got); err != nil || got["visits"] != float64(2+writers*each) {
+		t.Errorf("after %d concurrent merges the document is %s, want visits %d", writers*each, r.Results[0].Document.GetJson(), 2+writers*each)
+	}
+
+	// A request with a malformed item is refused whole: the valid put before it is not written.
+	c := addr(storeName, ns, ds, "carol")
+	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{
+		put(c, doc(`{"name":"Carol"}`), nil),
+		put(addr("no-such-store", ns, ds, "x"), doc(`{}`), nil),
+		put(c, doc(`[1,2]`), nil),
+	}})
+	wantRefused(t, err, "items[1]", "items[2]")
+	r, err = s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "read after a refused request", r.Results, recordv1.Outcome_OUTCOME_NOT_FOUND)
+
+	// Deletes: a stale revision conflicts, if-absent on an existing record is a failed check,
+	// a plain delete deletes, and a second one finds nothing.
+	d, err := s.rpc.Delete(ctx, &recordv1.DeleteRequest{Completion: recordv1.Completion_COMPLETION_WAIT_UNTIL_VISIBLE, Items: []*recordv1.DeleteItem{
+		{Address: a, Precondition: ifRevision(rev1)},
+		{Address: a, Precondition: ifAbsent()},
+		{Address: a},
+		{Address: a},
+		{Address: b},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "deletes", d.Results,
+		recordv1.ErrorKind_ERROR_KIND_CONFLICT,
+		recordv1.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
+		recordv1.Outcome_OUTCOME_DELETED,
+		recordv1.Outcome_OUTCOME_NOT_FOUND,
+		recordv1.Outcome_OUTCOME_DELETED)
+
+	// The deleted record's old revision still conflicts after it is created again.
+	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{
+		put(a, doc(`{"name":"Ada again"}`), nil),
+		put(a, doc(`{"name":"stale"}`), ifRevision(rev1)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "recreate", w.Results, recordv1.Outcome_OUTCOME_CREATED, recordv1.ErrorKind_ERROR_KIND_CONFLICT)
+
+	// Accepted mode on a store without a queue fails per item, retryably.
+	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{put(c, doc(`{}`), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "accepted without a queue", w.Results, recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE)
+	if !w.Results[0].Error.Retryable {
+		t.Error("accepted mode without a queue: want a retryable failure")
+	}
+}
+
+// wantRefused checks that err refuses a whole request as INVALID_ARGUMENT with a BadRequest
+// naming exactly the given fields.
+func wantRefused(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	st, _ := status.FromError(err)
+	if st.Code() != codes.InvalidArgument {
+		t.Fatalf("malformed request: %v, want InvalidArgument", err)
+	}
+	var got []string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.FieldViolations {
+				got = append(got, v.Field)
+			}
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(fields, ",") {
+		t.Errorf("refusal names %v, want %v", got, fields)
+	}
+}
+
+const memoryConfig = `
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main: {kind: memory}
+  other: {kind: memory}
+`
+
+func TestEndToEndMemory(t *testing.T) {
+	s := startService(t, memoryConfig, modeServer)
+	scenario(t, s, "main", "crm", "people", true)
+}
+
+// TestEndToEndMemoryYAML starts the shipped no-server configuration as it is (its mode: all
+// included, no --mode), with its listen addresses moved to free ports.
+func TestEndToEndMemoryYAML(t *testing.T) {
+	cfg, err := loadConfig("memory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Stores) == 0 {
+		t.Fatal("memory.yaml configures no store")
+	}
+	raw, err := readFile("memory.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:0", "127.0.0.1:9090", "127.0.0.1:0").Replace(raw)
+	s := startService(t, text, "")
+	ctx := testCtx(t)
+	a := addr("main", "demo", "things", "one")
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED,
+		Items: []*recordv1.WriteItem{mergeSrc(a, doc(`{"name":"one","visits":3}`), addVisits)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "accepted merge", w.Results, recordv1.Outcome_OUTCOME_ACCEPTED)
+	eventually(t, ctx, "the worker applies the accepted merge", func() bool {
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{a}})
+		return err == nil && r.Results[0].Outcome == recordv1.Outcome_OUTCOME_FOUND
+	})
+}
+
+// TestEndToEndAcceptedAppliedByWorker: accepted-mode puts, merges and deletes go through the
+// in-process queue and the worker applies them in submission order; a record the worker
+// cannot apply is dead-lettered and counted.
+func TestEndToEndAcceptedAppliedByWorker(t *testing.T) {
+	s := startService(t, `
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main:
+    kind: memory
+    queue: {kind: memory, worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 2ms}}
+`, modeAll)
+	accepted(t, s, s.metrics, "main", "acc", "things")
+}
+
+// accepted drives the accepted-mode path of storeName through s; a worker (whose metrics are
+// at workerMetrics) applies the records.
+func accepted(t *testing.T, s *service, workerMetrics, storeName, ns, ds string) {
+	ctx := testCtx(t)
+	a := addr(storeName, ns, ds, "a")
+	b := addr(storeName, ns, ds, "b")
+	acc := recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: acc, Programs: []string{addVisits}, Items: []*recordv1.WriteItem{
+		put(a, doc(`{"name":"A","visits":1}`), nil),
+		mergeIdx(a, doc(`{"visits":2}`), 0),
+		mergeIdx(a, doc(`{"visits":3}`), 0),
+		put(b, doc(`{"name":"B"}`), nil),
+		// A merge whose program fails: permanent, so dead-lettered.
+		mergeSrc(addr(storeName, ns, ds, "bad"), doc(`{}`), "return function(c) error('no') end"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := recordv1.Outcome_OUTCOME_ACCEPTED
+	wantOutcomes(t, "accepted writes", w.Results, o, o, o, o, o)
+	d, err := s.rpc.Delete(ctx, &recordv1.DeleteRequest{Completion: acc, Items: []*recordv1.DeleteItem{{Address: b}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "accepted delete", d.Results, o)
+
+	eventually(t, ctx, "the worker applies the queued writes in order", func() bool {
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{a, b}})
+		if err != nil || r.Results[0].Outcome != recordv1.Outcome_OUTCOME_FOUND || r.Results[1].Outcome != recordv1.Outcome_OUTCOME_NOT_FOUND {
+			return false
+		}
+		var got map[string]any
+		return json.Unmarshal(r.Results[0].Document.GetJson(), &got) == nil && got["visits"] == float64(6)
+	})
+	eventually(t, ctx, "the failing merge is dead-lettered and counted", func() bool {
+		v, _ := scrape(t, workerMetrics, `recordsvc_worker_records_total{result="dead_lettered",store="`+storeName+`"}`)
+		return v == 1
+	})
+	if v, _ := scrape(t, s.metrics, `recordsvc_queue_published_total{result="ok",store="`+storeName+`"}`); v != 6 {
+		t.Errorf("queue_published_total ok = %v, want 6", v)
+	}
+}
+
+// TestEndToEndSizeLimit: a request over limits.max_request_bytes is refused by gRPC before it
+// is decoded; a smaller one on the same connection still works.
+func TestEndToEndSizeLimit(t *testing.T) {
+	s := startService(t, `
+listen: {grpc: 127.0.0.1:0, metrics: "off"}
+limits: {max_request_bytes: 4096, max_document_bytes: 2048}
+stores: {main: {kind: memory}}
+`, modeServer, grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(1<<20)))
+	ctx := testCtx(t)
+	a := addr("main", "ns", "ds", "big")
+	big := doc(`{"pad":"` + strings.Repeat("x", 8000) + `"}`)
+	_, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(a, big, nil)}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("8 KB request against a 4 KiB limit: %v, want ResourceExhausted", err)
+	}
+	// Within the request limit but over the document limit: refused whole, naming the item.
+	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(a, doc(`{"pad":"`+strings.Repeat("x", 3000)+`"}`), nil)}})
+	wantRefused(t, err, "items[0]")
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(a, doc(`{"small":true}`), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "small write", w.Results, recordv1.Outcome_OUTCOME_CREATED)
+}
+
+// TestEndToEndMalformedItems: translation errors (no key, a short ObjectID, a program index
+// beyond the list, an item without an operation) refuse the request whole, naming each item.
+func TestEndToEndMalformedItems(t *testing.T) {
+	s := startService(t, memoryConfig, modeServer)
+	ctx := testCtx(t)
+	ok := addr("main", "ns", "ds", "k")
+	_, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{
+		put(ok, doc(`{}`), nil),
+		put(&recordv1.Address{Store: "main", Namespace: "ns", Dataset: "ds"}, doc(`{}`), nil),
+		put(&recordv1.Address{Store: "main", Namespace: "ns", Dataset: "ds", Key: &recordv1.Key{Kind: &recordv1.Key_ObjectId{ObjectId: []byte{1, 2}}}}, doc(`{}`), nil),
+		mergeIdx(ok, doc(`{}`), 3),
+		{Address: ok},
+	}})
+	wantRefused(t, err, "items[1]", "items[2]", "items[3]", "items[4]")
+	_, err = s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{ok, nil}})
+	wantRefused(t, err, "addresses[1]")
+	// Every key type round-trips.
+	keys := []*recordv1.Key{
+		strKey("s"),
+		{Kind: &recordv1.Key_Int64{Int64: -1 << 62}},
+		{Kind: &recordv1.Key_Bytes{Bytes: []byte{0, 255}}},
+		{Kind: &recordv1.Key_ObjectId{ObjectId: bytes.Repeat([]byte{7}, 12)}},
+	}
+	var items []*recordv1.WriteItem
+	var addrs []*recordv1.Address
+	for _, k := range keys {
+		a := &recordv1.Address{Store: "main", Namespace: "ns", Dataset: "keys", Key: k}
+		items = append(items, put(a, doc(`{}`), nil))
+		addrs = append(addrs, a)
+	}
+	if _, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := recordv1.Outcome_OUTCOME_FOUND
+	wantOutcomes(t, "keys", r.Results, f, f, f, f)
+}
+
+// TestEndToEndMetricsScrape: the items, adapter and merge metrics move with the calls made.
+func TestEndToEndMetricsScrape(t *testing.T) {
+	s := startService(t, memoryConfig, modeServer)
+	ctx := testCtx(t)
+	a := addr("main", "ns", "ds", "m")
+	for range 3 {
+		if _, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{mergeSrc(a, doc(`{"name":"m","visits":1}`), addVisits)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{a, addr("main", "ns", "ds", "none")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("nope", "ns", "ds", "x"), doc(`{}`), nil)}})
+	for series, want := range map[string]float64{
+		`recordsvc_items_total{op="merge",result="created",store="main"}`:     1,
+		`recordsvc_items_total{op="merge",result="updated",store="main"}`:     2,
+		`recordsvc_items_total{op="read",result="found",store="main"}`:        1,
+		`recordsvc_items_total{op="read",result="not_found",store="main"}`:    1,
+		`recordsvc_merge_runs_total{store="main"}`:                            3,
+		`recordsvc_item_duration_seconds_count{op="merge",store="main"}`:      3,
+		`recordsvc_item_duration_seconds_count{op="read",store="main"}`:       1,
+		`recordsvc_rpc_requests_total{code="OK",method="Write"}`:              3,
+		`recordsvc_rpc_requests_total{code="InvalidArgument",method="Write"}`: 1,
+		`recordsvc_rpc_requests_total{code="OK",method="Read"}`:               1,
+		`recordsvc_rpc_items_count{method="Read"}`:                            1,
+		`recordsvc_rpc_items_sum{method="Read"}`:                              2,
+		`recordsvc_items_in_flight{store="main"}`:                             0,
+		`recordsvc_dependency_healthy{dependency="storage",store="main"}`:     1,
+	} {
+		if got, ok := scrape(t, s.metrics, series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	// Adapter calls: each merge reads then writes, the read request reads once.
+	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_count{call="read",store="main"}`); got < 4 {
+		t.Errorf("adapter read calls = %v, want at least 4", got)
+	}
+	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_sum{call="write",store="main"}`); got != 3 {
+		t.Errorf("adapter records written = %v, want 3", got)
+	}
+}
+
+// TestEndToEndElasticsearch, ...OpenSearch and ...FerretDB run the scenario against the real
+// servers.
+func TestEndToEndElasticsearch(t *testing.T) {
+	url := testenv.Require(t, testenv.ElasticsearchURL)
+	searchEndToEnd(t, "elasticsearch", url)
+}
+
+func TestEndToEndOpenSearch(t *testing.T) {
+	url := testenv.Require(t, testenv.OpenSearchURL)
+	searchEndToEnd(t, "opensearch", url)
+}
+
+func searchEndToEnd(t *testing.T, kind, url string) {
+	index := uniqueName("recordsvc-e2e")
+	createIndex(t, url, index)
+	s := startService(t, fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main: {kind: %s, urls: [%q], timeout: 30s}
+`, kind, url), modeServer)
+	scenario(t, s, "main", "crm", index, false)
+}
+
+// createIndex creates an index and deletes it when the test ends.
+func createIndex(t *testing.T, base, index string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, base+"/"+index, strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("creating index %s: %s", index, resp.Status)
+	}
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, base+"/"+index, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+}
+
+func TestEndToEndFerretDB(t *testing.T) {
+	uri := testenv.Require(t, testenv.MongoURI)
+	db := strings.ReplaceAll(uniqueName("recordsvc_e2e"), "-", "_")
+	dropDatabase(t, uri, db)
+	s := startService(t, fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main: {kind: mongodb, uri: %q, ferretdb: %v, timeout: 30s}
+`, uri, isFerretDB(t, uri)), modeServer)
+	scenario(t, s, "main", db, "people", true)
+}
+
+// dropDatabase drops db when the test ends.
+func dropDatabase(t *testing.T, uri, db string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		client, err := mongo.Connect(options.Client().ApplyURI(uri))
+		if err != nil {
+			return
+		}
+		defer client.Disconnect(ctx)
+		_ = client.Database(db).Drop(ctx)
+	})
+}
+
+// isFerretDB asks the server, as the adapter's own tests do: FerretDB needs the adapter's
+// FerretDB mode.
+func isFerretDB(t *testing.T, uri string) bool {
+	ctx := testCtx(t)
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	var info map[string]any
+	if err := client.Database("admin").RunCommand(ctx, map[string]any{"buildInfo": 1}).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	_, ferret := info["ferretdbVersion"]
+	return ferret
+}
+
+// TestEndToEndKafkaWorker: accepted-mode writes through a real Kafka topic, applied by the
+// worker of the same process (--mode all, a memory store).
+func TestEndToEndKafkaWorker(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaBrokers)
+	topic := uniqueName("recordsvc-e2e")
+	deleteTopics(t, brokers, topic, topic+".dlq")
+	s := startService(t, fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main:
+    kind: memory
+    queue: %s
+`, kafkaQueue(brokers, topic)), modeAll)
+	accepted(t, s, s.metrics, "main", "acc", "things")
+	h, err := s.health.Check(testCtx(t), healthRequest(kafkaServicePrefix+"main"))
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("kafka health: %v %v, want SERVING", h, err)
+	}
+}
+
+// TestEndToEndKafkaSeparateWorker: one process in server mode accepts writes into Kafka, a
+// second in worker mode applies them to Elasticsearch, where the first reads them.
+func TestEndToEndKafkaSeparateWorker(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaBrokers)
+	url := testenv.Require(t, testenv.ElasticsearchURL)
+	topic := uniqueName("recordsvc-e2e")
+	deleteTopics(t, brokers, topic, topic+".dlq")
+	index := uniqueName("recordsvc-e2e")
+	createIndex(t, url, index)
+	cfg := fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main:
+    kind: elasticsearch
+    urls: [%q]
+    queue: %s
+`, url, kafkaQueue(brokers, topic))
+	api := startService(t, cfg, modeServer)
+	work := startService(t, cfg, modeWorker)
+	if work.rpc != nil {
+		t.Error("worker mode opened a gRPC listener")
+	}
+	accepted(t, api, work.metrics, "main", "acc", index)
+}
+
+func kafkaQueue(brokers, topic string) string {
+	return fmt.Sprintf(`{kind: kafka, brokers: [%q], topic: %q, create_topics: {partitions: 3}, fetch_max_wait: 200ms,
+      worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 5ms}}`, brokers, topic)
+}
+
+// deleteTopics removes the test's topics when it ends.
+func deleteTopics(t *testing.T, brokers string, topics ...string) {
+	t.Cleanup(func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+		if err != nil {
+			return
+		}
+		defer cl.Close()
+		_, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), topics...)
+	})
+}
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// Health service names. The process ("") is SERVING while it runs; each dependency has its
+// own service, so one failing store does not take the process or the other stores out of
+// service.
+const (
+	storageServicePrefix = "tributary.record.v1.storage."
+	kafkaServicePrefix   = "tributary.record.v1.kafka."
+)
+
+// check is one periodic dependency check.
+type check struct {
+	service    string // health service name
+	store      string
+	dependency string // storage | kafka
+	probe      func(ctx context.Context) error
+	close      func()
+}
+
+// healthChecker runs the checks and publishes their results to the gRPC health server and the
+// dependency_healthy gauge.
+type healthChecker struct {
+	srv      *health.Server
+	checks   []check
+	interval time.Duration
+	timeout  time.Duration
+	m        *metrics
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	last   map[string]error // previous result per service, to log transitions only
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+func newHealthChecker(rt *runtime) (*healthChecker, error) {
+	h := &healthChecker{
+		srv: health.NewServer(), interval: rt.cfg.Health.Interval, timeout: rt.cfg.Health.Timeout,
+		m: rt.m, log: rt.log, last: map[string]error{},
+	}
+	for _, name := range rt.names {
+		sc := rt.cfg.Stores[name]
+		a, addr := rt.raw[name], healthAddress(name, sc)
+		h.checks = append(h.checks, check{
+			service: storageServicePrefix + name, store: name, dependency: "storage",
+			probe: func(ctx context.Context) error { return probeStorage(ctx, a, addr) },
+		})
+		q := sc.Queue
+		switch {
+		case q == nil:
+		case q.Kind == "memory":
+			// The in-process queue is as available as the process.
+			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
+				probe: func(context.Context) error { return nil }})
+		default:
+			cl, err := kafkaPingClient(q)
+			if err != nil {
+				h.closeChecks()
+				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)
+			}
+			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
+				probe: cl.Ping, close: cl.Close})
+		}
+	}
+	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	return h, nil
+}
+
+// probeStorage reads the health record. Any answer from the server -- found, not found, a
+// dataset that does not exist -- proves the store reachable; only a failure that says the
+// server could not answer counts.
+func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) error {
+	res, err := a.Read(ctx, []driver.Address{addr})
+	if err != nil {
+		return err
+	}
+	if len(res) != 1 {
+		return fmt.Errorf("adapter returned %d results for one read", len(res))
+	}
+	if e := res[0].Err; e != nil {
+		switch store.KindOf(e) {
+		case store.KindUnavailable, store.KindInternal, store.KindCanceled:
+			return e
+		}
+	}
+	return nil
+}
+
+// kafkaPingClient is a client of the queue's cluster that only pings it: kafkaqueue exposes no
+// health probe, so the check builds its own client with the same brokers, TLS and SASL.
+func kafkaPingClient(q *queueConfig) (*kgo.Client, error) {
+	clientID := q.ClientID
+	if clientID == "" {
+		clientID = "tributary"
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(q.Brokers...), kgo.ClientID(clientID + "-health")}
+	if q.DialTimeout > 0 {
+		opts = append(opts, kgo.DialTimeout(q.DialTimeout))
+	}
+	if t := q.TLS; t != nil {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.ca_file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", t.CAFile)
+			}
+		}
+		if t.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("tls.cert_file / key_file: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if s := q.SASL; s != nil {
+		switch strings.ToUpper(s.Mechanism) {
+		case "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
+		}
+	}
+	return kgo.NewClient(opts...)
+}
+
+// start runs one round of checks synchronously, so the statuses mean something from the
+// first request on, and then keeps checking every interval until stop.
+func (h *healthChecker) start() {
+	h.round(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done.Add(1)
+	go func() {
+		defer h.done.Done()
+		t := time.NewTicker(h.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				h.round(ctx)
+			}
+		}
+	}()
+}
+
+// round runs every check concurrently, each bounded by the timeout, so a hanging store
+// delays nobody else's status.
+func (h *healthChecker) round(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, c := range h.checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, h.timeout)
+			err := c.probe(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return // stopping: keep the last real result
+			}
+			h.set(c, err)
+		}()
+	}
+	wg.Wait()
+}
+
+func (h *healthChecker) set(c check, err error) {
+	st, v := healthpb.HealthCheckResponse_SERVING, 1.0
+	if err != nil {
+		st, v = healthpb.HealthCheckResponse_NOT_SERVING, 0
+	}
+	h.srv.SetServingStatus(c.service, st)
+	h.m.healthy.WithLabelValues(c.store, c.dependency).Set(v)
+	h.mu.Lock()
+	prev, seen := h.last[c.service]
+	h.last[c.service] = err
+	h.mu.Unlock()
+	switch {
+	case err != nil && (!seen || prev == nil):
+		h.log.Warn("dependency unhealthy", slog.String("service", c.service), slog.String("error", err.Error()))
+	case err == nil && seen && prev != nil:
+		h.log.Info("dependency healthy again", slog.String("service", c.service))
+	}
+}
+
+// stop ends the checks and reports every service NOT_SERVING, as a stopping process should.
+func (h *healthChecker) stop() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.done.Wait()
+	h.srv.Shutdown()
+	h.closeChecks()
+}
+
+func (h *healthChecker) closeChecks() {
+	for _, c := range h.checks {
+		if c.close != nil {
+			c.close()
+		}
+	}
+}
