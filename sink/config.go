@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tributary-dev/tributary/internal/yamlenv"
 )
 
 // Secret is a credential from the configuration. Every way of printing it (fmt verbs, JSON,
@@ -199,8 +200,8 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
 	}
-	if err := expandNode(&root); err != nil {
-		return Config{}, err
+	if err := yamlenv.ExpandNode(&root); err != nil {
+		return Config{}, fmt.Errorf("sink config: %w", err)
 	}
 	var e entry
 	if err := root.Decode(&e); err != nil {
@@ -247,85 +248,6 @@ func scrubYAMLError(err error) error {
 		return errors.New(strings.Join(out, "; "))
 	}
 	return err
-}
-
-// expandNode replaces ${NAME} in every scalar value (never in keys) with the environment
-// variable's value.
-func expandNode(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "$") {
-			return nil
-		}
-		v, err := expandEnv(n.Value)
-		if err != nil {
-			return fmt.Errorf("sink config: line %d: %w", n.Line, err)
-		}
-		n.Value = v
-		// A plain scalar is typed by what it expands to (so "${N}" can fill a number); a
-		// quoted one stays text. Text fields take any scalar as text, so a password
-		// "123" or "yes" still arrives as written.
-		if n.Style == 0 {
-			n.Tag = ""
-		}
-	case yaml.MappingNode:
-		for i := 1; i < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i]); err != nil {
-				return err
-			}
-		}
-	default:
-		for _, c := range n.Content {
-			if err := expandNode(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// expandEnv expands ${NAME}; "$${" is a literal "${"; a lone "$" stays.
-func expandEnv(s string) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		switch {
-		case strings.HasPrefix(s[i:], "$${"):
-			b.WriteString("${")
-			i += 3
-		case strings.HasPrefix(s[i:], "${"):
-			end := strings.IndexByte(s[i+2:], '}')
-			if end < 0 {
-				return "", errors.New("unterminated ${ in a value")
-			}
-			name := s[i+2 : i+2+end]
-			if !validEnvName(name) {
-				return "", fmt.Errorf("invalid environment variable name %q in ${...}", name)
-			}
-			v, ok := os.LookupEnv(name)
-			if !ok {
-				return "", fmt.Errorf("environment variable %s is not set", name)
-			}
-			b.WriteString(v)
-			i += 2 + end + 1
-		default:
-			b.WriteByte(s[i])
-			i++
-		}
-	}
-	return b.String(), nil
-}
-
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		if c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9') {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // AutoCreate reports auto_create_index with its default (true).

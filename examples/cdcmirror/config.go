@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tributary-dev/tributary/internal/yamlenv"
 	"github.com/tributary-dev/tributary/sink"
 )
 
@@ -93,7 +94,7 @@ func parseConfig(b []byte) (*config, error) {
 		if top.Content[i].Value == "sinks" {
 			continue
 		}
-		if err := expandNode(top.Content[i+1]); err != nil {
+		if err := yamlenv.ExpandNode(top.Content[i+1]); err != nil {
 			return nil, err
 		}
 	}
@@ -260,74 +261,5 @@ func goTypeWord(t string) string {
 		return "a mapping"
 	default:
 		return "text"
-	}
-}
-
-// expandNode replaces ${NAME} in every scalar value (never in keys) with the environment
-// variable's value.
-func expandNode(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "$") {
-			return nil
-		}
-		v, err := expandEnv(n.Value)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		n.Value = v
-		// A plain scalar takes the type of what it expands to ("${N}" may fill a number); a
-		// quoted one stays text.
-		if n.Style == 0 {
-			n.Tag = ""
-		}
-	case yaml.MappingNode:
-		for i := 1; i < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i]); err != nil {
-				return err
-			}
-		}
-	default:
-		for _, c := range n.Content {
-			if err := expandNode(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// expandEnv expands ${NAME}; "$${" is a literal "${"; any other "$" stays as it is.
-func expandEnv(s string) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		if i > 0 && s[i-1] == '$' {
-			b.WriteString(s[:i-1])
-			b.WriteString("${")
-			s = s[i+2:]
-			continue
-		}
-		end := strings.IndexByte(s[i+2:], '}')
-		if end < 0 {
-			return "", errors.New("unterminated ${ in a value")
-		}
-		name := s[i+2 : i+2+end]
-		if !envName.MatchString(name) {
-			return "", errors.New("a ${...} reference needs a variable name of letters, digits and '_'")
-		}
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", name)
-		}
-		b.WriteString(s[:i])
-		b.WriteString(v)
-		s = s[i+2+end+1:]
 	}
 }
