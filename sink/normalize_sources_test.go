@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -86,23 +87,6 @@ func docFromEvent(t *testing.T, ev cdc.Event) []byte {
 	return doc
 }
 
-func nextRowEvent(ctx context.Context, t *testing.T, st cdc.Stream) cdc.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-st.Events():
-		if !ok {
-			t.Fatalf("stream ended: %v", st.Err())
-		}
-		if ev.Malformed != nil {
-			t.Fatalf("malformed event: %v", ev.Malformed)
-		}
-		return ev
-	case <-ctx.Done():
-		t.Fatal("no event before the deadline")
-	}
-	panic("unreachable")
-}
-
 func postgresDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDocs {
 	exec := func(stmts ...string) {
 		t.Helper()
@@ -151,9 +135,9 @@ func postgresDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDo
 		t.Fatal(err)
 	}
 	defer st.Close()
-	snap := nextRowEvent(ctx, t, st)
+	snap := cdctest.NextEvent(ctx, t, st)
 	exec(insert("2"))
-	stream := nextRowEvent(ctx, t, st)
+	stream := cdctest.NextEvent(ctx, t, st)
 	if snap.Op != cdc.Read || stream.Op != cdc.Insert {
 		t.Fatalf("postgres events %v, %v", snap.Op, stream.Op)
 	}
@@ -211,9 +195,9 @@ func mariadbDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDoc
 		t.Fatal(err)
 	}
 	defer st.Close()
-	snap := nextRowEvent(ctx, t, st)
+	snap := cdctest.NextEvent(ctx, t, st)
 	exec(insert("2"))
-	stream := nextRowEvent(ctx, t, st)
+	stream := cdctest.NextEvent(ctx, t, st)
 	if snap.Op != cdc.Read || stream.Op != cdc.Insert {
 		t.Fatalf("mariadb events %v, %v", snap.Op, stream.Op)
 	}

@@ -34,7 +34,7 @@ func testOrder(ctx context.Context, t *testing.T, e *env) {
 		fmt.Sprintf("UPDATE %s SET %s = 11 WHERE %s = 1", q(tb), q("n"), q("id")),
 		fmt.Sprintf("DELETE FROM %s WHERE %s = 1", q(tb), q("id")),
 	)
-	ins, upd, del := next(ctx, t, st), next(ctx, t, st), next(ctx, t, st)
+	ins, upd, del := NextEvent(ctx, t, st), NextEvent(ctx, t, st), NextEvent(ctx, t, st)
 	wantOp(t, ins, cdc.Insert, tb)
 	wantOp(t, upd, cdc.Update, tb)
 	wantOp(t, del, cdc.Delete, tb)
@@ -76,7 +76,7 @@ func testWithinTransaction(ctx context.Context, t *testing.T, e *env) {
 		fmt.Sprintf("UPDATE %s SET %s = 2 WHERE %s = 1", q(tb), q("n"), q("id")),
 		fmt.Sprintf("UPDATE %s SET %s = 3 WHERE %s = 1", q(tb), q("n"), q("id")),
 	)
-	evs := []cdc.Event{next(ctx, t, st), next(ctx, t, st), next(ctx, t, st)}
+	evs := []cdc.Event{NextEvent(ctx, t, st), NextEvent(ctx, t, st), NextEvent(ctx, t, st)}
 	for i, ev := range evs {
 		wantInt(t, fmt.Sprint("event ", i, " n"), value(t, ev.Schema, ev.After, "n"), int64(i+1))
 		if i > 0 && ev.Position.Version() <= evs[i-1].Position.Version() {
@@ -104,7 +104,7 @@ func testResume(ctx context.Context, t *testing.T, e *env) {
 		return fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (%d, %d)", q(tb), q("id"), q("n"), id, id)
 	}
 	e.exec(ctx, t, insert(1), insert(2))
-	first, second := next(ctx, t, st), next(ctx, t, st)
+	first, second := NextEvent(ctx, t, st), NextEvent(ctx, t, st)
 	if err := st.Ack(ctx, first.Checkpoint); err != nil {
 		t.Fatalf("Ack: %v", err)
 	}
@@ -114,12 +114,12 @@ func testResume(ctx context.Context, t *testing.T, e *env) {
 	e.exec(ctx, t, insert(3)) // made while nothing reads
 
 	st2 := open(ctx, t, src, first.Checkpoint)
-	again := next(ctx, t, st2)
+	again := NextEvent(ctx, t, st2)
 	wantInt(t, "first event after resuming", value(t, again.Schema, again.After, "id"), 2)
 	if again.Position.Version() != second.Position.Version() {
 		t.Fatalf("a replayed change has version %d, first delivered with %d", again.Position.Version(), second.Position.Version())
 	}
-	third := next(ctx, t, st2)
+	third := NextEvent(ctx, t, st2)
 	wantInt(t, "change made while stopped", value(t, third.Schema, third.After, "id"), 3)
 	quiet(t, st2, 500*time.Millisecond)
 }
@@ -132,7 +132,7 @@ func testSnapshot(ctx context.Context, t *testing.T, e *env) {
 	st := open(ctx, t, e.h.NewSource(t, cdc.SnapshotInitial, tb), nil)
 	reads := map[int64]cdc.Event{}
 	for range 2 {
-		ev := next(ctx, t, st)
+		ev := NextEvent(ctx, t, st)
 		wantOp(t, ev, cdc.Read, tb)
 		id, _ := value(t, ev.Schema, ev.After, "id").(int64)
 		reads[id] = ev
@@ -141,7 +141,7 @@ func testSnapshot(ctx context.Context, t *testing.T, e *env) {
 		t.Fatalf("snapshot delivered ids %v, want 1 and 2", reads)
 	}
 	e.exec(ctx, t, fmt.Sprintf("UPDATE %s SET %s = 10 WHERE %s = 1", q(tb), q("n"), q("id")))
-	upd := next(ctx, t, st)
+	upd := NextEvent(ctx, t, st)
 	wantOp(t, upd, cdc.Update, tb)
 	wantInt(t, "streamed n", value(t, upd.Schema, upd.After, "n"), 10)
 	if upd.Position.Version() <= reads[1].Position.Version() {
@@ -156,11 +156,11 @@ func testSchemaChange(ctx context.Context, t *testing.T, e *env) {
 	e.exec(ctx, t, ddl(e, tb))
 	st := open(ctx, t, e.h.NewSource(t, cdc.SnapshotNever, tb), nil)
 	e.exec(ctx, t, fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (1, 1)", q(tb), q("id"), q("n")))
-	before := next(ctx, t, st)
+	before := NextEvent(ctx, t, st)
 	e.exec(ctx, t,
 		fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s VARCHAR(16)", q(tb), q("extra")),
 		fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES (2, 2, 'new')", q(tb), q("id"), q("n"), q("extra")))
-	after := next(ctx, t, st)
+	after := NextEvent(ctx, t, st)
 	if before.Schema.ColumnIndex("extra") >= 0 {
 		t.Fatal("the schema before the change already has the new column")
 	}
@@ -173,7 +173,7 @@ func testMixedCase(ctx context.Context, t *testing.T, e *env) {
 	e.exec(ctx, t, fmt.Sprintf("CREATE TABLE %s (%s INT NOT NULL PRIMARY KEY, %s VARCHAR(16))", q(tb), q("Id"), q("CamelCol")))
 	st := open(ctx, t, e.h.NewSource(t, cdc.SnapshotNever, tb), nil)
 	e.exec(ctx, t, fmt.Sprintf("INSERT INTO %s (%s, %s) VALUES (7, 'x')", q(tb), q("Id"), q("CamelCol")))
-	ev := next(ctx, t, st)
+	ev := NextEvent(ctx, t, st)
 	wantOp(t, ev, cdc.Insert, tb)
 	wantInt(t, "Id", value(t, ev.Schema, ev.After, "Id"), 7)
 	wantString(t, "CamelCol", value(t, ev.Schema, ev.After, "CamelCol"), "x")

@@ -78,9 +78,9 @@ func open(ctx context.Context, t *testing.T, src cdc.Source, cp cdc.Checkpoint) 
 	return st
 }
 
-// next returns the stream's next event for one of tables (events of other tables fail the
-// test: sources capture only what they are told to).
-func next(ctx context.Context, t *testing.T, st cdc.Stream) cdc.Event {
+// NextEvent returns the stream's next event; the test fails when the stream ends, the event is
+// malformed, or ctx ends first. Sources' own tests use it too.
+func NextEvent(ctx context.Context, t testing.TB, st cdc.Stream) cdc.Event {
 	t.Helper()
 	select {
 	case ev, ok := <-st.Events():

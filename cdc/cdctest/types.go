@@ -146,7 +146,7 @@ func readRows(ctx context.Context, t *testing.T, st cdc.Stream, op cdc.Op, table
 	t.Helper()
 	out := make([]cdc.Event, n)
 	for range n {
-		ev := next(ctx, t, st)
+		ev := NextEvent(ctx, t, st)
 		wantOp(t, ev, op, table)
 		var id int64
 		switch v := value(t, ev.Schema, ev.After, "id").(type) {

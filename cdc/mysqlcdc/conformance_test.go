@@ -237,23 +237,6 @@ func mysqlTypes(string) cdctest.TypeMatrix {
 	}
 }
 
-func nextEvent(ctx context.Context, t *testing.T, st cdc.Stream) cdc.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-st.Events():
-		if !ok {
-			t.Fatalf("stream ended: %v", st.Err())
-		}
-		if ev.Malformed != nil {
-			t.Fatalf("malformed event on %v: %v", ev.Table, ev.Malformed)
-		}
-		return ev
-	case <-ctx.Done():
-		t.Fatalf("no event before the deadline: %v", ctx.Err())
-	}
-	panic("unreachable")
-}
-
 func suffix() string {
 	return fmt.Sprintf("%08x", nextServerID()*2654435761)
 }

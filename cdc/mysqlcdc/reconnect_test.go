@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
 )
@@ -62,18 +63,18 @@ func TestReconnectResumesFromCommit(t *testing.T) {
 					t.Fatal(err)
 				}
 				// Read one row of the transaction, then cut every connection.
-				ev := nextEvent(ctx, t, st)
+				ev := cdctest.NextEvent(ctx, t, st)
 				repeats += record(t, seen, &order, ev)
 				resets += proxy.ResetAll()
 				for len(seen) < (round+1)*perTx {
-					repeats += record(t, seen, &order, nextEvent(ctx, t, st))
+					repeats += record(t, seen, &order, cdctest.NextEvent(ctx, t, st))
 				}
 			}
 			if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (-1, -1)", q)); err != nil {
 				t.Fatal(err)
 			}
 			for {
-				ev := nextEvent(ctx, t, st)
+				ev := cdctest.NextEvent(ctx, t, st)
 				if ev.After[0].(int64) == -1 {
 					break
 				}

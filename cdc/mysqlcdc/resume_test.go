@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 )
 
@@ -53,13 +54,13 @@ func TestResumeNeverHalfAppliesATransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			first := nextEvent(ctx, t, st)
+			first := cdctest.NextEvent(ctx, t, st)
 			if first.Checkpoint == nil {
 				t.Fatal("a one-row transaction's event carries no checkpoint")
 			}
 			var tx []cdc.Event
 			for range 5 {
-				tx = append(tx, nextEvent(ctx, t, st))
+				tx = append(tx, cdctest.NextEvent(ctx, t, st))
 			}
 			for i, ev := range tx {
 				if (ev.Checkpoint != nil) != (i == len(tx)-1) {
@@ -72,7 +73,7 @@ func TestResumeNeverHalfAppliesATransaction(t *testing.T) {
 					t.Fatalf("transaction ids %q, %q, first %q", ev.TxID, tx[0].TxID, first.TxID)
 				}
 			}
-			last := nextEvent(ctx, t, st)
+			last := cdctest.NextEvent(ctx, t, st)
 			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +95,7 @@ func TestResumeNeverHalfAppliesATransaction(t *testing.T) {
 			}
 			defer st2.Close()
 			for i, want := range append(tx, last) {
-				got := nextEvent(ctx, t, st2)
+				got := cdctest.NextEvent(ctx, t, st2)
 				if got.Op != want.Op || got.Position.Version() != want.Position.Version() || fmt.Sprint(got.After) != fmt.Sprint(want.After) {
 					t.Fatalf("replayed event %d is %v %v at %v, first delivered as %v %v at %v",
 						i, got.Op, got.After, got.Position, want.Op, want.After, want.Position)
@@ -147,7 +148,7 @@ func TestDDLUpdatesSchemaCache(t *testing.T) {
 	check := func(st cdc.Stream, from int) cdc.Event {
 		var first cdc.Event
 		for i := from; i < len(want); i++ {
-			ev := nextEvent(ctx, t, st)
+			ev := cdctest.NextEvent(ctx, t, st)
 			if i == from {
 				first = ev
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 )
 
@@ -97,7 +98,7 @@ func TestSnapshotHandOffConverges(t *testing.T) {
 			mirror := map[int64]doc{}
 			reads := 0
 			for {
-				ev := nextEvent(ctx, t, st)
+				ev := cdctest.NextEvent(ctx, t, st)
 				row, deleted := ev.After, false
 				if ev.Op == cdc.Delete {
 					row, deleted = ev.Before, true
@@ -194,7 +195,7 @@ func TestSnapshotResumesAfterCompletedTables(t *testing.T) {
 	}
 	var cp cdc.Checkpoint
 	for i := 0; i < 3; i++ {
-		ev := nextEvent(ctx, t, st)
+		ev := cdctest.NextEvent(ctx, t, st)
 		if ev.Op != cdc.Read || ev.Table.Table != names[0] {
 			t.Fatalf("event %d is %v on %s, want a read of %s", i, ev.Op, ev.Table.Table, names[0])
 		}
@@ -227,7 +228,7 @@ func TestSnapshotResumesAfterCompletedTables(t *testing.T) {
 	reads := map[string]int{}
 	readVersion := map[string]int64{names[0]: mirror[key{names[0], 1}].version}
 	for {
-		ev := nextEvent(ctx, t, st2)
+		ev := cdctest.NextEvent(ctx, t, st2)
 		if ev.Op == cdc.Read {
 			reads[ev.Table.Table]++
 			readVersion[ev.Table.Table] = ev.Position.Version()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 )
 
@@ -53,7 +54,7 @@ func TestTruncateEmitsOneEventPerCapturedTable(t *testing.T) {
 			wantOps := []cdc.Op{cdc.Insert, cdc.Truncate, cdc.Insert, cdc.Insert, cdc.Truncate, cdc.Insert}
 			var got []cdc.Event
 			for i, want := range wantOps {
-				ev := nextEvent(ctx, t, st)
+				ev := cdctest.NextEvent(ctx, t, st)
 				if ev.Op != want {
 					t.Fatalf("event %d: %v, want %v", i, ev.Op, want)
 				}
@@ -94,7 +95,7 @@ func TestTruncateEmitsOneEventPerCapturedTable(t *testing.T) {
 			}
 			defer st2.Close()
 			for i, want := range got[1:] {
-				ev := nextEvent(ctx, t, st2)
+				ev := cdctest.NextEvent(ctx, t, st2)
 				if ev.Op != want.Op || ev.Position.Version() != want.Position.Version() || (ev.Checkpoint != nil) != (want.Checkpoint != nil) {
 					t.Fatalf("replayed event %d: %v at %v (checkpoint %v), first %v at %v", i+1, ev.Op, ev.Position, ev.Checkpoint != nil,
 						want.Op, want.Position)

@@ -204,19 +204,3 @@ func pgTypes(sfx string) cdctest.TypeMatrix {
 }
 
 // nextEvent returns the stream's next event, failing on a malformed one or the deadline.
-func nextEvent(ctx context.Context, t *testing.T, st cdc.Stream) cdc.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-st.Events():
-		if !ok {
-			t.Fatalf("stream ended: %v", st.Err())
-		}
-		if ev.Malformed != nil {
-			t.Fatalf("malformed event: %v", ev.Malformed)
-		}
-		return ev
-	case <-ctx.Done():
-		t.Fatalf("no event before the deadline")
-	}
-	panic("unreachable")
-}

@@ -33,6 +33,10 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if len(xld.WALData) == 0 {
 			return errors.New("pgcdc: empty pgoutput message")
 		}
+		switch xld.WALData[0] {
+		case 'I', 'U', 'D':
+			return st.change(ctx, xld.WALStart, xld.WALData)
+		}
 		msg, err := pglogrepl.Parse(xld.WALData)
 		if err != nil {
 			return fmt.Errorf("pgcdc: pgoutput: %w", err)
@@ -48,26 +52,23 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		st.tx = txState{xid: strconv.FormatUint(uint64(m.Xid), 10), commitLSN: m.FinalLSN, commitTime: m.CommitTime}
-		st.pendingTx = nil
+		st.pending, st.hasPending = cdc.Event{}, false
 		st.inTx = true
 	case *pglogrepl.RelationMessage:
 		return st.handleRelation(ctx, m)
-	case *pglogrepl.InsertMessage:
-		return st.change(ctx, at, m.RelationID, cdc.Insert, nil, m.Tuple)
-	case *pglogrepl.UpdateMessage:
-		return st.change(ctx, at, m.RelationID, cdc.Update, m.OldTuple, m.NewTuple)
-	case *pglogrepl.DeleteMessage:
-		return st.change(ctx, at, m.RelationID, cdc.Delete, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
 		return st.truncate(ctx, at, m)
 	case *pglogrepl.LogicalDecodingMessage:
 		return st.handleLogicalMessage(m)
 	case *pglogrepl.CommitMessage:
 		st.inTx = false
-		if st.pendingTx != nil {
-			ev := *st.pendingTx
-			st.pendingTx = nil
+		if st.hasPending {
+			ev := st.pending
+			st.pending, st.hasPending = cdc.Event{}, false
 			ev.Checkpoint = st.streamCheckpoint(m.TransactionEndLSN)
+			// The idle period restarts once per transaction with captured changes rather than
+			// per change: no idle note is written inside a transaction anyway.
+			st.touchIdle()
 			return st.emit(ctx, ev)
 		}
 	}
@@ -160,23 +161,26 @@ func (st *stream) truncate(ctx context.Context, at pglogrepl.LSN, m *pglogrepl.T
 // hold delivers the transaction's previous event and keeps ev back, so that the commit can
 // put the checkpoint on the transaction's last event.
 func (st *stream) hold(ctx context.Context, ev cdc.Event) error {
-	if st.pendingTx != nil {
-		prev := *st.pendingTx
-		if err := st.emit(ctx, prev); err != nil {
+	if st.hasPending {
+		if err := st.emit(ctx, st.pending); err != nil {
 			return err
 		}
 	}
-	st.pendingTx = &ev
-	st.touchIdle()
+	st.pending, st.hasPending = ev, true
 	return nil
 }
 
-// change builds the event of one row change and delivers the previous one of the transaction:
-// each event is held back until the next arrives or the commit says it was the last.
-func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op cdc.Op, old, new *pglogrepl.TupleData) error {
-	rel := st.relations[relID]
+// change builds the event of one row change (an Insert, Update or Delete message, read
+// directly: tuple.go) and delivers the previous one of the transaction: each event is held
+// back until the next arrives or the commit says it was the last.
+func (st *stream) change(ctx context.Context, at pglogrepl.LSN, wal []byte) error {
+	f, err := parseChangeFrame(wal)
+	if err != nil {
+		return err
+	}
+	rel := st.relations[f.relID]
 	if rel == nil {
-		return fmt.Errorf("pgcdc: change of relation %d before its relation message", relID)
+		return fmt.Errorf("pgcdc: change of relation %d before its relation message", f.relID)
 	}
 	if !rel.captured {
 		return nil
@@ -184,59 +188,30 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, relID uint32, op
 	if err := st.verifyCaptured(); err != nil {
 		return err
 	}
+	op := cdc.Insert
+	switch wal[0] {
+	case 'U':
+		op = cdc.Update
+	case 'D':
+		op = cdc.Delete
+	}
 	ev := st.rowEvent(op, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
 	ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
-	var err error
-	if old != nil {
-		ev.Before, err = decodeTuple(rel.info, old, nil)
+	before, after, bad, err := decodeChange(rel.info, f)
+	if err != nil {
+		return err
 	}
-	if new != nil {
-		var err2 error
-		ev.After, err2 = decodeTuple(rel.info, new, ev.Before)
-		if err == nil {
-			err = err2
-		}
-	}
+	ev.Before, ev.After = before, after
 	if op == cdc.Delete && ev.Before == nil {
-		err = errors.New("pgcdc: delete without an old key (REPLICA IDENTITY NOTHING?)")
+		bad = errors.New("pgcdc: delete without an old key (REPLICA IDENTITY NOTHING?)")
 	}
-	ev.Malformed = err
+	ev.Malformed = bad
 	return st.hold(ctx, ev)
 }
 
 // errUnchangedToast marks an update whose new row lacks a TOASTed value the server did not
 // resend; only REPLICA IDENTITY FULL gives the old value to fill it in.
 var errUnchangedToast = errors.New("unchanged TOAST value not sent by the server (set REPLICA IDENTITY FULL on the table)")
-
-// decodeTuple decodes a pgoutput tuple. An unchanged TOASTed value ('u') is taken from before
-// when that holds it; else the row is malformed.
-func decodeTuple(ti *tableInfo, tup *pglogrepl.TupleData, before []cdc.Value) ([]cdc.Value, error) {
-	if len(tup.Columns) != len(ti.decoders) {
-		return nil, fmt.Errorf("pgcdc: tuple has %d columns, schema of %s %d", len(tup.Columns), ti.schema.ID, len(ti.decoders))
-	}
-	row := make([]cdc.Value, len(tup.Columns))
-	var firstErr error
-	for i, c := range tup.Columns {
-		var err error
-		switch c.DataType {
-		case pglogrepl.TupleDataTypeNull:
-		case pglogrepl.TupleDataTypeText:
-			row[i], err = ti.decoders[i](c.Data)
-		case pglogrepl.TupleDataTypeToast:
-			if before != nil && before[i] != nil {
-				row[i] = before[i]
-			} else {
-				err = errUnchangedToast
-			}
-		default:
-			err = fmt.Errorf("unexpected tuple value kind %q", c.DataType)
-		}
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("pgcdc: column %q of %s: %w", ti.schema.Columns[i].Name, ti.schema.ID, err)
-		}
-	}
-	return row, firstErr
-}
 
 func (st *stream) rowEvent(op cdc.Op, ti *tableInfo, pos Position) cdc.Event {
 	return cdc.Event{Op: op, Table: ti.schema.ID, Schema: ti.schema, Position: pos}

@@ -26,6 +26,13 @@
 // settings that shape text output (DateStyle ISO, TimeZone UTC, bytea_output hex,
 // extra_float_digits 1, IntervalStyle postgres, UTF8).
 //
+// A goroutine of the stream only reads the replication connection and hands the frames over
+// in batches, each as soon as nothing more is buffered, so that on a machine with more than
+// one core the network reads overlap the decoding; up to eight batches of at most 64 KiB (or
+// one larger frame) wait for it. The stream's goroutine decodes: Insert, Update and Delete
+// messages straight from their bytes, the other messages through pglogrepl. It alone writes
+// to the connection (status updates, also in answer to keepalives).
+//
 // # Values
 //
 // Every value is decoded from PostgreSQL's text output, on the stream (pgoutput sends text)
@@ -38,7 +45,8 @@
 // cdc.EpochMicros (the strings "infinity" and "-infinity" for the infinities, which have no
 // instant); json and jsonb cdc.RawJSON (json verbatim, jsonb in its normalized form); arrays
 // nested []cdc.Value of their element values, lower bounds dropped. Domains decode as their
-// base type. A value that does not decode makes the event Malformed (naming the column, never
+// base type. The string values of one row (including array elements) are cut from one string
+// holding all of them: keeping any of them keeps that string in memory. A value that does not decode makes the event Malformed (naming the column, never
 // the value).
 //
 // # Schemas
@@ -116,8 +124,9 @@
 // The slot's confirmed position would otherwise move only with acknowledged transactions of
 // the captured tables, so a quiet captured table would make the server keep all the WAL other
 // tables write after it. Once the stream has been idle for Options.IdleCheckpointInterval
-// (no captured change arriving, between transactions, every delivered checkpoint
-// acknowledged; after an initial snapshot, once its end was acknowledged) it reads the WAL
+// (no transaction with captured changes committed meanwhile, between transactions, every
+// delivered checkpoint acknowledged; after an initial snapshot, once its end was
+// acknowledged) it reads the WAL
 // insert position ("start") and, when that lies at least 64 KiB beyond the reported
 // position (the server frees whole segments, and the messages are WAL too: idle pipelines on
 // a quiet server must not keep each other writing), writes a non-transactional logical

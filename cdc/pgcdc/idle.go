@@ -103,7 +103,7 @@ func (st *stream) writeNote(ctx context.Context, n idleNote, skip pglogrepl.LSN)
 // streaming verified, between transactions, every delivered checkpoint acknowledged, and no
 // message of its own still on the way.
 func (st *stream) idleEligible(now time.Time) bool {
-	if st.opts().IdleCheckpointInterval <= 0 || st.idleOff || !st.streaming || st.verify != nil || st.inTx || st.pendingTx != nil {
+	if st.opts().IdleCheckpointInterval <= 0 || st.idleOff || !st.streaming || st.verify != nil || st.inTx || st.hasPending {
 		return false
 	}
 	if out := st.idle.out; out != nil {
@@ -122,8 +122,7 @@ func (st *stream) idleEligible(now time.Time) bool {
 
 // maybeWriteIdle writes an idle message when one is due. Failing to write one only turns
 // idle checkpoints off for this stream: the WAL is then retained as without them.
-func (st *stream) maybeWriteIdle(ctx context.Context) {
-	now := time.Now()
+func (st *stream) maybeWriteIdle(ctx context.Context, now time.Time) {
 	if !st.idleEligible(now) || now.Before(st.idle.next) {
 		return
 	}
@@ -144,14 +143,14 @@ func (st *stream) maybeWriteIdle(ctx context.Context) {
 }
 
 // idleDeadline is when the receive loop must wake up to write an idle message (zero: never).
-func (st *stream) idleDeadline() time.Time {
-	if !st.idleEligible(time.Now()) {
+func (st *stream) idleDeadline(now time.Time) time.Time {
+	if !st.idleEligible(now) {
 		return time.Time{}
 	}
 	return st.idle.next
 }
 
-// touchIdle restarts the idle period: a captured change went by.
+// touchIdle restarts the idle period: a transaction with captured changes went by.
 func (st *stream) touchIdle() {
 	if d := st.opts().IdleCheckpointInterval; d > 0 {
 		st.idle.next = time.Now().Add(d)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
@@ -91,7 +92,7 @@ func TestIdleCheckpointAdvancesSlot(t *testing.T) {
 		}
 	}
 	insert(1)
-	first := nextEvent(ctx, t, st)
+	first := cdctest.NextEvent(ctx, t, st)
 	start := w.confirmed(ctx, t)
 
 	// Delivered but not acknowledged: however much WAL goes by and however long the stream
@@ -159,7 +160,7 @@ func openAt(ctx context.Context, t *testing.T, src *pgcdc.Source, cp cdc.Checkpo
 
 func wantInsert(ctx context.Context, t *testing.T, st cdc.Stream, id int64) cdc.Event {
 	t.Helper()
-	ev := nextEvent(ctx, t, st)
+	ev := cdctest.NextEvent(ctx, t, st)
 	if ev.Op != cdc.Insert || ev.After[0] != id {
 		t.Fatalf("%v of id %v, want the insert of %d", ev.Op, ev.After[0], id)
 	}

@@ -19,6 +19,9 @@ type tableInfo struct {
 	oids     []uint32
 	typmods  []int32
 	decoders []decodeFunc
+	// shared holds, per column, the decoder that cuts values from the row's shared string
+	// (sharedDecodeFunc), nil for columns decoded from their own bytes.
+	shared []sharedDecodeFunc
 	// deferrablePK marks a DEFERRABLE primary key, which breaks the row-lock ordering the
 	// versions rely on (see doc.go, Limits).
 	deferrablePK bool
@@ -59,6 +62,30 @@ func (ti *tableInfo) keyIs(flags []bool) bool {
 type typeDesc struct {
 	col    cdc.Column
 	decode decodeFunc
+	shared sharedDecodeFunc // nil unless the values are strings cut from the text
+}
+
+// stringType describes a type whose values are its text form.
+func stringType(col cdc.Column) *typeDesc {
+	return &typeDesc{col: col, decode: decodeString, shared: decodeSharedString}
+}
+
+// arrayType describes an array of et; delim separates its elements.
+func arrayType(et *typeDesc, delim byte) *typeDesc {
+	ec := et.col
+	td := &typeDesc{col: cdc.Column{Kind: cdc.KindArray, Elem: &ec}, decode: arrayDecoder(et.decode, delim)}
+	if et.shared != nil {
+		td.shared = sharedArrayDecoder(et.shared, delim)
+	}
+	return td
+}
+
+// sharedDecoder returns column i's shared-string decoder, nil when it has none.
+func (ti *tableInfo) sharedDecoder(i int) sharedDecodeFunc {
+	if i < len(ti.shared) {
+		return ti.shared[i]
+	}
+	return nil
 }
 
 // querier is the part of *pgx.Conn the catalog needs.
@@ -138,6 +165,7 @@ func (c *catalog) loadTable(ctx context.Context, id cdc.TableID) (*tableInfo, er
 		ti.oids = append(ti.oids, r.oid)
 		ti.typmods = append(ti.typmods, r.typmod)
 		ti.decoders = append(ti.decoders, td.decode)
+		ti.shared = append(ti.shared, td.shared)
 	}
 	pk, err := c.q.Query(ctx, primaryKeySQL, relOID)
 	if err != nil {
@@ -174,6 +202,7 @@ func (c *catalog) project(ctx context.Context, base *tableInfo, names []string, 
 		if j >= 0 && base.oids[j] == oids[i] && base.typmods[j] == typmods[i] {
 			ti.schema.Columns = append(ti.schema.Columns, base.schema.Columns[j])
 			ti.decoders = append(ti.decoders, base.decoders[j])
+			ti.shared = append(ti.shared, base.sharedDecoder(j))
 		} else {
 			td, err := c.resolve(ctx, oids[i], typmods[i])
 			if err != nil {
@@ -187,6 +216,7 @@ func (c *catalog) project(ctx context.Context, base *tableInfo, names []string, 
 			}
 			ti.schema.Columns = append(ti.schema.Columns, col)
 			ti.decoders = append(ti.decoders, td.decode)
+			ti.shared = append(ti.shared, td.shared)
 		}
 		ti.oids = append(ti.oids, oids[i])
 		ti.typmods = append(ti.typmods, typmods[i])
@@ -241,7 +271,7 @@ func (c *catalog) resolveUncached(ctx context.Context, oid uint32, typmod int32,
 	err := c.q.QueryRow(ctx, typeSQL, oid).Scan(&name, &typtype, &category, &elem, &base, &baseMod, &delim)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A type dropped since the change was written: its text form is all there is.
-		return &typeDesc{col: cdc.Column{Kind: cdc.KindOther}, decode: decodeString}, nil
+		return stringType(cdc.Column{Kind: cdc.KindOther}), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load type %d: %w", oid, err)
@@ -262,7 +292,7 @@ func (c *catalog) resolveUncached(ctx context.Context, oid uint32, typmod int32,
 		if err != nil {
 			return nil, fmt.Errorf("load enum %d: %w", oid, err)
 		}
-		return &typeDesc{col: cdc.Column{Kind: cdc.KindEnum, Labels: labels}, decode: decodeString}, nil
+		return stringType(cdc.Column{Kind: cdc.KindEnum, Labels: labels}), nil
 	case category == "A" && elem != 0:
 		// An array column's typmod belongs to its element type (varchar(10)[] has 14).
 		et, err := c.resolveUncached(ctx, elem, typmod, depth+1)
@@ -273,10 +303,9 @@ func (c *catalog) resolveUncached(ctx context.Context, oid uint32, typmod int32,
 		if len(delim) == 1 {
 			d = delim[0]
 		}
-		ec := et.col
-		return &typeDesc{col: cdc.Column{Kind: cdc.KindArray, Elem: &ec}, decode: arrayDecoder(et.decode, d)}, nil
+		return arrayType(et, d), nil
 	}
-	return &typeDesc{col: cdc.Column{Kind: cdc.KindOther}, decode: decodeString}, nil
+	return stringType(cdc.Column{Kind: cdc.KindOther}), nil
 }
 
 // Built-in type OIDs pgtype does not name.
@@ -289,8 +318,7 @@ const (
 func builtinType(oid uint32, typmod int32) (*typeDesc, bool) {
 	if elem, ok := builtinArrays[oid]; ok {
 		et, _ := builtinType(elem, typmod)
-		ec := et.col
-		return &typeDesc{col: cdc.Column{Kind: cdc.KindArray, Elem: &ec}, decode: arrayDecoder(et.decode, ',')}, true
+		return arrayType(et, ','), true
 	}
 	fracDigits := func() int {
 		if typmod >= 0 {
@@ -305,7 +333,7 @@ func builtinType(oid uint32, typmod int32) (*typeDesc, bool) {
 		return 0
 	}
 	var col cdc.Column
-	dec := decodeString
+	var dec decodeFunc // nil: the value is the text (stringType)
 	switch oid {
 	case pgtype.BoolOID:
 		col, dec = cdc.Column{Kind: cdc.KindBool}, decodeBool
@@ -359,6 +387,9 @@ func builtinType(oid uint32, typmod int32) (*typeDesc, bool) {
 		col = cdc.Column{Kind: cdc.KindOther}
 	default:
 		return nil, false
+	}
+	if dec == nil {
+		return stringType(col), true
 	}
 	return &typeDesc{col: col, decode: dec}, true
 }

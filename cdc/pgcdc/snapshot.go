@@ -229,12 +229,20 @@ func decodeRow(ti *tableInfo, vals [][]byte) ([]cdc.Value, error) {
 		return nil, fmt.Errorf("pgcdc: row has %d values, schema %d columns", len(vals), len(ti.decoders))
 	}
 	row := make([]cdc.Value, len(vals))
+	text, off := rowText(ti, vals), 0
 	var firstErr error
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
-		d, err := ti.decoders[i](v)
+		var d cdc.Value
+		var err error
+		if dec := ti.sharedDecoder(i); dec != nil {
+			d, err = dec(text[off : off+len(v)])
+			off += len(v)
+		} else {
+			d, err = ti.decoders[i](v)
+		}
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("pgcdc: column %q of %s: %w", ti.schema.Columns[i].Name, ti.schema.ID, err)
 		}

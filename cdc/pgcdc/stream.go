@@ -2,9 +2,9 @@ package pgcdc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/tributary-dev/tributary/cdc"
 )
 
@@ -30,7 +29,7 @@ type stream struct {
 	done    chan struct{} // closed when run has released everything
 
 	closeOnce sync.Once
-	deadlineM sync.Mutex // orders Close's wake-up against the loop's read deadlines
+	deadlineM sync.Mutex // orders Close's wake-up against the reader clearing a read deadline
 	isClosing bool       // guarded by deadlineM
 
 	errMu sync.Mutex
@@ -51,7 +50,10 @@ type stream struct {
 	cat        *catalog
 	tx         txState
 	inTx       bool // between a Begin and its Commit
-	pendingTx  *cdc.Event
+	// pending is the transaction's last event so far, held back for the commit's checkpoint
+	// (hasPending says whether there is one).
+	pending    cdc.Event
+	hasPending bool
 
 	// base is the commit end of the last captured transaction delivered (the resume
 	// checkpoint's at the start); idle is the idle-checkpoint state and idleOff turns it off
@@ -254,53 +256,63 @@ func (st *stream) startReplication(ctx context.Context) error {
 	}
 }
 
-// receive reads the replication stream until closed or failed. Reads wait at most until the
-// next status update is due; the deadline is set on the socket rather than through a context,
-// which pgconn would watch with a goroutine per message.
+// receive decodes the replication stream until closed or failed, the reading done by a
+// goroutine of its own (frames.go). Between batches of frames it sends the status update when
+// due and writes an idle note when due; with no frame to decode it waits until one of those is
+// due at most.
 func (st *stream) receive(ctx context.Context) error {
+	r := st.startReader()
+	defer st.stopReader(r)
 	interval := st.opts().StatusInterval
+	// One timer for the whole stream, set only when the wait's deadline changes: a busy
+	// stream decodes many batches under one deadline.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var armed time.Time // what the timer is set to; zero: stopped or fired
 	for {
-		if time.Since(st.lastStatus) >= interval {
+		now := time.Now()
+		if now.Sub(st.lastStatus) >= interval {
 			if err := st.sendStatus(); err != nil {
 				return err
 			}
 		}
-		st.maybeWriteIdle(ctx)
-		deadline := st.lastStatus.Add(interval)
-		if d := st.idleDeadline(); !d.IsZero() && d.Before(deadline) {
-			deadline = d
-		}
-		st.deadlineM.Lock()
-		if st.isClosing {
-			st.deadlineM.Unlock()
+		st.maybeWriteIdle(ctx, now)
+		var b *frameBatch
+		select {
+		case <-st.closing:
 			return errClosing
-		}
-		_ = st.repl.Conn().SetReadDeadline(deadline)
-		st.deadlineM.Unlock()
-
-		raw, err := st.repl.ReceiveMessage(context.Background())
-		if err != nil {
-			if isTimeout(err) {
+		case b = <-r.batches:
+		default:
+			deadline := st.lastStatus.Add(interval)
+			if d := st.idleDeadline(now); !d.IsZero() && d.Before(deadline) {
+				deadline = d
+			}
+			if !deadline.Equal(armed) {
+				timer.Reset(time.Until(deadline))
+				armed = deadline
+			}
+			select {
+			case <-st.closing:
+				return errClosing
+			case b = <-r.batches:
+			case <-timer.C:
+				armed = time.Time{}
 				continue
 			}
-			return fmt.Errorf("pgcdc: receive: %w", err)
 		}
-		switch msg := raw.(type) {
-		case *pgproto3.CopyData:
-			if err := st.handleCopyData(ctx, msg.Data); err != nil {
+		start := 0
+		for _, end := range b.ends {
+			if err := st.handleCopyData(ctx, b.buf[start:end]); err != nil {
 				return err
 			}
-		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("pgcdc: replication: %w", pgconn.ErrorResponseToPgError(msg))
-		case *pgproto3.CopyDone:
-			return errors.New("pgcdc: the server ended the replication stream")
+			start = end
 		}
+		if b.end != nil {
+			return b.end
+		}
+		r.recycle(b)
 	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // sendStatus reports the acknowledged position as written, flushed and applied: never what
@@ -309,14 +321,34 @@ func isTimeout(err error) bool {
 // (doc.go, Idle checkpoints); that is reported instead.
 func (st *stream) sendStatus() error {
 	acked := max(pglogrepl.LSN(st.acked.Load()), st.idle.proven)
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), st.repl, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: acked, WALFlushPosition: acked, WALApplyPosition: acked,
-	})
-	if err != nil {
+	// Written straight to the connection, not through pgconn (pglogrepl.SendStandbyStatusUpdate
+	// goes through its Frontend): the reading goroutine may be inside pgconn meanwhile, and on
+	// a broken connection pgconn then writes its Terminate through the same Frontend from a
+	// goroutine of its own. A net.Conn takes concurrent writes; the Frontend does not.
+	now := time.Now()
+	if _, err := st.repl.Conn().Write(statusUpdate(acked, now)); err != nil {
 		return fmt.Errorf("pgcdc: send status: %w", err)
 	}
-	st.lastStatus = time.Now()
+	st.lastStatus = now
 	return nil
+}
+
+// pgEpochMicros is 2000-01-01 00:00:00 UTC, PostgreSQL's epoch, in Unix microseconds.
+const pgEpochMicros = 946684800 * 1000000
+
+// statusUpdate encodes a Standby Status Update in its CopyData message: pos as written,
+// flushed and applied, the client's clock, no reply requested.
+func statusUpdate(pos pglogrepl.LSN, now time.Time) []byte {
+	const body = 1 + 3*8 + 8 + 1
+	b := make([]byte, 0, 1+4+body)
+	b = append(b, 'd')
+	b = binary.BigEndian.AppendUint32(b, 4+body)
+	b = append(b, pglogrepl.StandbyStatusUpdateByteID)
+	for range 3 {
+		b = binary.BigEndian.AppendUint64(b, uint64(pos))
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixMicro()-pgEpochMicros))
+	return append(b, 0)
 }
 
 // streamCheckpoint encodes a resume point after a commit and records it as delivered, which

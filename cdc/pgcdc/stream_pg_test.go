@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
@@ -113,7 +114,7 @@ func TestFlushNeverExceedsAck(t *testing.T) {
 	}
 	var cps []cdc.Checkpoint
 	for range 5 {
-		cps = append(cps, nextEvent(ctx, t, st).Checkpoint)
+		cps = append(cps, cdctest.NextEvent(ctx, t, st).Checkpoint)
 	}
 	w.replies(ctx, t, 3, start)
 
@@ -206,7 +207,7 @@ func TestResumeAfterReconnectNoLoss(t *testing.T) {
 	sinceStored := map[int64]bool{}
 	events, reopens := 0, 0
 	for len(seen) < total {
-		ev := nextEvent(ctx, t, st)
+		ev := cdctest.NextEvent(ctx, t, st)
 		events++
 		id := ev.After[0].(int64)
 		if ev.Op == cdc.Insert {
@@ -289,7 +290,7 @@ func TestSnapshotResumesAndConverges(t *testing.T) {
 	t.Cleanup(func() { _ = first.Close() })
 	var stored cdc.Checkpoint
 	for i := 0; i < 10; i++ {
-		ev := nextEvent(ctx, t, st)
+		ev := cdctest.NextEvent(ctx, t, st)
 		if ev.Op != cdc.Read {
 			t.Fatalf("event %d is %v", i, ev.Op)
 		}
@@ -325,7 +326,7 @@ func TestSnapshotResumesAndConverges(t *testing.T) {
 	// five changes, though some of them are already in what the resumed snapshot read.
 	reads, changes := 0, 0
 	for changes < 5 {
-		ev := nextEvent(ctx, t, st)
+		ev := cdctest.NextEvent(ctx, t, st)
 		if ev.Op == cdc.Read {
 			reads++
 			if changes > 0 {
@@ -391,7 +392,7 @@ func TestOpenRefusesLostHistory(t *testing.T) {
 	if err := execSQL(ctx, dsn, false, fmt.Sprintf("INSERT INTO %s VALUES (1, 1)", quote(tb)), fmt.Sprintf("INSERT INTO %s VALUES (2, 2)", quote(tb))); err != nil {
 		t.Fatal(err)
 	}
-	first, second := nextEvent(ctx, t, st), nextEvent(ctx, t, st)
+	first, second := cdctest.NextEvent(ctx, t, st), cdctest.NextEvent(ctx, t, st)
 	if err := st.Ack(ctx, second.Checkpoint); err != nil {
 		t.Fatal(err)
 	}
@@ -446,13 +447,13 @@ func TestUnchangedToast(t *testing.T) {
 	if err := execSQL(ctx, dsn, false, stmts...); err != nil {
 		t.Fatal(err)
 	}
-	ins := nextEvent(ctx, t, st)
-	upd := nextEvent(ctx, t, st)
+	ins := cdctest.NextEvent(ctx, t, st)
+	upd := cdctest.NextEvent(ctx, t, st)
 	big, _ := ins.After[2].(string)
 	if len(big) != 64000 || upd.After[2] != big || upd.After[1] != int64(2) {
 		t.Fatalf("REPLICA IDENTITY FULL update: big %d chars, n %v", len(fmt.Sprint(upd.After[2])), upd.After[1])
 	}
-	_ = nextEvent(ctx, t, st)
+	_ = cdctest.NextEvent(ctx, t, st)
 	select {
 	case ev := <-st.Events():
 		if ev.Op != cdc.Update || ev.Malformed == nil {
@@ -493,12 +494,12 @@ func TestSlowConsumerKeepsConnection(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // three timeouts' worth of not reading
 	for range rows {
-		nextEvent(ctx, t, st)
+		cdctest.NextEvent(ctx, t, st)
 	}
 	if err := execSQL(ctx, dsn, false, fmt.Sprintf("INSERT INTO %s VALUES (%d, 0)", quote(tb), rows+1)); err != nil {
 		t.Fatal(err)
 	}
-	if ev := nextEvent(ctx, t, st); ev.After[0] != int64(rows+1) {
+	if ev := cdctest.NextEvent(ctx, t, st); ev.After[0] != int64(rows+1) {
 		t.Fatalf("after the pause: id %v", ev.After[0])
 	}
 }
@@ -523,14 +524,14 @@ func TestSnapshotProgress(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	for range 10 {
-		nextEvent(ctx, t, st)
+		cdctest.NextEvent(ctx, t, st)
 	}
 	p := st.Progress()
 	if !p.Active || p.Table.Table != tb || p.TablesTotal != 1 || p.TablesDone != 0 || p.RowsEstimated != rows || p.RowsDone < 9 || p.RowsDone > 10 {
 		t.Fatalf("progress after 10 rows: %+v", p)
 	}
 	for range rows - 10 {
-		nextEvent(ctx, t, st)
+		cdctest.NextEvent(ctx, t, st)
 	}
 	for st.Progress().Active {
 		select {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/statestore"
@@ -53,7 +54,7 @@ func TestTruncateEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		nextEvent(ctx, t, st)
+		cdctest.NextEvent(ctx, t, st)
 	}
 	if err := execSQL(ctx, dsn, true,
 		fmt.Sprintf("INSERT INTO %s VALUES (7, 7)", quote(other)),
@@ -64,7 +65,7 @@ func TestTruncateEvents(t *testing.T) {
 	}
 	var evs []cdc.Event
 	for range 5 {
-		evs = append(evs, nextEvent(ctx, t, st))
+		evs = append(evs, cdctest.NextEvent(ctx, t, st))
 	}
 	if evs[0].Op != cdc.Insert || evs[0].Table.Table != other {
 		t.Fatalf("first event %v on %s, want the insert into %s", evs[0].Op, evs[0].Table.Table, other)
@@ -139,7 +140,7 @@ func TestTruncateNotPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []int64{1, 2} {
-		if ev := nextEvent(ctx, t, st); ev.Op != cdc.Insert || ev.After[0] != want {
+		if ev := cdctest.NextEvent(ctx, t, st); ev.Op != cdc.Insert || ev.After[0] != want {
 			t.Fatalf("%v of %v, want the insert of %d (and no truncate between)", ev.Op, ev.After, want)
 		}
 	}

@@ -17,6 +17,12 @@ import (
 // a row yields identical values from either. Errors never quote the input: it is row data.
 type decodeFunc func(text []byte) (cdc.Value, error)
 
+// sharedDecodeFunc is the form of a decoder whose values are cut from their text: strings and
+// arrays of strings. A row's texts for such columns are copied into one string and each value
+// is a substring of it, one allocation per row instead of one per value (rowText). A value
+// keeps the row's shared string alive, never more than the row itself holds.
+type sharedDecodeFunc func(text string) (cdc.Value, error)
+
 // sessionParams pin every setting that changes a type's text output, on the replication and
 // the SQL connection alike, so the two paths cannot drift apart whatever the server's defaults.
 var sessionParams = map[string]string{
@@ -32,6 +38,24 @@ var errDecode = errors.New("pgcdc: value not in the expected text form")
 
 func decodeString(text []byte) (cdc.Value, error) { return string(text), nil }
 
+func decodeSharedString(text string) (cdc.Value, error) { return text, nil }
+
+// The decoders' errors are built once: a decoder runs for every value of every row, and the
+// error of a value that does not decode says only which form it missed.
+var (
+	errBoolForm        = fmt.Errorf("%w (boolean)", errDecode)
+	errIntForm         = fmt.Errorf("%w (integer)", errDecode)
+	errUintForm        = fmt.Errorf("%w (unsigned integer)", errDecode)
+	errFloatForm       = fmt.Errorf("%w (float)", errDecode)
+	errByteaForm       = fmt.Errorf("%w (bytea hex)", errDecode)
+	errTimestamptzForm = fmt.Errorf("%w (timestamptz)", errDecode)
+	errOffsetForm      = fmt.Errorf("%w (timestamptz offset)", errDecode)
+	errDateTimeForm    = fmt.Errorf("%w (date and time)", errDecode)
+	errArrayBoundsForm = fmt.Errorf("%w (array bounds)", errDecode)
+	errArrayTrailing   = fmt.Errorf("%w (array trailing text)", errDecode)
+	errArrayForm       = fmt.Errorf("%w (array)", errDecode)
+)
+
 func decodeBool(text []byte) (cdc.Value, error) {
 	switch string(text) {
 	case "t":
@@ -39,13 +63,13 @@ func decodeBool(text []byte) (cdc.Value, error) {
 	case "f":
 		return false, nil
 	}
-	return nil, fmt.Errorf("%w (boolean)", errDecode)
+	return nil, errBoolForm
 }
 
 func decodeInt(text []byte) (cdc.Value, error) {
 	n, err := strconv.ParseInt(string(text), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w (integer)", errDecode)
+		return nil, errIntForm
 	}
 	return n, nil
 }
@@ -53,7 +77,7 @@ func decodeInt(text []byte) (cdc.Value, error) {
 func decodeUint(text []byte) (cdc.Value, error) {
 	n, err := strconv.ParseUint(string(text), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("%w (unsigned integer)", errDecode)
+		return nil, errUintForm
 	}
 	return n, nil
 }
@@ -68,7 +92,7 @@ func decodeFloat(text []byte) (cdc.Value, error) {
 		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
 			return f, nil
 		}
-		return nil, fmt.Errorf("%w (float)", errDecode)
+		return nil, errFloatForm
 	}
 	return f, nil
 }
@@ -76,11 +100,18 @@ func decodeFloat(text []byte) (cdc.Value, error) {
 // decodeBytea reads the hex output form ("\x0aff").
 func decodeBytea(text []byte) (cdc.Value, error) {
 	if len(text) < 2 || text[0] != '\\' || text[1] != 'x' {
-		return nil, fmt.Errorf("%w (bytea hex)", errDecode)
+		return nil, errByteaForm
 	}
-	raw := make([]byte, hex.DecodedLen(len(text)-2))
+	// Small values decode on the stack: only the base64 text is allocated.
+	var small [128]byte
+	var raw []byte
+	if n := hex.DecodedLen(len(text) - 2); n <= len(small) {
+		raw = small[:n]
+	} else {
+		raw = make([]byte, n)
+	}
 	if _, err := hex.Decode(raw, text[2:]); err != nil {
-		return nil, fmt.Errorf("%w (bytea hex)", errDecode)
+		return nil, errByteaForm
 	}
 	return cdc.Base64(base64.StdEncoding.EncodeToString(raw)), nil
 }
@@ -95,12 +126,15 @@ func decodeJSON(text []byte) (cdc.Value, error) {
 // 07:08:09.123456+00", optionally "+05:30", "+05:30:15" and " BC") into epoch microseconds.
 // The infinities have no instant; they stay the strings "infinity" and "-infinity".
 func decodeTimestamptz(text []byte) (cdc.Value, error) {
-	s := string(text)
-	if s == "infinity" || s == "-infinity" {
-		return s, nil
+	switch string(text) {
+	case "infinity":
+		return "infinity", nil
+	case "-infinity":
+		return "-infinity", nil
 	}
+	s := text
 	bc := false
-	if len(s) > 3 && s[len(s)-3:] == " BC" {
+	if len(s) > 3 && string(s[len(s)-3:]) == " BC" {
 		bc, s = true, s[:len(s)-3]
 	}
 	// The offset starts at the last sign after the time of day.
@@ -109,12 +143,12 @@ func decodeTimestamptz(text []byte) (cdc.Value, error) {
 		i--
 	}
 	if i <= 10 {
-		return nil, fmt.Errorf("%w (timestamptz)", errDecode)
+		return nil, errTimestamptzForm
 	}
 	local, off := s[:i], s[i:]
 	offSec, ok := parseOffset(off)
 	if !ok {
-		return nil, fmt.Errorf("%w (timestamptz offset)", errDecode)
+		return nil, errOffsetForm
 	}
 	t, err := parseISODateTime(local, bc)
 	if err != nil {
@@ -123,25 +157,40 @@ func decodeTimestamptz(text []byte) (cdc.Value, error) {
 	return cdc.EpochMicros(t.UnixMicro() - int64(offSec)*1e6), nil
 }
 
+// digits reads a run of ASCII digits (at most 18, so it cannot overflow).
+func digits(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
 // parseOffset reads "+HH", "+HH:MM" or "+HH:MM:SS" into seconds east of UTC.
-func parseOffset(s string) (int, bool) {
+func parseOffset(s []byte) (int, bool) {
 	sign := 1
 	if s[0] == '-' {
 		sign = -1
 	}
-	parts := []int{0, 0, 0}
+	var parts [3]int
 	rest := s[1:]
-	for k := 0; k < 3 && rest != ""; k++ {
+	for k := 0; k < 3 && len(rest) > 0; k++ {
 		if len(rest) < 2 {
 			return 0, false
 		}
-		n, err := strconv.Atoi(rest[:2])
-		if err != nil {
+		n, ok := digits(rest[:2])
+		if !ok {
 			return 0, false
 		}
 		parts[k] = n
 		rest = rest[2:]
-		if rest != "" {
+		if len(rest) > 0 {
 			if rest[0] != ':' {
 				return 0, false
 			}
@@ -153,105 +202,139 @@ func parseOffset(s string) (int, bool) {
 
 // parseISODateTime reads "YYYY-MM-DD HH:MM:SS[.ffffff]" as UTC; years may have more than four
 // digits, and bc marks a year before 1 AD (PostgreSQL's 1 BC is year 0 proleptic).
-func parseISODateTime(s string, bc bool) (time.Time, error) {
-	bad := fmt.Errorf("%w (date and time)", errDecode)
+func parseISODateTime(s []byte, bc bool) (time.Time, error) {
 	dash := 0
 	for dash < len(s) && s[dash] != '-' {
 		dash++
 	}
 	if dash < 4 || len(s) < dash+15 {
-		return time.Time{}, bad
+		return time.Time{}, errDateTimeForm
 	}
-	year, err := strconv.Atoi(s[:dash])
-	if err != nil {
-		return time.Time{}, bad
+	year, ok := digits(s[:dash])
+	if !ok {
+		return time.Time{}, errDateTimeForm
 	}
 	if bc {
 		year = 1 - year
 	}
 	r := s[dash:] // "-MM-DD HH:MM:SS[.ffffff]"
-	num := func(a, b int) int {
-		n, e := strconv.Atoi(r[a:b])
-		if e != nil {
-			err = e
-		}
-		return n
-	}
 	if r[0] != '-' || r[3] != '-' || r[6] != ' ' || r[9] != ':' || r[12] != ':' {
-		return time.Time{}, bad
+		return time.Time{}, errDateTimeForm
 	}
-	month, day, hour, minute, sec := num(1, 3), num(4, 6), num(7, 9), num(10, 12), num(13, 15)
+	month, ok1 := digits(r[1:3])
+	day, ok2 := digits(r[4:6])
+	hour, ok3 := digits(r[7:9])
+	minute, ok4 := digits(r[10:12])
+	sec, ok5 := digits(r[13:15])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+		return time.Time{}, errDateTimeForm
+	}
 	micros := 0
 	if len(r) > 15 {
 		frac := r[15:]
 		if frac[0] != '.' || len(frac) < 2 || len(frac) > 7 {
-			return time.Time{}, bad
+			return time.Time{}, errDateTimeForm
 		}
-		digits := frac[1:]
-		n, e := strconv.Atoi(digits)
-		if e != nil {
-			return time.Time{}, bad
+		n, ok := digits(frac[1:])
+		if !ok {
+			return time.Time{}, errDateTimeForm
 		}
-		for k := len(digits); k < 6; k++ {
+		for k := len(frac) - 1; k < 6; k++ {
 			n *= 10
 		}
 		micros = n
 	}
-	if err != nil {
-		return time.Time{}, bad
-	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, micros*1000, time.UTC), nil
 }
+
+// text is what the array parser reads: a value's bytes, or a string the row shares.
+type rawText interface{ ~[]byte | ~string }
 
 // arrayDecoder parses PostgreSQL's array output ("{1,2,NULL}", "{{a,b},{c,d}}", "{"x y","q\"z"}",
 // with an optional "[1:2]=" bounds prefix) into nested []cdc.Value whose elements go through
 // elem.
 func arrayDecoder(elem decodeFunc, delim byte) decodeFunc {
-	return func(text []byte) (cdc.Value, error) {
-		s := text
-		if len(s) > 0 && s[0] == '[' {
-			eq := 0
-			for eq < len(s) && s[eq] != '=' {
-				eq++
-			}
-			if eq == len(s) {
-				return nil, fmt.Errorf("%w (array bounds)", errDecode)
-			}
-			s = s[eq+1:]
+	return func(text []byte) (cdc.Value, error) { return parseArray(text, elem, delim) }
+}
+
+// sharedArrayDecoder is arrayDecoder over a shared row string: elements that need no
+// unescaping are substrings of it.
+func sharedArrayDecoder(elem sharedDecodeFunc, delim byte) sharedDecodeFunc {
+	return func(text string) (cdc.Value, error) { return parseArray(text, elem, delim) }
+}
+
+func parseArray[T rawText](s T, elem func(T) (cdc.Value, error), delim byte) (cdc.Value, error) {
+	if len(s) > 0 && s[0] == '[' {
+		eq := 0
+		for eq < len(s) && s[eq] != '=' {
+			eq++
 		}
-		p := arrayParser{s: s, elem: elem, delim: delim}
-		v, err := p.parse()
-		if err != nil {
-			return nil, err
+		if eq == len(s) {
+			return nil, errArrayBoundsForm
 		}
-		if p.i != len(p.s) {
-			return nil, fmt.Errorf("%w (array trailing text)", errDecode)
-		}
-		return v, nil
+		s = s[eq+1:]
 	}
+	p := arrayParser[T]{s: s, elem: elem, delim: delim}
+	v, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	if p.i != len(p.s) {
+		return nil, errArrayTrailing
+	}
+	return v, nil
 }
 
-type arrayParser struct {
-	s     []byte
+type arrayParser[T rawText] struct {
+	s     T
 	i     int
-	elem  decodeFunc
+	elem  func(T) (cdc.Value, error)
 	delim byte
+	buf   []byte // unescaping scratch, reused across elements
 }
 
-func (p *arrayParser) parse() ([]cdc.Value, error) {
-	bad := fmt.Errorf("%w (array)", errDecode)
+// count returns how many elements the array starting at p.i (just after its '{') holds, so
+// that its slice is allocated once. It reads ahead without moving p.i.
+func (p *arrayParser[T]) count() int {
+	n, depth, quoted := 1, 0, false
+	for i := p.i; i < len(p.s); i++ {
+		c := p.s[i]
+		switch {
+		case quoted:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				quoted = false
+			}
+		case c == '"':
+			quoted = true
+		case c == '{':
+			depth++
+		case c == '}':
+			if depth == 0 {
+				return n
+			}
+			depth--
+		case c == p.delim && depth == 0:
+			n++
+		}
+	}
+	return n
+}
+
+func (p *arrayParser[T]) parse() ([]cdc.Value, error) {
 	if p.i >= len(p.s) || p.s[p.i] != '{' {
-		return nil, bad
+		return nil, errArrayForm
 	}
 	p.i++
-	out := []cdc.Value{}
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		return out, nil
+		return []cdc.Value{}, nil
 	}
+	out := make([]cdc.Value, 0, p.count())
 	for {
 		if p.i >= len(p.s) {
-			return nil, bad
+			return nil, errArrayForm
 		}
 		switch p.s[p.i] {
 		case '{':
@@ -262,24 +345,37 @@ func (p *arrayParser) parse() ([]cdc.Value, error) {
 			out = append(out, sub)
 		case '"':
 			p.i++
-			var buf []byte
+			start, escaped := p.i, false
 			for {
 				if p.i >= len(p.s) {
-					return nil, bad
+					return nil, errArrayForm
 				}
 				c := p.s[p.i]
 				if c == '\\' && p.i+1 < len(p.s) {
-					buf = append(buf, p.s[p.i+1])
+					escaped = true
 					p.i += 2
 					continue
 				}
-				p.i++
 				if c == '"' {
 					break
 				}
-				buf = append(buf, c)
+				p.i++
 			}
-			v, err := p.elem(buf)
+			tok := p.s[start:p.i]
+			p.i++ // the closing quote
+			if escaped {
+				p.buf = p.buf[:0]
+				for k := 0; k < len(tok); k++ {
+					if tok[k] == '\\' && k+1 < len(tok) {
+						k++
+					}
+					p.buf = append(p.buf, tok[k])
+				}
+				// For []byte the element decoders copy what they keep, so the scratch may be
+				// reused; for string the conversion copies.
+				tok = T(p.buf)
+			}
+			v, err := p.elem(tok)
 			if err != nil {
 				return nil, err
 			}
@@ -301,7 +397,7 @@ func (p *arrayParser) parse() ([]cdc.Value, error) {
 			out = append(out, v)
 		}
 		if p.i >= len(p.s) {
-			return nil, bad
+			return nil, errArrayForm
 		}
 		switch p.s[p.i] {
 		case p.delim:
@@ -310,7 +406,7 @@ func (p *arrayParser) parse() ([]cdc.Value, error) {
 			p.i++
 			return out, nil
 		default:
-			return nil, bad
+			return nil, errArrayForm
 		}
 	}
 }
