@@ -15,11 +15,15 @@ help: ## list the targets
 quickstart: ## run the store layer on its embedded default (memory, no servers)
 	$(GO) run ./examples/quickstart
 
-demo: ## PostgreSQL and MariaDB mirrored into Elasticsearch by examples/cdcmirror (starts those servers)
-	$(TESTENV) up postgres mariadb elasticsearch
+# The search engine `make demo` mirrors into: elasticsearch or opensearch.
+DEMO_ENGINE ?= elasticsearch
+demo: ## PostgreSQL and MariaDB mirrored into Elasticsearch (DEMO_ENGINE=opensearch: OpenSearch) by examples/cdcmirror (starts those servers)
+	@case "$(DEMO_ENGINE)" in elasticsearch|opensearch) ;; \
+	  *) echo "demo: DEMO_ENGINE must be elasticsearch or opensearch" >&2; exit 2;; esac
+	$(TESTENV) up postgres mariadb $(DEMO_ENGINE)
 	@mkdir -p .testenv/demo
 	$(GO) build -o .testenv/demo/cdcmirror ./examples/cdcmirror
-	set -a && . .testenv/env && set +a && $(GO) run ./examples/cdcmirror/demo
+	set -a && . .testenv/env && set +a && $(GO) run ./examples/cdcmirror/demo -engine $(DEMO_ENGINE)
 
 bench: ## benchmarks, printing the ratios the issues set goals for (not part of check)
 	@mkdir -p .testenv

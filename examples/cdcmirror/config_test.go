@@ -57,12 +57,13 @@ func TestConfigValid(t *testing.T) {
 	}
 }
 
-// The two shipped configurations are valid when their variables are set.
+// The shipped configurations are valid when their variables are set.
 func TestConfigExamplesParse(t *testing.T) {
 	t.Setenv("TRIBUTARY_PG_DSN", "postgres://postgres@127.0.0.1:35432/postgres")
 	t.Setenv("TRIBUTARY_MYSQL_DSN", "tributary:tributary@tcp(127.0.0.1:33306)/test")
 	t.Setenv("TRIBUTARY_ES_URL", "http://127.0.0.1:39200")
-	for _, f := range []string{"postgres.yaml", "mysql.yaml"} {
+	t.Setenv("TRIBUTARY_OPENSEARCH_URL", "http://127.0.0.1:39201")
+	for _, f := range []string{"postgres.yaml", "mysql.yaml", "postgres-opensearch.yaml", "mysql-opensearch.yaml"} {
 		c, err := loadConfig(f)
 		if err != nil {
 			t.Fatal(err)

@@ -5,8 +5,13 @@
 //
 //	cdcmirror --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
 //
-// postgres.yaml and mysql.yaml beside this file are complete configurations; `make demo` runs
-// both against the test servers (see the demo subdirectory).
+// postgres.yaml and mysql.yaml beside this file are complete configurations for
+// Elasticsearch, postgres-opensearch.yaml and mysql-opensearch.yaml for OpenSearch; `make demo`
+// runs the pair for one engine against the test servers (DEMO_ENGINE=opensearch picks
+// OpenSearch; see the demo subdirectory). The two pairs differ in the sink's url and mapping
+// options: the test servers' Elasticsearch build lacks scaled_float and unsigned_long, so its
+// files map DECIMAL and unsigned 64-bit columns to keyword, while OpenSearch 2.19 has both
+// and keeps the sink's numeric defaults.
 //
 // # Configuration
 //

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -28,20 +29,23 @@ import (
 )
 
 // The end-to-end tests run cdcmirror's command function -- what the binary runs -- with a
-// generated configuration against the real servers: a snapshot, streamed inserts, updates and
-// deletes, a graceful stop, and a restart that resumes from the state file.
+// generated configuration against the real servers, once per search engine (subtests
+// elasticsearch and opensearch, each gated on its server): a snapshot, streamed inserts,
+// updates and deletes, a graceful stop, and a restart that resumes from the state file.
 
 const (
 	initialRows = 300
 	waitBound   = 90 * time.Second
 )
 
-// row is what the tests compare between table and index: text, an integer and an exact
-// decimal (as a rational, so "12.5" and "12.50" agree).
+// row is what the tests compare between table and index: text, an integer, an exact decimal
+// (as a rational, so "12.5" and "12.50" agree) and, where the table has one, an unsigned
+// 64-bit integer.
 type row struct {
 	name  string
 	qty   int64
 	price *big.Rat
+	views *uint64 // nil: the table has no unsigned column (PostgreSQL has no such type)
 }
 
 // database is one source server under test.
@@ -58,80 +62,88 @@ type e2e struct {
 	source string // the source: section of the configuration
 	// insert returns statements inserting rows [from, to].
 	insert func(from, to int) []string
+	// unsigned: the table has the BIGINT UNSIGNED column views, filled by viewsOf.
+	unsigned bool
 }
 
+// viewsOf is row id's views value: above 2^63 and distinct per id, so that neither a signed
+// long nor a double (which rounds them all to 2^64) could hold the values.
+func viewsOf(id int) uint64 { return math.MaxUint64 - uint64(id) }
+
 func TestEndToEndPostgres(t *testing.T) {
-	esURL := testenv.Require(t, testenv.ElasticsearchURL)
 	dsn := testenv.Require(t, testenv.PostgresDSN)
-	sfx := randomSuffix(t)
-	table := "cdcmirror_e2e_" + sfx
-	db := pgDatabase{dsn: dsn, table: table}
-	db.exec(t, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, name text NOT NULL, qty integer NOT NULL,
+	forEachEngine(t, func(t *testing.T, eng searchEngine, url string) {
+		table := "cdcmirror_e2e_" + randomSuffix(t)
+		db := pgDatabase{dsn: dsn, table: table}
+		db.exec(t, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, name text NOT NULL, qty integer NOT NULL,
 		price numeric(10,2) NOT NULL, active boolean, created_at timestamptz DEFAULT now(), doc jsonb)`)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		// The slot and the publication the mirror created.
-		if src, err := pgcdc.New(dsn, pgcdc.Options{Slot: table, Publication: table}); err != nil {
-			t.Error(err)
-		} else if err := src.Drop(ctx); err != nil {
-			t.Errorf("dropping the slot: %v", err)
-		}
-		db.exec(t, "DROP TABLE IF EXISTS "+table)
-	})
-	runEndToEnd(t, esURL, e2e{
-		kind: "postgres", table: table, db: db,
-		source: fmt.Sprintf(`source:
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// The slot and the publication the mirror created.
+			if src, err := pgcdc.New(dsn, pgcdc.Options{Slot: table, Publication: table}); err != nil {
+				t.Error(err)
+			} else if err := src.Drop(ctx); err != nil {
+				t.Errorf("dropping the slot: %v", err)
+			}
+			db.exec(t, "DROP TABLE IF EXISTS "+table)
+		})
+		runEndToEnd(t, eng, url, e2e{
+			kind: "postgres", table: table, db: db,
+			source: fmt.Sprintf(`source:
   type: postgres
   dsn: "${%s}"
   tables: [public.%s]
   slot: %s
   publication: %s
 `, testenv.PostgresDSN, table, table, table),
-		insert: func(from, to int) []string {
-			return []string{fmt.Sprintf(`INSERT INTO %s (id, name, qty, price, active, doc)
+			insert: func(from, to int) []string {
+				return []string{fmt.Sprintf(`INSERT INTO %s (id, name, qty, price, active, doc)
 				SELECT i, 'item ' || i, i * 3, i + 0.25, i %% 2 = 0, jsonb_build_object('i', i) FROM generate_series(%d, %d) i`, table, from, to)}
-		},
+			},
+		})
 	})
 }
 
 func TestEndToEndMySQL(t *testing.T) {
-	esURL := testenv.Require(t, testenv.ElasticsearchURL)
 	dsnText := testenv.Require(t, testenv.MySQLDSN)
 	dsn, err := parseMySQLDSN(dsnText)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := "cdcmirror_e2e_" + randomSuffix(t)
-	db := mysqlDatabase{dsn: dsn, table: table}
-	db.exec(t, "CREATE TABLE "+table+` (id BIGINT PRIMARY KEY, name VARCHAR(100) NOT NULL, qty INT NOT NULL,
-		price DECIMAL(10,2) NOT NULL, active BOOLEAN, created_at DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3), doc JSON)`)
-	t.Cleanup(func() { db.exec(t, "DROP TABLE IF EXISTS "+table) })
-	serverID, err := strconv.ParseUint(randomSuffix(t), 16, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runEndToEnd(t, esURL, e2e{
-		kind: "mysql", table: table, db: db,
-		source: fmt.Sprintf(`source:
+	forEachEngine(t, func(t *testing.T, eng searchEngine, url string) {
+		table := "cdcmirror_e2e_" + randomSuffix(t)
+		db := mysqlDatabase{dsn: dsn, table: table}
+		db.exec(t, "CREATE TABLE "+table+` (id BIGINT PRIMARY KEY, name VARCHAR(100) NOT NULL, qty INT NOT NULL,
+		price DECIMAL(10,2) NOT NULL, views BIGINT UNSIGNED NOT NULL, active BOOLEAN,
+		created_at DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3), doc JSON)`)
+		t.Cleanup(func() { db.exec(t, "DROP TABLE IF EXISTS "+table) })
+		serverID, err := strconv.ParseUint(randomSuffix(t), 16, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runEndToEnd(t, eng, url, e2e{
+			kind: "mysql", table: table, db: db, unsigned: true,
+			source: fmt.Sprintf(`source:
   type: mysql
   dsn: "${%s}"
   tables: [%s]
   flavor: mariadb
   server_id: %d
 `, testenv.MySQLDSN, table, 1<<24+serverID%(1<<29)),
-		insert: func(from, to int) []string {
-			var vals []string
-			for i := from; i <= to; i++ {
-				vals = append(vals, fmt.Sprintf(`(%d, 'item %d', %d, %d.25, %t, JSON_OBJECT('i', %d))`, i, i, i*3, i, i%2 == 0, i))
-			}
-			return []string{"INSERT INTO " + table + " (id, name, qty, price, active, doc) VALUES " + strings.Join(vals, ", ")}
-		},
+			insert: func(from, to int) []string {
+				var vals []string
+				for i := from; i <= to; i++ {
+					vals = append(vals, fmt.Sprintf(`(%d, 'item %d', %d, %d.25, %d, %t, JSON_OBJECT('i', %d))`, i, i, i*3, i, viewsOf(i), i%2 == 0, i))
+				}
+				return []string{"INSERT INTO " + table + " (id, name, qty, price, views, active, doc) VALUES " + strings.Join(vals, ", ")}
+			},
+		})
 	})
 }
 
-func runEndToEnd(t *testing.T, esURL string, sc e2e) {
-	es := &esNode{t: t, url: strings.TrimSuffix(esURL, "/")}
+func runEndToEnd(t *testing.T, eng searchEngine, url string, sc e2e) {
+	es := &esNode{t: t, url: strings.TrimSuffix(url, "/")}
 	es.enforceFencing()
 	// The index template is cdcmirror-e2e-{table}; the table's name is already lowercase.
 	index := "cdcmirror-e2e-" + sc.table
@@ -142,6 +154,10 @@ func runEndToEnd(t *testing.T, esURL string, sc e2e) {
 	dlqPath := filepath.Join(dir, "dlq.jsonl")
 	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
 	const pipeline = "e2e"
+	mapping := ""
+	if eng.mapping != "" {
+		mapping = "      mapping: " + eng.mapping + "\n"
+	}
 	cfg := "pipeline: " + pipeline + "\n" + sc.source + fmt.Sprintf(`sinks:
   - type: elasticsearch
     config:
@@ -150,15 +166,14 @@ func runEndToEnd(t *testing.T, esURL string, sc e2e) {
       index: "cdcmirror-e2e-{table}"
       id_separator: "|"
       auth: {type: none}
-      mapping: {decimal: keyword, uint64: keyword}
-      number_of_shards: 1
+%s      number_of_shards: 1
       number_of_replicas: 0
 state: %s
 dlq: %s
 runner:
   batch_max_events: 100
   batch_max_wait: 50ms
-`, testenv.ElasticsearchURL, statePath, dlqPath)
+`, eng.urlVar, mapping, statePath, dlqPath)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +184,24 @@ runner:
 	// First run: the snapshot, then streamed changes.
 	run := startMirror(t, cfgPath)
 	es.waitConverged(run, index, sc.db, maxID, "snapshot")
+
+	// The index got the mapping chosen for this engine, and its values are exact in the index
+	// too, not only in _source: one term query hits one row's views, where a double would
+	// have hit all of them.
+	types := es.fieldTypes(index)
+	if types["price"] != eng.decimalType {
+		t.Errorf("price (DECIMAL(10,2)) is mapped as %q, want %q", types["price"], eng.decimalType)
+	}
+	if sc.unsigned {
+		if types["views"] != eng.uint64Type {
+			t.Errorf("views (BIGINT UNSIGNED) is mapped as %q, want %q", types["views"], eng.uint64Type)
+		}
+		v := strconv.FormatUint(viewsOf(7), 10)
+		if n := es.count(index, map[string]any{"term": map[string]any{"views": v}}); n != 1 {
+			t.Errorf("a term query for one row's views matched %d documents, want 1", n)
+		}
+	}
+
 	sc.db.exec(t, append(sc.insert(initialRows+1, initialRows+20),
 		"UPDATE "+sc.table+" SET name = CONCAT(name, ' v2'), qty = qty + 1000 WHERE id <= 50",
 		"UPDATE "+sc.table+" SET price = price * 2 WHERE id BETWEEN 40 AND 60",
@@ -338,7 +371,216 @@ func (r *mirrorRun) waitMetrics(ok func(map[string]float64) bool) map[string]flo
 	return m
 }
 
-// esNode talks to the Elasticsearch test node.
+// diff describes the first difference between table and index, or "".
+func diff(rows map[int64]row, docs map[int64]map[string]any) string {
+	for id, r := range rows {
+		d, ok := docs[id]
+		if !ok {
+			return fmt.Sprintf("row %d has no document", id)
+		}
+		if d["name"] != r.name {
+			return fmt.Sprintf("document %d: name differs", id)
+		}
+		if q, err := strconv.ParseInt(fmt.Sprint(d["qty"]), 10, 64); err != nil || q != r.qty {
+			return fmt.Sprintf("document %d: qty differs", id)
+		}
+		p, ok := new(big.Rat).SetString(fmt.Sprint(d["price"]))
+		if !ok || p.Cmp(r.price) != 0 {
+			return fmt.Sprintf("document %d: price differs", id)
+		}
+		if r.views != nil && fmt.Sprint(d["views"]) != strconv.FormatUint(*r.views, 10) {
+			return fmt.Sprintf("document %d: views differs", id)
+		}
+	}
+	for id := range docs {
+		if _, ok := rows[id]; !ok {
+			return fmt.Sprintf("document %d has no row", id)
+		}
+	}
+	return ""
+}
+
+// pgDatabase is the PostgreSQL test server.
+type pgDatabase struct{ dsn, table string }
+
+func (p pgDatabase) exec(t *testing.T, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// One transaction, so that the stream sees the statements together, as an application's
+	// would.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p pgDatabase) rows(t *testing.T) map[int64]row {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rs, err := conn.Query(ctx, "SELECT id, name, qty, price::text FROM "+p.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]row{}
+	for rs.Next() {
+		var id int64
+		var r row
+		var price string
+		if err := rs.Scan(&id, &r.name, &r.qty, &price); err != nil {
+			t.Fatal(err)
+		}
+		r.price, _ = new(big.Rat).SetString(price)
+		out[id] = r
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mysqlDatabase is the MariaDB test server.
+type mysqlDatabase struct {
+	dsn   mysqlDSN
+	table string
+}
+
+func (m mysqlDatabase) conn(t *testing.T) *client.Conn {
+	t.Helper()
+	c, err := client.ConnectWithContext(context.Background(), m.dsn.addr, m.dsn.user, m.dsn.password, m.dsn.db, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (m mysqlDatabase) exec(t *testing.T, stmts ...string) {
+	t.Helper()
+	c := m.conn(t)
+	defer c.Close()
+	if _, err := c.Execute("BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := c.Execute(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if _, err := c.Execute("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m mysqlDatabase) rows(t *testing.T) map[int64]row {
+	t.Helper()
+	c := m.conn(t)
+	defer c.Close()
+	res, err := c.Execute("SELECT id, name, qty, CAST(price AS CHAR), views FROM " + m.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	out := map[int64]row{}
+	for i := range res.RowNumber() {
+		id, _ := res.GetInt(i, 0)
+		name, _ := res.GetString(i, 1)
+		qty, _ := res.GetInt(i, 2)
+		price, _ := res.GetString(i, 3)
+		p, _ := new(big.Rat).SetString(price)
+		views, _ := res.GetUint(i, 4)
+		out[id] = row{name: name, qty: qty, price: p, views: &views}
+	}
+	return out
+}
+
+// syncBuffer is a log sink shared by the command's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func randomSuffix(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// ---- The search engines --------------------------------------------------------------
+//
+// Everything below talks to Elasticsearch or OpenSearch; the rest of the file does not.
+
+// searchEngine is one engine the end-to-end tests mirror into, with the sink's mapping
+// options that its test server supports.
+type searchEngine struct {
+	name    string // the subtest's name
+	urlVar  string // the environment variable holding the node's URL
+	mapping string // the sink's mapping: option (flow YAML), "" for the defaults
+	// decimalType and uint64Type are the field types the index must give a DECIMAL(10,2)
+	// and a BIGINT UNSIGNED column under that option.
+	decimalType, uint64Type string
+}
+
+var searchEngines = []searchEngine{
+	// The Elasticsearch that scripts/testenv runs is the integration-test distribution: no
+	// modules and no x-pack, so neither scaled_float (the mapper-extras module) nor
+	// unsigned_long (x-pack) exists, and an index mapped with either cannot be created
+	// (sink's TestMappingServerMissingTypes pins the error). keyword keeps both exact.
+	{name: "elasticsearch", urlVar: testenv.ElasticsearchURL, mapping: "{decimal: keyword, uint64: keyword}",
+		decimalType: "keyword", uint64Type: "keyword"},
+	// OpenSearch 2.19 has both: scaled_float from the mapper-extras module that
+	// scripts/testenv installs, unsigned_long built in (since 2.8; exact in term and range
+	// queries and sorting, which the term query in runEndToEnd relies on). So it runs on the
+	// sink's defaults, numeric and exact, as a production OpenSearch would.
+	{name: "opensearch", urlVar: testenv.OpenSearchURL,
+		decimalType: "scaled_float", uint64Type: "unsigned_long"},
+}
+
+// forEachEngine runs fn as one subtest per search engine, named by engine, each skipped when
+// its server's variable is unset. The subtests run one after the other: each is a whole
+// pipeline (source server, mirror, search node), and side by side they would only compete
+// for the shared machine.
+func forEachEngine(t *testing.T, fn func(t *testing.T, eng searchEngine, url string)) {
+	for _, eng := range searchEngines {
+		t.Run(eng.name, func(t *testing.T) {
+			fn(t, eng, testenv.Require(t, eng.urlVar))
+		})
+	}
+}
+
+// esNode talks to the Elasticsearch or OpenSearch test node.
 type esNode struct {
 	t   *testing.T
 	url string
@@ -446,165 +688,51 @@ func (e *esNode) waitConverged(r *mirrorRun, index string, db database, maxID in
 	})
 }
 
-// diff describes the first difference between table and index, or "".
-func diff(rows map[int64]row, docs map[int64]map[string]any) string {
-	for id, r := range rows {
-		d, ok := docs[id]
-		if !ok {
-			return fmt.Sprintf("row %d has no document", id)
+// fieldTypes reads the index's mapping: the type of each top-level field.
+func (e *esNode) fieldTypes(index string) map[string]string {
+	e.t.Helper()
+	code, b := e.do("GET", "/"+index+"/_mapping", nil)
+	if code != 200 {
+		e.t.Fatalf("_mapping: %d %s", code, b)
+	}
+	// Keyed by the concrete index, which the fence names; the test reads through its name.
+	var ans map[string]struct {
+		Mappings struct {
+			Properties map[string]struct {
+				Type string `json:"type"`
+			} `json:"properties"`
+		} `json:"mappings"`
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		e.t.Fatal(err)
+	}
+	if len(ans) != 1 {
+		e.t.Fatalf("_mapping of %s answered for %d indices", index, len(ans))
+	}
+	out := map[string]string{}
+	for _, m := range ans {
+		for name, p := range m.Mappings.Properties {
+			out[name] = p.Type
 		}
-		if d["name"] != r.name {
-			return fmt.Sprintf("document %d: name differs", id)
-		}
-		if q, err := strconv.ParseInt(fmt.Sprint(d["qty"]), 10, 64); err != nil || q != r.qty {
-			return fmt.Sprintf("document %d: qty differs", id)
-		}
-		p, ok := new(big.Rat).SetString(fmt.Sprint(d["price"]))
-		if !ok || p.Cmp(r.price) != 0 {
-			return fmt.Sprintf("document %d: price differs", id)
-		}
-	}
-	for id := range docs {
-		if _, ok := rows[id]; !ok {
-			return fmt.Sprintf("document %d has no row", id)
-		}
-	}
-	return ""
-}
-
-// pgDatabase is the PostgreSQL test server.
-type pgDatabase struct{ dsn, table string }
-
-func (p pgDatabase) exec(t *testing.T, stmts ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	// One transaction, so that the stream sees the statements together, as an application's
-	// would.
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range stmts {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p pgDatabase) rows(t *testing.T) map[int64]row {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	rs, err := conn.Query(ctx, "SELECT id, name, qty, price::text FROM "+p.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64]row{}
-	for rs.Next() {
-		var id int64
-		var r row
-		var price string
-		if err := rs.Scan(&id, &r.name, &r.qty, &price); err != nil {
-			t.Fatal(err)
-		}
-		r.price, _ = new(big.Rat).SetString(price)
-		out[id] = r
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
 
-// mysqlDatabase is the MariaDB test server.
-type mysqlDatabase struct {
-	dsn   mysqlDSN
-	table string
-}
-
-func (m mysqlDatabase) conn(t *testing.T) *client.Conn {
-	t.Helper()
-	c, err := client.ConnectWithContext(context.Background(), m.dsn.addr, m.dsn.user, m.dsn.password, m.dsn.db, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
+// count refreshes the index and counts the documents matching query.
+func (e *esNode) count(index string, query map[string]any) int64 {
+	e.t.Helper()
+	if code, b := e.do("POST", "/"+index+"/_refresh", nil); code != 200 {
+		e.t.Fatalf("_refresh: %d %s", code, b)
 	}
-	return c
-}
-
-func (m mysqlDatabase) exec(t *testing.T, stmts ...string) {
-	t.Helper()
-	c := m.conn(t)
-	defer c.Close()
-	if _, err := c.Execute("BEGIN"); err != nil {
-		t.Fatal(err)
+	code, b := e.do("POST", "/"+index+"/_count", map[string]any{"query": query})
+	if code != 200 {
+		e.t.Fatalf("_count: %d %s", code, b)
 	}
-	for _, s := range stmts {
-		if _, err := c.Execute(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
+	var ans struct {
+		Count int64 `json:"count"`
 	}
-	if _, err := c.Execute("COMMIT"); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(b, &ans); err != nil {
+		e.t.Fatal(err)
 	}
-}
-
-func (m mysqlDatabase) rows(t *testing.T) map[int64]row {
-	t.Helper()
-	c := m.conn(t)
-	defer c.Close()
-	res, err := c.Execute("SELECT id, name, qty, CAST(price AS CHAR) FROM " + m.table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Close()
-	out := map[int64]row{}
-	for i := range res.RowNumber() {
-		id, _ := res.GetInt(i, 0)
-		name, _ := res.GetString(i, 1)
-		qty, _ := res.GetInt(i, 2)
-		price, _ := res.GetString(i, 3)
-		p, _ := new(big.Rat).SetString(price)
-		out[id] = row{name: name, qty: qty, price: p}
-	}
-	return out
-}
-
-// syncBuffer is a log sink shared by the command's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func randomSuffix(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
+	return ans.Count
 }

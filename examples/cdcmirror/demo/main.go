@@ -18,11 +18,12 @@ import (
 func main() {
 	opts := options{}
 	flag.StringVar(&opts.mirror, "mirror", ".testenv/demo/cdcmirror", "the cdcmirror binary")
-	flag.StringVar(&opts.configs, "configs", "examples/cdcmirror", "the directory holding postgres.yaml and mysql.yaml")
+	flag.StringVar(&opts.configs, "configs", "examples/cdcmirror", "the directory holding postgres.yaml and mysql.yaml (and their -opensearch variants)")
 	flag.StringVar(&opts.dir, "dir", ".testenv/demo", "working directory of the mirror (its state and dead-letter files)")
 	flag.IntVar(&opts.rows, "rows", 20000, "rows in the table before the mirror starts (its snapshot)")
 	flag.DurationVar(&opts.timeout, "timeout", 2*time.Minute, "how long each pipeline may take to converge")
 	flag.StringVar(&opts.only, "only", "", "run one pipeline: postgres or mysql (default both)")
+	flag.StringVar(&opts.engine, "engine", "elasticsearch", "the search engine to mirror into: elasticsearch or opensearch")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -34,15 +35,19 @@ func main() {
 }
 
 type options struct {
-	mirror, configs, dir, only string
-	rows                       int
-	timeout                    time.Duration
+	mirror, configs, dir, only, engine string
+	rows                               int
+	timeout                            time.Duration
 }
 
 func run(ctx context.Context, o options) error {
-	esURL := strings.TrimSuffix(os.Getenv("TRIBUTARY_ES_URL"), "/")
+	eng, ok := engines[o.engine]
+	if !ok {
+		return errors.New("-engine must be elasticsearch or opensearch")
+	}
+	esURL := strings.TrimSuffix(os.Getenv(eng.urlVar), "/")
 	if esURL == "" {
-		return errors.New("TRIBUTARY_ES_URL is unset: run `make demo` (it starts the servers and loads .testenv/env)")
+		return fmt.Errorf("%s is unset: run `make demo` (it starts the servers and loads .testenv/env)", eng.urlVar)
 	}
 	mirror, err := filepath.Abs(o.mirror)
 	if err != nil {
@@ -72,7 +77,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--only must be postgres or mysql")
 	}
 	for _, src := range sources {
-		if err := demo(ctx, o, mirror, es, src); err != nil {
+		if err := demo(ctx, o, eng, mirror, es, src); err != nil {
 			return fmt.Errorf("%s: %w", src.kind(), err)
 		}
 	}
@@ -80,9 +85,23 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
+// engine is a search engine the demo can mirror into.
+type engine struct {
+	title  string // for the output
+	urlVar string // the environment variable .testenv/env sets to the node's URL
+	// configSuffix follows the source's kind in the configuration file's name: the files
+	// differ in the URL and in the mapping options each engine's test server supports.
+	configSuffix string
+}
+
+var engines = map[string]engine{
+	"elasticsearch": {title: "Elasticsearch", urlVar: "TRIBUTARY_ES_URL", configSuffix: ".yaml"},
+	"opensearch":    {title: "OpenSearch", urlVar: "TRIBUTARY_OPENSEARCH_URL", configSuffix: "-opensearch.yaml"},
+}
+
 // demo runs one pipeline: table, snapshot, changes, convergence, stop, cleanup.
-func demo(ctx context.Context, o options, mirror string, es *search, src source) (err error) {
-	cfgPath, err := filepath.Abs(filepath.Join(o.configs, src.kind()+".yaml"))
+func demo(ctx context.Context, o options, eng engine, mirror string, es *search, src source) (err error) {
+	cfgPath, err := filepath.Abs(filepath.Join(o.configs, src.kind()+eng.configSuffix))
 	if err != nil {
 		return err
 	}
@@ -90,7 +109,7 @@ func demo(ctx context.Context, o options, mirror string, es *search, src source)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n=== %s -> Elasticsearch (%s) ===\n", src.title(), cfgPath)
+	fmt.Printf("\n=== %s -> %s (%s) ===\n", src.title(), eng.title, cfgPath)
 	if err := src.connect(ctx, cfg); err != nil {
 		return err
 	}

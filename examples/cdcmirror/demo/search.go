@@ -13,7 +13,8 @@ import (
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
-// search is the Elasticsearch node, spoken to over plain HTTP: the demo only looks.
+// search is the Elasticsearch or OpenSearch node, spoken to over plain HTTP: the demo only
+// looks, through requests both engines serve alike.
 type search struct{ url string }
 
 func (s *search) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
