@@ -48,6 +48,9 @@ func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
 	select {
 	case c.reqs <- p:
 	default:
+		if obs := c.s.opts.Observer; obs != nil {
+			obs.QueueFull(c.in.name)
+		}
 		c.s.opts.Logger.Debug("store: batch queue full, call refused", slog.String("store", c.in.name))
 		*res = Result{Err: newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+c.in.name+" is busy: its batch queue is full")}
 		return nil
@@ -107,6 +110,9 @@ func (c *coalescer) collect() {
 				}
 			}
 			timer.Stop()
+		}
+		if obs := c.s.opts.Observer; obs != nil {
+			obs.CoalescedBatch(CoalescedBatch{Store: c.in.name, Size: len(batch), Waiting: len(c.reqs)})
 		}
 		c.wg.Add(1)
 		go c.runBatch(batch)

@@ -22,6 +22,8 @@
 // [Precondition]: [IfRevision] (the opaque [Revision] a read or write returned) or [IfAbsent].
 // A stale revision fails with [ErrConflict] on every backend -- also when the record was deleted
 // (and perhaps created again) since.
+// A revision crosses process boundaries as text ([Revision.String], [ParseRevision]) or as
+// bytes ([Revision.Bytes], [RevisionFromBytes]).
 //
 // Every failure is a [*Error] of one closed set of kinds, checked with errors.Is against
 // [ErrNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
@@ -51,6 +53,16 @@
 // collection window, a maximum batch size, a bounded queue and a bound on batches in flight).
 // A call that finds its store's queue full fails at once with [ErrUnavailable], so a slow store
 // pushes back on its own callers only.
+//
+// # Observability
+//
+// Options.Observer, when set, receives per store what the Service made of the requests:
+// each adapter call (read or write, its size, latency, attempt and per-item outcomes), each
+// coalesced batch with the calls still waiting behind it, each call refused by a full queue,
+// and each retry (unavailable operations resent, merges repeated after a lost
+// compare-and-set). It is called on the Service's goroutines and must be cheap; without it
+// nothing is measured (no clock reads, no allocations). Options.Logger receives operational
+// events; neither ever sees document contents.
 //
 // # Completion modes
 //

@@ -79,6 +79,7 @@ func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
 			visible = visible || it.visible
 		}
 		results := s.writeWithRetry(ctx, in, writes, driver.WriteOptions{Visible: visible})
+		requeued := 0
 		for i, it := range writers {
 			r := results[i]
 			if r.Err != nil {
@@ -86,6 +87,7 @@ func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
 				if it.op.Kind == OpMerge && (k == KindConflict || k == KindAlreadyExists) && it.attempt < s.opts.MergeAttempts {
 					*it.res = Result{}
 					todo = append(todo, it) // another writer changed the record: merge again
+					requeued++
 					continue
 				}
 				if it.op.Kind == OpMerge && (k == KindConflict || k == KindAlreadyExists) {
@@ -102,6 +104,9 @@ func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
 				res.Doc = writes[i].Doc
 			}
 			*it.res = res
+		}
+		if obs := s.opts.Observer; obs != nil && requeued > 0 {
+			obs.Retry(Retry{Store: in.name, Reason: RetryMergeConflict, Call: CallWrite, Ops: requeued})
 		}
 	}
 }
@@ -212,7 +217,7 @@ func condition(p Precondition) driver.Condition {
 
 // readWithRetry reads addrs, sending again the reads the adapter reported unavailable.
 func (s *Service) readWithRetry(ctx context.Context, in *instance, addrs []Address) []driver.ReadResult {
-	return withRetry(ctx, s, addrs, in.adapter.Read,
+	return withRetry(ctx, s, in, CallRead, addrs, in.adapter.Read,
 		func(r driver.ReadResult) error { return r.Err },
 		func(err error) driver.ReadResult { return driver.ReadResult{Err: err} })
 }
@@ -223,16 +228,17 @@ func (s *Service) writeWithRetry(ctx context.Context, in *instance, writes []dri
 	call := func(ctx context.Context, w []driver.Write) ([]driver.WriteResult, error) {
 		return in.adapter.Write(ctx, w, opts)
 	}
-	return withRetry(ctx, s, writes, call,
+	return withRetry(ctx, s, in, CallWrite, writes, call,
 		func(r driver.WriteResult) error { return r.Err },
 		func(err error) driver.WriteResult { return driver.WriteResult{Err: err} })
 }
 
 // withRetry makes one adapter call for reqs and repeats it, with backoff, for the items that
 // failed with KindUnavailable, up to RetryAttempts calls. A call-level error applies to every
-// item of that call.
-func withRetry[Req, Res any](ctx context.Context, s *Service, reqs []Req,
+// item of that call. Each call, and each resend, is reported to the Observer if there is one.
+func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind CallKind, reqs []Req,
 	call func(context.Context, []Req) ([]Res, error), errOf func(Res) error, failed func(error) Res) []Res {
+	obs := s.opts.Observer
 	out := make([]Res, len(reqs))
 	idx := make([]int, len(reqs))
 	for i := range idx {
@@ -243,9 +249,17 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, reqs []Req,
 		for j, i := range idx {
 			batch[j] = reqs[i]
 		}
+		var start time.Time
+		if obs != nil {
+			start = time.Now()
+		}
 		res, err := call(ctx, batch)
 		if err == nil && len(res) != len(batch) {
 			err = driver.NewError(driver.KindInternal, "adapter returned the wrong number of results", nil)
+		}
+		var stats AdapterCall
+		if obs != nil {
+			stats = AdapterCall{Store: in.name, Call: kind, Size: len(batch), Attempt: attempt, Duration: time.Since(start), Err: err}
 		}
 		var again []int
 		for j, i := range idx {
@@ -254,12 +268,32 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, reqs []Req,
 			} else {
 				out[i] = res[j]
 			}
-			if e := errOf(out[i]); e != nil && driver.KindOf(e) == KindUnavailable {
-				again = append(again, i)
+			e := errOf(out[i])
+			if e == nil {
+				stats.OK++
+				continue
 			}
+			switch driver.KindOf(e) {
+			case KindUnavailable:
+				again = append(again, i)
+				stats.Unavailable++
+			case KindConflict, KindAlreadyExists:
+				stats.Conflict++
+			default:
+				stats.Failed++
+			}
+		}
+		if obs != nil {
+			if err != nil {
+				stats.OK, stats.Unavailable, stats.Conflict, stats.Failed = 0, 0, 0, 0
+			}
+			obs.AdapterCall(stats)
 		}
 		if len(again) == 0 || attempt >= s.opts.RetryAttempts || sleep(ctx, s.backoff(attempt)) != nil {
 			return out
+		}
+		if obs != nil {
+			obs.Retry(Retry{Store: in.name, Reason: RetryUnavailable, Call: kind, Ops: len(again)})
 		}
 		idx = again
 	}

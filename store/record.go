@@ -129,13 +129,25 @@ func ProgramHash(program string) string {
 // delete (Service.Do validates before it encodes); programHash is ProgramHash(r.Op.Program)
 // for a merge, passed in so that a batch sharing one program hashes it once.
 func AppendRecord(dst []byte, r *Record, programHash string) []byte {
+	var at [len(time.RFC3339Nano)]byte
+	return appendRecord(dst, r, programHash, appendAcceptedAt(at[:0], r.AcceptedAt))
+}
+
+// appendAcceptedAt appends a record's accepted_at text.
+func appendAcceptedAt(dst []byte, t time.Time) []byte {
+	return t.UTC().AppendFormat(dst, time.RFC3339Nano)
+}
+
+// appendRecord is AppendRecord with r.AcceptedAt already formatted by appendAcceptedAt, so
+// the records of one request, which share it, format it once.
+func appendRecord(dst []byte, r *Record, programHash string, acceptedAt []byte) []byte {
 	op := &r.Op
 	dst = append(dst, `{"v":1,"request":`...)
 	dst = jsonenc.AppendString(dst, r.RequestID)
 	dst = append(dst, `,"index":`...)
 	dst = strconv.AppendInt(dst, int64(r.Index), 10)
 	dst = append(dst, `,"accepted_at":"`...)
-	dst = r.AcceptedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, acceptedAt...)
 	dst = append(dst, `","op":"`...)
 	dst = append(dst, op.Kind.String()...)
 	dst = append(dst, `","store":`...)

@@ -26,9 +26,13 @@ func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 	}
 	defer s.inflight.Done()
 	results := make([]Result, len(recs))
-	byStore := make(map[*instance][]*item)
+	// One array of items and, per store, one list sized for the rest of the records: a worker
+	// applies hundreds of records per call, usually of one store.
+	items := make([]item, len(recs))
+	byStore := make(map[*instance][]*item, 1)
 	for i := range recs {
-		it := &item{op: recs[i].Op, res: &results[i], now: recs[i].AcceptedAt}
+		it := &items[i]
+		*it = item{op: recs[i].Op, res: &results[i], now: recs[i].AcceptedAt}
 		if it.op.Kind == OpRead {
 			it.fail(newOpError(KindInvalid, OpRead, it.op.Addr, "a queue record holds a write, not a read"))
 			continue
@@ -38,7 +42,11 @@ func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 			continue
 		}
 		in := s.stores[it.op.Addr.Store]
-		byStore[in] = append(byStore[in], it)
+		list := byStore[in]
+		if list == nil {
+			list = make([]*item, 0, len(recs)-i)
+		}
+		byStore[in] = append(list, it)
 	}
 	var wg sync.WaitGroup
 	s.runStores(ctx, byStore, &wg)

@@ -3,10 +3,12 @@ package store
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -17,7 +19,9 @@ import (
 // it is not safe for concurrent use.
 //
 // The decoder is hand-written rather than encoding/json because a worker decodes every record
-// it applies: reflection-driven decoding cost more than applying a put to memory.
+// it applies: reflection-driven decoding cost more than applying a put to memory. It is
+// fastest on the layout AppendRecord writes (members in its order, no whitespace, plain ASCII
+// strings), and reads any other layout of the same object to the same record, only slower.
 type RecordDecoder struct {
 	program, hash string
 	// The last value of each repeated string, so records of one request and dataset share
@@ -43,29 +47,50 @@ func DecodeRecord(value []byte) (Record, error) {
 
 // Decode reads a record AppendRecord wrote. A value that is not a well-formed record of a
 // known version fails with a *Error of kind KindInvalid whose message never quotes the value.
-// The record shares no memory with value. Member names are matched exactly; unknown members are skipped; a repeated member counts
-// once, the last time; a null member is an absent one. Documents are delimited here and
-// validated when the record is applied (Service.Apply), against the configuration of the
-// service that applies it.
+// The record shares no memory with value. Member names are matched exactly; unknown members
+// are skipped; a repeated member counts once, the last time; a null member is an absent one.
+// Documents are delimited here and validated when the record is applied (Service.Apply),
+// against the configuration of the service that applies it.
 func (d *RecordDecoder) Decode(value []byte) (Record, error) {
-	w, err := scanRecord(value)
-	if err != nil {
+	var r Record
+	if err := d.decode(&r, value, false); err != nil {
 		return Record{}, err
 	}
+	return r, nil
+}
+
+// DecodeShared is Decode for a caller that keeps value unmodified for as long as it uses the
+// record: the record's document (Op.Doc.JSON) is a sub-slice of value instead of a copy. A
+// worker holds each message until it finished it anyway, so sharing saves it a copy and an
+// allocation per record. Everything else in the record is memory of its own, as with Decode.
+func (d *RecordDecoder) DecodeShared(value []byte) (Record, error) {
+	var r Record
+	if err := d.decode(&r, value, true); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// decode fills *r, the zero Record, from value; on failure *r is partly filled.
+func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
+	var wr wireRecord // on the stack: filling it costs no write barriers
+	w := &wr
+	if err := scanRecord(w, value, share); err != nil {
+		return err
+	}
 	if w.v != RecordVersion {
-		return Record{}, malformed(fmt.Sprintf("unknown record version %d (this decoder reads %d)", w.v, RecordVersion))
+		return malformed(fmt.Sprintf("unknown record version %d (this decoder reads %d)", w.v, RecordVersion))
 	}
 	if !w.hasIndex || w.index < 0 || w.index > 1<<31 {
-		return Record{}, malformed("index is missing or out of range")
+		return malformed("index is missing or out of range")
 	}
 	if string(w.acceptedAt) != d.atText || d.atText == "" {
 		at, err := time.Parse(time.RFC3339Nano, string(w.acceptedAt))
 		if err != nil {
-			return Record{}, malformed("accepted_at is not an RFC 3339 date-time")
+			return malformed("accepted_at is not an RFC 3339 date-time")
 		}
 		d.atText, d.at = string(w.acceptedAt), at
 	}
-	r := Record{RequestID: intern(&d.request, w.request), Index: int(w.index), AcceptedAt: d.at}
 	op := &r.Op
 	switch string(w.op) {
 	case "put":
@@ -75,14 +100,14 @@ func (d *RecordDecoder) Decode(value []byte) (Record, error) {
 	case "delete":
 		op.Kind = OpDelete
 	default:
-		return Record{}, malformed("op is not put, merge or delete")
+		return malformed("op is not put, merge or delete")
 	}
-	op.Addr = Address{Store: intern(&d.store, w.store), Namespace: intern(&d.namespace, w.namespace), Dataset: intern(&d.dataset, w.dataset)}
 	if !w.hasKey {
-		return Record{}, malformed("key is missing")
+		return malformed("key is missing")
 	}
+	var err error
 	if op.Addr.Key, err = decodeRecordKey(w.keyType, w.key); err != nil {
-		return Record{}, err
+		return err
 	}
 	switch string(w.cond) {
 	case "":
@@ -91,40 +116,42 @@ func (d *RecordDecoder) Decode(value []byte) (Record, error) {
 	case "revision":
 		rev, err := ParseRevision(string(w.revision))
 		if err != nil || rev.IsZero() {
-			return Record{}, malformed("revision is missing or malformed")
+			return malformed("revision is missing or malformed")
 		}
 		op.If = IfRevision(rev)
 	default:
-		return Record{}, malformed("if is not revision or absent")
+		return malformed("if is not revision or absent")
 	}
 	switch op.Kind {
 	case OpPut, OpMerge:
 		if w.doc == nil {
-			return Record{}, malformed("a " + op.Kind.String() + " without a document")
+			return malformed("a " + op.Kind.String() + " without a document")
 		}
 		op.Doc = Document{JSON: w.doc, Times: w.times}
 	case OpDelete:
 		if w.doc != nil || w.times != nil || w.hasProgram {
-			return Record{}, malformed("a delete with a document or program")
+			return malformed("a delete with a document or program")
 		}
 	}
 	if op.Kind == OpMerge {
 		if !w.hasProgram {
-			return Record{}, malformed("a merge without a program")
+			return malformed("a merge without a program")
 		}
 		if string(w.program) != d.program || string(w.programSHA256) != d.hash {
 			program := string(w.program)
 			hash := ProgramHash(program)
 			if string(w.programSHA256) != hash {
-				return Record{}, malformed("the program does not match program_sha256")
+				return malformed("the program does not match program_sha256")
 			}
 			d.program, d.hash = program, hash
 		}
 		op.Program = d.program // one string shared by the records of a program
 	} else if w.hasProgram {
-		return Record{}, malformed("only merges carry a program")
+		return malformed("only merges carry a program")
 	}
-	return r, nil
+	r.RequestID, r.Index, r.AcceptedAt = intern(&d.request, w.request), int(w.index), d.at
+	op.Addr.Store, op.Addr.Namespace, op.Addr.Dataset = intern(&d.store, w.store), intern(&d.namespace, w.namespace), intern(&d.dataset, w.dataset)
+	return nil
 }
 
 func decodeRecordKey(kind, v []byte) (Key, error) {
@@ -164,82 +191,146 @@ type wireRecord struct {
 	// Strings as they are in the input (or unescaped copies); nil when absent.
 	request, acceptedAt, op, store, namespace, dataset, keyType, key []byte
 	cond, revision, programSHA256, program                           []byte
-	doc                                                              []byte // a copy
+	doc                                                              []byte // a copy, or shared with the input
 	times                                                            []string
 }
 
-// scanRecord reads the top-level object of a record. Errors say where, never what.
-func scanRecord(b []byte) (wireRecord, error) {
-	var w wireRecord
-	s := scanner{b: b}
+// The members of a record, in the order AppendRecord writes them.
+const (
+	memberV = iota
+	memberRequest
+	memberIndex
+	memberAcceptedAt
+	memberOp
+	memberStore
+	memberNamespace
+	memberDataset
+	memberKeyType
+	memberKey
+	memberIf
+	memberRevision
+	memberProgramSHA256
+	memberProgram
+	memberDoc
+	memberTimes
+	memberUnknown
+)
+
+// memberNames[m] is member m's name; memberQuoted[m] is how AppendRecord writes it, quoted
+// and followed by ':'.
+var memberNames, memberQuoted = func() (names, quoted [memberUnknown]string) {
+	names = [...]string{"v", "request", "index", "accepted_at", "op", "store", "namespace", "dataset",
+		"key_type", "key", "if", "revision", "program_sha256", "program", "doc", "times"}
+	for m, n := range names {
+		quoted[m] = `"` + n + `":`
+	}
+	return names, quoted
+}()
+
+// scanRecord reads the top-level object of a record into *w, the zero wireRecord; share says
+// whether w.doc may be a sub-slice of b. Errors say where, never what.
+func scanRecord(w *wireRecord, b []byte, share bool) error {
+	s := scanner{b: b, share: share}
 	if !s.consume('{') {
-		return w, s.fail("not a JSON object")
+		return s.fail("not a JSON object")
 	}
 	if s.consume('}') {
-		return w, s.end(w)
+		return s.end()
 	}
+	next := 0 // members next and later are those AppendRecord may write after the last one
 	for {
-		name, ok := s.bytes()
-		if !ok {
-			return w, s.fail("expected a member name")
+		// A record as AppendRecord writes it has its members in order and without
+		// whitespace: compare the names it may write here before scanning one.
+		m := memberUnknown
+		for c := next; c < memberUnknown; c++ {
+			if s.hasPrefix(memberQuoted[c]) {
+				m, next = c, c+1
+				s.i += len(memberQuoted[c])
+				break
+			}
 		}
-		if !s.consume(':') {
-			return w, s.fail("expected ':'")
+		var name []byte
+		if m == memberUnknown {
+			var ok bool
+			if name, ok = s.bytes(); !ok {
+				return s.fail("expected a member name")
+			}
+			if !s.consume(':') {
+				return s.fail("expected ':'")
+			}
+			for c, n := range memberNames {
+				if string(name) == n {
+					m = c
+					break
+				}
+			}
 		}
 		if s.null() {
 			// A null member is an absent one.
 		} else {
 			var ok bool
-			switch string(name) {
-			case "v":
+			switch m {
+			case memberV:
 				w.v, ok = s.int()
-			case "index":
+			case memberIndex:
 				w.index, ok = s.int()
 				w.hasIndex = true
-			case "request":
+			case memberRequest:
 				w.request, ok = s.bytes()
-			case "accepted_at":
+			case memberAcceptedAt:
 				w.acceptedAt, ok = s.bytes()
-			case "op":
+			case memberOp:
 				w.op, ok = s.bytes()
-			case "store":
+			case memberStore:
 				w.store, ok = s.bytes()
-			case "namespace":
+			case memberNamespace:
 				w.namespace, ok = s.bytes()
-			case "dataset":
+			case memberDataset:
 				w.dataset, ok = s.bytes()
-			case "key_type":
+			case memberKeyType:
 				w.keyType, ok = s.bytes()
-			case "key":
+			case memberKey:
 				w.key, ok = s.bytes()
 				w.hasKey = true
-			case "if":
+			case memberIf:
 				w.cond, ok = s.bytes()
-			case "revision":
+			case memberRevision:
 				w.revision, ok = s.bytes()
-			case "program_sha256":
+			case memberProgramSHA256:
 				w.programSHA256, ok = s.bytes()
-			case "program":
+			case memberProgram:
 				w.program, ok = s.bytes()
 				w.hasProgram = true
-			case "doc":
+			case memberDoc:
 				w.doc, ok = s.value()
-			case "times":
+			case memberTimes:
 				w.times, ok = s.strings()
 			default:
 				_, ok = s.value()
 			}
 			if !ok {
-				return w, s.fail("member " + strconv.Quote(safeName(string(name))) + " is malformed or has the wrong type")
+				return s.fail("member " + strconv.Quote(safeName(memberName(m, name))) + " is malformed or has the wrong type")
 			}
 		}
+		if s.i < len(s.b) && s.b[s.i] == ',' { // the usual case, without whitespace
+			s.i++
+			continue
+		}
 		if s.consume('}') {
-			return w, s.end(w)
+			return s.end()
 		}
 		if !s.consume(',') {
-			return w, s.fail("expected ',' or '}'")
+			return s.fail("expected ',' or '}'")
 		}
 	}
+}
+
+// memberName returns member m's name, or name when m is memberUnknown.
+func memberName(m int, name []byte) string {
+	if m == memberUnknown {
+		return string(name)
+	}
+	return memberNames[m]
 }
 
 // safeName returns a member name for an error message: the record format's names are short
@@ -256,18 +347,63 @@ func safeName(name string) string {
 	return name
 }
 
+// Byte classes of the scanner's loops, so that each loop tests one table entry per byte
+// rather than a chain of comparisons.
+var (
+	// plainInString: printable ASCII but '"' and '\\' -- a string of only these needs
+	// neither unescaping nor UTF-8 validation.
+	plainInString [256]bool
+	// inertInValue: bytes that neither open, close nor separate anything in a JSON value.
+	inertInValue [256]bool
+)
+
+func init() {
+	for c := 0x20; c < 0x80; c++ {
+		plainInString[c] = c != '"' && c != '\\'
+	}
+	for c := range inertInValue {
+		switch c {
+		case '"', '{', '[', '}', ']', ',', ' ', '\t', '\r', '\n':
+		default:
+			inertInValue[c] = true
+		}
+	}
+}
+
+// plainRun returns the index of the first byte of b at or after i that is not plain in a
+// string, or len(b). It tests eight bytes per step: each term below flags, in a byte's high
+// bit, one kind of byte that is not plain -- below 0x20, '"', '\\', 0x80 and above. A term can
+// also flag bytes above one it rightly flagged (the subtraction's borrow), never below, so
+// the lowest flag is exact.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^(ones*'"'), x^(ones*'\\')
+		m := (x-ones*0x20)&^x | (q-ones)&^q | (bs-ones)&^bs | x
+		if m &= highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && plainInString[b[i]] {
+		i++
+	}
+	return i
+}
+
 // scanner walks JSON text. Its methods skip leading whitespace and report ok = false, with
 // the position at the failure, for input they cannot take.
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	share bool // value may return sub-slices of b
 }
 
 func (s *scanner) fail(msg string) error {
 	return malformed("not a record: " + msg + " at byte " + strconv.Itoa(s.i))
 }
 
-func (s *scanner) end(w wireRecord) error {
+func (s *scanner) end() error {
 	s.ws()
 	if s.i != len(s.b) {
 		return s.fail("data after the record")
@@ -276,6 +412,9 @@ func (s *scanner) end(w wireRecord) error {
 }
 
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' { // records as AppendRecord writes them have no whitespace
+		return
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\r', '\n':
@@ -295,7 +434,16 @@ func (s *scanner) consume(c byte) bool {
 	return false
 }
 
+// hasPrefix reports whether the input at s.i starts with p, a quoted member name: the byte
+// after the quote rejects most names before the comparison of the rest.
+func (s *scanner) hasPrefix(p string) bool {
+	return len(s.b)-s.i >= len(p) && s.b[s.i+1] == p[1] && string(s.b[s.i:s.i+len(p)]) == p
+}
+
 func (s *scanner) null() bool {
+	if s.i < len(s.b) && s.b[s.i] > ' ' && s.b[s.i] != 'n' {
+		return false
+	}
 	s.ws()
 	if len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
 		s.i += 4
@@ -308,14 +456,31 @@ func (s *scanner) null() bool {
 func (s *scanner) int() (int64, bool) {
 	s.ws()
 	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
+	neg := s.i < len(s.b) && s.b[s.i] == '-'
+	if neg {
 		s.i++
 	}
+	var n uint64
+	digits := 0
 	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		if digits == 18 { // beyond what surely fits: let strconv judge the range
+			for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+				s.i++
+			}
+			v, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+			return v, err == nil
+		}
+		n = n*10 + uint64(s.b[s.i]-'0')
+		digits++
 		s.i++
 	}
-	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
-	return n, err == nil
+	if digits == 0 {
+		return 0, false
+	}
+	if neg {
+		return -int64(n), true
+	}
+	return int64(n), true
 }
 
 // str reads a JSON string of valid UTF-8.
@@ -328,30 +493,21 @@ func (s *scanner) str() (string, bool) {
 // string has no escapes.
 func (s *scanner) bytes() ([]byte, bool) {
 	s.ws()
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
+	b, start := s.b, s.i
+	if start >= len(b) || b[start] != '"' {
 		return nil, false
 	}
-	start := s.i
-	// The common string has no escapes: find its end with IndexByte, then check it.
-	if n := bytes.IndexByte(s.b[start+1:], '"'); n >= 0 {
-		raw := s.b[start+1 : start+1+n]
-		plain := true
-		for _, c := range raw {
-			if c < 0x20 || c == '\\' || c >= 0x80 {
-				plain = false
-				break
-			}
-		}
-		if plain {
-			s.i = start + n + 2
-			return raw, true
-		}
+	// The common string is plain ASCII: find its end eight bytes at a time.
+	j := plainRun(b, start+1)
+	if j < len(b) && b[j] == '"' {
+		s.i = j + 1
+		return b[start+1 : j], true
 	}
 	escaped := false
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch c := s.b[s.i]; {
+	for s.i = j; s.i < len(b); s.i++ {
+		switch c := b[s.i]; {
 		case c == '"':
-			raw := s.b[start+1 : s.i]
+			raw := b[start+1 : s.i]
 			s.i++
 			if !utf8.Valid(raw) {
 				return nil, false
@@ -360,7 +516,7 @@ func (s *scanner) bytes() ([]byte, bool) {
 				return raw, true
 			}
 			var out string // escapes are rare in records: let encoding/json resolve them
-			if json.Unmarshal(s.b[start:s.i], &out) != nil {
+			if json.Unmarshal(b[start:s.i], &out) != nil {
 				return nil, false
 			}
 			return []byte(out), true
@@ -398,20 +554,26 @@ func (s *scanner) strings() ([]string, bool) {
 	}
 }
 
-// value returns the extent of one JSON value, copied. Objects and arrays are delimited by
-// nesting and strings, not validated: the store validates documents before applying them.
+// value returns the extent of one JSON value, copied unless the scanner shares. Objects and
+// arrays are delimited by nesting and strings, not validated: the store validates documents
+// before applying them.
 func (s *scanner) value() ([]byte, bool) {
 	s.ws()
 	start := s.i
 	depth := 0
 	for s.i < len(s.b) {
-		switch c := s.b[s.i]; c {
+		c := s.b[s.i]
+		if inertInValue[c] {
+			s.i++
+			continue
+		}
+		switch c {
 		case '"':
-			if _, ok := s.skipString(); !ok {
+			if !s.skipString() {
 				return nil, false
 			}
 			if depth == 0 {
-				return s.copy(start), true
+				return s.take(start), true
 			}
 			continue
 		case '{', '[':
@@ -423,7 +585,7 @@ func (s *scanner) value() ([]byte, bool) {
 			depth--
 			if depth == 0 {
 				s.i++
-				return s.copy(start), true
+				return s.take(start), true
 			}
 		case ',', ' ', '\t', '\r', '\n':
 			if depth == 0 {
@@ -442,25 +604,39 @@ func (s *scanner) scalar(start int) ([]byte, bool) {
 	if s.i == start {
 		return nil, false
 	}
-	return s.copy(start), true
+	return s.take(start), true
 }
 
-// copy returns b[start:i] in memory of its own, so a record never pins the fetched message.
-func (s *scanner) copy(start int) []byte {
+// take returns b[start:i]: shared when the scanner shares (capped, so an append to it cannot
+// reach the rest of the input), else in memory of its own, so a record never pins the
+// fetched message.
+func (s *scanner) take(start int) []byte {
+	if s.share {
+		return s.b[start:s.i:s.i]
+	}
 	return append([]byte(nil), s.b[start:s.i]...)
 }
 
-// skipString moves past the string at s.i.
-func (s *scanner) skipString() (int, bool) {
-	start := s.i
-	for s.i++; s.i < len(s.b); s.i++ {
-		switch s.b[s.i] {
-		case '"':
-			s.i++
-			return start, true
-		case '\\':
-			s.i++
+// skipString moves past the string at s.i. Long strings are common in documents, so it
+// jumps from quote to quote; a quote ends the string unless an odd run of backslashes
+// precedes it.
+func (s *scanner) skipString() bool {
+	open := s.i
+	for i := open + 1; ; {
+		n := bytes.IndexByte(s.b[i:], '"')
+		if n < 0 {
+			s.i = len(s.b)
+			return false
 		}
+		i += n
+		k := i - 1
+		for k > open && s.b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			s.i = i + 1
+			return true
+		}
+		i++
 	}
-	return start, false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/tributary-dev/tributary/queue"
 )
@@ -36,11 +37,18 @@ func (s *Service) newRequestID() string {
 func (s *Service) publish(ctx context.Context, in *instance, requestID string, acc []acceptedOp) {
 	msgs := make([]queue.Message, len(acc))
 	var hashes map[string]string // one SHA-256 per distinct program of the request
+	// One buffer holds every value and key; the estimate covers a record's fixed members
+	// and its key twice over, so it rarely grows.
 	size := 0
 	for _, a := range acc {
-		size += 256 + len(a.it.op.Doc.JSON) + len(a.it.op.Program)
+		op := &a.it.op
+		size += 320 + 2*(len(op.Addr.Store)+len(op.Addr.Namespace)+len(op.Addr.Dataset)+len(op.Addr.Key.StringValue())) +
+			len(op.Doc.JSON) + len(op.Program)
 	}
 	buf := make([]byte, 0, size)
+	var atBuf [len(time.RFC3339Nano)]byte
+	var at []byte
+	var atTime time.Time
 	for j, a := range acc {
 		op := &a.it.op
 		hash := ""
@@ -53,10 +61,16 @@ func (s *Service) publish(ctx context.Context, in *instance, requestID string, a
 				hashes[op.Program] = hash
 			}
 		}
+		if at == nil || !a.it.now.Equal(atTime) { // the text is UTC: equal times, equal text
+			at, atTime = appendAcceptedAt(atBuf[:0], a.it.now), a.it.now // the request's time: usually once
+		}
+		// Values and keys share buf; each is capped, so no later append reaches a neighbour.
 		start := len(buf)
-		buf = AppendRecord(buf, &Record{RequestID: requestID, Index: a.index, AcceptedAt: a.it.now, Op: *op}, hash)
-		// Values share buf; the capped slice keeps any later append from reaching a neighbour.
-		msgs[j] = queue.Message{Key: RecordKey(op.Addr), Value: buf[start:len(buf):len(buf)]}
+		buf = appendRecord(buf, &Record{RequestID: requestID, Index: a.index, AcceptedAt: a.it.now, Op: *op}, hash, at)
+		value := buf[start:len(buf):len(buf)]
+		start = len(buf)
+		buf = appendRecordKey(buf, op.Addr)
+		msgs[j] = queue.Message{Key: buf[start:len(buf):len(buf)], Value: value}
 	}
 	err := in.queue.Publish(ctx, msgs)
 	if err == nil {

@@ -89,8 +89,12 @@ func TestAcceptedModePublishesOneRecordPerWrite(t *testing.T) {
 		if string(m.Key) != string(store.RecordKey(r.Op.Addr)) {
 			t.Fatalf("message key %q, want RecordKey of %v", m.Key, r.Op.Addr)
 		}
-		if !sameRecord(&r, &store.Record{RequestID: r.RequestID, Index: r.Index, AcceptedAt: at, Op: ops[r.Index]}) {
+		want := store.Record{RequestID: r.RequestID, Index: r.Index, AcceptedAt: at, Op: ops[r.Index]}
+		if !sameRecord(&r, &want) {
 			t.Fatalf("record %d is %+v, want op %+v accepted at %v", r.Index, r, ops[r.Index], at)
+		}
+		if string(m.Value) != string(encode(&want)) {
+			t.Fatalf("record %d is not AppendRecord's encoding:\n got %s\nwant %s", r.Index, m.Value, encode(&want))
 		}
 		pk := fmt.Sprint(m.Partition, string(m.Key))
 		if last, ok := lastIndex[pk]; ok && last >= r.Index {

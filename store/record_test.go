@@ -2,10 +2,13 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tributary-dev/tributary/store"
 )
@@ -134,6 +137,128 @@ func TestDecodeRecordRefusesMalformed(t *testing.T) {
 	}
 }
 
+// reformat writes a JSON object's members in the given order, with whitespace around every
+// token: a record as another encoder might write it, which the decoder must read exactly like
+// AppendRecord's own layout.
+func reformat(t *testing.T, value []byte, reverse bool) []byte {
+	t.Helper()
+	var members []json.RawMessage
+	var names []string
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %v", err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		names, members = append(names, tok.(string)), append(members, raw)
+	}
+	if reverse {
+		slices.Reverse(names)
+		slices.Reverse(members)
+	}
+	out := []byte("\n{ ")
+	for i, n := range names {
+		if i > 0 {
+			out = append(out, " ,\t"...)
+		}
+		q, _ := json.Marshal(n)
+		out = append(out, q...)
+		out = append(out, " : "...)
+		out = append(out, members[i]...)
+	}
+	return append(out, " }\r\n"...)
+}
+
+func TestDecodeRecordReadsAnyMemberOrderAndWhitespace(t *testing.T) {
+	for _, r := range recordSamples(t) {
+		enc := encode(&r)
+		for _, reverse := range []bool{false, true} {
+			value := reformat(t, enc, reverse)
+			got, err := store.DecodeRecord(value)
+			if err != nil {
+				t.Fatalf("%s, reversed %v: decode: %v\n%s", r.String(), reverse, err, value)
+			}
+			if !sameRecord(&r, &got) {
+				t.Fatalf("%s, reversed %v: got %+v\nwant %+v\n%s", r.String(), reverse, got, r, value)
+			}
+		}
+	}
+}
+
+// TestDecodeRecordStringsOfEveryByte puts every byte value (every rune below 0x100, as
+// UTF-8) at every position of the first 20 of a string, so that each lands at every place
+// of the decoder's eight-byte steps, escaped as AppendRecord escapes it.
+func TestDecodeRecordStringsOfEveryByte(t *testing.T) {
+	var d store.RecordDecoder
+	for c := rune(0); c < 0x100; c++ {
+		for pos := range 20 {
+			id := []rune(strings.Repeat("x", 24))
+			id[pos] = c
+			r := recordSamples(t)[0]
+			r.RequestID = string(id)
+			r.Op.Addr.Key = store.StringKey(string(id[:pos+1]))
+			got, err := d.Decode(encode(&r))
+			if err != nil {
+				t.Fatalf("rune %#x at %d: %v", c, pos, err)
+			}
+			if got.RequestID != r.RequestID || got.Op.Addr != r.Op.Addr {
+				t.Fatalf("rune %#x at %d: decoded %q, key %v; want %q, key %v", c, pos, got.RequestID, got.Op.Addr.Key, r.RequestID, r.Op.Addr.Key)
+			}
+		}
+	}
+}
+
+func TestDecodeSharedSharesOnlyTheDocument(t *testing.T) {
+	var d store.RecordDecoder
+	for _, r := range recordSamples(t) {
+		value := encode(&r)
+		shared, err := d.DecodeShared(value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied, err := store.DecodeRecord(value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameRecord(&shared, &copied) {
+			t.Fatalf("%s: DecodeShared %+v, Decode %+v", r.String(), shared, copied)
+		}
+		doc := shared.Op.Doc.JSON
+		if doc == nil {
+			continue
+		}
+		if !overlaps(doc, value) {
+			t.Fatalf("%s: DecodeShared copied the document", r.String())
+		}
+		if overlaps(copied.Op.Doc.JSON, value) {
+			t.Fatalf("%s: Decode shares the document with the value", r.String())
+		}
+		// The shared document is capped: appending to it must not write into the value.
+		before := string(value)
+		_ = append(doc, "garbage"...)
+		if string(value) != before {
+			t.Fatalf("%s: appending to a shared document changed the message", r.String())
+		}
+	}
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
 // FuzzDecodeRecord feeds arbitrary values to the decoder: it must never panic, and whatever
 // it accepts must encode back to a record that decodes to the same thing.
 func FuzzDecodeRecord(f *testing.F) {
@@ -148,6 +273,11 @@ func FuzzDecodeRecord(f *testing.F) {
 				t.Fatalf("DecodeRecord failed with %v, want ErrInvalid", err)
 			}
 			return
+		}
+		var d store.RecordDecoder
+		shared, err := d.DecodeShared(value)
+		if err != nil || !sameRecord(&r, &shared) {
+			t.Fatalf("DecodeShared disagrees with DecodeRecord: %v\n got %+v\nwant %+v", err, shared, r)
 		}
 		enc := encode(&r)
 		again, err := store.DecodeRecord(enc)

@@ -8,7 +8,8 @@ import (
 // Revision identifies one state of one record. It is opaque: compare revisions only with
 // Equal, keep them only to hand back in an IfRevision precondition. A revision is meaningful
 // only to the store it came from. It serializes to text (MarshalText, String) and back
-// (ParseRevision, UnmarshalText), so it can travel through JSON, a queue or a client.
+// (ParseRevision, UnmarshalText), so it can travel through JSON, a queue or a client, and to
+// bytes (Bytes) and back (RevisionFromBytes), for binary protocols.
 // The zero Revision means "no revision" (an absent record).
 type Revision struct {
 	b string
@@ -45,12 +46,33 @@ func (r *Revision) UnmarshalText(text []byte) error {
 	return nil
 }
 
+// MaxRevisionBytes bounds the bytes of a revision that comes from outside. Every adapter's
+// revisions are far shorter (memstore 8 bytes, mongostore 16, searchstore 17), so a longer
+// value cannot name a state of any store and is refused before it travels further.
+const MaxRevisionBytes = 256
+
 // ParseRevision reads the String form of a revision. Whether the revision means anything to a
 // store is checked when it is used: a malformed one fails that operation with ErrInvalid.
+// Text that is not unpadded URL-safe base64, or decodes to more than MaxRevisionBytes, fails
+// with ErrInvalid. The empty string is the zero Revision.
 func ParseRevision(s string) (Revision, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return Revision{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("malformed revision: %w", err)}
+	}
+	return RevisionFromBytes(b)
+}
+
+// Bytes returns the revision's bytes, the adapter's own encoding, in a new slice; nil for the
+// zero Revision. RevisionFromBytes reverses it.
+func (r Revision) Bytes() []byte { return r.bytes() }
+
+// RevisionFromBytes returns the revision whose Bytes are b (copied). Empty b is the zero
+// Revision; more than MaxRevisionBytes fails with ErrInvalid. As with ParseRevision, whether
+// the revision means anything to a store is checked when it is used.
+func RevisionFromBytes(b []byte) (Revision, error) {
+	if len(b) > MaxRevisionBytes {
+		return Revision{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("malformed revision: %d bytes, more than the %d any store uses", len(b), MaxRevisionBytes)}
 	}
 	return revisionOf(b), nil
 }

@@ -94,6 +94,12 @@ type Options struct {
 	// Logger receives operational events: merges giving up, refused calls (debug), Close
 	// abandoning work. Addresses appear, document contents never. Default: discarded.
 	Logger *slog.Logger
+	// Observer receives measurements per store: adapter calls (size, latency, outcomes),
+	// coalesced batches and the calls waiting behind them, refusals of a full queue, and
+	// retries (unavailable items resent, merges repeated after a lost compare-and-set). It
+	// is called from the Service's goroutines and must be cheap. Default: none, and then
+	// nothing is measured.
+	Observer Observer
 }
 
 // CoalesceOptions configure coalescing: concurrent one-operation calls (except accepted-mode

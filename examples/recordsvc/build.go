@@ -38,7 +38,7 @@ type runtime struct {
 	m      *metrics
 	names  []string
 	svc    *store.Service
-	raw    map[string]driver.Store // unwrapped adapters, for health checks
+	raw    map[string]driver.Store // the adapters: the Service's, and the health checks'
 	pubs   map[string]queue.Publisher
 	broker *memqueue.Broker
 }
@@ -99,10 +99,6 @@ func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("lua: %w", err)
 	}
-	adapters := make(map[string]driver.Store, len(rt.raw))
-	for name, a := range rt.raw {
-		adapters[name] = observeAdapter(name, a, rt.m)
-	}
 	queues := make(map[string]queue.Publisher, len(rt.pubs))
 	for name, p := range rt.pubs {
 		queues[name] = observedPublisher{inner: p, store: name, m: rt.m}
@@ -117,8 +113,9 @@ func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *
 			co.Window = -1 // the store's way to say "no window"
 		}
 	}
-	svc, err := store.New(adapters, &store.Options{
-		Merger:           observedMerger{inner: engine, m: rt.m},
+	svc, err := store.New(rt.raw, &store.Options{
+		Merger:           engine,
+		Observer:         storeObserver{m: rt.m},
 		MaxDocumentBytes: cfg.Limits.MaxDocumentBytes,
 		MaxOps:           cfg.Limits.MaxItems,
 		MergeAttempts:    cfg.Service.MergeAttempts,
@@ -190,7 +187,7 @@ func kafkaConfig(q *queueConfig, topic string, log *slog.Logger) kafkaqueue.Conf
 	kc := kafkaqueue.Config{
 		Brokers: q.Brokers, Topic: topic, Group: q.Group, ClientID: q.ClientID,
 		DialTimeout: q.DialTimeout, RequestTimeout: q.RequestTimeout, DeliveryTimeout: q.DeliveryTimeout,
-		MaxFetch: q.MaxFetch, FetchMaxWait: q.FetchMaxWait, Logger: log,
+		MaxFetch: q.MaxFetch, FetchMaxWait: q.FetchMaxWait, SessionTimeout: q.SessionTimeout, Logger: log,
 	}
 	if ct := q.CreateTopics; ct != nil {
 		kc.CreateTopic = &kafkaqueue.TopicSpec{Partitions: ct.Partitions, ReplicationFactor: ct.ReplicationFactor}

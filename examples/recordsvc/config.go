@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tributary-dev/tributary/internal/yamlenv"
 )
 
 // config is a recordsvc configuration file. CONFIG.md documents every field; keep the two in
@@ -79,7 +81,8 @@ type healthConfig struct {
 }
 
 type shutdownConfig struct {
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout    time.Duration `yaml:"timeout"`
+	DrainDelay time.Duration `yaml:"drain_delay"`
 }
 
 type logConfig struct {
@@ -134,6 +137,7 @@ type queueConfig struct {
 	DeliveryTimeout time.Duration       `yaml:"delivery_timeout"`
 	MaxFetch        int                 `yaml:"max_fetch"`
 	FetchMaxWait    time.Duration       `yaml:"fetch_max_wait"`
+	SessionTimeout  time.Duration       `yaml:"session_timeout"`
 	CreateTopics    *createTopicsConfig `yaml:"create_topics"`
 	TLS             *tlsConfig          `yaml:"tls"`
 	SASL            *saslConfig         `yaml:"sasl"`
@@ -287,7 +291,7 @@ func expandNode(n *yaml.Node, path string, paths map[int]string) error {
 		if !strings.Contains(n.Value, "${") && !strings.Contains(n.Value, "$${") {
 			return nil
 		}
-		v, err := expandEnv(n.Value)
+		v, err := yamlenv.Expand(n.Value)
 		if err != nil {
 			return fmt.Errorf("line %d (%s): %w", n.Line, path, err)
 		}
@@ -322,40 +326,6 @@ func expandNode(n *yaml.Node, path string, paths map[int]string) error {
 		}
 	}
 	return nil
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// expandEnv replaces each ${NAME} with the variable's value; an unset variable is an error
-// naming it; "$${" stands for a literal "${".
-func expandEnv(s string) (string, error) {
-	var out strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			out.WriteString(s)
-			return out.String(), nil
-		}
-		if i > 0 && s[i-1] == '$' {
-			out.WriteString(s[:i-1] + "${")
-			s = s[i+2:]
-			continue
-		}
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			return "", errors.New("a ${ without its closing }")
-		}
-		name := s[i+2 : i+end]
-		if !envName.MatchString(name) {
-			return "", errors.New("${...} must hold an environment variable name (letters, digits, '_')")
-		}
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", name)
-		}
-		out.WriteString(s[:i] + v)
-		s = s[i+end+1:]
-	}
 }
 
 var typeErrorLine = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)(?: ` + "`" + `.*` + "`" + `)? into (.+)$`)
@@ -535,6 +505,9 @@ func (c *config) validate() error {
 	if c.Shutdown.Timeout <= 0 {
 		bad("shutdown.timeout", "must be positive")
 	}
+	if c.Shutdown.DrainDelay < 0 {
+		bad("shutdown.drain_delay", "must not be negative")
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "must be debug, info, warn or error")
 	}
@@ -639,7 +612,7 @@ func (q *queueConfig) validate(field string, bad func(field, format string, args
 	kafkaOnly := map[string]bool{
 		"brokers": len(q.Brokers) > 0, "client_id": q.ClientID != "", "dial_timeout": q.DialTimeout != 0,
 		"request_timeout": q.RequestTimeout != 0, "delivery_timeout": q.DeliveryTimeout != 0,
-		"max_fetch": q.MaxFetch != 0, "fetch_max_wait": q.FetchMaxWait != 0,
+		"max_fetch": q.MaxFetch != 0, "fetch_max_wait": q.FetchMaxWait != 0, "session_timeout": q.SessionTimeout != 0,
 		"create_topics": q.CreateTopics != nil, "tls": q.TLS != nil, "sasl": q.SASL != nil,
 	}
 	switch q.Kind {
@@ -667,7 +640,7 @@ func (q *queueConfig) validate(field string, bad func(field, format string, args
 		for _, d := range []struct {
 			key string
 			v   time.Duration
-		}{{"dial_timeout", q.DialTimeout}, {"request_timeout", q.RequestTimeout}, {"delivery_timeout", q.DeliveryTimeout}, {"fetch_max_wait", q.FetchMaxWait}} {
+		}{{"dial_timeout", q.DialTimeout}, {"request_timeout", q.RequestTimeout}, {"delivery_timeout", q.DeliveryTimeout}, {"fetch_max_wait", q.FetchMaxWait}, {"session_timeout", q.SessionTimeout}} {
 			if d.v < 0 {
 				bad(field+"."+d.key, "must not be negative")
 			}

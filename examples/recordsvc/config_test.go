@@ -46,6 +46,9 @@ func TestConfigInvalidValuesNamed(t *testing.T) {
 		{"listen: {grpc: nowhere}\nstores: {m: {kind: memory}}", "listen.grpc: must be host:port"},
 		{"log: {level: loud}\nstores: {m: {kind: memory}}", "log.level: must be"},
 		{"lua: {timeout: -1s}\nstores: {m: {kind: memory}}", "lua.timeout: must not be negative"},
+		{"shutdown: {drain_delay: -1s}\nstores: {m: {kind: memory}}", "shutdown.drain_delay: must not be negative"},
+		{"stores: {m: {kind: memory, queue: {kind: memory, session_timeout: 6s}}}", "stores.m.queue.session_timeout: is a setting of kind kafka only"},
+		{"stores: {m: {kind: memory, queue: {kind: kafka, brokers: [\"h:1\"], session_timeout: -6s}}}", "stores.m.queue.session_timeout: must not be negative"},
 	} {
 		_, err := parseConfig([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -48,8 +48,10 @@
 // process runs. Each store has tributary.record.v1.storage.<store>, and each store with a
 // queue tributary.record.v1.kafka.<store>, set every health.interval by a check bounded by
 // health.timeout: a read of the store's health record (any answer from the server counts as
-// reachable) and a Kafka ping. A failed store never changes "" or another store's status.
-// During shutdown every service reports NOT_SERVING.
+// reachable) and a Kafka ping (kafkaqueue.Monitor: the brokers answer, accept the credentials
+// and know the topic). A failed store never changes "" or another store's status. The same
+// check reads the worker group's lag into recordsvc_queue_depth. During shutdown every
+// service reports NOT_SERVING.
 //
 // # Metrics
 //
@@ -67,8 +69,12 @@
 //	recordsvc_adapter_calls_total{store,call,result}    backend batch calls
 //	recordsvc_adapter_duration_seconds{store,call}      backend batch latency
 //	recordsvc_adapter_batch_size{store,call}            records per backend call (after coalescing)
-//	recordsvc_merge_runs_total{store}                   merge program runs
-//	recordsvc_merge_cas_retries_total{store}            runs repeated after a revision conflict
+//	recordsvc_coalesced_batch_size{store}               one-item calls per coalesced batch
+//	recordsvc_coalescer_waiting{store}                  calls queued behind the last batch formed
+//	recordsvc_coalescer_refused_total{store}            one-item calls refused: coalescer queue full
+//	recordsvc_unavailable_retries_total{store,call}     backend reads/writes resent after "unavailable"
+//	recordsvc_merge_cas_retries_total{store}            merge runs repeated after a revision conflict
+//	recordsvc_queue_depth{store}                        Kafka messages the worker group has not committed
 //	recordsvc_queue_published_total{store,result}       accepted-mode records published
 //	recordsvc_queue_publish_duration_seconds{store}     publish latency until acknowledged
 //	recordsvc_worker_records_total{store,result}        applied, dead_lettered, retried
@@ -77,14 +83,16 @@
 //	recordsvc_worker_fetch_duration_seconds{store}      fetch to commit
 //	recordsvc_dependency_healthy{store,dependency}      last periodic check: 1 or 0
 //
-// plus the Go runtime and process collectors. The store exposes no hook for its coalescer's
-// queue depth or retries of unavailable reads and writes; items_in_flight and the adapter
-// metrics are measured around it instead.
+// plus the Go runtime and process collectors. The adapter, coalescer and retry metrics come
+// from the Service's store.Observer; merge program runs are the merge items plus their
+// compare-and-set retries.
 //
 // # Shutdown
 //
-// On SIGINT or SIGTERM: health turns NOT_SERVING, the gRPC server stops accepting and drains
-// the calls in flight (GracefulStop, cut short after shutdown.timeout), the workers finish and
-// commit the fetch in hand, the Service closes (waiting for its calls, closing the adapters),
-// then the queue clients close. A second signal ends the process at once.
+// On SIGINT or SIGTERM: health turns NOT_SERVING; with shutdown.drain_delay the server keeps
+// serving new calls for that long, so clients watching health move away first; then it stops
+// accepting and drains the calls in flight (GracefulStop, cut short after shutdown.timeout),
+// the workers finish and commit the fetch in hand, the Service closes (waiting for its calls,
+// closing the adapters), then the queue clients close. A second signal ends the process at
+// once.
 package main

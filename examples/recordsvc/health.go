@@ -2,21 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
 )
@@ -74,13 +68,13 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
 				probe: func(context.Context) error { return nil }})
 		default:
-			cl, err := kafkaPingClient(q)
+			mon, err := kafkaqueue.NewMonitor(kafkaConfig(q, q.Topic, nil))
 			if err != nil {
 				h.closeChecks()
 				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)
 			}
 			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
-				probe: cl.Ping, close: cl.Close})
+				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: mon.Close})
 		}
 	}
 	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -107,49 +101,20 @@ func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) erro
 	return nil
 }
 
-// kafkaPingClient is a client of the queue's cluster that only pings it: kafkaqueue exposes no
-// health probe, so the check builds its own client with the same brokers, TLS and SASL.
-func kafkaPingClient(q *queueConfig) (*kgo.Client, error) {
-	clientID := q.ClientID
-	if clientID == "" {
-		clientID = "tributary"
+// probeKafka pings the store's topic and, when the brokers answer, reads the worker group's
+// lag into the queue-depth gauge. A failed lag read leaves the gauge at its last value and the
+// dependency healthy: the ping decides health, the depth is a measurement.
+func (h *healthChecker) probeKafka(ctx context.Context, name string, mon *kafkaqueue.Monitor) error {
+	if err := mon.Ping(ctx); err != nil {
+		return err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(q.Brokers...), kgo.ClientID(clientID + "-health")}
-	if q.DialTimeout > 0 {
-		opts = append(opts, kgo.DialTimeout(q.DialTimeout))
+	lag, err := mon.Lag(ctx)
+	if err != nil {
+		h.log.Debug("reading the queue depth failed", slog.String("store", name), slog.String("error", err.Error()))
+		return nil
 	}
-	if t := q.TLS; t != nil {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.ca_file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", t.CAFile)
-			}
-		}
-		if t.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("tls.cert_file / key_file: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	if s := q.SASL; s != nil {
-		switch strings.ToUpper(s.Mechanism) {
-		case "PLAIN":
-			opts = append(opts, kgo.SASL(plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()))
-		case "SCRAM-SHA-256":
-			opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()))
-		case "SCRAM-SHA-512":
-			opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
-		}
-	}
-	return kgo.NewClient(opts...)
+	h.m.queueDepth.WithLabelValues(name).Set(float64(lag.Total))
+	return nil
 }
 
 // start runs one round of checks synchronously, so the statuses mean something from the

@@ -7,10 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
@@ -135,4 +138,76 @@ func TestHealthTransitionsFerretDB(t *testing.T) {
 		// directConnection: the server must not lead the driver around the proxy.
 		return fmt.Sprintf("{kind: mongodb, uri: \"mongodb://%s/?directConnection=true&serverSelectionTimeoutMS=1000\", ferretdb: %v}", proxy, ferret)
 	})
+}
+
+// TestHealthKafkaAndQueueDepth: a store's Kafka service is SERVING while its topic exists, the
+// queue-depth gauge counts the accepted writes no worker has applied yet and falls to zero
+// once a worker applied them, and a deleted topic turns the Kafka service NOT_SERVING
+// without touching the storage service.
+func TestHealthKafkaAndQueueDepth(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaBrokers)
+	topic := uniqueName("recordsvc-health")
+	deleteTopics(t, brokers, topic, topic+".dlq")
+	cfg := fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+health: {interval: 200ms, timeout: 150ms}
+stores:
+  main:
+    kind: memory
+    queue: %s
+`, kafkaQueue(brokers, topic))
+	api := startService(t, cfg, modeServer)
+	ctx := testCtx(t)
+	kafkaSvc, storageSvc := kafkaServicePrefix+"main", storageServicePrefix+"main"
+	const serving, notServing = healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING
+	if got := healthOf(ctx, api, kafkaSvc); got != serving {
+		t.Fatalf("kafka health with the topic in place: %s, want SERVING", got)
+	}
+	const n = 7
+	var items []*recordv1.WriteItem
+	for i := range n {
+		items = append(items, put(addr("main", "ns", "ds", fmt.Sprint("k", i)), doc(`{"a":1}`), nil))
+	}
+	w, err := api.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range w.Results {
+		if r.Outcome != recordv1.Outcome_OUTCOME_ACCEPTED {
+			t.Fatalf("item %d: %s, want accepted", i, describe(r))
+		}
+	}
+	depth := `recordsvc_queue_depth{store="main"}`
+	eventually(t, ctx, "the queue depth counts the accepted writes", func() bool {
+		v, _ := scrape(t, api.metrics, depth)
+		return v == n
+	})
+
+	// A worker of the store's group applies them; the depth the API process reports drops.
+	work := startService(t, cfg, modeWorker)
+	eventually(t, ctx, "the queue depth falls to zero once the worker committed", func() bool {
+		v, ok := scrape(t, api.metrics, depth)
+		return ok && v == 0
+	})
+	if v, _ := scrape(t, work.metrics, `recordsvc_worker_records_total{result="applied",store="main"}`); v != n {
+		t.Errorf("worker applied %v records, want %d", v, n)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "kafka health NOT_SERVING once the topic is gone", func() bool {
+		return healthOf(ctx, api, kafkaSvc) == notServing
+	})
+	if got := healthOf(ctx, api, storageSvc); got != serving {
+		t.Errorf("storage health after the topic was deleted: %s, want SERVING", got)
+	}
+	if v, _ := scrape(t, api.metrics, `recordsvc_dependency_healthy{dependency="kafka",store="main"}`); v != 0 {
+		t.Errorf("dependency_healthy{kafka} = %v, want 0", v)
+	}
 }

@@ -134,6 +134,7 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 	}
 
 	var grpcSrv *grpc.Server
+	grpcServing := false
 	grpcDone := make(chan error, 1)
 	if err == nil && rt.mode != modeWorker {
 		ln, lerr := net.Listen("tcp", cfg.Listen.GRPC)
@@ -148,6 +149,7 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 			recordv1.RegisterRecordServiceServer(grpcSrv, &server{svc: rt.svc, m: rt.m})
 			healthpb.RegisterHealthServer(grpcSrv, hc.srv)
 			go func() { grpcDone <- grpcSrv.Serve(ln) }()
+			grpcServing = true
 			where.GRPC = ln.Addr().String()
 		}
 	}
@@ -167,13 +169,19 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 		case <-ctx.Done():
 		case err = <-workerFailed:
 		case err = <-grpcDone:
+			grpcServing = false
 			err = fmt.Errorf("gRPC server stopped: %w", err)
 		}
 	}
 
-	// Shutdown. Health goes NOT_SERVING first, so load balancers stop sending.
+	// Shutdown. Health goes NOT_SERVING first, so load balancers stop sending; with a drain
+	// delay the listener keeps serving meanwhile, for the clients that have not noticed yet.
 	rt.log.Info("recordsvc stopping")
 	hc.stop()
+	if d := cfg.Shutdown.DrainDelay; d > 0 && grpcServing {
+		rt.log.Info("health NOT_SERVING; still serving during shutdown.drain_delay", slog.Duration("drain_delay", d))
+		time.Sleep(d)
+	}
 	shutdownCtx, cancel := deadline()
 	defer cancel()
 	if grpcSrv != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/worker"
 )
 
@@ -36,9 +35,14 @@ type metrics struct {
 	adapterDuration *prometheus.HistogramVec // store, call
 	adapterBatch    *prometheus.HistogramVec // store, call
 
-	mergeRuns    *prometheus.CounterVec // store
-	mergeRetries *prometheus.CounterVec // store
+	mergeRetries       *prometheus.CounterVec // store
+	unavailableRetries *prometheus.CounterVec // store, call
 
+	coalescedBatch   *prometheus.HistogramVec // store
+	coalescerWaiting *prometheus.GaugeVec     // store
+	coalescerRefused *prometheus.CounterVec   // store
+
+	queueDepth      *prometheus.GaugeVec     // store
 	published       *prometheus.CounterVec   // store, result
 	publishDuration *prometheus.HistogramVec // store
 
@@ -81,8 +85,12 @@ func newMetrics(storeNames []string) *metrics {
 	m.adapterCalls = counter("adapter_calls_total", "Backend batch calls (after coalescing and dependency waves) by result.", "store", "call", "result")
 	m.adapterDuration = histogram("adapter_duration_seconds", "Backend batch call latency.", latency, "store", "call")
 	m.adapterBatch = histogram("adapter_batch_size", "Records per backend batch call.", sizes, "store", "call")
-	m.mergeRuns = counter("merge_runs_total", "Merge program runs, retries included.", "store")
 	m.mergeRetries = counter("merge_cas_retries_total", "Merge program runs repeated because another writer changed the record first (compare-and-set retries).", "store")
+	m.unavailableRetries = counter("unavailable_retries_total", "Reads or writes sent to the backend again because it reported them unavailable (not applied).", "store", "call")
+	m.coalescedBatch = histogram("coalesced_batch_size", "One-item calls gathered into one batch by the store's coalescer.", sizes, "store")
+	m.coalescerWaiting = gauge("coalescer_waiting", "One-item calls waiting in the store's coalescer queue when its last batch was formed.", "store")
+	m.coalescerRefused = counter("coalescer_refused_total", "One-item calls refused (retryable) because the store's coalescer queue was full.", "store")
+	m.queueDepth = gauge("queue_depth", "Messages in the store's Kafka topic that its worker group has not committed yet (accepted writes not yet applied for good), from the last periodic check.", "store")
 	m.published = counter("queue_published_total", "Accepted-mode records published to the store's durable queue, by result (ok or error).", "store", "result")
 	m.publishDuration = histogram("queue_publish_duration_seconds", "Latency of one publish to the store's durable queue (until acknowledged).", latency, "store")
 	m.workerRecords = counter("worker_records_total", "Queued records the worker finished, by result: applied, dead_lettered; retried counts repeated applications.", "store", "result")
@@ -157,69 +165,41 @@ func resultLabel(r store.Result) string {
 	return strings.ReplaceAll(r.Outcome.String(), " ", "_")
 }
 
-// observedAdapter measures an adapter's batch calls: what coalescing and dependency waves
-// made of the requests.
-type observedAdapter struct {
-	inner     driver.Store
-	validator driver.AddressValidator
-	store     string
-	m         *metrics
-}
+// storeObserver turns the Service's measurements into metrics: what coalescing and
+// dependency waves made of the requests, and the retries the Service made.
+type storeObserver struct{ m *metrics }
 
-func observeAdapter(name string, a driver.Store, m *metrics) driver.Store {
-	v, _ := a.(driver.AddressValidator)
-	return &observedAdapter{inner: a, validator: v, store: name, m: m}
-}
+var _ store.Observer = storeObserver{}
 
-func (a *observedAdapter) Read(ctx context.Context, addrs []driver.Address) ([]driver.ReadResult, error) {
-	start := time.Now()
-	res, err := a.inner.Read(ctx, addrs)
-	a.done("read", len(addrs), start, err)
-	return res, err
-}
-
-func (a *observedAdapter) Write(ctx context.Context, writes []driver.Write, opts driver.WriteOptions) ([]driver.WriteResult, error) {
-	start := time.Now()
-	res, err := a.inner.Write(ctx, writes, opts)
-	a.done("write", len(writes), start, err)
-	return res, err
-}
-
-func (a *observedAdapter) done(call string, n int, start time.Time, err error) {
-	a.m.adapterDuration.WithLabelValues(a.store, call).Observe(time.Since(start).Seconds())
-	a.m.adapterBatch.WithLabelValues(a.store, call).Observe(float64(n))
+func (o storeObserver) AdapterCall(c store.AdapterCall) {
+	name, call := o.m.storeLabel(c.Store), c.Call.String()
+	o.m.adapterDuration.WithLabelValues(name, call).Observe(c.Duration.Seconds())
+	o.m.adapterBatch.WithLabelValues(name, call).Observe(float64(c.Size))
 	result := "ok"
-	if err != nil {
+	if c.Err != nil {
 		result = "error"
 	}
-	a.m.adapterCalls.WithLabelValues(a.store, call, result).Inc()
+	o.m.adapterCalls.WithLabelValues(name, call, result).Inc()
 }
 
-func (a *observedAdapter) Close(ctx context.Context) error { return a.inner.Close(ctx) }
+func (o storeObserver) CoalescedBatch(b store.CoalescedBatch) {
+	name := o.m.storeLabel(b.Store)
+	o.m.coalescedBatch.WithLabelValues(name).Observe(float64(b.Size))
+	o.m.coalescerWaiting.WithLabelValues(name).Set(float64(b.Waiting))
+}
 
-// ValidateAddress forwards to the adapter's own checks, which the Service finds only
-// through this wrapper.
-func (a *observedAdapter) ValidateAddress(addr driver.Address) error {
-	if a.validator == nil {
-		return nil
+func (o storeObserver) QueueFull(name string) {
+	o.m.coalescerRefused.WithLabelValues(o.m.storeLabel(name)).Inc()
+}
+
+func (o storeObserver) Retry(r store.Retry) {
+	name := o.m.storeLabel(r.Store)
+	switch r.Reason {
+	case store.RetryMergeConflict:
+		o.m.mergeRetries.WithLabelValues(name).Add(float64(r.Ops))
+	case store.RetryUnavailable:
+		o.m.unavailableRetries.WithLabelValues(name, r.Call.String()).Add(float64(r.Ops))
 	}
-	return a.validator.ValidateAddress(addr)
-}
-
-// observedMerger counts merge runs; a run with Attempt > 1 is a compare-and-set retry, which
-// is how the CAS retries become visible without a hook in the store package.
-type observedMerger struct {
-	inner store.Merger
-	m     *metrics
-}
-
-func (o observedMerger) Merge(ctx context.Context, call *store.MergeCall) (store.MergeResult, error) {
-	name := o.m.storeLabel(call.Context.Addr.Store)
-	o.m.mergeRuns.WithLabelValues(name).Inc()
-	if call.Context.Attempt > 1 {
-		o.m.mergeRetries.WithLabelValues(name).Inc()
-	}
-	return o.inner.Merge(ctx, call)
 }
 
 // observedPublisher counts what a store's accepted-mode path publishes.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -240,7 +239,7 @@ func toPrecondition(p *recordv1.Precondition) (store.Precondition, error) {
 		if len(v.Revision) == 0 {
 			return store.Precondition{}, errors.New("precondition revision is empty")
 		}
-		rev, err := revisionFromBytes(v.Revision)
+		rev, err := store.RevisionFromBytes(v.Revision)
 		if err != nil {
 			return store.Precondition{}, err
 		}
@@ -279,23 +278,6 @@ func toWriteOp(it *recordv1.WriteItem, programs []string) (store.Op, error) {
 	return store.Op{}, errors.New("item is neither a put nor a merge")
 }
 
-// revisionFromBytes and revisionBytes cross between the wire's bytes and store.Revision,
-// which exposes its bytes only in its base64 text form.
-func revisionFromBytes(b []byte) (store.Revision, error) {
-	return store.ParseRevision(base64.RawURLEncoding.EncodeToString(b))
-}
-
-func revisionBytes(r store.Revision) []byte {
-	if r.IsZero() {
-		return nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(r.String())
-	if err != nil {
-		return nil // cannot happen: String is that encoding
-	}
-	return b
-}
-
 var outcomes = map[store.Outcome]recordv1.Outcome{
 	store.Found:     recordv1.Outcome_OUTCOME_FOUND,
 	store.NotFound:  recordv1.Outcome_OUTCOME_NOT_FOUND,
@@ -326,7 +308,7 @@ func fromResult(r *store.Result) *recordv1.Result {
 		}
 		return &recordv1.Result{Error: &recordv1.Error{Kind: kind, Message: r.Err.Error(), Retryable: k.Retryable()}}
 	}
-	out := &recordv1.Result{Outcome: outcomes[r.Outcome], Revision: revisionBytes(r.Revision)}
+	out := &recordv1.Result{Outcome: outcomes[r.Outcome], Revision: r.Revision.Bytes()}
 	if r.Doc.JSON != nil {
 		out.Document = &recordv1.Document{Json: r.Doc.JSON, TimePointers: r.Doc.Times}
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
@@ -44,12 +45,18 @@ func (g *gatedAdapter) Write(ctx context.Context, w []driver.Write, o driver.Wri
 // runGated runs run() over one store "main" on a gatedAdapter and returns a client, the
 // adapter, a cancel that starts the shutdown, and the channel run's error arrives on.
 func runGated(t *testing.T, shutdownTimeout time.Duration) (recordv1.RecordServiceClient, *gatedAdapter, context.CancelFunc, <-chan error) {
+	cl, _, g, cancel, done := runGatedWith(t, func(c *config) { c.Shutdown.Timeout = shutdownTimeout })
+	return cl, g, cancel, done
+}
+
+// runGatedWith is runGated with the configuration edited by edit, and a health client too.
+func runGatedWith(t *testing.T, edit func(*config)) (recordv1.RecordServiceClient, healthpb.HealthClient, *gatedAdapter, context.CancelFunc, <-chan error) {
 	t.Helper()
 	cfg, err := parseConfig([]byte("listen: {grpc: 127.0.0.1:0, metrics: 'off'}\nstores: {main: {kind: memory}}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Shutdown.Timeout = shutdownTimeout
+	edit(cfg)
 	g := &gatedAdapter{Store: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	rt := &runtime{cfg: cfg, mode: modeServer, log: newLogger(io.Discard, "error"), names: []string{"main"},
 		raw: map[string]driver.Store{"main": g}}
@@ -69,7 +76,51 @@ func runGated(t *testing.T, shutdownTimeout time.Duration) (recordv1.RecordServi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return recordv1.NewRecordServiceClient(conn), g, cancel, done
+	return recordv1.NewRecordServiceClient(conn), healthpb.NewHealthClient(conn), g, cancel, done
+}
+
+// TestEndToEndShutdownDrainDelay: with shutdown.drain_delay, a shutdown first turns health
+// NOT_SERVING while the server still answers new calls; only after the delay does it stop.
+func TestEndToEndShutdownDrainDelay(t *testing.T) {
+	cl, health, g, cancel, done := runGatedWith(t, func(c *config) { c.Shutdown.DrainDelay = 3 * time.Second })
+	close(g.release)
+	stopDraining := make(chan struct{})
+	t.Cleanup(func() { close(stopDraining) })
+	go func() {
+		for {
+			select {
+			case <-g.entered:
+			case <-stopDraining:
+				return
+			}
+		}
+	}()
+	ctx := testCtx(t)
+	if h, err := health.Check(ctx, healthRequest("")); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before the shutdown: %v %v, want SERVING", h, err)
+	}
+	cancel()
+	eventually(t, ctx, "health NOT_SERVING once the shutdown started", func() bool {
+		h, err := health.Check(ctx, healthRequest(""))
+		return err == nil && h.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	// The listener is still open and the service still works during the delay.
+	res, err := cl.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", "n", "d", "k"), doc(`{}`), nil)}})
+	if err != nil || res.Results[0].Outcome != recordv1.Outcome_OUTCOME_CREATED {
+		t.Fatalf("a call during the drain delay: %v %v, want it served", res, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("run returned (%v) before the drain delay was over", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	_, err = cl.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{addr("main", "n", "d", "k")}})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("a call after the shutdown: %v, want Unavailable", err)
+	}
 }
 
 // TestEndToEndShutdownDrainsInFlight: a call in flight when the shutdown starts completes and

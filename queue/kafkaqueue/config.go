@@ -56,6 +56,13 @@ type Config struct {
 	// Default 5s (franz-go's). Fetch itself waits until ctx ends; this only bounds one
 	// round trip, so a shorter value costs idle requests, not correctness.
 	FetchMaxWait time.Duration
+	// SessionTimeout is how long the group waits for a silent member (a killed process)
+	// before it hands that member's partitions to the others: until then they are
+	// consumed by nobody. Default 45s (franz-go's). The broker only accepts values within
+	// its group.min.session.timeout.ms and group.max.session.timeout.ms (Kafka's defaults:
+	// 6s and 30m); a value outside them makes Fetch fail with queue.Invalid. Heartbeats go
+	// out every third of it, at most every 3s (franz-go's default interval).
+	SessionTimeout time.Duration
 
 	// Logger receives franz-go's log lines at Info and above. Default: none. Those lines
 	// name brokers, topics, groups and partitions, never message contents or credentials.
@@ -95,10 +102,11 @@ type TopicSpec struct {
 }
 
 const (
-	defaultClientID        = "tributary"
-	defaultRequestTimeout  = 30 * time.Second
-	defaultDeliveryTimeout = 30 * time.Second
-	defaultMaxFetch        = 1000
+	defaultClientID          = "tributary"
+	defaultHeartbeatInterval = 3 * time.Second // franz-go's
+	defaultRequestTimeout    = 30 * time.Second
+	defaultDeliveryTimeout   = 30 * time.Second
+	defaultMaxFetch          = 1000
 )
 
 // validate checks cfg and returns every problem at once as a queue.Invalid error.
@@ -119,7 +127,7 @@ func (cfg *Config) validate(needGroup bool) error {
 	if needGroup && cfg.Group == "" {
 		add("no consumer group")
 	}
-	if cfg.DialTimeout < 0 || cfg.RequestTimeout < 0 || cfg.DeliveryTimeout < 0 || cfg.FetchMaxWait < 0 {
+	if cfg.DialTimeout < 0 || cfg.RequestTimeout < 0 || cfg.DeliveryTimeout < 0 || cfg.FetchMaxWait < 0 || cfg.SessionTimeout < 0 {
 		add("negative timeout")
 	}
 	if cfg.MaxFetch < 0 {

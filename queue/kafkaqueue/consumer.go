@@ -93,6 +93,11 @@ func NewConsumer(ctx context.Context, cfg Config) (*Consumer, error) {
 	if cfg.FetchMaxWait > 0 {
 		opts = append(opts, kgo.FetchMaxWait(cfg.FetchMaxWait))
 	}
+	if st := cfg.SessionTimeout; st > 0 {
+		// Kafka wants at least three heartbeats per session, so a short session does not
+		// expire between two of them.
+		opts = append(opts, kgo.SessionTimeout(st), kgo.HeartbeatInterval(min(defaultHeartbeatInterval, st/3)))
+	}
 	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}

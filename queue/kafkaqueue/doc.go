@@ -37,6 +37,20 @@
 // across the commit request, so a commit naming a partition cannot be sent after that
 // partition moved to another member and move its offset backwards.
 //
+// A member that dies without leaving (a killed process) keeps its partitions until the group's
+// session timeout expires, and nobody consumes them meanwhile: Config.SessionTimeout sets it
+// (franz-go's 45s by default; the broker's group.min.session.timeout.ms, 6s by default, is
+// the floor).
+//
+// # Monitoring
+//
+// A Monitor built from the same Config answers two questions cheaply, on a client of its own:
+// Ping (do the brokers answer, with these credentials, and know the topic: one metadata
+// request) and Lag (how many messages the group has not committed yet, per partition and in
+// all: the depth of a store's queue). A partition the group never committed counts from its
+// first retained message, where the group would start. Their errors are classified like
+// everything else; for Ping, a deadline passing before the brokers answered is Unavailable.
+//
 // # Errors
 //
 // Errors are *queue.Error values naming the topic: a missing topic is NotFound (at

@@ -48,6 +48,7 @@ func kindOf(err error) queue.Kind {
 		errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.InvalidPartitions),
 		errors.Is(err, kerr.InvalidReplicationFactor), errors.Is(err, kerr.InvalidConfig),
 		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRequiredAcks),
+		errors.Is(err, kerr.InvalidSessionTimeout),
 		errors.Is(err, kerr.UnsupportedVersion), errors.Is(err, kerr.UnsupportedForMessageFormat):
 		return queue.Invalid
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.UnsupportedSaslMechanism),

@@ -49,3 +49,26 @@ func Example() {
 		}
 	}
 }
+
+// A periodic health check with queue depth, as a service exports them. Compile-only: it
+// needs a broker.
+func ExampleMonitor() {
+	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{
+		Brokers: []string{"127.0.0.1:9092"},
+		Topic:   "store-mutations",
+		Group:   "store-worker",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mon.Close()
+	for range time.Tick(5 * time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := mon.Ping(ctx); err != nil {
+			log.Printf("queue unhealthy (%v): %v", queue.KindOf(err), err)
+		} else if lag, err := mon.Lag(ctx); err == nil {
+			log.Printf("queue depth %d", lag.Total)
+		}
+		cancel()
+	}
+}

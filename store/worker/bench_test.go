@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,14 +20,18 @@ import (
 )
 
 // benchOps returns n operations, half puts and half merges, over 4096 records.
-func benchOps(b *testing.B, n int) []store.Op {
+func benchOps(b *testing.B, n int) []store.Op { return benchOpsFrom(b, 0, n) }
+
+// benchOpsFrom returns operations from..from+n-1 of the sequence benchOps starts.
+func benchOpsFrom(b *testing.B, from, n int) []store.Op {
 	ops := make([]store.Op, n)
-	for i := range ops {
+	for j := range ops {
+		i := from + j
 		a := key(fmt.Sprint("k", i%4096))
 		if i%2 == 0 {
-			ops[i] = store.Put(a, jsonDoc(b, counter{N: i, Seq: i}))
+			ops[j] = store.Put(a, jsonDoc(b, counter{N: i, Seq: i}))
 		} else {
-			ops[i] = store.Merge(a, progAdd, jsonDoc(b, counter{N: 1}))
+			ops[j] = store.Merge(a, progAdd, jsonDoc(b, counter{N: 1}))
 		}
 	}
 	return ops
@@ -66,19 +71,41 @@ func (t *timedApplier) Apply(ctx context.Context, recs []store.Record) ([]store.
 	return r, err
 }
 
+// gatedConsumer holds Fetch until open is closed, so a worker can be started before the clock
+// and meet its records only once it runs.
+type gatedConsumer struct {
+	queue.Consumer
+	open chan struct{}
+}
+
+func (g gatedConsumer) Fetch(ctx context.Context) ([]queue.Message, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Consumer.Fetch(ctx)
+}
+
 // BenchmarkWorkerVsSync applies the same b.N operations twice, side by side: through
 // Service.Do with WaitApplied in batches of 500, and as accepted-mode records that a worker
 // fetches 500 at a time, decodes and applies. Both run on memstore, so the worker's own costs
-// (fetch, decode, waves, finish, commit) are all the difference. The two alternate in chunks
-// of 5000 operations, so both see the same machine conditions: each chunk is published (not
-// timed), applied synchronously (timed), then applied by a worker started for it on the
-// group's next consumer (timed from Run until the observer counted the chunk), on a broker of
-// its own. It reports each
-// path's ns per operation, worker-rate/sync-rate (goal >= 0.8) and apply-ns/op, the part of
-// the worker's time spent inside Service.Apply.
+// (fetch, decode, waves, finish, commit) are all the difference. It reports each path's ns per
+// operation, worker-rate/sync-rate (goal >= 0.8) and apply-ns/op, the part of the worker's
+// time spent inside Service.Apply.
+//
+// The two alternate in chunks of 10000 operations, so both see the same machine conditions,
+// and take turns going first, so neither always inherits the other's warm caches. Each chunk
+// is published to a broker of its own (not timed); then each path, after a garbage collection
+// that is not timed (so neither pays for garbage the other or the publishing left), applies
+// the chunk: the sync path in Do calls, the worker from the moment its consumer's gate opens
+// (the worker is started, idle, before the clock) until the observer counted the chunk. The
+// first fetch of a chunk is decoded while nothing is applied, as after any idle spell. The
+// operations, too, are made per chunk: b.N of them held at once would make every garbage
+// collection scan them, and so charge the path that allocates more for the benchmark's own
+// heap rather than for its garbage.
 func BenchmarkWorkerVsSync(b *testing.B) {
-	const chunk = 10 * benchBatch
-	ops := benchOps(b, b.N)
+	const chunk = 20 * benchBatch
 	newSvc := func(queues map[string]queue.Publisher) *store.Service {
 		s, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: queues})
 		if err != nil {
@@ -93,9 +120,9 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 
 	b.ResetTimer()
 	var syncTime, workerTime time.Duration
-	for c := 0; c < len(ops); c += chunk {
-		part := ops[c:min(c+chunk, len(ops))]
+	for c := 0; c < b.N; c += chunk {
 		b.StopTimer()
+		part := benchOpsFrom(b, c, min(chunk, b.N-c))
 		// A broker per chunk: memqueue keeps every message, and a history of b.N messages
 		// would make each garbage collection, hence the worker's allocations, cost more than
 		// a Kafka consumer's, which holds only its fetches.
@@ -118,29 +145,47 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 		consumer, _ := br.Consumer(topic, group)
 		obs := &doneAt{n: len(part), done: make(chan struct{})}
 		finished := obs.done
-		w, err := worker.New(consumer, ta, dlq, &worker.Options{Observer: obs})
+		gate := gatedConsumer{Consumer: consumer, open: make(chan struct{})}
+		w, err := worker.New(gate, ta, dlq, &worker.Options{Observer: obs})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.StartTimer()
-
-		start := time.Now()
-		for i := 0; i < len(part); i += benchBatch {
-			res, err := syncSvc.Do(ctx, part[i:min(i+benchBatch, len(part))], store.WaitApplied)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res[0].Err != nil {
-				b.Fatal(res[0].Err)
-			}
-		}
-		syncTime += time.Since(start)
-
-		start = time.Now()
 		runDone := make(chan error, 1)
 		go func() { runDone <- w.Run(ctx) }()
-		<-finished
-		workerTime += time.Since(start)
+
+		syncPart := func() {
+			runtime.GC()
+			b.StartTimer()
+			start := time.Now()
+			for i := 0; i < len(part); i += benchBatch {
+				res, err := syncSvc.Do(ctx, part[i:min(i+benchBatch, len(part))], store.WaitApplied)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res[0].Err != nil {
+					b.Fatal(res[0].Err)
+				}
+			}
+			syncTime += time.Since(start)
+			b.StopTimer()
+		}
+		workerPart := func() {
+			runtime.GC()
+			b.StartTimer()
+			start := time.Now()
+			close(gate.open)
+			<-finished
+			workerTime += time.Since(start)
+			b.StopTimer()
+		}
+		if c/chunk%2 == 0 {
+			syncPart()
+			workerPart()
+		} else {
+			workerPart()
+			syncPart()
+		}
+
 		if err := w.Stop(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -153,7 +198,6 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 			b.Fatalf("%d dead letters", n)
 		}
 	}
-	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(syncTime.Nanoseconds())/n, "sync-ns/op")
 	b.ReportMetric(float64(workerTime.Nanoseconds())/n, "worker-ns/op")
@@ -163,53 +207,63 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 
 // BenchmarkAcceptedVsRawPublish publishes the same b.N operations side by side: through
 // Service.Do in accepted mode (validation, record encoding, one Publish per 128 operations),
-// alternating batch by batch with the identical messages, encoded beforehand, published straight to memqueue. It
-// reports each path's ns per operation and raw-time/accepted-time: the share of a publish
-// the store's own work leaves (on memqueue, where publishing costs almost nothing, this is a
-// floor; a real broker's round trip dilutes the store's cost).
+// alternating batch by batch with the identical messages, encoded beforehand, published
+// straight to memqueue. It reports each path's ns per operation and raw-time/accepted-time:
+// the share of a publish the store's own work leaves (on memqueue, where publishing costs
+// almost nothing, this is a floor; a real broker's round trip dilutes the store's cost).
+//
+// Operations, messages and brokers are made per chunk of 10000 operations, outside the
+// clock, and a garbage collection precedes each chunk: memqueue keeps every message, and a
+// heap holding b.N of them would make each collection, hence the allocating path, cost more
+// the longer the benchmark runs.
 func BenchmarkAcceptedVsRawPublish(b *testing.B) {
-	const batch = 128
-	ops := benchOps(b, b.N)
+	const batch, chunk = 128, 10000
 	ctx := context.Background()
-	accBroker, rawBroker := memqueue.New(nil), memqueue.New(nil)
-	accPub, _ := accBroker.Publisher(topic)
-	rawPub, _ := rawBroker.Publisher(topic)
-	svc, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": accPub}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer svc.Close(ctx)
-	msgs := make([]queue.Message, len(ops))
-	for i, op := range ops {
-		hash := ""
-		if op.Kind == store.OpMerge {
-			hash = store.ProgramHash(op.Program)
-		}
-		msgs[i] = queue.Message{Key: store.RecordKey(op.Addr),
-			Value: store.AppendRecord(nil, &store.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
-	}
-
-	// The two paths alternate batch by batch, so both see the same machine conditions.
 	b.ResetTimer()
 	var accTime, rawTime time.Duration
-	for i := 0; i < len(ops); i += batch {
-		j := min(i+batch, len(ops))
-		start := time.Now()
-		res, err := svc.Do(ctx, ops[i:j], store.ReturnAccepted)
+	for c := 0; c < b.N; c += chunk {
+		b.StopTimer()
+		ops := benchOpsFrom(b, c, min(chunk, b.N-c))
+		accBroker, rawBroker := memqueue.New(nil), memqueue.New(nil)
+		accPub, _ := accBroker.Publisher(topic)
+		rawPub, _ := rawBroker.Publisher(topic)
+		svc, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": accPub}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res[0].Err != nil {
-			b.Fatal(res[0].Err)
+		msgs := make([]queue.Message, len(ops))
+		for i, op := range ops {
+			hash := ""
+			if op.Kind == store.OpMerge {
+				hash = store.ProgramHash(op.Program)
+			}
+			msgs[i] = queue.Message{Key: store.RecordKey(op.Addr),
+				Value: store.AppendRecord(nil, &store.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
 		}
-		accTime += time.Since(start)
-		start = time.Now()
-		if err := rawPub.Publish(ctx, msgs[i:j]); err != nil {
-			b.Fatal(err)
+		runtime.GC()
+		b.StartTimer()
+
+		// The two paths alternate batch by batch, so both see the same machine conditions.
+		for i := 0; i < len(ops); i += batch {
+			j := min(i+batch, len(ops))
+			start := time.Now()
+			res, err := svc.Do(ctx, ops[i:j], store.ReturnAccepted)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res[0].Err != nil {
+				b.Fatal(res[0].Err)
+			}
+			accTime += time.Since(start)
+			start = time.Now()
+			if err := rawPub.Publish(ctx, msgs[i:j]); err != nil {
+				b.Fatal(err)
+			}
+			rawTime += time.Since(start)
 		}
-		rawTime += time.Since(start)
+		b.StopTimer()
+		_ = svc.Close(ctx)
 	}
-	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(accTime.Nanoseconds())/n, "accepted-ns/op")
 	b.ReportMetric(float64(rawTime.Nanoseconds())/n, "raw-ns/op")

@@ -21,8 +21,12 @@
 // offsets are committed after every record of the fetch is applied or dead-lettered.
 //
 // The worker reads one fetch ahead: the next fetch is fetched and decoded while the current
-// one is applied, since decoding costs about a third of applying a put to memory. A fetch read
-// ahead is never finished before its turn, so abandoning it costs only its redelivery.
+// one is applied, since decoding costs a sizeable share of applying a put to memory. A fetch
+// read ahead is never finished before its turn, so abandoning it costs only its redelivery.
+// Decoding copies no document -- a record's document is its message's memory
+// (store.RecordDecoder.DecodeShared), held until the message is finished anyway -- and a
+// processed fetch's arrays are reused for a later one, so an Applier must not keep the
+// records it was given.
 //
 // # Failures
 //

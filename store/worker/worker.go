@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -17,7 +18,8 @@ import (
 )
 
 // Applier applies decoded queue records on the synchronous path. *store.Service implements it
-// (Service.Apply).
+// (Service.Apply). Apply must not keep recs, or the documents in them, after it returned: the
+// worker reuses the slice for a later fetch, and the documents are the fetched messages' memory.
 type Applier interface {
 	Apply(ctx context.Context, recs []store.Record) ([]store.Result, error)
 }
@@ -132,7 +134,13 @@ type Worker struct {
 	o    Options
 	log  *slog.Logger
 	rand sync.Mutex
-	dec  store.RecordDecoder // used by Run's goroutine only
+
+	// Owned by the reading goroutine: the decoder and the table grouping a fetch into waves.
+	dec   store.RecordDecoder
+	depth addrTable
+	// spare holds fetches whose processing ended, for the reader to fill again: their slices
+	// keep their capacity, so a steady stream of fetches allocates no per-fetch arrays.
+	spare chan *fetched
 
 	started  atomic.Bool
 	stop     chan struct{}
@@ -149,6 +157,7 @@ func New(consumer queue.Consumer, applier Applier, deadLetter queue.Publisher, o
 	}
 	o := opts.withDefaults()
 	return &Worker{c: consumer, a: applier, dlq: deadLetter, o: o, log: o.Logger,
+		depth: addrTable{seed: maphash.MakeSeed()}, spare: make(chan *fetched, 2),
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -166,7 +175,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer close(w.done)
 	fetchCtx, cancel := context.WithCancel(ctx)
-	ahead := make(chan fetched) // unbuffered: at most one fetch is read ahead
+	ahead := make(chan *fetched) // unbuffered: at most one fetch is read ahead
 	var reader sync.WaitGroup
 	reader.Add(1)
 	go func() {
@@ -189,7 +198,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil // first, so that a fetch read ahead is left for the next worker
 		default:
 		}
-		var f fetched
+		var f *fetched
 		select {
 		case <-w.stop:
 			return nil
@@ -210,7 +219,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			return f.err
 		}
 		start := w.o.Now()
-		stats, err := w.process(ctx, &f)
+		stats, err := w.process(ctx, f)
+		w.recycle(f)
 		if err != nil {
 			w.finalCommit(ctx)
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -244,17 +254,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// wave is records of distinct addresses, applied together. recs is contiguous so the first
-// Apply takes it as it is; entries[i] is what the worker knows about recs[i].
+// wave is records of distinct addresses, applied together: recs[i] came in msgs[i]. recs is
+// contiguous so the first Apply takes it as it is, and msgs so that a wave applied whole is
+// finished with one call.
 type wave struct {
-	recs    []store.Record
-	entries []entry
-}
-
-// entry is the message a record came in and how often it was applied.
-type entry struct {
-	msg      queue.Message
-	attempts int
+	recs []store.Record
+	msgs []queue.Message
 }
 
 // deadLetter is a message on its way to the dead-letter queue.
@@ -268,16 +273,33 @@ type deadLetter struct {
 // fetched is one fetch, decoded and grouped into waves, or the error that ended reading.
 type fetched struct {
 	records int
-	waves   []*wave
+	waves   []wave       // len is the number of waves; beyond it, spare capacity
 	dead    []deadLetter // malformed messages
 	err     error
+}
+
+// recycle hands a processed fetch back to the reader. It drops the fetch's references to
+// messages and records first, so a spare fetch pins no message memory.
+func (w *Worker) recycle(f *fetched) {
+	all := f.waves[:cap(f.waves)]
+	for i := range all {
+		wv := &all[i]
+		clear(wv.recs)
+		clear(wv.msgs)
+		wv.recs, wv.msgs = wv.recs[:0], wv.msgs[:0]
+	}
+	*f = fetched{waves: f.waves[:0]}
+	select {
+	case w.spare <- f:
+	default:
+	}
 }
 
 // readAhead fetches and decodes, one fetch ahead of the records being applied, so decoding
 // overlaps applying; it never finishes anything, so a fetch read ahead and then abandoned
 // (Stop, a crash) is simply delivered again. It retries retryable fetch failures with backoff
 // and hands over any other failure, or ctx's error, as its last fetch.
-func (w *Worker) readAhead(ctx context.Context, out chan<- fetched) {
+func (w *Worker) readAhead(ctx context.Context, out chan<- *fetched) {
 	failures := 0
 	for {
 		msgs, err := w.c.Fetch(ctx)
@@ -294,9 +316,9 @@ func (w *Worker) readAhead(ctx context.Context, out chan<- fetched) {
 		case err != nil:
 			err = fmt.Errorf("worker: fetch: %w", err)
 		}
-		var f fetched
+		var f *fetched
 		if err != nil {
-			f.err = err
+			f = &fetched{err: err}
 		} else if len(msgs) == 0 {
 			continue
 		} else {
@@ -315,32 +337,93 @@ func (w *Worker) readAhead(ctx context.Context, out chan<- fetched) {
 }
 
 // decode decodes a fetch and groups its records into dependency waves: the k-th record of an
-// address is in wave k. Malformed messages become dead letters.
-func (w *Worker) decode(msgs []queue.Message) fetched {
-	f := fetched{records: len(msgs)}
-	depth := make(map[store.Address]int, len(msgs))
+// address is in wave k. Malformed messages become dead letters. The records' documents share
+// the messages' memory: the worker holds every message until it finished it anyway.
+func (w *Worker) decode(msgs []queue.Message) *fetched {
+	var f *fetched
+	select {
+	case f = <-w.spare:
+	default:
+		f = &fetched{}
+	}
+	f.records = len(msgs)
+	w.depth.reset(len(msgs))
 	for _, m := range msgs {
-		rec, err := w.dec.Decode(m.Value)
+		rec, err := w.dec.DecodeShared(m.Value)
 		if err != nil {
 			w.log.Warn("worker: malformed record", slog.String("topic", m.Topic), slog.Int("partition", int(m.Partition)),
 				slog.Int64("offset", m.Offset), slog.String("error", err.Error()))
 			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonMalformed, kind: store.KindInvalid.String()})
 			continue
 		}
-		d := depth[rec.Op.Addr]
-		depth[rec.Op.Addr] = d + 1
-		if d == len(f.waves) {
-			wv := &wave{}
-			if d == 0 { // usually nearly every record
-				wv.recs, wv.entries = make([]store.Record, 0, len(msgs)), make([]entry, 0, len(msgs))
-			}
-			f.waves = append(f.waves, wv)
+		var wave0 []store.Record
+		if len(f.waves) > 0 {
+			wave0 = f.waves[0].recs
 		}
-		wv := f.waves[d]
+		d := w.depth.add(&rec.Op.Addr, wave0)
+		if d == len(f.waves) {
+			if d < cap(f.waves) {
+				f.waves = f.waves[:d+1] // a recycled fetch has the wave's arrays already
+			} else {
+				f.waves = append(f.waves, wave{})
+			}
+			if d == 0 && cap(f.waves[0].recs) == 0 { // the first wave usually holds nearly every record
+				f.waves[0] = wave{recs: make([]store.Record, 0, len(msgs)), msgs: make([]queue.Message, 0, len(msgs))}
+			}
+		}
+		wv := &f.waves[d]
 		wv.recs = append(wv.recs, rec)
-		wv.entries = append(wv.entries, entry{msg: m})
+		wv.msgs = append(wv.msgs, m)
 	}
 	return f
+}
+
+// addrTable counts the records of each address in a fetch: the k-th record of an address
+// goes to wave k. It is an open-addressing table rather than a map because it runs once per
+// record: it hashes only the key (one string, where an Address has four), reuses its slots
+// for every fetch, and finds an address's first record -- which holds the address -- in wave
+// 0 instead of storing the address again.
+type addrTable struct {
+	seed  maphash.Seed
+	slots []addrSlot // a power of two, at least twice the records of the fetch
+}
+
+type addrSlot struct {
+	hash  uint64 // 0: a free slot
+	first int32  // the address's first record, an index into wave 0
+	count int32  // the address's records so far
+}
+
+// reset empties the table for a fetch of n records.
+func (t *addrTable) reset(n int) {
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	if cap(t.slots) < size {
+		t.slots = make([]addrSlot, size)
+		return
+	}
+	t.slots = t.slots[:size]
+	clear(t.slots)
+}
+
+// add counts a record of *a and returns how many of a's records came before it. wave0 is the
+// fetch's wave 0 so far: a record of an address not seen yet is appended to it next.
+func (t *addrTable) add(a *store.Address, wave0 []store.Record) int {
+	h := maphash.Comparable(t.seed, a.Key) | 1
+	mask := len(t.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		switch {
+		case s.hash == 0:
+			*s = addrSlot{hash: h, first: int32(len(wave0)), count: 1}
+			return 0
+		case s.hash == h && wave0[s.first].Op.Addr == *a:
+			s.count++
+			return int(s.count - 1)
+		}
+	}
 }
 
 // process applies one fetch: each wave is applied -- with retries of the records that failed
@@ -350,8 +433,8 @@ func (w *Worker) decode(msgs []queue.Message) fetched {
 func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
 	stats := FetchStats{Records: f.records, Waves: len(f.waves)}
 	dead := f.dead
-	for _, wave := range f.waves {
-		more, err := w.applyWave(ctx, wave, &stats)
+	for i := range f.waves {
+		more, err := w.applyWave(ctx, &f.waves[i], &stats)
 		if err != nil {
 			return stats, err
 		}
@@ -373,20 +456,17 @@ func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
 // retryably, and returns the ones to dead-letter. Applied records are finished at once.
 func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]deadLetter, error) {
 	var dead []deadLetter
-	recs := wv.recs
-	todo := make([]int, len(recs)) // indexes into wv of recs
-	for i := range todo {
-		todo[i] = i
-	}
-	for round := 0; len(todo) > 0; round++ {
+	recs, msgs := wv.recs, wv.msgs
+	var todo []int // the round's records as indexes into wv; nil in the first round: all of them
+	for round := 0; ; round++ {
 		if round > 0 {
 			stats.Retries += len(todo)
 			if err := w.sleep(ctx, round); err != nil {
 				return nil, err
 			}
-			recs = make([]store.Record, len(todo))
+			recs, msgs = make([]store.Record, len(todo)), make([]queue.Message, len(todo))
 			for j, i := range todo {
-				recs[j] = wv.recs[i]
+				recs[j], msgs[j] = wv.recs[i], wv.msgs[i]
 			}
 		}
 		res, err := w.a.Apply(ctx, recs)
@@ -403,25 +483,40 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 			}
 		}
 		now := w.o.Now()
+		failed := 0
+		for j := range res {
+			if res[j].Err != nil {
+				failed++
+			} else {
+				stats.MaxLag = max(stats.MaxLag, now.Sub(recs[j].AcceptedAt))
+			}
+		}
+		if failed == 0 { // the usual round: the records' messages are finished in one call
+			w.c.Finish(msgs...)
+			stats.Applied += len(msgs)
+			return dead, nil
+		}
+		attempts := round + 1 // a record in this round took part in every round before it
 		var again []int
-		applied := make([]queue.Message, 0, len(todo))
-		for j, i := range todo {
-			e, rec := &wv.entries[i], &wv.recs[i]
-			e.attempts++
-			r := res[j]
+		applied := make([]queue.Message, 0, len(recs)-failed)
+		for j := range recs {
+			rec, msg, r := &recs[j], msgs[j], res[j]
 			if r.Err == nil {
-				applied = append(applied, e.msg)
-				stats.MaxLag = max(stats.MaxLag, now.Sub(rec.AcceptedAt))
+				applied = append(applied, msg)
 				continue
 			}
 			if ctx.Err() != nil {
 				w.c.Finish(applied...)
 				return nil, ctx.Err() // abandoned, not failed: it stays unfinished
 			}
-			if retryable(rec.Op.Kind, r.Err) && e.attempts < w.o.MaxAttempts {
+			if retryable(rec.Op.Kind, r.Err) && attempts < w.o.MaxAttempts {
 				w.log.Debug("worker: retrying a record", slog.String("record", rec.String()),
-					slog.Int("attempts", e.attempts), slog.String("error", r.Err.Error()))
-				again = append(again, i)
+					slog.Int("attempts", attempts), slog.String("error", r.Err.Error()))
+				if todo == nil {
+					again = append(again, j)
+				} else {
+					again = append(again, todo[j])
+				}
 				continue
 			}
 			reason := ReasonFailed
@@ -429,16 +524,18 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 				reason = ReasonRetriesExhausted
 			}
 			w.log.Warn("worker: dead-lettering a record", slog.String("record", rec.String()),
-				slog.String("reason", reason), slog.Int("attempts", e.attempts),
-				slog.String("topic", e.msg.Topic), slog.Int("partition", int(e.msg.Partition)),
-				slog.Int64("offset", e.msg.Offset), slog.String("error", r.Err.Error()))
-			dead = append(dead, deadLetter{msg: e.msg, reason: reason, kind: store.KindOf(r.Err).String(), attempts: e.attempts})
+				slog.String("reason", reason), slog.Int("attempts", attempts),
+				slog.String("topic", msg.Topic), slog.Int("partition", int(msg.Partition)),
+				slog.Int64("offset", msg.Offset), slog.String("error", r.Err.Error()))
+			dead = append(dead, deadLetter{msg: msg, reason: reason, kind: store.KindOf(r.Err).String(), attempts: attempts})
 		}
 		w.c.Finish(applied...)
 		stats.Applied += len(applied)
+		if len(again) == 0 {
+			return dead, nil
+		}
 		todo = again
 	}
-	return dead, nil
 }
 
 // retryable says whether applying a record again may succeed: the store was unavailable, the

@@ -640,3 +640,42 @@ func TestWorkerRetryKeepsPerKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerWavesGroupByWholeAddress applies one fetch holding three puts on each of four
+// records that share a key but not their namespace or dataset (and one more key): the
+// records of one address go to successive waves, records of different addresses together,
+// so the fetch forms exactly three waves and each record sees its puts in order.
+func TestWorkerWavesGroupByWholeAddress(t *testing.T) {
+	rec := &recording{Store: memstore.New(), seqs: map[store.Address][]int{}}
+	r := newRig(t, rec, 1)
+	addrs := []store.Address{
+		key("k"),
+		{Store: "m", Namespace: "ns", Dataset: "other", Key: store.StringKey("k")},
+		{Store: "m", Namespace: "other", Dataset: "ds", Key: store.StringKey("k")},
+		key("j"),
+	}
+	var ops []store.Op
+	for seq := 1; seq <= 3; seq++ {
+		for _, a := range addrs {
+			ops = append(ops, store.Put(a, jsonDoc(t, counter{Seq: seq})))
+		}
+	}
+	r.accept(t, ops...) // published before the worker starts: one fetch
+	obs := &statsLog{}
+	stop := r.worker(t, &worker.Options{Observer: obs})
+	r.waitCommitted(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	stats := slices.Clone(obs.stats)
+	obs.mu.Unlock()
+	if len(stats) != 1 || stats[0].Records != len(ops) || stats[0].Waves != 3 {
+		t.Fatalf("fetches %+v, want one of %d records in 3 waves", stats, len(ops))
+	}
+	for _, a := range addrs {
+		if got := rec.seqs[a]; !slices.Equal(got, []int{1, 2, 3}) {
+			t.Fatalf("%v: puts applied as %v, want 1 2 3", a, got)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package kafkaqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary-dev/tributary/queue"
+)
+
+// Monitor watches one topic and, when its Config names a group, that group's progress on it:
+// a health probe (Ping) and the group's lag (Lag). It keeps one client with the same brokers,
+// TLS and SASL as the Publisher and Consumer of the same Config, so a periodic check costs a
+// request or three on an open connection. It is safe for concurrent use.
+type Monitor struct {
+	cl    *kgo.Client
+	adm   *kadm.Client
+	topic string
+	group string
+	dials *dialErrors
+}
+
+// Lag is how far a consumer group is behind on its topic: the messages published and not yet
+// committed by the group, which for a store's queue is the accepted writes not yet applied
+// for good (its queue depth).
+type Lag struct {
+	// Total is the sum of Partitions.
+	Total int64
+	// Partitions maps every partition of the topic to the messages between the group's
+	// committed offset and the partition's end. A partition the group never committed counts
+	// from its first retained message, where the group would start.
+	Partitions map[int32]int64
+}
+
+// NewMonitor validates cfg and builds the monitor's client; it connects on first use, so
+// an unreachable cluster shows in Ping, not here. cfg.Group is needed only by Lag; the
+// monitor never creates the topic (CreateTopic is ignored).
+func NewMonitor(cfg Config) (*Monitor, error) {
+	if err := cfg.validate(false); err != nil {
+		return nil, err
+	}
+	opts, err := cfg.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	dials := &dialErrors{}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(dials))...)
+	if err != nil {
+		return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}
+	}
+	return &Monitor{cl: cl, adm: kadm.NewClient(cl), topic: cfg.Topic, group: cfg.Group, dials: dials}, nil
+}
+
+// Ping checks that the brokers answer and know the topic: one metadata request. It returns
+// nil, or a *queue.Error classified as everywhere in this package: Unavailable when the
+// brokers cannot be reached, Denied when they refuse the credentials or the certificate,
+// NotFound when the topic does not exist. When ctx's deadline passes before the brokers
+// answered, the error is Unavailable (for a probe, no answer in time is the answer) and
+// carries the last connection error, if any, and context.DeadlineExceeded; a canceled ctx
+// comes back bare.
+func (m *Monitor) Ping(ctx context.Context) error {
+	details, err := m.adm.ListTopics(ctx, m.topic)
+	if err != nil {
+		return m.fail(ctx, err)
+	}
+	d, ok := details[m.topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return &queue.Error{Kind: queue.NotFound, Queue: m.topic, Err: errNoTopic}
+	}
+	if d.Err != nil {
+		return m.fail(ctx, d.Err)
+	}
+	return nil
+}
+
+// Lag reads the group's committed offsets and the topic's start and end offsets (three
+// requests) and returns how far the group is behind. The offsets are listed one after the
+// other, so a lag read while the group works is a moment's estimate, never negative. Errors
+// are classified as Ping's; a Config without a group is Invalid.
+func (m *Monitor) Lag(ctx context.Context) (Lag, error) {
+	if m.group == "" {
+		return Lag{}, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: errors.New("Lag needs a consumer group in the Config")}
+	}
+	ends, err := m.listed(ctx, m.adm.ListEndOffsets)
+	if err != nil {
+		return Lag{}, err
+	}
+	starts, err := m.listed(ctx, m.adm.ListStartOffsets)
+	if err != nil {
+		return Lag{}, err
+	}
+	commits, err := m.adm.FetchOffsets(ctx, m.group)
+	if err == nil {
+		err = commits.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// Some brokers (kfake, newer Kafka versions) say so for a group that never
+		// committed; it starts at the partitions' beginnings.
+		commits, err = nil, nil
+	}
+	if err != nil {
+		return Lag{}, m.fail(ctx, err)
+	}
+	lag := Lag{Partitions: make(map[int32]int64, len(ends[m.topic]))}
+	for p, end := range ends[m.topic] {
+		at := int64(0)
+		if s, ok := starts.Lookup(m.topic, p); ok {
+			at = s.Offset
+		}
+		if c, ok := commits.Lookup(m.topic, p); ok && c.At >= 0 {
+			at = c.At
+		}
+		n := max(end.Offset-at, 0)
+		lag.Partitions[p] = n
+		lag.Total += n
+	}
+	return lag, nil
+}
+
+// listed lists the topic's start or end offsets; a missing topic is NotFound.
+func (m *Monitor) listed(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+	offsets, err := list(ctx, m.topic)
+	if err == nil {
+		err = offsets.Error()
+	}
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return nil, &queue.Error{Kind: queue.NotFound, Queue: m.topic, Err: errNoTopic}
+	case err != nil:
+		return nil, m.fail(ctx, err)
+	}
+	return offsets, nil
+}
+
+// fail classifies err, turning a deadline that passed while the brokers did not answer into
+// Unavailable with the last connection error as its cause.
+func (m *Monitor) fail(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		if last := m.dials.last(); last != nil {
+			err = fmt.Errorf("no answer from the brokers before the deadline (last connection attempt: %w; %w)", last, context.DeadlineExceeded)
+		} else {
+			err = fmt.Errorf("no answer from the brokers before the deadline: %w", context.DeadlineExceeded)
+		}
+		return &queue.Error{Kind: queue.Unavailable, Queue: m.topic, Err: err}
+	}
+	return classify(m.topic, err)
+}
+
+// Close releases the monitor's connections.
+func (m *Monitor) Close() { m.cl.Close() }
+
+// dialErrors remembers the outcome of the latest connection attempt, which franz-go's retries
+// otherwise hide behind the context error when a deadline passes. Its errors name the broker
+// address and the failure (refused, TLS, SASL), never credentials.
+type dialErrors struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (d *dialErrors) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	d.mu.Lock()
+	d.err = err
+	d.mu.Unlock()
+}
+
+func (d *dialErrors) last() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
