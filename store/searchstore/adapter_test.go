@@ -12,12 +12,21 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
-	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
+	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/searchstore"
 )
+
+// eachEngine runs f as a subtest per real server whose variable is set.
+func eachEngine(t *testing.T, f func(t *testing.T, srv *server)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			f(t, newServer(t, testenv.Require(t, e.env)))
+		})
+	}
+}
 
 func adapterAt(t *testing.T, url string, opts *searchstore.Options) *searchstore.Store {
 	t.Helper()
@@ -77,7 +86,7 @@ func TestReservedKeys(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		ctx := ctxT(t)
 		index := srv.createIndex(t, "reserved")
-		a := adapterAt(t, srv.URL, nil)
+		a := adapterAt(t, srv.url, nil)
 		res, err := a.Write(ctx, []driver.Write{
 			put(addr(index, driver.NewInt64Key(-7)), `{"k":"int"}`),
 			put(addr(index, driver.NewBytesKey([]byte{0xff, 0x00})), `{"k":"bytes"}`),
@@ -111,8 +120,8 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		ctx := ctxT(t)
 		missing := uniqueName(t, "missing")
-		t.Cleanup(func() { srv.DeleteIndices(t, missing) }) // only if the test failed
-		a := adapterAt(t, srv.URL, nil)
+		t.Cleanup(func() { srv.deleteIndex(t, missing) }) // only if the test failed
+		a := adapterAt(t, srv.url, nil)
 		k := driver.NewStringKey("k")
 		res, err := a.Write(ctx, []driver.Write{
 			put(addr(missing, k), `{"v":1}`),
@@ -130,7 +139,7 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantKind(t, "read from a missing dataset", rr[0].Err, driver.KindNotFound)
-		if srv.IndexExists(t, missing) {
+		if srv.indexExists(t, missing) {
 			t.Fatalf("the adapter created the missing dataset %s", missing)
 		}
 
@@ -138,14 +147,14 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 		// the next write checks again instead of recreating it.
 		index := srv.createIndex(t, "deleted")
 		wantOutcome(t, "put", mustWrite(t, a, put(addr(index, k), `{"v":1}`)), driver.Created)
-		srv.DeleteIndices(t, index)
+		srv.deleteIndex(t, index)
 		rr, err = a.Read(ctx, []driver.Address{addr(index, k)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantKind(t, "read after the index was deleted", rr[0].Err, driver.KindNotFound)
 		wantKind(t, "write after the index was deleted", mustWrite(t, a, put(addr(index, k), `{"v":2}`)).Err, driver.KindNotFound)
-		if srv.IndexExists(t, index) {
+		if srv.indexExists(t, index) {
 			t.Fatalf("the adapter recreated the deleted dataset %s", index)
 		}
 	})
@@ -166,8 +175,8 @@ func TestAliasAndRawSource(t *testing.T) {
 		ctx := ctxT(t)
 		index := srv.createIndex(t, "aliased")
 		alias := index + "-alias"
-		srv.OK(t, esapi.IndicesPutAliasRequest{Index: []string{index}, Name: alias})
-		a := adapterAt(t, srv.URL, nil)
+		srv.ok(t, esapi.IndicesPutAliasRequest{Index: []string{index}, Name: alias})
+		a := adapterAt(t, srv.url, nil)
 		const odd = `{ "spaced" :  [1, 2.50, "x"] , "e":"\u00e9", "big": 12345678901234567890 }`
 		k := addr(alias, driver.NewStringKey("raw"))
 		wantOutcome(t, "put through the alias", mustWrite(t, a, put(k, odd)), driver.Created)
@@ -191,12 +200,12 @@ func TestAliasAndRawSource(t *testing.T) {
 func TestMappingRefusalIsInvalid(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		index := uniqueName(t, "mapped")
-		srv.OK(t, esapi.IndicesCreateRequest{Index: index, Body: estest.JSONBody(t, map[string]any{
+		srv.ok(t, esapi.IndicesCreateRequest{Index: index, Body: jsonBody(t, map[string]any{
 			"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
 			"mappings": map[string]any{"properties": map[string]any{"n": map[string]any{"type": "long"}}},
 		})})
-		t.Cleanup(func() { srv.DeleteIndices(t, index) })
-		a := adapterAt(t, srv.URL, nil)
+		t.Cleanup(func() { srv.deleteIndex(t, index) })
+		a := adapterAt(t, srv.url, nil)
 		r := mustWrite(t, a, put(addr(index, driver.NewStringKey("bad")), `{"n":"SECRET-not-a-number"}`))
 		wantKind(t, "unmappable document", r.Err, driver.KindInvalid)
 		if strings.Contains(r.Err.Error(), "SECRET") {
@@ -216,11 +225,11 @@ func TestPerItemRejectionIsUnavailable(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		open, blocked := srv.createIndex(t, "open"), srv.createIndex(t, "blocked")
 		setBlock := func(v any) {
-			srv.OK(t, esapi.IndicesPutSettingsRequest{Index: []string{blocked}, Body: estest.JSONBody(t, map[string]any{"index.blocks.read_only_allow_delete": v})})
+			srv.ok(t, esapi.IndicesPutSettingsRequest{Index: []string{blocked}, Body: jsonBody(t, map[string]any{"index.blocks.read_only_allow_delete": v})})
 		}
 		setBlock(true)
 		t.Cleanup(func() { setBlock(nil) }) // before the index is deleted
-		a := adapterAt(t, srv.URL, nil)
+		a := adapterAt(t, srv.url, nil)
 		res, err := a.Write(ctxT(t), []driver.Write{
 			put(addr(open, driver.NewStringKey("a")), `{"v":1}`),
 			put(addr(blocked, driver.NewStringKey("b")), `{"v":1}`),
@@ -243,7 +252,7 @@ func TestPerItemRejectionIsUnavailable(t *testing.T) {
 // proxied returns an adapter that talks to srv through a fault-injecting HTTP proxy.
 func proxied(t *testing.T, srv *server) (*searchstore.Store, *faultproxy.HTTPProxy) {
 	t.Helper()
-	p, err := faultproxy.NewHTTP(srv.URL, faultproxy.HTTPOptions{})
+	p, err := faultproxy.NewHTTP(srv.url, faultproxy.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,11 +395,11 @@ func TestDroppedAnswer(t *testing.T) {
 func TestDatasetNameNeedsEscaping(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		index := uniqueName(t, "é%&=;") // the engines accept all of these in index names
-		srv.OK(t, esapi.IndicesCreateRequest{Index: url.PathEscape(index), Body: estest.JSONBody(t, map[string]any{
+		srv.ok(t, esapi.IndicesCreateRequest{Index: url.PathEscape(index), Body: jsonBody(t, map[string]any{
 			"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
 		})})
-		t.Cleanup(func() { srv.DeleteIndices(t, url.PathEscape(index)) })
-		a := adapterAt(t, srv.URL, nil)
+		t.Cleanup(func() { srv.deleteIndex(t, url.PathEscape(index)) })
+		a := adapterAt(t, srv.url, nil)
 		k := addr(index, driver.NewStringKey("k"))
 		if err := a.ValidateAddress(k); err != nil {
 			t.Fatal(err)
