@@ -7,14 +7,12 @@ package cdctest
 // numbered changes, and hands the sink log to CheckCrashSinkLog.
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	mathrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/subproc"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -42,68 +41,13 @@ const (
 )
 
 // CrashChild is one pipeline subprocess and the lines it prints.
-type CrashChild struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
-}
+type CrashChild = subproc.Child
 
+// StartCrashChild runs the test binary's test (a -test.run pattern) as a pipeline subprocess
+// with env added to the environment; it is killed when t ends.
 func StartCrashChild(t *testing.T, test string, env []string) *CrashChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run="+test)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &CrashChild{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			default: // nobody waits for it any more
-			}
-		}
-	}()
-	// A failed test must not leave a pipeline running against the server.
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.done; _ = cmd.Wait() })
-	return c
-}
-
-// Await waits for the child to print want; it fails when the child exits first.
-func (c *CrashChild) Await(ctx context.Context, t *testing.T, want string) {
-	t.Helper()
-	for {
-		select {
-		case l := <-c.lines:
-			if l == want {
-				return
-			}
-		case <-c.done:
-			t.Fatalf("the pipeline subprocess exited before it printed %q", want)
-		case <-ctx.Done():
-			t.Fatalf("the pipeline subprocess did not print %q in time", want)
-		}
-	}
-}
-
-// Kill SIGKILLs the child and reaps it.
-// Done is closed when the child has exited.
-func (c *CrashChild) Done() <-chan struct{} { return c.done }
-
-func (c *CrashChild) Kill(t *testing.T) {
-	t.Helper()
-	if err := c.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-c.done
-	_ = c.cmd.Wait()
+	return subproc.Start(t, "pipeline", test, env)
 }
 
 func ReadFile(t *testing.T, path string) string {

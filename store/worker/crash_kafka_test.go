@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tributary-dev/tributary/internal/subproc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
@@ -204,9 +203,9 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 		// Killed while it works: after its first Apply (it owns partitions then, and
 		// the previous worker's session has expired), at a random moment of the stream
 		// of fetches, applies and commits.
-		child.await(ctx, t, "applying")
+		child.Await(ctx, t, "applying")
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
-		child.kill(t)
+		child.Kill(t)
 		t.Logf("worker %d killed", i+1)
 	}
 	close(stopPublishing)
@@ -218,7 +217,7 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 	// A last worker drains the backlog: the group's lag reaches zero, so every record was
 	// applied or dead-lettered and committed.
 	last := startCrashChild(t, &cfg)
-	last.await(ctx, t, "ready")
+	last.Await(ctx, t, "ready")
 	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: brokers, Topic: cfg.Topic, Group: cfg.Group})
 	if err != nil {
 		t.Fatal(err)
@@ -230,14 +229,14 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 			break
 		}
 		select {
-		case <-last.done:
+		case <-last.Done():
 			t.Fatal("the last worker exited before it drained the topic")
 		case <-ctx.Done():
 			t.Fatalf("the group's lag never reached zero: %+v, %v", lag, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	last.kill(t)
+	last.Kill(t)
 
 	ends, err := adm.ListEndOffsets(ctx, cfg.DLQ, cfg.Topic)
 	if err != nil {
@@ -421,68 +420,14 @@ func crashTopic(t *testing.T, adm *kadm.Client, name string, partitions int32) {
 	}
 }
 
-// crashChild is one worker subprocess and the lines it prints.
-type crashChild struct {
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
-}
-
-func startCrashChild(t *testing.T, cfg *crashConfig) *crashChild {
+// startCrashChild runs a worker subprocess with cfg; it is killed when t ends.
+func startCrashChild(t *testing.T, cfg *crashConfig) *subproc.Child {
 	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerCrashKafkaRestartLosesNothing$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &crashChild{cmd: cmd, lines: make(chan string, 16), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	// A failed test must not leave a worker running.
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.done; _ = cmd.Wait() })
-	return c
-}
-
-func (c *crashChild) await(ctx context.Context, t *testing.T, want string) {
-	t.Helper()
-	for {
-		select {
-		case l := <-c.lines:
-			if l == want {
-				return
-			}
-		case <-c.done:
-			t.Fatalf("the worker subprocess exited before it printed %q", want)
-		case <-ctx.Done():
-			t.Fatalf("the worker subprocess did not print %q in time", want)
-		}
-	}
-}
-
-func (c *crashChild) kill(t *testing.T) {
-	t.Helper()
-	if err := c.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-c.done
-	_ = c.cmd.Wait()
+	return subproc.Start(t, "worker", "^TestWorkerCrashKafkaRestartLosesNothing$", []string{crashChildEnv + "=" + string(raw)})
 }
 
 // runCrashChild is the worker subprocess: it applies the topic's records to the store until
