@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/internal/estest"
 )
 
 // dataStream returns the name of a data stream to try to claim.
@@ -17,26 +19,26 @@ import (
 func (s *server) dataStream(t *testing.T) string {
 	t.Helper()
 	template := func(name, pattern string) {
-		s.ok(t, esapi.IndicesPutIndexTemplateRequest{Name: name, Body: body(t, map[string]any{
+		s.OK(t, esapi.IndicesPutIndexTemplateRequest{Name: name, Body: estest.JSONBody(t, map[string]any{
 			"index_patterns": []string{pattern}, "data_stream": map[string]any{}, "priority": 500,
 		})})
 	}
-	if s.engine == "elasticsearch" {
+	if s.Engine == estest.Elasticsearch {
 		const name = "esfprobe-ds1"
-		if !s.exists(t, name) {
+		if !s.IndexExists(t, name) {
 			template("esfprobe-tpl", "esfprobe-ds*")
-			s.ok(t, esapi.IndexRequest{Index: name, OpType: "create", Body: body(t, map[string]any{"@timestamp": "2026-01-01T00:00:00Z"})})
+			s.OK(t, esapi.IndexRequest{Index: name, OpType: "create", Body: estest.JSONBody(t, map[string]any{"@timestamp": "2026-01-01T00:00:00Z"})})
 		}
 		return name
 	}
 	name := s.name("stream")
 	tpl := s.name("stream-tpl")
 	template(tpl, name)
-	s.ok(t, esapi.IndicesCreateDataStreamRequest{Name: name})
+	s.OK(t, esapi.IndicesCreateDataStreamRequest{Name: name})
 	t.Cleanup(func() {
-		s.do(t, esapi.IndicesDeleteDataStreamRequest{Name: []string{name}})
-		if r := s.do(t, esapi.IndicesDeleteIndexTemplateRequest{Name: tpl}); r.status != http.StatusOK {
-			t.Errorf("removing template %s: %d %s", tpl, r.status, r.body)
+		s.Do(t, esapi.IndicesDeleteDataStreamRequest{Name: []string{name}})
+		if r := s.Do(t, esapi.IndicesDeleteIndexTemplateRequest{Name: tpl}); r.Status != http.StatusOK {
+			t.Errorf("removing template %s: %d %s", tpl, r.Status, r.Body)
 		}
 	})
 	return name

@@ -1,35 +1,23 @@
 package esfence
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/tributary-dev/tributary/cdc"
-	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
-// callTimeout bounds each request a test sends, so a hung server fails the test instead of
-// hanging the binary.
-const callTimeout = 30 * time.Second
-
 // server is one real Elasticsearch or OpenSearch node.
 type server struct {
-	engine string
-	tp     *elastictransport.Client
+	*estest.Node
 	prefix string // every index a test run makes starts with it
 	// version is the last external version written; each write takes the next, so a
 	// write is never refused as stale and only fencing can refuse it.
@@ -39,82 +27,19 @@ type server struct {
 // engines runs fn once per engine, as subtests named by engine. The tests are not parallel:
 // several of them change the cluster-wide action.auto_create_index.
 func engines(t *testing.T, fn func(t *testing.T, s *server)) {
-	for _, e := range []struct{ name, env string }{
-		{"elasticsearch", testenv.ElasticsearchURL},
-		{"opensearch", testenv.OpenSearchURL},
-	} {
-		t.Run(e.name, func(t *testing.T) {
-			raw := testenv.Require(t, e.env)
-			// Claims depend on the cluster-wide auto-create rule, which other packages' tests
-			// change: keep this process's view of it stable.
-			testenv.HoldClusterSettings(t, raw)
-			u, err := url.Parse(raw)
-			if err != nil {
-				t.Fatalf("bad url %q: %v", raw, err)
-			}
-			tp, err := elastictransport.New(elastictransport.Config{URLs: []*url.URL{u}, DisableRetry: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &server{engine: e.name, tp: tp, prefix: "esf-" + randomHex(t, 5)}
-			t.Cleanup(func() { s.do(t, esapi.IndicesDeleteRequest{Index: []string{s.prefix + "*"}}) })
-			s.enforce(t)
-			fn(t, s)
-		})
-	}
-}
-
-func randomHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
+	estest.EachEngine(t, func(t *testing.T, n *estest.Node) {
+		s := &server{Node: n, prefix: estest.UniqueName(t, "esf")}
+		s.DeleteAtCleanup(t, s.prefix+"*")
+		// Claims depend on the cluster-wide auto-create rule, which other packages' tests
+		// change: this also keeps this process's view of it stable.
+		s.EnforceAutoCreateRule(t)
+		fn(t, s)
+	})
 }
 
 func (s *server) name(part string) string { return s.prefix + "-" + part }
 
-type result struct {
-	status int
-	body   []byte
-}
-
-func (s *server) do(t *testing.T, req esapi.Request) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	res, err := req.Do(ctx, s.tp)
-	if err != nil {
-		t.Fatalf("%T: %v", req, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return result{res.StatusCode, b}
-}
-
-func (s *server) ok(t *testing.T, req esapi.Request) result {
-	t.Helper()
-	r := s.do(t, req)
-	if r.status < 200 || r.status > 299 {
-		t.Fatalf("%T: status %d: %s", req, r.status, r.body)
-	}
-	return r
-}
-
-func body(t *testing.T, v any) io.Reader {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.NewReader(b)
-}
-
-const setting = "action.auto_create_index"
+const setting = estest.AutoCreateSetting
 
 // setAutoCreate sets the persistent action.auto_create_index (nil resets it to the default)
 // and restores the previous persistent value when the test ends.
@@ -123,7 +48,7 @@ func (s *server) setAutoCreate(t *testing.T, value any) {
 	var cur struct {
 		Persistent map[string]any `json:"persistent"`
 	}
-	if err := json.Unmarshal(s.ok(t, esapi.ClusterGetSettingsRequest{FlatSettings: ptr(true)}).body, &cur); err != nil {
+	if err := json.Unmarshal(s.OK(t, esapi.ClusterGetSettingsRequest{FlatSettings: ptr(true)}).Body, &cur); err != nil {
 		t.Fatal(err)
 	}
 	previous := cur.Persistent[setting]
@@ -133,49 +58,7 @@ func (s *server) setAutoCreate(t *testing.T, value any) {
 
 func (s *server) putAutoCreate(t *testing.T, level string, value any) {
 	t.Helper()
-	s.ok(t, esapi.ClusterPutSettingsRequest{Body: body(t, map[string]any{level: map[string]any{setting: value}})})
-}
-
-// enforce makes sure the cluster forbids auto-creating df-w-* for the test, the way the
-// deployment requirement asks, and puts the previous value back afterwards.
-func (s *server) enforce(t *testing.T) {
-	t.Helper()
-	var cur struct {
-		Persistent map[string]any `json:"persistent"`
-		Transient  map[string]any `json:"transient"`
-	}
-	if err := json.Unmarshal(s.ok(t, esapi.ClusterGetSettingsRequest{FlatSettings: ptr(true)}).body, &cur); err != nil {
-		t.Fatal(err)
-	}
-	if v, set := cur.Transient[setting]; set {
-		t.Fatalf("a transient %s (%v) is set on the shared server; the tests do not override it", setting, v)
-	}
-	if cur.Persistent[setting] != "-df-w-*,+*" {
-		s.setAutoCreate(t, "-df-w-*,+*")
-	}
-}
-
-func (s *server) exists(t *testing.T, index string) bool {
-	t.Helper()
-	switch r := s.do(t, esapi.IndicesExistsRequest{Index: []string{index}}); r.status {
-	case http.StatusOK:
-		return true
-	case http.StatusNotFound:
-		return false
-	default:
-		t.Fatalf("HEAD %s: %d", index, r.status)
-		return false
-	}
-}
-
-// createPlain creates an index the way someone else would: no marker, no write alias.
-func (s *server) createPlain(t *testing.T, index string, extra map[string]any) {
-	t.Helper()
-	b := map[string]any{"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0}}
-	for k, v := range extra {
-		b[k] = v
-	}
-	s.ok(t, esapi.IndicesCreateRequest{Index: index, Body: body(t, b)})
+	s.OK(t, esapi.ClusterPutSettingsRequest{Body: estest.JSONBody(t, map[string]any{level: map[string]any{setting: value}})})
 }
 
 // aliases returns the aliases of one index.
@@ -184,7 +67,7 @@ func (s *server) aliases(t *testing.T, index string) []string {
 	var m map[string]struct {
 		Aliases map[string]any `json:"aliases"`
 	}
-	if err := json.Unmarshal(s.ok(t, esapi.IndicesGetAliasRequest{Index: []string{index}}).body, &m); err != nil {
+	if err := json.Unmarshal(s.OK(t, esapi.IndicesGetAliasRequest{Index: []string{index}}).Body, &m); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -202,7 +85,7 @@ func (s *server) meta(t *testing.T, index string) map[string]json.RawMessage {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"mappings"`
 	}
-	if err := json.Unmarshal(s.ok(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).body, &m); err != nil {
+	if err := json.Unmarshal(s.OK(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).Body, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m[index].Mappings.Meta
@@ -213,44 +96,26 @@ func (s *server) mappings(t *testing.T, index string) json.RawMessage {
 	var m map[string]struct {
 		Mappings json.RawMessage `json:"mappings"`
 	}
-	if err := json.Unmarshal(s.ok(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).body, &m); err != nil {
+	if err := json.Unmarshal(s.OK(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).Body, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m[index].Mappings
 }
 
-// item is one _bulk answer item.
-type item struct {
-	Index  string `json:"_index"`
-	Status int    `json:"status"`
-	Result string `json:"result"`
-	Error  *struct {
-		Type   string `json:"type"`
-		Reason string `json:"reason"`
-	} `json:"error"`
-}
-
 // write sends one bulk action the way the sink does: through alias, require_alias=true,
 // externally versioned. op is "index" or "delete".
-func (s *server) write(t *testing.T, alias, op, id string) item {
+func (s *server) write(t *testing.T, alias, op, id string) estest.BulkItem {
 	t.Helper()
 	s.version++
-	version := s.version
-	var buf bytes.Buffer
-	action, _ := json.Marshal(map[string]any{op: map[string]any{"_index": alias, "_id": id, "version": version, "version_type": "external"}})
-	buf.Write(action)
-	buf.WriteByte('\n')
+	lines := []any{map[string]any{op: map[string]any{"_index": alias, "_id": id, "version": s.version, "version_type": "external"}}}
 	if op == "index" {
-		buf.WriteString(`{"k":"v"}` + "\n")
+		lines = append(lines, map[string]any{"k": "v"})
 	}
-	var ans struct {
-		Items []map[string]item `json:"items"`
+	_, items := s.Bulk(t, esapi.BulkRequest{RequireAlias: ptr(true)}, lines...)
+	if len(items) != 1 {
+		t.Fatalf("bulk answer with %d items, want 1", len(items))
 	}
-	r := s.ok(t, esapi.BulkRequest{Body: &buf, RequireAlias: ptr(true)})
-	if err := json.Unmarshal(r.body, &ans); err != nil || len(ans.Items) != 1 {
-		t.Fatalf("bulk answer %s: %v", r.body, err)
-	}
-	return ans.Items[0][op]
+	return items[0]
 }
 
 // wantWrites asserts that index and delete actions through alias reach index.
@@ -268,17 +133,11 @@ func (s *server) wantWrites(t *testing.T, alias, index string) {
 // rotated-away alias, and that the delete auto-created nothing.
 func (s *server) wantFencedWrites(t *testing.T, alias string) {
 	t.Helper()
-	it := s.write(t, alias, "index", "d2")
-	if it.Error == nil || it.Status != http.StatusNotFound || it.Error.Type != "index_not_found_exception" ||
-		!strings.Contains(it.Error.Reason, "require_alias") {
-		t.Fatalf("index through the old alias %s was not rejected by require_alias: %+v (error %+v)", alias, it, it.Error)
-	}
-	it = s.write(t, alias, "delete", "d2")
-	if it.Error == nil || it.Status != http.StatusNotFound || it.Error.Type != "index_not_found_exception" ||
-		!strings.Contains(it.Error.Reason, "forbids automatic creation") {
-		t.Fatalf("delete through the old alias %s was not rejected by the auto-create rule: %+v (error %+v)", alias, it, it.Error)
-	}
-	if s.exists(t, alias) {
+	estest.WantItemError(t, "index through the old alias "+alias+" (require_alias must reject it)",
+		s.write(t, alias, "index", "d2"), http.StatusNotFound, "index_not_found_exception", "require_alias")
+	estest.WantItemError(t, "delete through the old alias "+alias+" (the auto-create rule must reject it)",
+		s.write(t, alias, "delete", "d2"), http.StatusNotFound, "index_not_found_exception", "forbids automatic creation")
+	if s.IndexExists(t, alias) {
 		t.Fatalf("the delete auto-created %s", alias)
 	}
 }
@@ -298,7 +157,7 @@ func (s *server) dest(part string) Destination {
 
 func (s *server) fence(t *testing.T, st statestore.Store) *Fence {
 	t.Helper()
-	f, err := New(s.tp, st, &Options{Timeout: callTimeout})
+	f, err := New(s.Transport, st, &Options{Timeout: estest.CallTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

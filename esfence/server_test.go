@@ -9,6 +9,7 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -20,20 +21,20 @@ func TestRefusals(t *testing.T) {
 		cases := map[Class]func(t *testing.T) (error, Destination){
 			MarkerMissing: func(t *testing.T) (error, Destination) {
 				d := s.dest("plain")
-				s.createPlain(t, d.Index, nil)
+				s.CreateIndex(t, d.Index, nil)
 				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
 				return err, d
 			},
 			MarkerMalformed: func(t *testing.T) (error, Destination) {
 				d := s.dest("malformed")
-				s.createPlain(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
+				s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
 					"deltaforge": map[string]any{"format": 1, "owner": "someone"}}}})
 				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
 				return err, d
 			},
 			MarkerUnsupportedVersion: func(t *testing.T) (error, Destination) {
 				d := s.dest("future")
-				s.createPlain(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
+				s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
 					"deltaforge": map[string]any{"format": 2, "anything": "new"}}}})
 				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
 				return err, d
@@ -64,7 +65,7 @@ func TestRefusals(t *testing.T) {
 				// A reindex (or a snapshot restore with rename) into another name keeps the
 				// mapping and with it the marker naming the original index.
 				copyName := s.name("reindexed")
-				s.createPlain(t, copyName, map[string]any{"mappings": s.mappings(t, d.Index)})
+				s.CreateIndex(t, copyName, map[string]any{"mappings": s.mappings(t, d.Index)})
 				d.Index = copyName
 				_, err := f.Ensure(ctx, d)
 				return err, d
@@ -90,13 +91,13 @@ func TestRefusals(t *testing.T) {
 				d := s.dest("no-fence")
 				f := s.fence(t, statestore.NewMemory())
 				c := ensure(t, f, d)
-				s.ok(t, esapi.IndicesDeleteAliasRequest{Index: []string{d.Index}, Name: []string{c.WriteAlias()}})
+				s.OK(t, esapi.IndicesDeleteAliasRequest{Index: []string{d.Index}, Name: []string{c.WriteAlias()}})
 				_, err := f.Reclaim(ctx, c)
 				return err, d
 			},
 			AliasNotSupported: func(t *testing.T) (error, Destination) {
 				d := s.dest("an-alias")
-				s.createPlain(t, s.name("behind-alias"), map[string]any{"aliases": map[string]any{d.Index: map[string]any{}}})
+				s.CreateIndex(t, s.name("behind-alias"), map[string]any{"aliases": map[string]any{d.Index: map[string]any{}}})
 				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
 				return err, d
 			},
@@ -104,12 +105,12 @@ func TestRefusals(t *testing.T) {
 				d := s.dest("deleted")
 				f := s.fence(t, statestore.NewMemory())
 				c := ensure(t, f, d)
-				s.ok(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
+				s.OK(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
 				if _, err := f.Reclaim(ctx, c); ClassOf(err) != DestinationMissing {
 					t.Fatalf("Reclaim of a deleted index: %v", err)
 				}
 				_, err := f.Ensure(ctx, d)
-				if s.exists(t, d.Index) {
+				if s.IndexExists(t, d.Index) {
 					t.Fatalf("the deleted index was recreated")
 				}
 				return err, d
@@ -128,7 +129,7 @@ func TestRefusals(t *testing.T) {
 				d := s.dest("unenforced")
 				s.setAutoCreate(t, "+*")
 				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
-				if s.exists(t, d.Index) {
+				if s.IndexExists(t, d.Index) {
 					t.Fatalf("an index was created although fencing is not enforced")
 				}
 				return err, d
@@ -236,13 +237,13 @@ func TestCloneAndRestore(t *testing.T) {
 			if err := st.SaveCheckpoint(ctx, d.Pipeline, []byte("lsn:1")); err != nil {
 				t.Fatal(err)
 			}
-			s.ok(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
+			s.OK(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
 			s.wantFencedWrites(t, c.WriteAlias()) // the stale alias auto-creates nothing either
 			for i := 0; i < 2; i++ {
 				_, err := f.Ensure(ctx, d)
 				wantRefusal(t, err, DestinationMissing, d)
 			}
-			if s.exists(t, d.Index) {
+			if s.IndexExists(t, d.Index) {
 				t.Fatal("the deleted index was recreated")
 			}
 			// Only deleting the pipeline forgets the index, and it resets the checkpoint.
@@ -258,7 +259,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("index_created_by_someone_else", func(t *testing.T) {
 			d := s.dest("foreign")
-			s.createPlain(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{"owner": "ops"}}})
+			s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{"owner": "ops"}}})
 			_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
 			wantRefusal(t, err, MarkerMissing, d)
 			if got := s.aliases(t, d.Index); len(got) != 0 {
@@ -272,7 +273,7 @@ func TestCloneAndRestore(t *testing.T) {
 			// An alias in front of an index of ours is refused as well: never adopted.
 			real := s.dest("real")
 			ensure(t, f, real)
-			s.ok(t, esapi.IndicesPutAliasRequest{Index: []string{real.Index}, Name: d.Index})
+			s.OK(t, esapi.IndicesPutAliasRequest{Index: []string{real.Index}, Name: d.Index})
 			_, err := f.Ensure(ctx, d)
 			wantRefusal(t, err, AliasNotSupported, d)
 		})
@@ -289,7 +290,7 @@ func TestCloneAndRestore(t *testing.T) {
 			f := s.fence(t, statestore.NewMemory())
 			c := ensure(t, f, d)
 			extra := writeAlias(c.Instance(), "99-0000000000000000")
-			s.ok(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: extra})
+			s.OK(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: extra})
 			_, err := f.Reclaim(ctx, c)
 			wantRefusal(t, err, FenceMalformed, d)
 		})
@@ -299,7 +300,7 @@ func TestCloneAndRestore(t *testing.T) {
 			f := s.fence(t, statestore.NewMemory())
 			c := ensure(t, f, d)
 			user := s.name("keep-read")
-			s.ok(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: user})
+			s.OK(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: user})
 			before := s.meta(t, d.Index)
 			if string(before["team"]) != `"search"` {
 				t.Fatalf("the mapping's own _meta keys were not kept: %v", before)
@@ -361,8 +362,8 @@ func TestCloneAndRestore(t *testing.T) {
 			// with rename, carries the marker, which names the original index. Neither test
 			// server has _reindex or snapshot repositories (not in the integ-test zips), so
 			// the copy is made by hand: the mapping, then the document.
-			s.createPlain(t, renamed.Index, map[string]any{"mappings": s.mappings(t, d.Index)})
-			s.ok(t, esapi.IndexRequest{Index: renamed.Index, DocumentID: "d1", Body: body(t, map[string]any{"k": "v"})})
+			s.CreateIndex(t, renamed.Index, map[string]any{"mappings": s.mappings(t, d.Index)})
+			s.OK(t, esapi.IndexRequest{Index: renamed.Index, DocumentID: "d1", Body: estest.JSONBody(t, map[string]any{"k": "v"})})
 			_, err := f.Ensure(ctx, renamed)
 			wantRefusal(t, err, DestinationIdentityMismatch, renamed)
 		})
@@ -379,8 +380,8 @@ func TestCloneAndRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.Index.ClusterUUID = "another-cluster-uuid"
-			s.ok(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
-			s.createPlain(t, d.Index, map[string]any{
+			s.OK(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
+			s.CreateIndex(t, d.Index, map[string]any{
 				"mappings": map[string]any{"_meta": map[string]any{MarkerKey: m}},
 				"aliases":  map[string]any{c.WriteAlias(): map[string]any{}},
 			})

@@ -37,7 +37,7 @@ func itemsAnswer(n, status int) []byte {
 // runner's replay of the identical batch then succeeds, and that nothing is lost.
 func TestSinkBackpressure(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
-		p, err := faultproxy.NewHTTP(s.url, faultproxy.HTTPOptions{})
+		p, err := faultproxy.NewHTTP(s.URL, faultproxy.HTTPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esutil"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -60,118 +61,111 @@ func benchRows(sch *cdc.TableSchema, from int64, version int64) []cdc.Event {
 // sink/bulkindexer (goal >= 5) and split/sink. BenchmarkSinkClientCPU measures the client side
 // alone.
 func BenchmarkSinkVsBaselines(b *testing.B) {
-	for _, e := range []struct{ name, env string }{{"elasticsearch", "TRIBUTARY_ES_URL"}, {"opensearch", "TRIBUTARY_OPENSEARCH_URL"}} {
-		b.Run(e.name, func(b *testing.B) {
-			raw := benchEnv(b, e.env)
-			s := &server{engine: e.name, url: raw, prefix: "snkb-" + randomHex(b, 4)}
-			s.tp = newBenchTransport(b, raw)
-			b.Cleanup(func() { s.do(b, esapi.IndicesDeleteRequest{Index: []string{s.prefix + "*"}}) })
-			enforceBench(b, s)
-			cfg := s.config("b")
-			k := s.sink(b, cfg, statestore.NewMemory(), nil)
-			sch := benchSchema()
-			write(b, k, benchRows(sch, 0, 1)[:1]) // creates and claims the index
-			idx := indexOf(b, k, "bench")
-			alias := k.claims[idx].WriteAlias()
-			ctx := context.Background()
-			version := int64(1)
-			maxDocs := k.cfg.Batch.MaxDocs // the default, normalized
+	engines(b, func(b *testing.B, s *server) {
+		cfg := s.config("b")
+		k := s.sink(b, cfg, statestore.NewMemory(), nil)
+		sch := benchSchema()
+		write(b, k, benchRows(sch, 0, 1)[:1]) // creates and claims the index
+		idx := indexOf(b, k, "bench")
+		alias := k.claims[idx].WriteAlias()
+		ctx := context.Background()
+		version := int64(1)
+		maxDocs := k.cfg.Batch.MaxDocs // the default, normalized
 
-			sinkWrite := func(docs int) func() {
+		sinkWrite := func(docs int) func() {
+			return func() {
+				k.cfg.Batch.MaxDocs = docs
+				defer func() { k.cfg.Batch.MaxDocs = maxDocs }()
+				if dead, err := k.Write(ctx, benchRows(sch, 0, version)); err != nil || len(dead) > 0 {
+					b.Fatal(err, dead)
+				}
+			}
+		}
+		contenders := []struct {
+			name   string
+			prep   func() func() // untimed preparation; returns the timed part
+			took   time.Duration
+			rounds []float64 // seconds per round
+		}{
+			{name: "sink", prep: func() func() { return sinkWrite(maxDocs) }},
+			{name: "split", prep: func() func() { return sinkWrite(benchBatch / 2) }},
+			{name: "replay", prep: func() func() {
+				// The sink's own body for this version, encoded outside the timing.
+				acts, _, err := k.plan(benchRows(sch, 0, version), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				chunks, _, _ := k.encode(acts, nil)
+				var bodies [][]byte
+				for _, c := range chunks {
+					bodies = append(bodies, append([]byte(nil), c.body...))
+				}
+				k.recycle(acts, chunks) // as Write does: the sink's buffers stay warm
 				return func() {
-					k.cfg.Batch.MaxDocs = docs
-					defer func() { k.cfg.Batch.MaxDocs = maxDocs }()
-					if dead, err := k.Write(ctx, benchRows(sch, 0, version)); err != nil || len(dead) > 0 {
-						b.Fatal(err, dead)
-					}
-				}
-			}
-			contenders := []struct {
-				name   string
-				prep   func() func() // untimed preparation; returns the timed part
-				took   time.Duration
-				rounds []float64 // seconds per round
-			}{
-				{name: "sink", prep: func() func() { return sinkWrite(maxDocs) }},
-				{name: "split", prep: func() func() { return sinkWrite(benchBatch / 2) }},
-				{name: "replay", prep: func() func() {
-					// The sink's own body for this version, encoded outside the timing.
-					acts, _, err := k.plan(benchRows(sch, 0, version), nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					chunks, _, _ := k.encode(acts, nil)
-					var bodies [][]byte
-					for _, c := range chunks {
-						bodies = append(bodies, append([]byte(nil), c.body...))
-					}
-					k.recycle(acts, chunks) // as Write does: the sink's buffers stay warm
-					return func() {
-						for _, body := range bodies {
-							st, _, ans, err := k.bulk(ctx, body)
-							if err != nil || st != 200 {
-								b.Fatalf("replay: %v %d", err, st)
-							}
-							if errs, _ := answerHasErrors(ans.Bytes()); errs {
-								b.Fatal("replay: item errors")
-							}
-							putAnswer(ans)
+					for _, body := range bodies {
+						st, _, ans, err := k.bulk(ctx, body)
+						if err != nil || st != 200 {
+							b.Fatalf("replay: %v %d", err, st)
 						}
+						if errs, _ := answerHasErrors(ans.Bytes()); errs {
+							b.Fatal("replay: item errors")
+						}
+						putAnswer(ans)
 					}
-				}},
-				{name: "bulkindexer", prep: func() func() {
-					rows := benchRows(sch, 0, version)
-					return func() { bulkIndexer(b, s, alias, sch, rows, version) }
-				}},
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for j := range contenders {
-					c := &contenders[(i+j)%len(contenders)]
-					version++
-					b.StopTimer()
-					run := c.prep()
-					b.StartTimer()
-					t0 := time.Now()
-					run()
-					d := time.Since(t0)
-					c.took += d
-					c.rounds = append(c.rounds, d.Seconds())
 				}
+			}},
+			{name: "bulkindexer", prep: func() func() {
+				rows := benchRows(sch, 0, version)
+				return func() { bulkIndexer(b, s, alias, sch, rows, version) }
+			}},
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			for j := range contenders {
+				c := &contenders[(i+j)%len(contenders)]
+				version++
+				b.StopTimer()
+				run := c.prep()
+				b.StartTimer()
+				t0 := time.Now()
+				run()
+				d := time.Since(t0)
+				c.took += d
+				c.rounds = append(c.rounds, d.Seconds())
 			}
-			b.StopTimer()
-			docs := float64(b.N * benchBatch)
-			byName := map[string]int{}
-			for i, c := range contenders {
-				byName[c.name] = i
-				b.ReportMetric(docs/c.took.Seconds(), c.name+"-docs/s")
+		}
+		b.StopTimer()
+		docs := float64(b.N * benchBatch)
+		byName := map[string]int{}
+		for i, c := range contenders {
+			byName[c.name] = i
+			b.ReportMetric(docs/c.took.Seconds(), c.name+"-docs/s")
+		}
+		// Ratios of total times, and the median of the ratios within each round: the
+		// machine is shared, and a burst of someone else's load skews a total more than
+		// a median of rounds in which all four ran back to back.
+		ratio := func(num, den, unit string) {
+			n, d := &contenders[byName[num]], &contenders[byName[den]]
+			b.ReportMetric(n.took.Seconds()/d.took.Seconds(), unit)
+			per := make([]float64, len(n.rounds))
+			for i := range per {
+				per[i] = n.rounds[i] / d.rounds[i]
 			}
-			// Ratios of total times, and the median of the ratios within each round: the
-			// machine is shared, and a burst of someone else's load skews a total more than
-			// a median of rounds in which all four ran back to back.
-			ratio := func(num, den, unit string) {
-				n, d := &contenders[byName[num]], &contenders[byName[den]]
-				b.ReportMetric(n.took.Seconds()/d.took.Seconds(), unit)
-				per := make([]float64, len(n.rounds))
-				for i := range per {
-					per[i] = n.rounds[i] / d.rounds[i]
-				}
-				sort.Float64s(per)
-				b.ReportMetric(per[len(per)/2], unit+"-median")
-			}
-			ratio("replay", "sink", "sink/replay")
-			ratio("bulkindexer", "sink", "sink/bulkindexer")
-			ratio("sink", "split", "split/sink")
-			// The best any client could do against this node: the replay has no client work.
-			ratio("bulkindexer", "replay", "replay/bulkindexer")
-		})
-	}
+			sort.Float64s(per)
+			b.ReportMetric(per[len(per)/2], unit+"-median")
+		}
+		ratio("replay", "sink", "sink/replay")
+		ratio("bulkindexer", "sink", "sink/bulkindexer")
+		ratio("sink", "split", "split/sink")
+		// The best any client could do against this node: the replay has no client work.
+		ratio("bulkindexer", "replay", "replay/bulkindexer")
+	})
 }
 
 // bulkIndexer indexes rows the way a typical client does: a map per row, encoding/json, the
 // indexer's own buffering and workers.
 func bulkIndexer(b *testing.B, s *server, alias string, sch *cdc.TableSchema, rows []cdc.Event, version int64) {
-	bulkIndexerOver(b, s.tp, alias, sch, rows, version)
+	bulkIndexerOver(b, s.Transport, alias, sch, rows, version)
 }
 
 func bulkIndexerOver(b *testing.B, tp esapi.Transport, alias string, sch *cdc.TableSchema, rows []cdc.Event, version int64) {
@@ -366,7 +360,7 @@ func (c *cannedCluster) Perform(r *http.Request) (*http.Response, error) {
 func BenchmarkSinkClientCPU(b *testing.B) {
 	tp := &cannedCluster{fakeCluster: newFakeCluster(), answers: map[[2]int][]byte{}}
 	k, err := New(Config{ID: "bench", URL: "http://fake.invalid:9200", Index: "bench", Auth: Auth{Type: AuthNone}},
-		Options{Pipeline: "p", State: statestore.NewMemory(), Transport: tp, Engine: ptr(Elasticsearch)})
+		Options{Pipeline: "p", State: statestore.NewMemory(), Transport: tp, Engine: estest.Ptr(Elasticsearch)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,9 +32,9 @@ func TestSinkDeleteVersionLostOnReopen(t *testing.T) {
 			t.Fatal("a stale replay resurrected a deleted row before any reopen")
 		}
 
-		s.ok(t, esapi.IndicesCloseRequest{Index: []string{idx}})
-		s.ok(t, esapi.IndicesOpenRequest{Index: []string{idx}, WaitForActiveShards: "all"})
-		s.ok(t, esapi.ClusterHealthRequest{Index: []string{idx}, WaitForStatus: "green", Timeout: 30 * time.Second})
+		s.OK(t, esapi.IndicesCloseRequest{Index: []string{idx}})
+		s.OK(t, esapi.IndicesOpenRequest{Index: []string{idx}, WaitForActiveShards: "all"})
+		s.OK(t, esapi.ClusterHealthRequest{Index: []string{idx}, WaitForStatus: "green", Timeout: 30 * time.Second})
 
 		write(t, k, stale)
 		docs, vers := s.docs(t, idx, []string{"1"})

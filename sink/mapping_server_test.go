@@ -2,21 +2,15 @@ package sink
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/tributary-dev/tributary/cdc"
-	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/internal/estest"
 )
 
 // These tests create indices directly with GenerateMapping's output (no fence: the mapping and
@@ -24,46 +18,26 @@ import (
 // them back. Index names are unique per run and deleted afterwards.
 
 type mappingServer struct {
+	*estest.Node
 	engine Engine
-	tp     esapi.Transport
 	prefix string
 }
 
 func mappingServers(t *testing.T, fn func(t *testing.T, s *mappingServer)) {
-	for _, e := range []struct {
-		engine Engine
-		env    string
-	}{{Elasticsearch, testenv.ElasticsearchURL}, {OpenSearch, testenv.OpenSearchURL}} {
-		t.Run(e.engine.String(), func(t *testing.T) {
-			raw := testenv.Require(t, e.env)
-			u, err := url.Parse(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tp, err := elastictransport.New(elastictransport.Config{URLs: []*url.URL{u}, DisableRetry: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rnd [6]byte
-			_, _ = rand.Read(rnd[:])
-			fn(t, &mappingServer{engine: e.engine, tp: tp, prefix: "sink-a-" + hex.EncodeToString(rnd[:])})
-		})
-	}
+	estest.EachEngine(t, func(t *testing.T, n *estest.Node) {
+		e := Elasticsearch
+		if n.Engine == estest.OpenSearch {
+			e = OpenSearch
+		}
+		fn(t, &mappingServer{Node: n, engine: e, prefix: estest.UniqueName(t, "sink-a")})
+	})
 }
 
 // call performs a request and returns its status and body.
 func (s *mappingServer) call(t *testing.T, req esapi.Request) (int, []byte) {
 	t.Helper()
-	res, err := req.Do(context.Background(), s.tp)
-	if err != nil {
-		t.Fatalf("request: %v", err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, b
+	r := s.Do(t, req)
+	return r.Status, r.Body
 }
 
 // createIndex creates index name with the mapping; it returns the status and the body.
@@ -72,7 +46,7 @@ func (s *mappingServer) createIndex(t *testing.T, name string, mapping json.RawM
 	body := `{"settings":{"number_of_shards":1,"number_of_replicas":0},"mappings":` + string(mapping) + `}`
 	status, b := s.call(t, esapi.IndicesCreateRequest{Index: name, Body: strings.NewReader(body)})
 	if status == http.StatusOK {
-		t.Cleanup(func() { s.call(t, esapi.IndicesDeleteRequest{Index: []string{name}}) })
+		s.DeleteAtCleanup(t, name)
 	}
 	return status, b
 }

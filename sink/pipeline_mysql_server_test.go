@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/statestore"
 )
@@ -54,7 +55,7 @@ func (m mysqlTarget) exec(t *testing.T, stmts ...string) {
 func TestSinkMariaDBPipeline(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
 		m := mysqlServer(t)
-		table := "snk_orders_" + randomHex(t, 5)
+		table := "snk_orders_" + estest.RandomHex(t, 5)
 		m.exec(t, "CREATE TABLE "+table+` (id INT NOT NULL, code VARCHAR(10) NOT NULL, name TEXT, qty INT, ok TINYINT(1),
 			price DECIMAL(12,2), ratio DOUBLE, day DATE, at DATETIME(6), ts TIMESTAMP(6) NULL, doc JSON, raw BLOB,
 			big BIGINT UNSIGNED, PRIMARY KEY (id, code))`)

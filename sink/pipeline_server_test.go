@@ -14,6 +14,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/statestore"
 )
@@ -33,7 +34,7 @@ func (d *memDLQ) WriteDeadLetters(_ context.Context, r []cdc.DeadLetterRecord) e
 
 func pgExec(t *testing.T, dsn string, stmts ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -54,7 +55,7 @@ func pgExec(t *testing.T, dsn string, stmts ...string) {
 func TestSinkPostgresPipeline(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
 		dsn := testenv.Require(t, testenv.PostgresDSN)
-		sfx := randomHex(t, 5)
+		sfx := estest.RandomHex(t, 5)
 		table := "snk_orders_" + sfx
 		pgExec(t, dsn, `CREATE TABLE `+table+` (
 			id bigint PRIMARY KEY, name text, qty integer, ok boolean, price numeric(12,2), ratio double precision,
@@ -69,7 +70,7 @@ func TestSinkPostgresPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
 			defer cancel()
 			if err := src.Drop(ctx); err != nil {
 				t.Errorf("drop slot: %v", err)
@@ -125,7 +126,7 @@ func TestSinkPostgresPipeline(t *testing.T) {
 // runPipeline runs src through a cdc.Runner into a new sink until stop is called.
 func runPipeline(t *testing.T, s *server, src cdc.Source, st *statestore.Memory, part string) (*pipelineSink, <-chan error, func()) {
 	cfg := s.config(part)
-	if s.engine == "elasticsearch" {
+	if s.Engine == estest.Elasticsearch {
 		// The Elasticsearch test build has neither scaled_float nor unsigned_long
 		// (TestSinkUnsupportedFieldType).
 		cfg.Mapping = MappingConfig{Decimal: "keyword", Uint64: "keyword"}
@@ -161,7 +162,7 @@ func waitDocs(t *testing.T, s *server, done <-chan error, idx string, ids []stri
 			t.Fatalf("%s: the runner stopped: %v", what, err)
 		default:
 		}
-		if s.do(t, esapiExists(idx)).status == 200 {
+		if s.IndexExists(t, idx) {
 			if docs, _, err := s.docsMaybe(t, idx, ids); err == nil && ok(docs) {
 				return docs
 			}
@@ -197,13 +198,13 @@ func TestSinkUnsupportedFieldType(t *testing.T) {
 		case len(dead) != 0:
 			t.Fatalf("dead letters for a mapping the cluster refuses: %v", dead)
 		case err == nil:
-			if s.engine == "elasticsearch" {
+			if s.Engine == estest.Elasticsearch {
 				t.Log("this Elasticsearch has scaled_float")
 			}
 		case !strings.Contains(err.Error(), "scaled_float") || !strings.Contains(err.Error(), "creating the index"):
 			t.Fatalf("unclear error: %v", err)
 		default:
-			t.Logf("%s: %v", s.engine, err)
+			t.Logf("%s: %v", s.Engine, err)
 		}
 	})
 }

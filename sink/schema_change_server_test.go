@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -24,7 +25,7 @@ func (s *server) fieldTypes(t *testing.T, index string) map[string]string {
 			} `json:"properties"`
 		} `json:"mappings"`
 	}
-	if err := json.Unmarshal(s.ok(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).body, &m); err != nil {
+	if err := json.Unmarshal(s.OK(t, esapi.IndicesGetMappingRequest{Index: []string{index}}).Body, &m); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -42,7 +43,7 @@ func (s *server) fieldTypes(t *testing.T, index string) map[string]string {
 func TestSinkSchemaChange(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
 		e := Elasticsearch
-		if s.engine == "opensearch" {
+		if s.Engine == estest.OpenSearch {
 			e = OpenSearch
 		}
 		mo := serverOptions(e)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -65,7 +66,7 @@ func TestSinkEndToEnd(t *testing.T) {
 				} `json:"index"`
 			} `json:"settings"`
 		}
-		if err := json.Unmarshal(s.ok(t, esapi.IndicesGetRequest{Index: []string{idx}}).body, &got); err != nil {
+		if err := json.Unmarshal(s.OK(t, esapi.IndicesGetRequest{Index: []string{idx}}).Body, &got); err != nil {
 			t.Fatal(err)
 		}
 		g := got[idx]
@@ -112,7 +113,7 @@ func TestSinkDeadLetters(t *testing.T) {
 		if len(docs) != 3 || docs["3"] != nil {
 			t.Fatalf("documents %v: every other row must be applied", docs)
 		}
-		if s.do(t, esapi.IndicesExistsRequest{Index: []string{indexOf(t, k, "nopk")}}).status != 404 {
+		if s.IndexExists(t, indexOf(t, k, "nopk")) {
 			t.Fatal("a table without key got an index: the sink must not auto-generate ids")
 		}
 	})
@@ -152,7 +153,7 @@ func TestSinkFencedStop(t *testing.T) {
 			t.Fatalf("a different id_separator: %v, want encoding_mismatch", err)
 		}
 		// The index is deleted: destination_missing, never recreated.
-		s.ok(t, esapi.IndicesDeleteRequest{Index: []string{idx}})
+		s.OK(t, esapi.IndicesDeleteRequest{Index: []string{idx}})
 		_, err := b.Write(context.Background(), []cdc.Event{ev(cdc.Insert, sch, 5, nil, row(5, "five", 5))})
 		if !errors.Is(err, esfence.DestinationMissing) {
 			t.Fatalf("write to a deleted index: %v, want destination_missing", err)
@@ -161,7 +162,7 @@ func TestSinkFencedStop(t *testing.T) {
 		if _, err := c.Write(context.Background(), []cdc.Event{ev(cdc.Insert, sch, 6, nil, row(6, "six", 6))}); !errors.Is(err, esfence.DestinationMissing) {
 			t.Fatalf("a new session on a deleted index: %v, want destination_missing", err)
 		}
-		if s.do(t, esapi.IndicesExistsRequest{Index: []string{idx}}).status != 404 {
+		if s.IndexExists(t, idx) {
 			t.Fatal("the deleted index was recreated")
 		}
 	})
@@ -170,7 +171,7 @@ func TestSinkFencedStop(t *testing.T) {
 func TestSinkAutoCreateIndexFalse(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
 		cfg := s.config("noauto")
-		cfg.AutoCreateIndex = ptr(false)
+		cfg.AutoCreateIndex = estest.Ptr(false)
 		k := s.sink(t, cfg, nil, nil)
 		sch := ordersSchema("orders")
 		write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, row(1, "one", 1))})
@@ -183,7 +184,7 @@ func TestSinkAutoCreateIndexFalse(t *testing.T) {
 			} `json:"mappings"`
 		}
 		idx := indexOf(t, k, "orders")
-		if err := json.Unmarshal(s.ok(t, esapi.IndicesGetMappingRequest{Index: []string{idx}}).body, &got); err != nil {
+		if err := json.Unmarshal(s.OK(t, esapi.IndicesGetMappingRequest{Index: []string{idx}}).Body, &got); err != nil {
 			t.Fatal(err)
 		}
 		m := got[idx].Mappings
@@ -192,7 +193,7 @@ func TestSinkAutoCreateIndexFalse(t *testing.T) {
 		}
 		// An index someone else created is refused, not adopted.
 		other := indexOf(t, k, "precreated")
-		s.ok(t, esapi.IndicesCreateRequest{Index: other})
+		s.OK(t, esapi.IndicesCreateRequest{Index: other})
 		_, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, ordersSchema("precreated"), 1, nil, row(1, "one", 1))})
 		if !errors.Is(err, esfence.MarkerMissing) {
 			t.Fatalf("pre-created index: %v, want marker_missing", err)

@@ -3,11 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"net"
@@ -20,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/statestore"
 )
@@ -143,11 +141,11 @@ func TestEndToEndMySQL(t *testing.T) {
 }
 
 func runEndToEnd(t *testing.T, eng searchEngine, url string, sc e2e) {
-	es := &esNode{t: t, url: strings.TrimSuffix(url, "/")}
-	es.enforceFencing()
+	es := &esNode{t: t, Node: estest.Connect(t, eng.name, url)}
+	es.EnforceAutoCreateRule(t)
 	// The index template is cdcmirror-e2e-{table}; the table's name is already lowercase.
 	index := "cdcmirror-e2e-" + sc.table
-	t.Cleanup(func() { es.do("DELETE", "/"+index, nil) })
+	es.DeleteAtCleanup(t, index)
 
 	dir := t.TempDir()
 	statePath := filepath.Join(dir, "state.db")
@@ -530,13 +528,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func randomSuffix(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
+// randomSuffix is eight random hex digits: a table name part no other run uses, and a
+// server id.
+func randomSuffix(t *testing.T) string { return estest.RandomHex(t, 4) }
 
 // ---- The search engines --------------------------------------------------------------
 //
@@ -558,13 +552,13 @@ var searchEngines = []searchEngine{
 	// modules and no x-pack, so neither scaled_float (the mapper-extras module) nor
 	// unsigned_long (x-pack) exists, and an index mapped with either cannot be created
 	// (sink's TestMappingServerMissingTypes pins the error). keyword keeps both exact.
-	{name: "elasticsearch", urlVar: testenv.ElasticsearchURL, mapping: "{decimal: keyword, uint64: keyword}",
+	{name: estest.Elasticsearch, urlVar: testenv.ElasticsearchURL, mapping: "{decimal: keyword, uint64: keyword}",
 		decimalType: "keyword", uint64Type: "keyword"},
 	// OpenSearch 2.19 has both: scaled_float from the mapper-extras module that
 	// scripts/testenv installs, unsigned_long built in (since 2.8; exact in term and range
 	// queries and sorting, which the term query in runEndToEnd relies on). So it runs on the
 	// sink's defaults, numeric and exact, as a production OpenSearch would.
-	{name: "opensearch", urlVar: testenv.OpenSearchURL,
+	{name: estest.OpenSearch, urlVar: testenv.OpenSearchURL,
 		decimalType: "scaled_float", uint64Type: "unsigned_long"},
 }
 
@@ -580,97 +574,31 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, eng searchEngine, url str
 	}
 }
 
-// esNode talks to the Elasticsearch or OpenSearch test node.
+// esNode talks to the Elasticsearch or OpenSearch test node on behalf of test t.
 type esNode struct {
-	t   *testing.T
-	url string
+	t *testing.T
+	*estest.Node
 }
 
-func (e *esNode) do(method, path string, body any) (int, []byte) {
-	e.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, e.url+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return res.StatusCode, b
-}
-
-const autoCreate = "action.auto_create_index"
-
-// enforceFencing makes the cluster forbid auto-creating df-w-* indices, the sink's deployment
-// requirement, holding the cluster-settings lock that the other packages' tests share, and
-// puts the previous value back afterwards.
-func (e *esNode) enforceFencing() {
-	testenv.HoldClusterSettings(e.t, e.url)
-	var cur struct{ Persistent, Transient map[string]any }
-	_, b := e.do("GET", "/_cluster/settings?flat_settings=true", nil)
-	if err := json.Unmarshal(b, &cur); err != nil {
-		e.t.Fatal(err)
-	}
-	if v, ok := cur.Transient[autoCreate]; ok {
-		e.t.Fatalf("a transient %s (%v) is set on the shared server", autoCreate, v)
-	}
-	prev := cur.Persistent[autoCreate]
-	if prev == "-df-w-*,+*" {
-		return
-	}
-	if code, b := e.do("PUT", "/_cluster/settings", map[string]any{"persistent": map[string]any{autoCreate: "-df-w-*,+*"}}); code != 200 {
-		e.t.Fatalf("setting %s: %d %s", autoCreate, code, b)
-	}
-	e.t.Cleanup(func() {
-		e.do("PUT", "/_cluster/settings", map[string]any{"persistent": map[string]any{autoCreate: prev}})
-	})
-}
-
-// docs reads documents 1..maxID in real time: _source by _id.
+// docs reads documents 1..maxID in real time: _source by _id. An index not there yet is an
+// error to wait on, not a failure.
 func (e *esNode) docs(index string, maxID int) (map[int64]map[string]any, error) {
 	ids := make([]string, maxID)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i + 1)
 	}
-	code, b := e.do("POST", "/"+index+"/_mget?realtime=true", map[string]any{"ids": ids})
-	if code != 200 {
-		return nil, fmt.Errorf("_mget: %d", code)
-	}
-	var ans struct {
-		Docs []struct {
-			ID     string         `json:"_id"`
-			Found  bool           `json:"found"`
-			Source map[string]any `json:"_source"`
-			Error  any            `json:"error"`
-		} `json:"docs"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&ans); err != nil {
+	docs, err := e.Mget(e.t, index, ids)
+	if err != nil {
 		return nil, err
 	}
 	out := map[int64]map[string]any{}
-	for _, d := range ans.Docs {
-		if d.Error != nil {
-			return nil, fmt.Errorf("_mget: document %s: %v", d.ID, d.Error)
+	for _, d := range docs {
+		if !d.Found {
+			continue
 		}
-		if d.Found {
-			id, _ := strconv.ParseInt(d.ID, 10, 64)
-			out[id] = d.Source
+		id, _ := strconv.ParseInt(d.ID, 10, 64)
+		if out[id], err = d.Object(); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -691,10 +619,7 @@ func (e *esNode) waitConverged(r *mirrorRun, index string, db database, maxID in
 // fieldTypes reads the index's mapping: the type of each top-level field.
 func (e *esNode) fieldTypes(index string) map[string]string {
 	e.t.Helper()
-	code, b := e.do("GET", "/"+index+"/_mapping", nil)
-	if code != 200 {
-		e.t.Fatalf("_mapping: %d %s", code, b)
-	}
+	r := e.OK(e.t, esapi.IndicesGetMappingRequest{Index: []string{index}})
 	// Keyed by the concrete index, which the fence names; the test reads through its name.
 	var ans map[string]struct {
 		Mappings struct {
@@ -703,9 +628,7 @@ func (e *esNode) fieldTypes(index string) map[string]string {
 			} `json:"properties"`
 		} `json:"mappings"`
 	}
-	if err := json.Unmarshal(b, &ans); err != nil {
-		e.t.Fatal(err)
-	}
+	r.Decode(e.t, &ans)
 	if len(ans) != 1 {
 		e.t.Fatalf("_mapping of %s answered for %d indices", index, len(ans))
 	}
@@ -721,18 +644,10 @@ func (e *esNode) fieldTypes(index string) map[string]string {
 // count refreshes the index and counts the documents matching query.
 func (e *esNode) count(index string, query map[string]any) int64 {
 	e.t.Helper()
-	if code, b := e.do("POST", "/"+index+"/_refresh", nil); code != 200 {
-		e.t.Fatalf("_refresh: %d %s", code, b)
-	}
-	code, b := e.do("POST", "/"+index+"/_count", map[string]any{"query": query})
-	if code != 200 {
-		e.t.Fatalf("_count: %d %s", code, b)
-	}
+	e.OK(e.t, esapi.IndicesRefreshRequest{Index: []string{index}})
 	var ans struct {
 		Count int64 `json:"count"`
 	}
-	if err := json.Unmarshal(b, &ans); err != nil {
-		e.t.Fatal(err)
-	}
+	e.OK(e.t, esapi.CountRequest{Index: []string{index}, Body: estest.JSONBody(e.t, map[string]any{"query": query})}).Decode(e.t, &ans)
 	return ans.Count
 }

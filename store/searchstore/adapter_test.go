@@ -12,21 +12,12 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
-	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/searchstore"
 )
-
-// eachEngine runs f as a subtest per real server whose variable is set.
-func eachEngine(t *testing.T, f func(t *testing.T, srv *server)) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			f(t, newServer(t, testenv.Require(t, e.env)))
-		})
-	}
-}
 
 func adapterAt(t *testing.T, url string, opts *searchstore.Options) *searchstore.Store {
 	t.Helper()
@@ -86,7 +77,7 @@ func TestReservedKeys(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		ctx := ctxT(t)
 		index := srv.createIndex(t, "reserved")
-		a := adapterAt(t, srv.url, nil)
+		a := adapterAt(t, srv.URL, nil)
 		res, err := a.Write(ctx, []driver.Write{
 			put(addr(index, driver.NewInt64Key(-7)), `{"k":"int"}`),
 			put(addr(index, driver.NewBytesKey([]byte{0xff, 0x00})), `{"k":"bytes"}`),
@@ -120,8 +111,8 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		ctx := ctxT(t)
 		missing := uniqueName(t, "missing")
-		t.Cleanup(func() { srv.deleteIndex(t, missing) }) // only if the test failed
-		a := adapterAt(t, srv.url, nil)
+		t.Cleanup(func() { srv.DeleteIndices(t, missing) }) // only if the test failed
+		a := adapterAt(t, srv.URL, nil)
 		k := driver.NewStringKey("k")
 		res, err := a.Write(ctx, []driver.Write{
 			put(addr(missing, k), `{"v":1}`),
@@ -139,7 +130,7 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantKind(t, "read from a missing dataset", rr[0].Err, driver.KindNotFound)
-		if srv.indexExists(t, missing) {
+		if srv.IndexExists(t, missing) {
 			t.Fatalf("the adapter created the missing dataset %s", missing)
 		}
 
@@ -147,14 +138,14 @@ func TestMissingDatasetIsNotCreated(t *testing.T) {
 		// the next write checks again instead of recreating it.
 		index := srv.createIndex(t, "deleted")
 		wantOutcome(t, "put", mustWrite(t, a, put(addr(index, k), `{"v":1}`)), driver.Created)
-		srv.deleteIndex(t, index)
+		srv.DeleteIndices(t, index)
 		rr, err = a.Read(ctx, []driver.Address{addr(index, k)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantKind(t, "read after the index was deleted", rr[0].Err, driver.KindNotFound)
 		wantKind(t, "write after the index was deleted", mustWrite(t, a, put(addr(index, k), `{"v":2}`)).Err, driver.KindNotFound)
-		if srv.indexExists(t, index) {
+		if srv.IndexExists(t, index) {
 			t.Fatalf("the adapter recreated the deleted dataset %s", index)
 		}
 	})
@@ -175,8 +166,8 @@ func TestAliasAndRawSource(t *testing.T) {
 		ctx := ctxT(t)
 		index := srv.createIndex(t, "aliased")
 		alias := index + "-alias"
-		srv.ok(t, esapi.IndicesPutAliasRequest{Index: []string{index}, Name: alias})
-		a := adapterAt(t, srv.url, nil)
+		srv.OK(t, esapi.IndicesPutAliasRequest{Index: []string{index}, Name: alias})
+		a := adapterAt(t, srv.URL, nil)
 		const odd = `{ "spaced" :  [1, 2.50, "x"] , "e":"\u00e9", "big": 12345678901234567890 }`
 		k := addr(alias, driver.NewStringKey("raw"))
 		wantOutcome(t, "put through the alias", mustWrite(t, a, put(k, odd)), driver.Created)
@@ -200,12 +191,12 @@ func TestAliasAndRawSource(t *testing.T) {
 func TestMappingRefusalIsInvalid(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		index := uniqueName(t, "mapped")
-		srv.ok(t, esapi.IndicesCreateRequest{Index: index, Body: jsonBody(t, map[string]any{
+		srv.OK(t, esapi.IndicesCreateRequest{Index: index, Body: estest.JSONBody(t, map[string]any{
 			"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
 			"mappings": map[string]any{"properties": map[string]any{"n": map[string]any{"type": "long"}}},
 		})})
-		t.Cleanup(func() { srv.deleteIndex(t, index) })
-		a := adapterAt(t, srv.url, nil)
+		t.Cleanup(func() { srv.DeleteIndices(t, index) })
+		a := adapterAt(t, srv.URL, nil)
 		r := mustWrite(t, a, put(addr(index, driver.NewStringKey("bad")), `{"n":"SECRET-not-a-number"}`))
 		wantKind(t, "unmappable document", r.Err, driver.KindInvalid)
 		if strings.Contains(r.Err.Error(), "SECRET") {
@@ -225,11 +216,11 @@ func TestPerItemRejectionIsUnavailable(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		open, blocked := srv.createIndex(t, "open"), srv.createIndex(t, "blocked")
 		setBlock := func(v any) {
-			srv.ok(t, esapi.IndicesPutSettingsRequest{Index: []string{blocked}, Body: jsonBody(t, map[string]any{"index.blocks.read_only_allow_delete": v})})
+			srv.OK(t, esapi.IndicesPutSettingsRequest{Index: []string{blocked}, Body: estest.JSONBody(t, map[string]any{"index.blocks.read_only_allow_delete": v})})
 		}
 		setBlock(true)
 		t.Cleanup(func() { setBlock(nil) }) // before the index is deleted
-		a := adapterAt(t, srv.url, nil)
+		a := adapterAt(t, srv.URL, nil)
 		res, err := a.Write(ctxT(t), []driver.Write{
 			put(addr(open, driver.NewStringKey("a")), `{"v":1}`),
 			put(addr(blocked, driver.NewStringKey("b")), `{"v":1}`),
@@ -252,7 +243,7 @@ func TestPerItemRejectionIsUnavailable(t *testing.T) {
 // proxied returns an adapter that talks to srv through a fault-injecting HTTP proxy.
 func proxied(t *testing.T, srv *server) (*searchstore.Store, *faultproxy.HTTPProxy) {
 	t.Helper()
-	p, err := faultproxy.NewHTTP(srv.url, faultproxy.HTTPOptions{})
+	p, err := faultproxy.NewHTTP(srv.URL, faultproxy.HTTPOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,11 +386,11 @@ func TestDroppedAnswer(t *testing.T) {
 func TestDatasetNameNeedsEscaping(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		index := uniqueName(t, "é%&=;") // the engines accept all of these in index names
-		srv.ok(t, esapi.IndicesCreateRequest{Index: url.PathEscape(index), Body: jsonBody(t, map[string]any{
+		srv.OK(t, esapi.IndicesCreateRequest{Index: url.PathEscape(index), Body: estest.JSONBody(t, map[string]any{
 			"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": 0},
 		})})
-		t.Cleanup(func() { srv.deleteIndex(t, url.PathEscape(index)) })
-		a := adapterAt(t, srv.url, nil)
+		t.Cleanup(func() { srv.DeleteIndices(t, url.PathEscape(index)) })
+		a := adapterAt(t, srv.URL, nil)
 		k := addr(index, driver.NewStringKey("k"))
 		if err := a.ValidateAddress(k); err != nil {
 			t.Fatal(err)
