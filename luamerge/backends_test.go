@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/mongostore"
@@ -23,8 +22,12 @@ import (
 // (the adapter never creates one), deleted when the test ends.
 func init() {
 	luaBackends = append(luaBackends,
-		luaBackend{"elasticsearch", func(t *testing.T) (driver.Store, string, string) { return searchBackend(t, testenv.ElasticsearchURL) }},
-		luaBackend{"opensearch", func(t *testing.T) (driver.Store, string, string) { return searchBackend(t, testenv.OpenSearchURL) }},
+		luaBackend{"elasticsearch", func(t *testing.T) (driver.Store, string, string) {
+			return searchBackend(t, estest.Elasticsearch, testenv.ElasticsearchURL)
+		}},
+		luaBackend{"opensearch", func(t *testing.T) (driver.Store, string, string) {
+			return searchBackend(t, estest.OpenSearch, testenv.OpenSearchURL)
+		}},
 		luaBackend{"mongodb", mongoBackend},
 	)
 }
@@ -59,28 +62,9 @@ func mongoBackend(t *testing.T) (driver.Store, string, string) {
 	return a, db, "counters"
 }
 
-func searchBackend(t *testing.T, variable string) (driver.Store, string, string) {
-	base := strings.TrimRight(testenv.Require(t, variable), "/")
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	index := "luamerge-" + hex.EncodeToString(b[:])
-	call := func(method, body string) int {
-		req, err := http.NewRequest(method, base+"/"+index, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, index, err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if code := call(http.MethodPut, `{"mappings":{"dynamic":false}}`); code != http.StatusOK {
-		t.Fatalf("creating index %s: status %d", index, code)
-	}
-	t.Cleanup(func() { call(http.MethodDelete, "") })
+func searchBackend(t *testing.T, engine, variable string) (driver.Store, string, string) {
+	base := testenv.Require(t, variable)
+	index := estest.Connect(t, engine, base).TempIndex(t, "luamerge", map[string]any{"mappings": map[string]any{"dynamic": false}})
 	a, err := searchstore.NewFromURLs([]string{base}, nil)
 	if err != nil {
 		t.Fatal(err)

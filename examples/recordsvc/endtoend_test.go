@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
@@ -431,35 +431,13 @@ func TestEndToEndOpenSearch(t *testing.T) {
 }
 
 func searchEndToEnd(t *testing.T, kind, url string) {
-	index := uniqueName("recordsvc-e2e")
-	createIndex(t, url, index)
+	index := estest.Connect(t, kind, url).TempIndex(t, "recordsvc-e2e", nil)
 	s := startService(t, fmt.Sprintf(`
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
 stores:
   main: {kind: %s, urls: [%q], timeout: 30s}
 `, kind, url), modeServer)
 	scenario(t, s, "main", "crm", index, false)
-}
-
-// createIndex creates an index and deletes it when the test ends.
-func createIndex(t *testing.T, base, index string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPut, base+"/"+index, strings.NewReader(`{"settings":{"number_of_shards":1,"number_of_replicas":0}}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("creating index %s: %s", index, resp.Status)
-	}
-	t.Cleanup(func() {
-		req, _ := http.NewRequest(http.MethodDelete, base+"/"+index, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	})
 }
 
 func TestEndToEndFerretDB(t *testing.T) {
@@ -531,8 +509,7 @@ func TestEndToEndKafkaSeparateWorker(t *testing.T) {
 	url := testenv.Require(t, testenv.ElasticsearchURL)
 	topic := uniqueName("recordsvc-e2e")
 	deleteTopics(t, brokers, topic, topic+".dlq")
-	index := uniqueName("recordsvc-e2e")
-	createIndex(t, url, index)
+	index := estest.Connect(t, estest.Elasticsearch, url).TempIndex(t, "recordsvc-e2e", nil)
 	cfg := fmt.Sprintf(`
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
 stores:

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/subproc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/queue"
@@ -318,26 +318,11 @@ func crashName(prefix string) string {
 func crashBackend(t *testing.T, cfg *crashConfig) {
 	if url := os.Getenv(testenv.ElasticsearchURL); url != "" {
 		cfg.Backend, cfg.URL = "elasticsearch", strings.TrimRight(url, "/")
-		cfg.Namespace, cfg.Dataset = "crash", crashName("worker-crash")
-		call := func(method, body string) {
-			req, err := http.NewRequest(method, cfg.URL+"/"+cfg.Dataset, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			if res.StatusCode >= 300 && method != http.MethodDelete {
-				t.Fatalf("%s index: status %d", method, res.StatusCode)
-			}
-		}
 		// Not mapped: the merges' operation ids, one field each, would pass the index's
 		// field limit; the documents stay whole in _source.
-		call(http.MethodPut, `{"settings":{"number_of_shards":1,"number_of_replicas":0},"mappings":{"dynamic":false}}`)
-		t.Cleanup(func() { call(http.MethodDelete, "") })
+		cfg.Namespace = "crash"
+		cfg.Dataset = estest.Connect(t, estest.Elasticsearch, cfg.URL).TempIndex(t, "worker-crash",
+			map[string]any{"mappings": map[string]any{"dynamic": false}})
 		return
 	}
 	cfg.Backend, cfg.URL = "mongodb", testenv.Require(t, testenv.MongoURI)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/luamerge"
 	"github.com/tributary-dev/tributary/queue"
@@ -40,26 +40,9 @@ type backend struct {
 	namespace, dataset string
 }
 
-func searchBackend(t *testing.T, envVar string) backend {
-	base := strings.TrimRight(testenv.Require(t, envVar), "/")
-	index := uniqueName("worker-e2e")
-	call := func(method, path string, body string) {
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode >= 300 && !(method == http.MethodDelete && res.StatusCode == http.StatusNotFound) {
-			t.Fatalf("%s %s: status %d", method, path, res.StatusCode)
-		}
-	}
-	call(http.MethodPut, "/"+index, `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)
-	t.Cleanup(func() { call(http.MethodDelete, "/"+index, "") })
+func searchBackend(t *testing.T, engine, envVar string) backend {
+	base := testenv.Require(t, envVar)
+	index := estest.Connect(t, engine, base).TempIndex(t, "worker-e2e", nil)
 	a, err := searchstore.NewFromURLs([]string{base}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +85,8 @@ func TestWorkerEndToEnd(t *testing.T) {
 		name string
 		open func(t *testing.T) backend
 	}{
-		{"elasticsearch", func(t *testing.T) backend { return searchBackend(t, testenv.ElasticsearchURL) }},
-		{"opensearch", func(t *testing.T) backend { return searchBackend(t, testenv.OpenSearchURL) }},
+		{"elasticsearch", func(t *testing.T) backend { return searchBackend(t, estest.Elasticsearch, testenv.ElasticsearchURL) }},
+		{"opensearch", func(t *testing.T) backend { return searchBackend(t, estest.OpenSearch, testenv.OpenSearchURL) }},
 		{"mongodb", mongoBackend},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
