@@ -27,6 +27,22 @@ type server struct {
 	user, pass, addr, db string
 }
 
+// eachPositioning runs fn as the subtests "gtid" and "file", one per positioning, each with
+// the test server and a two-minute bound.
+func eachPositioning(t *testing.T, fn func(ctx context.Context, t *testing.T, s server, p mysqlcdc.Positioning)) {
+	for _, pos := range []struct {
+		name string
+		p    mysqlcdc.Positioning
+	}{{"gtid", mysqlcdc.PositionGTID}, {"file", mysqlcdc.PositionFile}} {
+		t.Run(pos.name, func(t *testing.T) {
+			s := testServer(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			fn(ctx, t, s, pos.p)
+		})
+	}
+}
+
 func testServer(t *testing.T) server {
 	t.Helper()
 	dsn := testenv.Require(t, testenv.MySQLDSN)

@@ -16,81 +16,73 @@ import (
 // again while multi-row transactions stream: every row arrives, a repeated row carries the
 // version it first had, and rows first arrive in commit order.
 func TestReconnectResumesFromCommit(t *testing.T) {
-	for _, pos := range []struct {
-		name string
-		p    mysqlcdc.Positioning
-	}{{"gtid", mysqlcdc.PositionGTID}, {"file", mysqlcdc.PositionFile}} {
-		t.Run(pos.name, func(t *testing.T) {
-			s := testServer(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			proxy, err := faultproxy.NewTCP(s.addr, faultproxy.TCPOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = proxy.Close() }) // after the tables are dropped through it
-			table := "reconnect_" + suffix()
-			q := quote(table)
-			if err := s.exec(fmt.Sprintf("CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, n INT)", q)); err != nil {
-				t.Fatal(err)
-			}
-			viaProxy := s
-			viaProxy.addr = proxy.Addr()
-			src := viaProxy.newSource(t, cdc.SnapshotNever, mysqlcdc.Options{Positioning: pos.p, MaxRetries: 50}, table)
-			st, err := src.Open(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+	eachPositioning(t, func(ctx context.Context, t *testing.T, s server, p mysqlcdc.Positioning) {
+		proxy, err := faultproxy.NewTCP(s.addr, faultproxy.TCPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() }) // after the tables are dropped through it
+		table := "reconnect_" + suffix()
+		q := quote(table)
+		if err := s.exec(fmt.Sprintf("CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, n INT)", q)); err != nil {
+			t.Fatal(err)
+		}
+		viaProxy := s
+		viaProxy.addr = proxy.Addr()
+		src := viaProxy.newSource(t, cdc.SnapshotNever, mysqlcdc.Options{Positioning: p, MaxRetries: 50}, table)
+		st, err := src.Open(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
 
-			// Large transactions (many rows events) through a slow link, so that a cut lands
-			// in the middle of one: the reader must read it again from its start.
-			proxy.SetLatency(faultproxy.ToClient, 20*time.Millisecond)
-			const rounds, perTx = 4, 2000
-			seen := map[int64]int64{} // id -> version
-			var order []int64
-			resets, repeats := 0, 0
-			for round := 0; round < rounds; round++ {
-				ins := fmt.Sprintf("INSERT INTO %s VALUES ", q)
-				for k := 0; k < perTx; k++ {
-					id := round*perTx + k
-					if k > 0 {
-						ins += ", "
-					}
-					ins += fmt.Sprintf("(%d, %d)", id, id)
+		// Large transactions (many rows events) through a slow link, so that a cut lands
+		// in the middle of one: the reader must read it again from its start.
+		proxy.SetLatency(faultproxy.ToClient, 20*time.Millisecond)
+		const rounds, perTx = 4, 2000
+		seen := map[int64]int64{} // id -> version
+		var order []int64
+		resets, repeats := 0, 0
+		for round := 0; round < rounds; round++ {
+			ins := fmt.Sprintf("INSERT INTO %s VALUES ", q)
+			for k := 0; k < perTx; k++ {
+				id := round*perTx + k
+				if k > 0 {
+					ins += ", "
 				}
-				if err := s.exec(ins); err != nil {
-					t.Fatal(err)
-				}
-				// Read one row of the transaction, then cut every connection.
-				ev := cdctest.NextEvent(ctx, t, st)
-				repeats += record(t, seen, &order, ev)
-				resets += proxy.ResetAll()
-				for len(seen) < (round+1)*perTx {
-					repeats += record(t, seen, &order, cdctest.NextEvent(ctx, t, st))
-				}
+				ins += fmt.Sprintf("(%d, %d)", id, id)
 			}
-			if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (-1, -1)", q)); err != nil {
+			if err := s.exec(ins); err != nil {
 				t.Fatal(err)
 			}
-			for {
-				ev := cdctest.NextEvent(ctx, t, st)
-				if ev.After[0].(int64) == -1 {
-					break
-				}
-				repeats += record(t, seen, &order, ev)
+			// Read one row of the transaction, then cut every connection.
+			ev := cdctest.NextEvent(ctx, t, st)
+			repeats += record(t, seen, &order, ev)
+			resets += proxy.ResetAll()
+			for len(seen) < (round+1)*perTx {
+				repeats += record(t, seen, &order, cdctest.NextEvent(ctx, t, st))
 			}
-			if len(seen) != rounds*perTx {
-				t.Fatalf("%d distinct rows arrived, want %d", len(seen), rounds*perTx)
+		}
+		if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (-1, -1)", q)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ev := cdctest.NextEvent(ctx, t, st)
+			if ev.After[0].(int64) == -1 {
+				break
 			}
-			for i, id := range order {
-				if id != int64(i) {
-					t.Fatalf("rows first arrived in order %v", order)
-				}
+			repeats += record(t, seen, &order, ev)
+		}
+		if len(seen) != rounds*perTx {
+			t.Fatalf("%d distinct rows arrived, want %d", len(seen), rounds*perTx)
+		}
+		for i, id := range order {
+			if id != int64(i) {
+				t.Fatalf("rows first arrived in order %v", order)
 			}
-			t.Logf("%d connections reset, %d rows delivered again", resets, repeats)
-		})
-	}
+		}
+		t.Logf("%d connections reset, %d rows delivered again", resets, repeats)
+	})
 }
 
 // record notes a delivered row and returns 1 when it is a repeat (with its first version).

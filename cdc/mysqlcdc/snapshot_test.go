@@ -18,135 +18,127 @@ import (
 // wins only with a higher version). The mirror must equal the table: the hand-off from the
 // snapshot to the binlog has neither a gap nor an overlap that versions get wrong.
 func TestSnapshotHandOffConverges(t *testing.T) {
-	for _, pos := range []struct {
-		name string
-		p    mysqlcdc.Positioning
-	}{{"gtid", mysqlcdc.PositionGTID}, {"file", mysqlcdc.PositionFile}} {
-		t.Run(pos.name, func(t *testing.T) {
-			s := testServer(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			table := "handoff_" + suffix()
-			q := quote(table)
-			stmts := []string{fmt.Sprintf("CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, n INT NOT NULL)", q)}
-			for i := 0; i < 200; i += 50 {
-				ins := fmt.Sprintf("INSERT INTO %s VALUES ", q)
-				for j := i; j < i+50; j++ {
-					if j > i {
-						ins += ", "
-					}
-					ins += fmt.Sprintf("(%d, 0)", j)
+	eachPositioning(t, func(ctx context.Context, t *testing.T, s server, p mysqlcdc.Positioning) {
+		table := "handoff_" + suffix()
+		q := quote(table)
+		stmts := []string{fmt.Sprintf("CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, n INT NOT NULL)", q)}
+		for i := 0; i < 200; i += 50 {
+			ins := fmt.Sprintf("INSERT INTO %s VALUES ", q)
+			for j := i; j < i+50; j++ {
+				if j > i {
+					ins += ", "
 				}
-				stmts = append(stmts, ins)
+				ins += fmt.Sprintf("(%d, 0)", j)
 			}
-			if err := s.exec(stmts...); err != nil {
-				t.Fatal(err)
-			}
-			src := s.newSource(t, cdc.SnapshotInitial, mysqlcdc.Options{Positioning: pos.p}, table)
+			stmts = append(stmts, ins)
+		}
+		if err := s.exec(stmts...); err != nil {
+			t.Fatal(err)
+		}
+		src := s.newSource(t, cdc.SnapshotInitial, mysqlcdc.Options{Positioning: p}, table)
 
-			var wg sync.WaitGroup
-			var writeErr error
-			halfway := make(chan struct{})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					select {
-					case <-halfway:
-					default:
-						close(halfway)
-					}
-				}()
-				rng := rand.New(rand.NewPCG(1, 2))
-				for i := 1; i <= 150 && writeErr == nil; i++ {
-					id := rng.IntN(250)
-					var tx []string
-					switch rng.IntN(3) {
-					case 0:
-						tx = []string{fmt.Sprintf("UPDATE %s SET n = %d WHERE id = %d", q, i, id),
-							fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = %d", q, (id+7)%250)}
-					case 1:
-						tx = []string{fmt.Sprintf("DELETE FROM %s WHERE id = %d", q, id)}
-					default:
-						tx = []string{fmt.Sprintf("INSERT INTO %s VALUES (%d, %d) ON DUPLICATE KEY UPDATE n = %d", q, id, i, i)}
-					}
-					writeErr = s.execTx(tx...)
-					if i == 50 {
-						close(halfway) // the snapshot starts amid the writes
-					}
+		var wg sync.WaitGroup
+		var writeErr error
+		halfway := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				select {
+				case <-halfway:
+				default:
+					close(halfway)
 				}
 			}()
-			<-halfway
-			st, err := src.Open(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := 1; i <= 150 && writeErr == nil; i++ {
+				id := rng.IntN(250)
+				var tx []string
+				switch rng.IntN(3) {
+				case 0:
+					tx = []string{fmt.Sprintf("UPDATE %s SET n = %d WHERE id = %d", q, i, id),
+						fmt.Sprintf("UPDATE %s SET n = n + 1 WHERE id = %d", q, (id+7)%250)}
+				case 1:
+					tx = []string{fmt.Sprintf("DELETE FROM %s WHERE id = %d", q, id)}
+				default:
+					tx = []string{fmt.Sprintf("INSERT INTO %s VALUES (%d, %d) ON DUPLICATE KEY UPDATE n = %d", q, id, i, i)}
+				}
+				writeErr = s.execTx(tx...)
+				if i == 50 {
+					close(halfway) // the snapshot starts amid the writes
+				}
 			}
-			defer st.Close()
-			wg.Wait()
-			if writeErr != nil {
-				t.Fatal(writeErr)
-			}
-			if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (-1, -1)", q)); err != nil {
-				t.Fatal(err)
-			}
+		}()
+		<-halfway
+		st, err := src.Open(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		wg.Wait()
+		if writeErr != nil {
+			t.Fatal(writeErr)
+		}
+		if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (-1, -1)", q)); err != nil {
+			t.Fatal(err)
+		}
 
-			type doc struct {
-				version int64
-				n       int64
-				deleted bool
+		type doc struct {
+			version int64
+			n       int64
+			deleted bool
+		}
+		mirror := map[int64]doc{}
+		reads := 0
+		for {
+			ev := cdctest.NextEvent(ctx, t, st)
+			row, deleted := ev.After, false
+			if ev.Op == cdc.Delete {
+				row, deleted = ev.Before, true
 			}
-			mirror := map[int64]doc{}
-			reads := 0
-			for {
-				ev := cdctest.NextEvent(ctx, t, st)
-				row, deleted := ev.After, false
-				if ev.Op == cdc.Delete {
-					row, deleted = ev.Before, true
-				}
-				if ev.Op == cdc.Read {
-					reads++
-				}
-				id := row[0].(int64)
-				if id == -1 {
-					break
-				}
-				v := ev.Position.Version()
-				if cur, ok := mirror[id]; ok && v <= cur.version {
-					continue // Elasticsearch answers 409: the stored document is newer
-				}
-				mirror[id] = doc{version: v, n: row[1].(int64), deleted: deleted}
+			if ev.Op == cdc.Read {
+				reads++
 			}
-			if reads == 0 {
-				t.Fatal("no snapshot reads")
+			id := row[0].(int64)
+			if id == -1 {
+				break
 			}
+			v := ev.Position.Version()
+			if cur, ok := mirror[id]; ok && v <= cur.version {
+				continue // Elasticsearch answers 409: the stored document is newer
+			}
+			mirror[id] = doc{version: v, n: row[1].(int64), deleted: deleted}
+		}
+		if reads == 0 {
+			t.Fatal("no snapshot reads")
+		}
 
-			c, err := s.conn()
-			if err != nil {
-				t.Fatal(err)
+		c, err := s.conn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		r, err := c.Execute(fmt.Sprintf("SELECT id, n FROM %s WHERE id >= 0", q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int64]int64{}
+		for i := 0; i < r.RowNumber(); i++ {
+			id, _ := r.GetInt(i, 0)
+			n, _ := r.GetInt(i, 1)
+			want[id] = n
+		}
+		got := map[int64]int64{}
+		for id, d := range mirror {
+			if !d.deleted {
+				got[id] = d.n
 			}
-			defer c.Close()
-			r, err := c.Execute(fmt.Sprintf("SELECT id, n FROM %s WHERE id >= 0", q))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := map[int64]int64{}
-			for i := 0; i < r.RowNumber(); i++ {
-				id, _ := r.GetInt(i, 0)
-				n, _ := r.GetInt(i, 1)
-				want[id] = n
-			}
-			got := map[int64]int64{}
-			for id, d := range mirror {
-				if !d.deleted {
-					got[id] = d.n
-				}
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("mirror diverged from the table (%d snapshot reads):\nmirror %v\ntable  %v", reads, got, want)
-			}
-			t.Logf("%d snapshot reads, %d rows converged", reads, len(want))
-		})
-	}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("mirror diverged from the table (%d snapshot reads):\nmirror %v\ntable  %v", reads, got, want)
+		}
+		t.Logf("%d snapshot reads, %d rows converged", reads, len(want))
+	})
 }
 
 // TestSnapshotResumesAfterCompletedTables interrupts a snapshot after its first table, changes
