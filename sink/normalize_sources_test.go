@@ -21,7 +21,9 @@ import (
 
 // sameRowColumns is one logical row in both sources' spelling: column name, PostgreSQL type
 // and literal, MariaDB type and literal. The documents must come out byte for byte equal.
-var sameRowColumns = []struct{ name, pgType, pgVal, myType, myVal string }{
+type sameRowColumn struct{ name, pgType, pgVal, myType, myVal string }
+
+var sameRowColumns = []sameRowColumn{
 	{"si", "int2", "-32768", "SMALLINT", "-32768"},
 	{"bi", "int8", "9007199254740993", "BIGINT", "9007199254740993"},
 	{"price", "numeric(10,2)", "12.5", "DECIMAL(10,2)", "12.5"},
@@ -87,6 +89,22 @@ func docFromEvent(t *testing.T, ev cdc.Event) []byte {
 	return doc
 }
 
+// sameRowTable returns the CREATE TABLE statement for sameRowColumns in one dialect (each
+// column's type and literal from dialect) and an INSERT of the row with a given id.
+func sameRowTable(table, idColumn string, dialect func(sameRowColumn) (typ, val string)) (string, func(id string) string) {
+	cols, names, vals := []string{idColumn}, []string{"id"}, []string{}
+	for _, c := range sameRowColumns {
+		typ, val := dialect(c)
+		cols = append(cols, c.name+" "+typ)
+		names = append(names, c.name)
+		vals = append(vals, val)
+	}
+	insert := func(id string) string {
+		return "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ") VALUES (" + id + ", " + strings.Join(vals, ", ") + ")"
+	}
+	return "CREATE TABLE " + table + " (" + strings.Join(cols, ", ") + ")", insert
+}
+
 func postgresDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDocs {
 	exec := func(stmts ...string) {
 		t.Helper()
@@ -101,18 +119,8 @@ func postgresDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDo
 			}
 		}
 	}
-	cols := []string{"id int PRIMARY KEY"}
-	names := []string{"id"}
-	vals := []string{}
-	for _, c := range sameRowColumns {
-		cols = append(cols, c.name+" "+c.pgType)
-		names = append(names, c.name)
-		vals = append(vals, c.pgVal)
-	}
-	insert := func(id string) string {
-		return "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ") VALUES (" + id + ", " + strings.Join(vals, ", ") + ")"
-	}
-	exec("CREATE TABLE "+table+" ("+strings.Join(cols, ", ")+")", insert("1"))
+	create, insert := sameRowTable(table, "id int PRIMARY KEY", func(c sameRowColumn) (string, string) { return c.pgType, c.pgVal })
+	exec(create, insert("1"))
 	src, err := pgcdc.New(dsn, pgcdc.Options{Name: table, Slot: table, Publication: table,
 		Tables: []pgcdc.Table{{Name: table}}, Snapshot: cdc.SnapshotInitial, StatusInterval: 200 * time.Millisecond})
 	if err != nil {
@@ -167,18 +175,8 @@ func mariadbDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDoc
 			}
 		}
 	}
-	cols := []string{"id INT NOT NULL PRIMARY KEY"}
-	names := []string{"id"}
-	vals := []string{}
-	for _, c := range sameRowColumns {
-		cols = append(cols, c.name+" "+c.myType)
-		names = append(names, c.name)
-		vals = append(vals, c.myVal)
-	}
-	insert := func(id string) string {
-		return "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ") VALUES (" + id + ", " + strings.Join(vals, ", ") + ")"
-	}
-	exec("CREATE TABLE "+table+" ("+strings.Join(cols, ", ")+") DEFAULT CHARSET=utf8mb4", insert("1"))
+	create, insert := sameRowTable(table, "id INT NOT NULL PRIMARY KEY", func(c sameRowColumn) (string, string) { return c.myType, c.myVal })
+	exec(create+" DEFAULT CHARSET=utf8mb4", insert("1"))
 	t.Cleanup(func() { exec("DROP TABLE IF EXISTS " + table) })
 	var idb [4]byte
 	_, _ = crand.Read(idb[:])
