@@ -29,7 +29,7 @@ func TestFileDLQRoundTrip(t *testing.T) {
 	commit := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := cdc.Event{Op: cdc.Update, Table: table, Schema: sch, Position: pos{7, 2}, TxID: "tx7", CommitTime: commit,
 		Before: []cdc.Value{int64(1), "9.10", cdc.Base64("AAE="), cdc.EpochMicros(1700000000000001), cdc.RawJSON(`{"a":1}`), math.NaN(), []cdc.Value{"x", nil}, "old"},
-		After:  []cdc.Value{int64(1), "12.30", cdc.Base64("AAI="), cdc.EpochMicros(1700000000000002), cdc.RawJSON(`{"a":2}`), math.Inf(-1), []cdc.Value{}, nil},
+		After:  []cdc.Value{int64(1), "12.30", cdc.Base64("AAI="), cdc.EpochMicros(1700000000000002), cdc.RawJSON(`{"a":2}`), math.Inf(-1), []cdc.Value{}, cdc.Unchanged{}},
 	}
 	del := cdc.Event{Op: cdc.Delete, Table: table, Position: pos{8, 0}, Before: []cdc.Value{uint64(math.MaxUint64)}}
 	now := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
@@ -59,7 +59,7 @@ func TestFileDLQRoundTrip(t *testing.T) {
 		t.Fatalf("line %+v", l)
 	}
 	wantBefore := []string{`1`, `"9.10"`, `{"_base64":"AAE="}`, `1700000000000001`, `{"a":1}`, `"NaN"`, `["x",null]`, `"old"`}
-	wantAfter := []string{`1`, `"12.30"`, `{"_base64":"AAI="}`, `1700000000000002`, `{"a":2}`, `"-Infinity"`, `[]`, `null`}
+	wantAfter := []string{`1`, `"12.30"`, `{"_base64":"AAI="}`, `1700000000000002`, `{"a":2}`, `"-Infinity"`, `[]`, `{"_unchanged":true}`}
 	for i := range wantBefore {
 		if got := string(l.Before[i]); got != wantBefore[i] {
 			t.Errorf("before[%d] = %s, want %s", i, got, wantBefore[i])

@@ -59,7 +59,10 @@ type Event struct {
 	// the other columns nil); nil otherwise. An update that changes the primary key carries the
 	// old key here: a current-state mirror must delete the old document.
 	Before []Value
-	// After is the row after an insert, update or snapshot read; nil for a delete.
+	// After is the row after an insert, update or snapshot read; nil for a delete. In an
+	// update, a value the source did not resend because the change left it alone is
+	// Unchanged{} (PostgreSQL TOASTed values under the default replica identity): the row's
+	// current state holds it.
 	After []Value
 	// Position is where the change is in the source's history.
 	Position Position

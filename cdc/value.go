@@ -23,6 +23,10 @@ import (
 //	EpochMicros          MySQL TIMESTAMP and PostgreSQL timestamp with time zone: an instant
 //	RawJSON              JSON and JSONB documents, unchanged
 //	[]Value              PostgreSQL arrays
+//	Unchanged            only in the After image of an Update: the source did not send this
+//	                     value because the change left it as it was (a PostgreSQL TOASTed
+//	                     value under REPLICA IDENTITY DEFAULT); a consumer takes it from the
+//	                     row's current state (see Unchanged)
 type Value = any
 
 // Base64 holds binary column data, standard base64 with padding. It marshals as
@@ -44,3 +48,26 @@ func (e EpochMicros) MarshalJSON() ([]byte, error) {
 
 // RawJSON is a JSON document from a JSON or JSONB column, unchanged.
 type RawJSON = json.RawMessage
+
+// Unchanged stands for a value the source did not send because the change left it as it was:
+// PostgreSQL does not resend an unchanged TOASTed value (text, jsonb, bytea and the like over
+// about 2 KB, stored out of line) unless the table has REPLICA IDENTITY FULL. It occurs only in
+// the After image of an Update, never as a key column of the new row, never in Before, and
+// never in a snapshot row. A consumer that keeps the row's current state takes the value from
+// there; one that cannot must not write the marker as if it were the value (the sink fills it
+// from the index or dead-letters the row, see package sink). It marshals as
+// {"_unchanged": true}, so a dead-letter record shows which values the source left out.
+type Unchanged struct{}
+
+// MarshalJSON renders {"_unchanged":true}.
+func (Unchanged) MarshalJSON() ([]byte, error) { return []byte(`{"_unchanged":true}`), nil }
+
+// HasUnchanged reports whether row holds an Unchanged value.
+func HasUnchanged(row []Value) bool {
+	for _, v := range row {
+		if _, ok := v.(Unchanged); ok {
+			return true
+		}
+	}
+	return false
+}

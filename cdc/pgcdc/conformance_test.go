@@ -77,14 +77,19 @@ func suffix(t testing.TB) string {
 	return hex.EncodeToString(b[:])
 }
 
-// newSource makes a source with a unique slot and publication. Cleanup (which runs after the
-// tests' stream cleanups) drops slot, publication and the captured tables.
+// newSource makes a source with a unique slot and publication (opts.Slot, when set, is the
+// prefix of both names). Cleanup (which runs after the tests' stream cleanups) drops slot,
+// publication and the captured tables.
 func newSource(t *testing.T, dsn string, opts pgcdc.Options) *pgcdc.Source {
 	t.Helper()
 	sfx := suffix(t)
+	prefix := "pgcdc_test_"
+	if opts.Slot != "" {
+		prefix = opts.Slot
+	}
 	opts.Name = "test_" + sfx
-	opts.Slot = "pgcdc_test_" + sfx
-	opts.Publication = "pgcdc_test_" + sfx
+	opts.Slot = prefix + sfx
+	opts.Publication = prefix + sfx
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = 200 * time.Millisecond
 	}

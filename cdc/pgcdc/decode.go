@@ -209,9 +209,10 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, wal []byte) erro
 	return st.hold(ctx, ev)
 }
 
-// errUnchangedToast marks an update whose new row lacks a TOASTed value the server did not
-// resend; only REPLICA IDENTITY FULL gives the old value to fill it in.
-var errUnchangedToast = errors.New("unchanged TOAST value not sent by the server (set REPLICA IDENTITY FULL on the table)")
+// errUnchangedToast marks an unchanged TOASTed value where only a complete value can be: the
+// server sends one only in the new row of an update (which becomes cdc.Unchanged{}), never in
+// an insert or an old row, so this is a server or protocol surprise.
+var errUnchangedToast = errors.New("unchanged TOAST value outside the new row of an update")
 
 func (st *stream) rowEvent(op cdc.Op, ti *tableInfo, pos Position) cdc.Event {
 	return cdc.Event{Op: op, Table: ti.schema.ID, Schema: ti.schema, Position: pos}

@@ -49,6 +49,18 @@
 // holding all of them: keeping any of them keeps that string in memory. A value that does not decode makes the event Malformed (naming the column, never
 // the value).
 //
+// # Unchanged TOAST values
+//
+// An update that leaves a TOASTed value alone (one stored out of line: text, jsonb, bytea and
+// the like over about 2 KB after compression) does not resend it: pgoutput marks the column
+// 'u'. With REPLICA IDENTITY FULL the old row fills it in. Under the default identity the
+// value is cdc.Unchanged{} in After -- the row's current state holds it, and a consumer that
+// keeps that state (the sink: see package sink, Unchanged values) takes it from there. An
+// update that changes the value sends it whole. Key columns never are Unchanged: when a key
+// column holds an out-of-line value the server logs the old key in full, and it fills the
+// new one in. The server sends 'u' only in the new row of an update; met anywhere else it
+// makes the event Malformed.
+//
 // # Schemas
 //
 // Columns (generated ones excluded: pgoutput never sends them), format_type spellings, kinds
@@ -179,9 +191,9 @@
 //     before the delete of the old one commits; a warning is logged) and for document ids not
 //     protected by a unique index (the sink's id_fields): such keys may see an older change win.
 //   - An update that leaves a TOASTed value unchanged does not resend it; with REPLICA
-//     IDENTITY FULL the old row fills it in, otherwise the event is Malformed. Updates carry a
-//     Before image only with REPLICA IDENTITY FULL, or the old key when the key changed;
-//     deletes carry the key (default identity) or the full row (FULL).
+//     IDENTITY FULL the old row fills it in, otherwise it is cdc.Unchanged{} (above). Updates
+//     carry a Before image only with REPLICA IDENTITY FULL, or the old key when the key
+//     changed; deletes carry the key (default identity) or the full row (FULL).
 //   - With idle checkpoints off, or while a delivered change waits for its acknowledgement, the
 //     slot's confirmed position stays where the pipeline is, and the server keeps the WAL of
 //     other tables' traffic (bounded by max_slot_wal_keep_size). Every slot of the database

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -416,55 +418,90 @@ func TestOpenRefusesLostHistory(t *testing.T) {
 	}
 }
 
-// TestUnchangedToast: an update that leaves a TOASTed value alone does not resend it; with
-// REPLICA IDENTITY FULL the old row fills it in, with the default identity the event is
-// malformed rather than silently missing the value.
+// TestUnchangedToast: an update that leaves TOASTed values alone (text, jsonb and bytea of
+// random content, stored out of line) does not resend them; with REPLICA IDENTITY FULL the old
+// row fills them in, with the default identity they are cdc.Unchanged{} -- never a nil that
+// would pass for NULL -- and an update that does change one sends the new value.
 func TestUnchangedToast(t *testing.T) {
 	dsn := testenv.Require(t, testenv.PostgresDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	full, plain := "toastfull_"+suffix(t), "toastplain_"+suffix(t)
+	full, plain := "h2toast_full_"+suffix(t), "h2toast_plain_"+suffix(t)
 	for _, tb := range []string{full, plain} {
-		if err := execSQL(ctx, dsn, false, fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, n int, big text)", quote(tb))); err != nil {
+		if err := execSQL(ctx, dsn, false, fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, n int, big text, doc jsonb, raw bytea)", quote(tb))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := execSQL(ctx, dsn, false, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", quote(full))); err != nil {
 		t.Fatal(err)
 	}
-	src := newSource(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotNever, Tables: []pgcdc.Table{{Name: full}, {Name: plain}}})
+	src := newSource(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotNever, Slot: "h2toast_", Tables: []pgcdc.Table{{Name: full}, {Name: plain}}})
 	st, err := src.Open(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	// 2000 md5 digests: 64000 characters no compression brings under the TOAST threshold.
+	const random = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 2000))"
 	var stmts []string
 	for _, tb := range []string{full, plain} {
 		stmts = append(stmts,
-			fmt.Sprintf("INSERT INTO %s SELECT 1, 1, string_agg(md5(g::text), '') FROM generate_series(1, 2000) g", quote(tb)),
+			fmt.Sprintf("INSERT INTO %s SELECT 1, 1, %s, jsonb_build_object('k', %s), decode(%s, 'hex')", quote(tb), random, random, random),
 			fmt.Sprintf("UPDATE %s SET n = 2 WHERE id = 1", quote(tb)))
 	}
+	stmts = append(stmts, fmt.Sprintf("UPDATE %s SET n = 3, big = 'small now' WHERE id = 1", quote(plain)))
 	if err := execSQL(ctx, dsn, false, stmts...); err != nil {
 		t.Fatal(err)
 	}
 	ins := cdctest.NextEvent(ctx, t, st)
-	upd := cdctest.NextEvent(ctx, t, st)
 	big, _ := ins.After[2].(string)
-	if len(big) != 64000 || upd.After[2] != big || upd.After[1] != int64(2) {
-		t.Fatalf("REPLICA IDENTITY FULL update: big %d chars, n %v", len(fmt.Sprint(upd.After[2])), upd.After[1])
+	doc, _ := ins.After[3].(cdc.RawJSON)
+	raw, _ := ins.After[4].(cdc.Base64)
+	if len(big) != 64000 || len(doc) < 64000 || len(raw) < 40000 {
+		t.Fatalf("insert: big %d, doc %d, raw %d bytes", len(big), len(doc), len(raw))
 	}
-	_ = cdctest.NextEvent(ctx, t, st)
-	select {
-	case ev := <-st.Events():
-		if ev.Op != cdc.Update || ev.Malformed == nil {
-			t.Fatalf("default identity update: %v, malformed %v", ev.Op, ev.Malformed)
-		}
-		if ev.Checkpoint == nil {
-			t.Fatal("a malformed event lost its transaction's checkpoint")
-		}
-	case <-ctx.Done():
-		t.Fatal("no update event")
+	upd := cdctest.NextEvent(ctx, t, st)
+	if upd.After[1] != int64(2) || upd.After[2] != big || string(upd.After[3].(cdc.RawJSON)) != string(doc) || upd.After[4] != raw {
+		t.Fatalf("REPLICA IDENTITY FULL update: %s", shapes(upd.After))
 	}
+	if ins = cdctest.NextEvent(ctx, t, st); ins.Op != cdc.Insert {
+		t.Fatalf("default identity insert: %v", ins.Op)
+	}
+	upd = cdctest.NextEvent(ctx, t, st) // fails on a Malformed event
+	want := []cdc.Value{int64(1), int64(2), cdc.Unchanged{}, cdc.Unchanged{}, cdc.Unchanged{}}
+	if upd.Op != cdc.Update || upd.Before != nil || !reflect.DeepEqual(upd.After, want) {
+		t.Fatalf("default identity update: %v, before %v, after %s", upd.Op, upd.Before, shapes(upd.After))
+	}
+	if upd.Checkpoint == nil {
+		t.Fatal("the update lost its transaction's checkpoint")
+	}
+	upd = cdctest.NextEvent(ctx, t, st)
+	want = []cdc.Value{int64(1), int64(3), "small now", cdc.Unchanged{}, cdc.Unchanged{}}
+	if !reflect.DeepEqual(upd.After, want) {
+		t.Fatalf("default identity update of big: %s", shapes(upd.After))
+	}
+}
+
+// shapes describes a row by its value types and sizes, for failure messages that would
+// otherwise print 64 KB values.
+func shapes(row []cdc.Value) string {
+	var b strings.Builder
+	for i, v := range row {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch x := v.(type) {
+		case string:
+			fmt.Fprintf(&b, "string(%d)", len(x))
+		case cdc.RawJSON:
+			fmt.Fprintf(&b, "json(%d)", len(x))
+		case cdc.Base64:
+			fmt.Fprintf(&b, "base64(%d)", len(x))
+		default:
+			fmt.Fprintf(&b, "%T(%v)", v, v)
+		}
+	}
+	return b.String()
 }
 
 // TestSlowConsumerKeepsConnection: with a wal_sender_timeout of one second, a consumer that

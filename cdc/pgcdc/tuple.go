@@ -56,9 +56,10 @@ func tupleColumn(src []byte, pos int) (kind byte, data []byte, next int, ok bool
 // decodeTupleData decodes the TupleData at the start of src under ti. It returns the row,
 // what follows the tuple, the reason the row does not decode (the event is Malformed: a column
 // count other than the schema's, a value not in its text form, an unchanged TOASTed value
-// before does not hold), and a framing error (the stream must stop). An unchanged TOASTed
-// value is taken from before when that holds it.
-func decodeTupleData(ti *tableInfo, src []byte, before []cdc.Value) (row []cdc.Value, rest []byte, bad, err error) {
+// outside the new row of an update), and a framing error (the stream must stop). In the new
+// row of an update (update set) an unchanged TOASTed value is taken from before when that
+// holds it (REPLICA IDENTITY FULL), else it is cdc.Unchanged{}.
+func decodeTupleData(ti *tableInfo, src []byte, before []cdc.Value, update bool) (row []cdc.Value, rest []byte, bad, err error) {
 	if len(src) < 2 {
 		return nil, nil, nil, errTupleFraming
 	}
@@ -114,9 +115,12 @@ func decodeTupleData(ti *tableInfo, src []byte, before []cdc.Value) (row []cdc.V
 				row[i], err = ti.decoders[i](c.data)
 			}
 		case tupleToast:
-			if before != nil && before[i] != nil {
+			switch {
+			case before != nil && before[i] != nil:
 				row[i] = before[i]
-			} else {
+			case update:
+				row[i] = cdc.Unchanged{}
+			default:
 				err = errUnchangedToast
 			}
 		default:
@@ -139,6 +143,7 @@ type changeFrame struct {
 	old    []byte
 	new    []byte // the new tuple when there is no old one (inserts, most updates)
 	hasNew bool
+	update bool
 }
 
 // parseChangeFrame reads the framing of a row change message, up to its tuples.
@@ -155,6 +160,7 @@ func parseChangeFrame(wal []byte) (changeFrame, error) {
 		}
 		f.new, f.hasNew = body, true
 	case 'U':
+		f.update = true
 		switch marker {
 		case 'K', 'O':
 			f.old, f.hasNew = body, true
@@ -180,7 +186,7 @@ func decodeChange(ti *tableInfo, f changeFrame) (before, after []cdc.Value, bad,
 	newTuple := f.new
 	if f.old != nil {
 		var rest []byte
-		before, rest, bad, err = decodeTupleData(ti, f.old, nil)
+		before, rest, bad, err = decodeTupleData(ti, f.old, nil, false)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -193,7 +199,7 @@ func decodeChange(ti *tableInfo, f changeFrame) (before, after []cdc.Value, bad,
 	}
 	if f.hasNew {
 		var bad2 error
-		after, _, bad2, err = decodeTupleData(ti, newTuple, before)
+		after, _, bad2, err = decodeTupleData(ti, newTuple, before, f.update)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -156,6 +156,8 @@ func TestChangeMessagesDecode(t *testing.T) {
 	withToast[3] = toast
 	wantKey := make([]cdc.Value, len(testCols))
 	wantKey[0] = int64(7)
+	wantUnchanged := append([]cdc.Value(nil), want...)
+	wantUnchanged[3] = cdc.Unchanged{}
 	cases := []struct {
 		name          string
 		msg           []byte
@@ -168,9 +170,18 @@ func TestChangeMessagesDecode(t *testing.T) {
 		{name: "update", msg: msgUpdate(1, 0, nil, tuple(fullRow...)), after: want},
 		{name: "update of the key", msg: msgUpdate(1, 'K', tuple(keyOnly("7")...), tuple(fullRow...)), before: wantKey, after: want},
 		{name: "update, toast from the full old row", msg: msgUpdate(1, 'O', tuple(fullRow...), tuple(withToast...)), before: want, after: want},
+		{name: "update, toast without an old value", msg: msgUpdate(1, 0, nil, tuple(withToast...)), after: wantUnchanged},
 		{
-			name: "update, toast without an old value", msg: msgUpdate(1, 0, nil, tuple(withToast...)),
+			name: "update of the key, toast not in the old key", msg: msgUpdate(1, 'K', tuple(keyOnly("7")...), tuple(withToast...)),
+			before: wantKey, after: wantUnchanged,
+		},
+		{
+			name: "toast in an insert", msg: msgInsert(1, tuple(withToast...)),
 			after: append(append(append([]cdc.Value(nil), want[:3]...), nil), want[4:]...), bad: errUnchangedToast,
+		},
+		{
+			name: "toast in an old row", msg: msgDelete(1, 'O', tuple(withToast...)),
+			before: append(append(append([]cdc.Value(nil), want[:3]...), nil), want[4:]...), bad: errUnchangedToast,
 		},
 		{name: "delete by key", msg: msgDelete(1, 'K', tuple(keyOnly("7")...)), before: wantKey},
 		{name: "delete of the full row", msg: msgDelete(1, 'O', tuple(fullRow...)), before: want},
@@ -229,6 +240,8 @@ func TestDirectReaderAgreesWithPglogrepl(t *testing.T) {
 		msgUpdate(1, 0, nil, tuple(odd...)),
 		msgUpdate(1, 'K', tuple(keyOnly("9")...), tuple(fullRow...)),
 		msgUpdate(1, 'O', tuple(fullRow...), tuple(withToast...)),
+		msgUpdate(1, 0, nil, tuple(withToast...)),
+		msgUpdate(1, 'K', tuple(keyOnly("9")...), tuple(withToast...)),
 		msgDelete(1, 'K', tuple(keyOnly("9")...)),
 		msgDelete(1, 'O', tuple(odd...)),
 	}
@@ -249,14 +262,15 @@ func TestDirectReaderAgreesWithPglogrepl(t *testing.T) {
 }
 
 // decodeWithPglogrepl is the reference decoding of a row change message: pglogrepl.Parse, then
-// every text column through its table's decoder for bytes.
+// every text column through its table's decoder for bytes; an unchanged TOASTed value of an
+// update's new row from the old row when that has it, else cdc.Unchanged{}.
 func decodeWithPglogrepl(tb testing.TB, ti *tableInfo, msg []byte) (before, after []cdc.Value) {
 	tb.Helper()
 	parsed, err := pglogrepl.Parse(msg)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	decode := func(tup *pglogrepl.TupleData, before []cdc.Value) []cdc.Value {
+	decode := func(tup *pglogrepl.TupleData, before []cdc.Value, update bool) []cdc.Value {
 		if tup == nil {
 			return nil
 		}
@@ -266,8 +280,11 @@ func decodeWithPglogrepl(tb testing.TB, ti *tableInfo, msg []byte) (before, afte
 			case 't':
 				row[i], _ = ti.decoders[i](c.Data)
 			case 'u':
-				if before != nil {
+				switch {
+				case before != nil && before[i] != nil:
 					row[i] = before[i]
+				case update:
+					row[i] = cdc.Unchanged{}
 				}
 			}
 		}
@@ -275,12 +292,12 @@ func decodeWithPglogrepl(tb testing.TB, ti *tableInfo, msg []byte) (before, afte
 	}
 	switch p := parsed.(type) {
 	case *pglogrepl.InsertMessage:
-		after = decode(p.Tuple, nil)
+		after = decode(p.Tuple, nil, false)
 	case *pglogrepl.UpdateMessage:
-		before = decode(p.OldTuple, nil)
-		after = decode(p.NewTuple, before)
+		before = decode(p.OldTuple, nil, false)
+		after = decode(p.NewTuple, before, true)
 	case *pglogrepl.DeleteMessage:
-		before = decode(p.OldTuple, nil)
+		before = decode(p.OldTuple, nil, false)
 	default:
 		tb.Fatalf("%c is no row change", msg[0])
 	}
