@@ -30,10 +30,13 @@ type fakeCluster struct {
 	item func(call, i int) int
 	// whole, when set, answers the call-th _bulk request as a whole: an HTTP status, or -1 for
 	// a lost connection; 0 lets it through.
-	whole    func(call int) int
-	calls    int      // _bulk requests so far
-	bodies   []int    // the body size of every _bulk request
-	requests []string // "METHOD path" of every request, in order
+	whole func(call int) int
+	// mgetWhole, when set, answers the call-th _mget request as a whole, like whole.
+	mgetWhole func(call int) int
+	mgets     int      // _mget requests so far
+	calls     int      // _bulk requests so far
+	bodies    []int    // the body size of every _bulk request
+	requests  []string // "METHOD path" of every request, in order
 }
 
 type fakeIndex struct {
@@ -119,6 +122,17 @@ func (f *fakeCluster) Perform(r *http.Request) (*http.Response, error) {
 		return f.bulk(body)
 	case path == "_aliases":
 		return f.aliasActions(body)
+	case len(parts) == 2 && parts[1] == "_mget":
+		f.mgets++
+		if f.mgetWhole != nil {
+			switch st := f.mgetWhole(f.mgets); {
+			case st < 0:
+				return nil, errors.New("fake: connection reset")
+			case st > 0:
+				return fakeAnswer(st, `{"error":{"type":"injected"},"status":`+strconv.Itoa(st)+`}`)
+			}
+		}
+		return f.mget(parts[0], body)
 	case len(parts) == 2 && parts[1] == "_mapping":
 		return f.mapping(r.Method, parts[0], body)
 	case len(parts) == 1 && r.Method == http.MethodPut:
@@ -323,6 +337,48 @@ func (f *fakeCluster) apply(kind, alias, id string, version int64, src json.RawM
 	}
 	ix.docs[id] = fakeDoc{version: version, source: src}
 	return 201, ""
+}
+
+// mget answers a real-time _mget of documents by _id, as the engines do: one entry per
+// requested document, a per-document index_not_found_exception when the name resolves to no
+// index (an alias rotated away), _source unless the entry asks for none.
+func (f *fakeCluster) mget(name string, body []byte) (*http.Response, error) {
+	var req struct {
+		Docs []struct {
+			ID     string          `json:"_id"`
+			Source json.RawMessage `json:"_source"`
+		} `json:"docs"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return fakeAnswer(400, `{"error":{"type":"parse_exception"},"status":400}`)
+	}
+	_, ix := f.resolve(name, false)
+	var docs []string
+	for _, d := range req.Docs {
+		id := strconv.Quote(d.ID)
+		switch doc, ok := ix.docLookup(d.ID); {
+		case ix == nil:
+			docs = append(docs, `{"_index":`+strconv.Quote(name)+`,"_id":`+id+`,"error":{"type":"index_not_found_exception","reason":"no such index"}}`)
+		case !ok:
+			docs = append(docs, `{"_index":"x","_id":`+id+`,"found":false}`)
+		default:
+			e := `{"_index":"x","_id":` + id + `,"_version":` + strconv.FormatInt(doc.version, 10) + `,"found":true`
+			if string(d.Source) != "false" {
+				e += `,"_source":` + string(doc.source)
+			}
+			docs = append(docs, e+"}")
+		}
+	}
+	return fakeAnswer(200, `{"docs":[`+strings.Join(docs, ",")+`]}`)
+}
+
+// docLookup finds a live document; false for a missing index, id or a deleted document.
+func (ix *fakeIndex) docLookup(id string) (fakeDoc, bool) {
+	if ix == nil {
+		return fakeDoc{}, false
+	}
+	d, ok := ix.docs[id]
+	return d, ok && !d.deleted
 }
 
 func fakeAnswer(status int, body string) (*http.Response, error) {

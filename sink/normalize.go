@@ -102,6 +102,9 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth
 	if v == nil {
 		return append(b, "null"...), ""
 	}
+	if x, ok := v.(storedValue); ok { // an unchanged value from the index (unchanged.go)
+		return append(b, x...), ""
+	}
 	switch c.Kind {
 	case cdc.KindBool:
 		if x, ok := v.(bool); ok {

@@ -77,6 +77,9 @@ type Sink struct {
 	spareActs []action
 	spareSlot map[actionKey]int
 	spareIDs  []byte
+	// filledInBatch is the number of unchanged values plan took from older changes in the
+	// batch, for the observer (unchanged.go).
+	filledInBatch int
 }
 
 type actionKey struct{ index, id string } // no concatenation: the strings already exist
@@ -230,6 +233,8 @@ type action struct {
 	table   cdc.TableID
 	// idStart and idEnd locate id in the batch's id arena while plan builds it.
 	idStart, idEnd int
+	// fill is set while row holds cdc.Unchanged values (unchanged.go).
+	fill *unchangedFill
 }
 
 // Write implements cdc.Sink.
@@ -249,6 +254,13 @@ func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, 
 	}
 	if err := s.claimAll(ctx, acts); err != nil {
 		return nil, err
+	}
+	if acts, dead, err = s.fillUnchanged(ctx, acts, dead); err != nil {
+		return nil, err
+	}
+	if len(acts) == 0 {
+		s.recycle(acts, nil)
+		return dead, nil
 	}
 	if err := s.extendMappings(ctx, acts); err != nil {
 		return nil, err
@@ -286,6 +298,7 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 	acts := s.spareActs[:0]
 	s.spareActs = nil
 	arena := s.spareIDs[:0]
+	fills := 0
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Op == cdc.Truncate {
@@ -354,6 +367,10 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 				arena = arena[:oldStart]
 			}
 		}
+		if ev.Op == cdc.Update && cdc.HasUnchanged(ev.After) {
+			base.fill = newUnchangedFill(&base, acts)
+			fills++
+		}
 		acts = append(acts, base)
 	}
 	s.spareIDs = arena[:0]
@@ -361,6 +378,9 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 		return acts, dead, nil
 	}
 	ids := string(arena) // the batch's one allocation for its _ids
+	if fills > 0 {
+		s.filledInBatch = fillFromBatch(acts, ids)
+	}
 
 	slot := s.spareSlot
 	if slot == nil {
