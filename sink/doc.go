@@ -30,7 +30,8 @@
 // _id, or a table with neither a primary key nor id_fields is a per-row serialization failure:
 // the row is dead-lettered, never written with an auto-generated id.
 //
-// Documents are the full after image, produced by [AppendDocument].
+// Documents are the full after image, produced by [AppendDocument] (values the source left
+// out as unchanged are filled in first: Unchanged values).
 //
 // # Index names
 //
@@ -71,6 +72,55 @@
 // concurrency of 2, batches went 1.0-1.4 times faster on Elasticsearch and 1.15-1.4 times on
 // OpenSearch (two shared cores, split/sink in BenchmarkSinkVsBaselines). The default stays one
 // request per batch, as the specification says.
+//
+// # Unchanged values
+//
+// A source may leave a value out of an update because the change did not touch it:
+// cdc.Unchanged{} in After (PostgreSQL does so for TOASTed values -- text, jsonb, bytea over
+// about 2 KB -- under the default replica identity). The sink is the only writer of its
+// indices, so the row's previous state is known to it, and every document it writes is still
+// the full row:
+//
+//   - Within a batch, before coalescing, such a value is taken from the newest older change of
+//     the same row in the batch whose value is known: the same _id, or the old _id of an update
+//     that changed the key (its before image names it). A value that change lacks too comes
+//     from where that change's comes from.
+//   - What the batch cannot supply comes from the stored documents: after the claims, one
+//     real-time _mget per index through its write alias, for every row still lacking values
+//     (and, for a key change, the new _id as well, to see whether the change was applied
+//     before). The stored field's JSON, normalized when it was written, goes into the new
+//     document as it is. The whole _source is read, never a filtered one: both engines
+//     re-serialize a filtered _source (and a filter_path answer), which turns JSON numbers into
+//     doubles -- digits of a large number in a jsonb are lost, 1e-5 becomes 1.0E-5.
+//   - A stored document at or above the version of the change that first needed it (or the
+//     new _id already at or above the change's version) means the index already holds a newer
+//     state of the row: the batch is a replay. The row is then not written -- its write would
+//     be a 409 or is overtaken by the replay's later changes -- and not dead-lettered.
+//   - No stored document, a stored document without the field, or an older change in the
+//     batch that deleted the row: the row is dead-lettered with a reason
+//     "unchanged_value_unavailable: column "c": ..." naming the first such column, suggesting
+//     REPLICA IDENTITY FULL. The dead letter holds the event as the source sent it (its
+//     Unchanged values render as {"_unchanged": true}).
+//   - A transport failure, 5xx, 429 or 408 of the _mget is backpressure (a connection loss
+//     also makes the next Write claim again); an index_not_found_exception through the alias
+//     is the refusal _bulk meets (fenced or destination_missing); another status is fatal.
+//
+// Write never modifies the batch: a row is copied before its first value is filled in.
+//
+// Why this converges under replays and reordering: every change carries the row's whole state
+// except its Unchanged values, and those equal the row's state just before the change. A batch
+// is a contiguous run of the source's history, so the previous change of a row is either in the
+// batch (used directly) or older than all of it; the stored document, written by the sink
+// alone, is then the row's latest applied state, which is that previous change's -- unless the
+// index is already past it (a replay, handled above: not written), or that previous change was
+// dead-lettered (which was reported then; its values are missing from the index either way).
+// Values in stored documents keep the normalization they were written with.
+//
+// Limits: an update replayed after a later delete of the row was applied finds no document
+// and is dead-lettered although the index is right (the delete's tombstone is not visible to
+// _mget; the replay applies the delete again) -- rare, since cdc.Runner replays at most the
+// last batch and an unfinished transaction, and a delete in the same batch coalesces the update
+// away. A document changed by anyone but the sink breaks the premise.
 //
 // # Outcomes
 //
@@ -193,6 +243,9 @@
 // Options.Observer (default none) hears one BulkStats per _bulk request -- actions, body
 // bytes, HTTP status (0 when no answer came), duration, and the items applied, superseded
 // (409), dead-lettered and pushed back (per-item 429 and 5xx) -- and one Claimed per claim,
-// on first use of an index and after a reconnect. The example pipelines export them to
-// Prometheus; the calls carry no row data.
+// on first use of an index and after a reconnect. An Observer that also implements
+// UnchangedObserver hears, per Write that met unchanged values, how many values came from the
+// batch and from the index, how many rows were superseded or dead-lettered, and the _mget
+// requests and their time. The example pipelines export the bulk stats and claims to
+// Prometheus; none of the calls carries row data.
 package sink
