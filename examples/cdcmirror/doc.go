@@ -58,6 +58,8 @@
 //	cdcmirror_bulk_request_bytes_total          _bulk body bytes
 //	cdcmirror_bulk_items_total{outcome}         applied, superseded, dead_lettered, retried
 //	cdcmirror_claims_total{index}               fence claims (first use, after a connection loss)
+//	cdcmirror_unchanged_values_total{from}      values the source left out as unchanged, found in the
+//	                                            batch or the index; unavailable: rows dead-lettered
 //	cdcmirror_snapshot_active, _rows_done, _rows_estimated, cdcmirror_pending_events, cdcmirror_healthy
 //
 // plus the Go runtime and process collectors.

@@ -36,12 +36,14 @@ type metrics struct {
 	bulkBytes    prometheus.Counter
 	bulkItems    *prometheus.CounterVec
 	claims       *prometheus.CounterVec
+	unchanged    *prometheus.CounterVec
 }
 
 // The interface checks keep the exporter in step with the library's observers.
 var (
-	_ cdc.Observer  = (*metrics)(nil)
-	_ sink.Observer = (*metrics)(nil)
+	_ cdc.Observer           = (*metrics)(nil)
+	_ sink.Observer          = (*metrics)(nil)
+	_ sink.UnchangedObserver = (*metrics)(nil)
 )
 
 const namespace = "cdcmirror"
@@ -78,13 +80,19 @@ func newMetrics(pipeline string) *metrics {
 			[]string{"outcome"}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "claims_total", ConstLabels: labels,
 			Help: "Fence claims of an index: on first use and after each connection loss."}, []string{"index"}),
+		unchanged: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "unchanged_values_total", ConstLabels: labels,
+			Help: "Values the source left out of updates as unchanged (PostgreSQL TOAST), by where the sink found them: batch, index, or unavailable (rows dead-lettered)."},
+			[]string{"from"}),
 	}
 	reg.MustRegister(m.events, m.batches, m.checkpoints, m.deadLetters, m.retries, m.retryWait, m.lag, m.batchSeconds,
-		m.bulkRequests, m.bulkSeconds, m.bulkBytes, m.bulkItems, m.claims,
+		m.bulkRequests, m.bulkSeconds, m.bulkBytes, m.bulkItems, m.claims, m.unchanged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Pre-create the label values that are known, so a dashboard sees zeros instead of gaps.
 	for _, o := range []string{"applied", "superseded", "dead_lettered", "retried"} {
 		m.bulkItems.WithLabelValues(o)
+	}
+	for _, f := range []string{"batch", "index", "unavailable"} {
+		m.unchanged.WithLabelValues(f)
 	}
 	return m
 }
@@ -161,6 +169,13 @@ func (m *metrics) BulkDone(s sink.BulkStats) {
 // Claimed implements sink.Observer. Index names are one per captured table, so the label
 // stays bounded.
 func (m *metrics) Claimed(index string) { m.claims.WithLabelValues(index).Inc() }
+
+// UnchangedFilled implements sink.UnchangedObserver.
+func (m *metrics) UnchangedFilled(s sink.UnchangedStats) {
+	m.unchanged.WithLabelValues("batch").Add(float64(s.FromBatch))
+	m.unchanged.WithLabelValues("index").Add(float64(s.FromIndex))
+	m.unchanged.WithLabelValues("unavailable").Add(float64(s.DeadLettered))
+}
 
 // statusClass folds HTTP statuses into a handful of label values.
 func statusClass(status int) string {
