@@ -47,7 +47,7 @@ type StartError struct {
 func (e *StartError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Component)
-	b.WriteString(": refusing to start, the configuration cannot work: ")
+	b.WriteString(": the configuration cannot work: ")
 	for i, p := range e.Problems {
 		if i > 0 {
 			b.WriteString("; ")
