@@ -39,9 +39,26 @@
 // everything after the stored checkpoint: the unfinished transaction and at most the last
 // batch (TestRunnerCrash proves the bound).
 //
+// # Start checks
+//
+// A configuration that cannot work is refused at start, not dead-lettered row by row: a
+// source refuses a captured table that does not exist (or differs in case) from Open, and a
+// sink refuses tables it could never write (no key, an invalid index name, two tables bound
+// to one index) before any event is read. Both return a [*StartError] (errors.Is(err,
+// [ErrStart])) with one [StartProblem] per table: what is wrong and the fix. The runner finds
+// the two halves by type assertion, as database/sql finds optional driver interfaces: a
+// [Stream] that implements [TableLister] lists its tables as of Open, a [Sink] that
+// implements [TableChecker] checks them; the runner calls the checker right after Open and
+// before reading any event, and a refusal stops the pipeline with its checkpoint unchanged.
+// Tables a stream only meets later (a PostgreSQL FOR ALL TABLES publication gaining a table)
+// are the sink's to check on their first write, with the same error type.
+//
 // # Dead letters
 //
 // Malformed events and the rows a sink dead-letters go to a [DeadLetterWriter]; [FileDLQ]
 // appends JSON lines, fsynced, holding the whole event so the row can be replayed. Row data is
-// kept in the DLQ file and nowhere else: never in an error or a log line.
+// kept in the DLQ file and nowhere else: never in an error or a log line. The runner logs
+// dead letters and truncates at Warn (table, op, position, reason), rate-limited per table
+// and reason class (RunnerOptions.ReportInterval), so a table whose every row fails shows up
+// in the log, not only in the DLQ's size.
 package cdc

@@ -46,6 +46,10 @@ type RunnerOptions struct {
 	Rand *rand.Rand
 	// Observer receives per-batch measurements for metrics. Default: none.
 	Observer Observer
+	// ReportInterval rate-limits the Warn lines about dead letters and truncates: the first
+	// of each (table, reason class) is logged at once, then at most one line per interval
+	// with the number of others since the last line. Default 1 minute.
+	ReportInterval time.Duration
 }
 
 // Clock is a time source; tests inject a fake one.
@@ -83,6 +87,7 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	defDur(&c.BackoffMin, 100*time.Millisecond)
 	defDur(&c.BackoffMax, 30*time.Second)
 	defDur(&c.StallThreshold, 2*time.Minute)
+	defDur(&c.ReportInterval, time.Minute)
 	if c.BackoffMax < c.BackoffMin {
 		return c, fmt.Errorf("cdc: RunnerOptions.BackoffMax %v is below BackoffMin %v", c.BackoffMax, c.BackoffMin)
 	}
@@ -128,6 +133,16 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // successful batch left it. A failed ack is only logged: the checkpoint is already durable
 // and acks are cumulative, so it costs the server retained history until the next ack.
 //
+// Start checks. Right after a successful Open, before reading any event, the runner hands
+// the stream's tables (TableLister) to the sink (TableChecker) when both implement them; a
+// refusal, like a source's refusal from Open (*StartError), stops Run before anything is
+// written, the checkpoint unchanged, and is never retried.
+//
+// Reports. Dead letters (the sink's and malformed events) and truncates the sink applied are
+// logged at Warn with table, op, position and reason, never row data: the first of each
+// (table, reason class) at once, then at most one line per ReportInterval with the number
+// since the last line, and the remainder when Run returns.
+//
 // Observation. Progress and Health may be called from any goroutine at any time. Health is
 // unhealthy before Run, after Run returned, and while events have waited longer than
 // StallThreshold with no batch succeeding (measured from the later of the last success and
@@ -143,6 +158,7 @@ type Runner struct {
 	log  *slog.Logger
 
 	running atomic.Bool
+	reports reporter // used by Run's goroutine only
 
 	mu           sync.Mutex // guards the fields below, read by Progress and Health
 	stream       Stream
@@ -171,7 +187,7 @@ func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLette
 		return nil, errors.New("cdc: NewRunner needs a source, a sink, a checkpoint store and a dead-letter writer")
 	}
 	return &Runner{src: src, sink: sink, cps: checkpoints, dlq: dlq, o: o,
-		log: o.Logger.With("pipeline", o.Pipeline)}, nil
+		log: o.Logger.With("pipeline", o.Pipeline), reports: newReporter(o.ReportInterval)}, nil
 }
 
 // Progress is what a runner has done so far (totals over every Run of the Runner).
@@ -264,7 +280,11 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	r.mu.Lock()
 	r.stream = st
 	r.mu.Unlock()
+	if err := r.preflight(ctx, st); err != nil {
+		return r.fatal(ctx, "checking the captured tables", err)
+	}
 	r.log.Info("pipeline started", "resumed", cp != nil)
+	defer func() { r.reports.flush(r.log, r.o.Clock.Now(), true) }()
 	return r.loop(ctx, st)
 }
 
@@ -407,6 +427,7 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	r.progress.Pending = 0
 	r.lastSuccess = now
 	r.mu.Unlock()
+	r.report(b, letters, dead, now)
 	r.log.Debug("batch done", "events", len(b.entries), "dead_letters", len(letters), "checkpoint", saved)
 	stats := BatchStats{Events: len(b.entries), DeadLetters: len(letters), Attempts: attempts, Duration: now.Sub(start), Checkpointed: saved}
 	if !b.newestCommit.IsZero() {

@@ -36,6 +36,9 @@ type fakeSource struct {
 	opened  []cdc.Checkpoint
 	streams []*fakeStream
 	openErr error
+	// wrap, when set, is what Open returns around each new stream (a stream with optional
+	// interfaces).
+	wrap func(*fakeStream) cdc.Stream
 }
 
 func (s *fakeSource) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
@@ -47,6 +50,9 @@ func (s *fakeSource) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, e
 	s.opened = append(s.opened, cp)
 	st := &fakeStream{ch: make(chan cdc.Event), done: make(chan struct{})}
 	s.streams = append(s.streams, st)
+	if s.wrap != nil {
+		return s.wrap(st), nil
+	}
 	return st, nil
 }
 

@@ -106,6 +106,11 @@ type Config struct {
 	IDSeparator     string   `yaml:"id_separator,omitempty" json:"id_separator,omitempty"` // default "|"
 	Auth            Auth     `yaml:"auth" json:"auth"`
 	AutoCreateIndex *bool    `yaml:"auto_create_index,omitempty" json:"auto_create_index,omitempty"` // default true
+	// Keyless is what happens to a table with neither a primary key nor the id_fields
+	// columns, whose rows can get no _id: refuse (the default) stops the pipeline at start,
+	// or when such a table first appears, naming the table; dead_letter sends each of its
+	// rows to the dead-letter queue instead.
+	Keyless string `yaml:"keyless,omitempty" json:"keyless,omitempty"`
 
 	TLS TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// RequestTimeout bounds each request (default 60s); ConnectTimeout each connection attempt
@@ -283,6 +288,9 @@ func (c *Config) Normalize() error {
 	if c.Auth.Type == "" {
 		c.Auth.Type = AuthNone
 	}
+	if c.Keyless == "" {
+		c.Keyless = KeylessRefuse
+	}
 	return c.Validate()
 }
 
@@ -314,6 +322,11 @@ func (c *Config) Validate() error {
 			bad("id_fields: %q listed twice", f)
 		}
 		seen[f] = true
+	}
+	switch c.Keyless {
+	case "", KeylessRefuse, KeylessDeadLetter:
+	default:
+		bad("keyless must be refuse or dead_letter")
 	}
 	if strings.Contains(c.IDSeparator, `\`) {
 		bad(`id_separator must not contain a backslash (it is the escape character of _id)`)

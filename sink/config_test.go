@@ -111,6 +111,20 @@ func TestParseConfigExpansionKeepsText(t *testing.T) {
 	}
 }
 
+// TestParseConfigKeyless: keyless defaults to refuse and accepts dead_letter.
+func TestParseConfigKeyless(t *testing.T) {
+	for y, want := range map[string]string{
+		"type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i}\n":                       KeylessRefuse,
+		"type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: refuse}\n":      KeylessRefuse,
+		"type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: dead_letter}\n": KeylessDeadLetter,
+	} {
+		c, err := ParseConfig([]byte(y))
+		if err != nil || c.Keyless != want {
+			t.Errorf("%q: keyless %q, %v; want %q", y, c.Keyless, err, want)
+		}
+	}
+}
+
 func TestParseConfigValidation(t *testing.T) {
 	cases := map[string]string{
 		"type must be":           "type: kafka\nconfig: {id: a, url: 'http://x:1', index: i}\n",
@@ -129,6 +143,7 @@ func TestParseConfigValidation(t *testing.T) {
 		"df-w-":                  "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'df-w-{table}'}\n",
 		"must not carry":         "type: elasticsearch\nconfig: {id: a, url: 'http://u:p@x:1', index: i}\n",
 		"decimal must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, mapping: {decimal: float}}\n",
+		"keyless must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: drop}\n",
 	}
 	for want, y := range cases {
 		_, err := ParseConfig([]byte(y))

@@ -7,9 +7,10 @@
 // [ParseConfig] reads one entry of the specification's sinks: list ("type: elasticsearch",
 // "config: {id, url, index, id_fields, id_separator, auth, auto_create_index}") plus what
 // production needs: tls (ca_file or inline ca), request_timeout, connect_timeout, batch
-// (max_docs, max_bytes), concurrency, delete_retention, item_retries, refresh,
-// number_of_shards, number_of_replicas, and mapping (decimal: scaled_float | keyword | double,
-// uint64: unsigned_long | keyword, json: stored | flattened -- for engines without
+// (max_docs, max_bytes), concurrency, delete_retention, item_retries, refresh, keyless
+// (refuse | dead_letter, see Start checks), number_of_shards, number_of_replicas, and
+// mapping (decimal: scaled_float | keyword | double, uint64: unsigned_long | keyword, json:
+// stored | flattened -- for engines without
 // scaled_float or unsigned_long, such as Elasticsearch's OSS test build, where index creation
 // otherwise fails with a fatal error saying so). ${NAME} in any value is replaced by the environment
 // variable (an unset one is an error naming it; "$${" is a literal "${"). Expansion works on
@@ -27,8 +28,10 @@
 // even with multi-byte or self-overlapping separators. Key values render the same from the
 // snapshot and from the stream (a MySQL binlog TEXT key, base64-wrapped, is decoded first). A
 // NULL key part, a key type that cannot form an id (JSON, arrays), an empty or over-512-byte
-// _id, or a table with neither a primary key nor id_fields is a per-row serialization failure:
-// the row is dead-lettered, never written with an auto-generated id.
+// _id is a per-row serialization failure: the row is dead-lettered, never written with an
+// auto-generated id. A table with neither a primary key nor the id_fields columns is refused
+// as a whole (keyless: refuse, the default; see Start checks) or, with keyless: dead_letter,
+// has every row dead-lettered.
 //
 // Documents are the full after image, produced by [AppendDocument] (values the source left
 // out as unchanged are filled in first: Unchanged values).
@@ -40,10 +43,31 @@
 // lowercased and checked against Elasticsearch's rules (not empty, not . or .., at most 255
 // bytes, none of \ / * ? " < > | , # : or space, not starting with - _ +) and against the
 // fence's df-w- prefix. The template is checked at configuration time with stand-in values;
-// each concrete name the first time a table is seen. A bad concrete name (a table name with a
-// space, say) is a fatal, clear error from Write -- not a batch the cluster rejects, and not
-// dead letters: every row of that table would fail alike, and the operator must change the
-// template.
+// each concrete name at start (CheckTables) and the first time a table is seen. A bad
+// concrete name (a table name with a space, say) is a *cdc.StartError -- not a batch the
+// cluster rejects, and not dead letters: every row of that table would fail alike, and the
+// operator must change the template.
+//
+// # Start checks
+//
+// [Sink.CheckTables] implements cdc.TableChecker, which cdc.Runner calls with the source's
+// tables right after opening it and before reading any event. It sends nothing to the
+// cluster and refuses, with one *cdc.StartError naming every table and its fix, what could
+// never work: an invalid concrete index name; a table with neither a primary key nor the
+// id_fields columns, unless keyless: dead_letter (pgbench's pgbench_history would otherwise
+// send every change to the dead-letter queue); a column name that cannot be a document field
+// (a "." in it, a metadata name); and two tables whose rows would go into one index (a static
+// index with several tables, or {table} with MyOrders and myorders, since index names are
+// lowercased), which would overwrite each other's documents by _id. The tables it accepts are
+// bound to their indices for the session.
+//
+// Write holds tables that appear later (a FOR ALL TABLES publication gaining one) or that no
+// check saw (a library user calling Write directly) to the same rules before any of their
+// rows is written: under keyless: refuse a table without a key fails the batch with a
+// *cdc.StartError, and a table whose index is already bound in this session to another table
+// -- by CheckTables, a claim, or an earlier batch -- fails it with an *esfence.ConflictError
+// of class bound_to_another_relation, as the fence's marker check would on the next run. Both
+// are fatal, nothing of the batch is written.
 //
 // # Writes
 //
@@ -158,7 +182,8 @@
 //
 // # Fencing and index creation
 //
-// Every index is claimed through esfence before the session first writes to it
+// Every index is bound to one table per session (see Start checks) and claimed through
+// esfence before the session first writes to it
 // ([esfence.Fence.Ensure]) and again, with [esfence.Fence.Reclaim], before the first write
 // after a connection loss (the specification's "after a reconnect"). A claim error that is not
 // a refusal (transport, server, state store) is backpressure. The encoding recorded in the

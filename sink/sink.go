@@ -61,6 +61,9 @@ type Sink struct {
 	mu     sync.Mutex
 	tables map[*cdc.TableSchema]*tableInfo
 	claims map[string]*esfence.Claim // by concrete index name
+	// bound is, per concrete index, the one table whose rows go into it this session: set by
+	// CheckTables and by the first action of a table (checkBindings).
+	bound map[string]cdc.TableID
 	// fields holds, per concrete index, the top-level fields its mapping is known to have:
 	// read once per session when a schema not yet checked arrives, then kept up to date.
 	fields map[string]map[string]json.RawMessage
@@ -114,6 +117,7 @@ func New(cfg Config, o Options) (*Sink, error) {
 		cfg: cfg, tmpl: t, pipeline: o.Pipeline, opts: o,
 		tables:   map[*cdc.TableSchema]*tableInfo{},
 		claims:   map[string]*esfence.Claim{},
+		bound:    map[string]cdc.TableID{},
 		fields:   map[string]map[string]json.RawMessage{},
 		encoding: encodingName(cfg),
 	}
@@ -212,10 +216,14 @@ func (s *Sink) table(sch *cdc.TableSchema, id cdc.TableID) (*tableInfo, error) {
 	}
 	name := s.tmpl.expand(id)
 	if err := validIndexName(name); err != nil {
-		return nil, fmt.Errorf("elasticsearch sink %q: table %s: %w", s.cfg.ID, id, err)
+		return nil, s.refuse(indexProblem(id, err))
 	}
 	ti := &tableInfo{index: name}
 	ti.cols, ti.colErr = idColumns(sch, s.cfg.IDFields)
+	if ti.colErr != nil && s.cfg.Keyless != KeylessDeadLetter {
+		// Not remembered: every batch with the table is refused alike.
+		return nil, s.refuse(s.keyProblem(id, ti.colErr))
+	}
 	s.tables[sch] = ti
 	return ti, nil
 }
@@ -419,8 +427,12 @@ const truncateReason = "truncate_not_mirrored: a TRUNCATE cannot be applied with
 	"(delete_by_query is not version-aware); the index keeps the table's earlier documents"
 
 // claimAll makes sure every index the actions target is claimed: created through the fence on
-// first use, claimed again after a reconnect.
+// first use, claimed again after a reconnect. An action of a table other than the one its
+// index is bound to in this session fails the batch first (checkBindings).
 func (s *Sink) claimAll(ctx context.Context, acts []action) error {
+	if err := s.checkBindings(acts); err != nil {
+		return err
+	}
 	if s.stale.Load() {
 		for idx, c := range s.claims {
 			n, err := s.fence.Reclaim(ctx, c)

@@ -81,7 +81,9 @@ func TestSinkEndToEnd(t *testing.T) {
 
 func TestSinkDeadLetters(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
-		k := s.sink(t, s.config("dlq"), nil, nil)
+		cfg := s.config("dlq")
+		cfg.Keyless = KeylessDeadLetter // the table without a key is dead-lettered row by row
+		k := s.sink(t, cfg, nil, nil)
 		sch := ordersSchema("orders")
 		idx := indexOf(t, k, "orders")
 		write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, row(1, "one", 1))})

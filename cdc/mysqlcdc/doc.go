@@ -90,6 +90,18 @@
 // catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
 // rebuilt from the table map, keeping the catalog's description of unchanged columns.
 //
+// # Start checks
+//
+// Open first checks that every captured table exists as spelled (INFORMATION_SCHEMA.TABLES,
+// compared with case: the binlog names tables as they were created, and capture compares them
+// exactly). Otherwise it fails with a *cdc.StartError listing every missing table, with the
+// table of the same name in another case as the fix when there is one. With
+// lower_case_table_names 0 (the default on Linux; the test server's setting) MyOrders and
+// myorders are two tables, both of which may be captured; with 1 the server stores names in
+// lower case, so a configured MyOrders is refused with "did you mean `db`.`myorders`?". The
+// stream implements cdc.TableLister: Tables returns the captured tables' schemas as Open read
+// them, in Options.Tables order.
+//
 // # Truncate
 //
 // TRUNCATE TABLE is logged as a statement, not as row deletes. A truncate of a captured table

@@ -50,7 +50,8 @@ type TableName struct {
 // Options configures a Source. The zero value of each field means its default.
 type Options struct {
 	// Tables are the captured tables; at least one is required. Changes of other tables are
-	// read from the binlog and dropped.
+	// read from the binlog and dropped. Names are exact: Open refuses a table that does not
+	// exist as spelled (see Open).
 	Tables []TableName
 	// Flavor is the server's kind. Default MariaDB.
 	Flavor Flavor
@@ -211,8 +212,13 @@ func quit(conn *client.Conn) {
 }
 
 // Open starts a stream: after cp when it is set; otherwise with a snapshot or from the server's
-// current position, as Options.Snapshot says.
+// current position, as Options.Snapshot says. A captured table that does not exist as spelled
+// fails Open with a *cdc.StartError naming each such table (and the table of another case,
+// when there is one), before anything else happens. The stream implements cdc.TableLister.
 func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
+	if err := s.checkTables(ctx); err != nil {
+		return nil, err
+	}
 	st := newStream(s)
 	r := newReader(st)
 	var snap *snapshot
@@ -267,6 +273,11 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 		}
 		r.cat.close()
 		return nil, err
+	}
+	for _, name := range s.opts.Tables {
+		if t := r.tables[name]; t != nil {
+			st.tables = append(st.tables, t.schema)
+		}
 	}
 	st.start(func(ctx context.Context) error {
 		defer r.cat.close()

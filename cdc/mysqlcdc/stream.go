@@ -19,6 +19,7 @@ type stream struct {
 	closed   bool
 	acked    cdc.Checkpoint
 	progress cdc.SnapshotProgress
+	tables   []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
 }
 
 func newStream(src *Source) *stream {

@@ -33,6 +33,26 @@
 // messages straight from their bytes, the other messages through pglogrepl. It alone writes
 // to the connection (status updates, also in answer to keepalives).
 //
+// # Start checks
+//
+// Before it creates a publication or a slot, Open checks that every table of Options.Tables
+// exists as spelled (pg_class and pg_namespace, exact case, ordinary or partitioned tables);
+// otherwise it fails with a *cdc.StartError listing every missing table, and, when a table of
+// the same name in another case exists, the fix `did you mean public."MyOrders"?`. A captured
+// table an existing publication does not publish is refused the same way, the fix being the
+// ALTER PUBLICATION. The stream implements cdc.TableLister: Tables returns the schemas of the
+// captured tables as Open read them (with a FOR ALL TABLES publication, the tables it
+// published then; tables created later are not listed, and a sink checks them when they first
+// arrive).
+//
+// Open also reports the captured tables with TOASTable columns (attstorage other than plain:
+// text, varchar, bytea, json, jsonb, numeric, arrays and the other varlena types) whose replica
+// identity is not FULL, with one Warn line per table naming the columns, and in [ToastTables]:
+// an update that leaves such a value unchanged, while it is stored out of line, arrives
+// without it, and the sink has to fill it from the stored document with one read per such
+// row. ALTER TABLE ... REPLICA IDENTITY FULL makes the server send the old row, which avoids
+// those reads at the cost of larger WAL records.
+//
 // # Values
 //
 // Every value is decoded from PostgreSQL's text output, on the stream (pgoutput sends text)

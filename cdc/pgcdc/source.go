@@ -43,8 +43,10 @@ type Options struct {
 	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
 	NoCreateSlot bool
 	// Tables are the captured tables. Default: every table the publication publishes when Open
-	// runs. Changes of other tables the publication sends are dropped. Open fails when an
-	// existing publication does not publish one of them.
+	// runs. Changes of other tables the publication sends are dropped. Open fails with a
+	// *cdc.StartError naming each table that does not exist as spelled (with the table of
+	// another case as the fix, when there is one) or that an existing publication does not
+	// publish.
 	Tables []Table
 	// Snapshot says what Open does without a checkpoint. Default cdc.SnapshotInitial.
 	Snapshot cdc.SnapshotMode
@@ -262,7 +264,7 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn, database string) 
 
 // ensurePublication creates the publication when missing (and allowed) and returns the
 // captured tables: Options.Tables, each checked to be published, or every published table.
-func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) ([]Table, error) {
+func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database string) ([]Table, error) {
 	pub := s.opts.Publication
 	var truncates *bool
 	err := conn.QueryRow(ctx, `SELECT pubtruncate FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&truncates)
@@ -311,10 +313,14 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn) ([]Table
 	if len(s.opts.Tables) == 0 {
 		return published, nil
 	}
+	var missing []Table
 	for _, t := range s.opts.Tables {
-		if !slices.Contains(published, t) {
-			return nil, fmt.Errorf("pgcdc: publication %q does not publish %s.%s", pub, quoteIdent(t.Schema), quoteIdent(t.Name))
+		if !slices.Contains(published, t) && !slices.Contains(missing, t) {
+			missing = append(missing, t)
 		}
+	}
+	if len(missing) > 0 {
+		return nil, s.notPublished(database, missing)
 	}
 	out := slices.Clone(s.opts.Tables)
 	slices.SortFunc(out, func(a, b Table) int {
@@ -361,7 +367,14 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 	if err := sqlConn.QueryRow(ctx, `SELECT current_database()`).Scan(&database); err != nil {
 		return nil, fmt.Errorf("pgcdc: current database: %w", err)
 	}
-	tables, err := s.ensurePublication(ctx, sqlConn)
+	if err := s.checkTables(ctx, sqlConn, database); err != nil {
+		return nil, err
+	}
+	tables, err := s.ensurePublication(ctx, sqlConn, database)
+	if err != nil {
+		return nil, err
+	}
+	schemas, toast, err := s.inspect(ctx, sqlConn, database, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +383,7 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 		return nil, err
 	}
 
-	p := &plan{database: database, tables: tables}
+	p := &plan{database: database, tables: tables, schemas: schemas, toast: toast}
 	switch {
 	case slot == nil && resume != nil:
 		return nil, fmt.Errorf("%w: %s is gone, the changes after the checkpoint with it", ErrSlotMissing, s.opts.Slot)
@@ -444,9 +457,11 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 type plan struct {
 	database string
 	tables   []Table
-	start    pglogrepl.LSN // stream from here; already confirmed to the server
-	snapshot *snapshotPlan // nil: no snapshot
-	verify   *verifyPlan   // set when resuming behind the slot's confirmed position
+	schemas  []*cdc.TableSchema // the captured tables as of Open (Tables)
+	toast    []ToastTable       // captured tables with TOASTable columns, not REPLICA IDENTITY FULL
+	start    pglogrepl.LSN      // stream from here; already confirmed to the server
+	snapshot *snapshotPlan      // nil: no snapshot
+	verify   *verifyPlan        // set when resuming behind the slot's confirmed position
 }
 
 // Drop removes the slot (waiting until no stream uses it) and the publication: what deleting
@@ -472,4 +487,5 @@ var (
 	_ cdc.Source       = (*Source)(nil)
 	_ cdc.SchemaLoader = (*Source)(nil)
 	_ cdc.Stream       = (*stream)(nil)
+	_ cdc.TableLister  = (*stream)(nil)
 )

@@ -32,6 +32,20 @@
 // Errors never quote values (they may be secrets); the dsn and the sink's credentials are
 // never logged. Relative paths are relative to the working directory.
 //
+// # Start checks
+//
+// A configuration that cannot work stops cdcmirror at start, before any row is written,
+// with exit status 2 and one line per table saying what is wrong and the fix: a captured table
+// that does not exist as spelled (names are exact; a table of the same name in another case is
+// offered as the fix), one the publication does not publish, two tables whose rows would go
+// into one index (a static index, or {table} with tables whose names differ only in case), an
+// index name the template makes invalid, and a table with neither a primary key nor the
+// id_fields columns (such as pgbench_history). For the last, the sink option keyless:
+// dead_letter sends each of its rows to the dead-letter file instead. Dead letters and
+// truncates are logged at Warn (table, op, position, reason; the first of each kind at once,
+// then a count at most once a minute), never with row data. At start, PostgreSQL tables with
+// TOASTable columns and no REPLICA IDENTITY FULL are named in one Warn line each.
+//
 // # Progress and logs
 //
 // Logs (log/slog text) go to stderr. While the initial snapshot runs, a progress bar on stderr
@@ -70,5 +84,5 @@
 // the last batch that completed, and the next start resumes there (replaying at most that
 // batch, which external versioning makes harmless). A second signal ends a shutdown that
 // hangs. Exit status: 0 after a signal, 1 when the pipeline failed, 2 for a bad command line or
-// configuration.
+// configuration, including a pipeline refused at start (see Start checks).
 package main

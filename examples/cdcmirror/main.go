@@ -29,17 +29,35 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := command(ctx, os.Args[1:], os.Stderr, nil)
+	if code := exitStatus(os.Stderr, command(ctx, os.Args[1:], os.Stderr, nil)); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// exitStatus reports err on w and returns the exit status: 0 for none (or --help), 2 for a
+// bad command line or configuration -- a pipeline refused at start because its configuration
+// cannot work included, printed one table and fix per line --, 1 for a pipeline that failed.
+func exitStatus(w io.Writer, err error) int {
 	var usage usageError
+	var refused *cdc.StartError
 	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &refused):
+		fmt.Fprintf(w, "cdcmirror: refusing to start, the configuration cannot work (%s):\n", refused.Component)
+		for _, p := range refused.Problems {
+			fmt.Fprintf(w, "  table %s: %s\n", p.Table, p.Problem)
+			if p.Fix != "" {
+				fmt.Fprintf(w, "    fix: %s\n", p.Fix)
+			}
+		}
+		return 2
 	case errors.As(err, &usage):
-		fmt.Fprintln(os.Stderr, "cdcmirror:", err)
-		os.Exit(2)
+		fmt.Fprintln(w, "cdcmirror:", err)
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "cdcmirror:", err)
-		os.Exit(1)
+		fmt.Fprintln(w, "cdcmirror:", err)
+		return 1
 	}
 }
 

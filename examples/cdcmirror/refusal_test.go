@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/testenv"
+)
+
+// TestConfigKeyless: the sink's keyless key is accepted in the sinks: entry.
+func TestConfigKeyless(t *testing.T) {
+	setTestEnv(t)
+	c, err := parseConfig([]byte(strings.Replace(validConfig, "      index:", "      keyless: dead_letter\n      index:", 1)))
+	if err != nil || c.Sink.Keyless != "dead_letter" {
+		t.Fatalf("keyless: %q, %v", c.Sink.Keyless, err)
+	}
+}
+
+// TestExitStatusOfStartRefusal: a refusal prints every table and fix on lines of their own
+// and exits 2, like any configuration that cannot work; another failure exits 1.
+func TestExitStatusOfStartRefusal(t *testing.T) {
+	refusal := fmt.Errorf("cdc: pipeline \"p\": opening the source: %w", &cdc.StartError{Component: "pgcdc", Problems: []cdc.StartProblem{
+		{Table: cdc.TableID{Connector: "postgres", Source: "shop", Database: "db", Schema: "public", Table: "myorders"},
+			Problem: "the table does not exist", Fix: `did you mean public."MyOrders"?`}}})
+	var b bytes.Buffer
+	if code := exitStatus(&b, refusal); code != 2 {
+		t.Fatalf("exit status %d, want 2", code)
+	}
+	want := "cdcmirror: refusing to start, the configuration cannot work (pgcdc):\n" +
+		"  table postgres:shop/db.public.myorders: the table does not exist\n" +
+		"    fix: did you mean public.\"MyOrders\"?\n"
+	if b.String() != want {
+		t.Fatalf("printed\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	if code := exitStatus(&b, errors.New("boom")); code != 1 || b.String() != "cdcmirror: boom\n" {
+		t.Fatalf("exit status %d, printed %q", code, b.String())
+	}
+}
+
+// TestCommandRefusesMissingTables runs the command with each source against the real server
+// and a captured table spelled in the wrong case: it returns at once with the source's
+// refusal (exit status 2) naming the table and the near match.
+func TestCommandRefusesMissingTables(t *testing.T) {
+	sfx := randomSuffix(t)
+	run := func(t *testing.T, source string) string {
+		t.Helper()
+		url := os.Getenv(testenv.ElasticsearchURL)
+		if url == "" {
+			url = "http://127.0.0.1:1" // never reached: the source refuses first
+		}
+		dir := t.TempDir()
+		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
+		cfg := "pipeline: h3pre-refusal\n" + source + `sinks:
+  - type: elasticsearch
+    config:
+      id: es-refusal
+      url: "` + url + `"
+      index: "h3pre-` + sfx + `-{table}"
+      auth: {type: none}
+state: ` + filepath.Join(dir, "state.db") + `
+dlq: ` + filepath.Join(dir, "dlq.jsonl") + "\n"
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		var log syncBuffer
+		err := command(ctx, []string{"--config", cfgPath, "--metrics-addr", "", "--progress", "never"}, &log, nil)
+		if !errors.Is(err, cdc.ErrStart) {
+			t.Fatalf("command: %v, want a start refusal\n%s", err, log.String())
+		}
+		var out bytes.Buffer
+		if code := exitStatus(&out, err); code != 2 {
+			t.Fatalf("exit status %d, want 2", code)
+		}
+		return out.String()
+	}
+	t.Run("postgres", func(t *testing.T) {
+		dsn := testenv.Require(t, testenv.PostgresDSN)
+		table := "H3pre_Orders_" + sfx
+		db := pgDatabase{dsn: dsn, table: table}
+		db.exec(t, `CREATE TABLE "`+table+`" (id int PRIMARY KEY)`)
+		t.Cleanup(func() { db.exec(t, `DROP TABLE IF EXISTS "`+table+`"`) })
+		out := run(t, fmt.Sprintf("source:\n  type: postgres\n  dsn: \"${%s}\"\n  tables: [public.%s]\n  slot: h3pre_%s\n  publication: h3pre_%s\n",
+			testenv.PostgresDSN, strings.ToLower(table), sfx, sfx))
+		if !strings.Contains(out, "public."+strings.ToLower(table)+": the table does not exist") ||
+			!strings.Contains(out, `fix: did you mean public."`+table+`"?`) {
+			t.Fatalf("printed:\n%s", out)
+		}
+	})
+	t.Run("mysql", func(t *testing.T) {
+		dsnText := testenv.Require(t, testenv.MySQLDSN)
+		dsn, err := parseMySQLDSN(dsnText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := "h3pre_Orders_" + sfx
+		db := mysqlDatabase{dsn: dsn, table: table}
+		db.exec(t, "CREATE TABLE "+table+" (id INT PRIMARY KEY)")
+		t.Cleanup(func() { db.exec(t, "DROP TABLE IF EXISTS "+table) })
+		serverID, err := strconv.ParseUint(sfx, 16, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := run(t, fmt.Sprintf("source:\n  type: mysql\n  dsn: \"${%s}\"\n  tables: [%s]\n  server_id: %d\n",
+			testenv.MySQLDSN, strings.ToLower(table), 1<<24+serverID%(1<<29)))
+		if !strings.Contains(out, strings.ToLower(table)+": the table does not exist") ||
+			!strings.Contains(out, "fix: did you mean `"+dsn.db+"`.`"+table+"`?") {
+			t.Fatalf("printed:\n%s", out)
+		}
+	})
+}
