@@ -39,8 +39,13 @@ type fieldGuard struct {
 // generatedGuard is the guard of the field GenerateMapping gives c under o (the two agree:
 // TestGeneratedGuardMatchesMapping). It allocates nothing, for AppendDocument's per-row use.
 func generatedGuard(c *cdc.Column, o MappingOptions) fieldGuard {
-	for depth := 0; c.Kind == cdc.KindArray && c.Elem != nil && depth <= maxArrayDepth; depth++ {
-		c = c.Elem // an array maps as its element
+	switch c.Kind {
+	case cdc.KindText, cdc.KindBool, cdc.KindEnum, cdc.KindUUID, cdc.KindJSON, cdc.KindBinary:
+		return fieldGuard{} // the common kinds first: this runs per value in AppendDocument
+	case cdc.KindArray:
+		for depth := 0; c.Kind == cdc.KindArray && c.Elem != nil && depth <= maxArrayDepth; depth++ {
+			c = c.Elem // an array maps as its element
+		}
 	}
 	switch c.Kind {
 	case cdc.KindInt:

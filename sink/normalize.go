@@ -136,11 +136,17 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, g fieldGuard, depth int) 
 		case int64:
 			n := len(b)
 			b = strconv.AppendInt(b, x, 10)
-			return checkScaledInteger(b, n, g)
+			if g.kind == fieldScaled || g.kind == fieldScaledOdd {
+				return checkScaledInteger(b, n, g)
+			}
+			return b, ""
 		case uint64:
 			n := len(b)
 			b = strconv.AppendUint(b, x, 10)
-			return checkScaledInteger(b, n, g)
+			if g.kind == fieldScaled || g.kind == fieldScaledOdd {
+				return checkScaledInteger(b, n, g)
+			}
+			return b, ""
 		}
 	case cdc.KindFloat:
 		if x, ok := v.(float64); ok {
@@ -250,8 +256,8 @@ func appendOther(b []byte, v cdc.Value) ([]byte, string) {
 // strings Java's Double.parseDouble reads them back from ("NaN", "Infinity", "-Infinity"),
 // which a numeric field with ignore_malformed leaves out and a strict one refuses.
 func appendFloat(b []byte, f float64, g fieldGuard) ([]byte, string) {
-	if s := nonFiniteName(f); s != "" {
-		return appendNonFinite(b, s, g)
+	if f-f != 0 { // NaN or an infinity
+		return appendNonFinite(b, nonFiniteName(f), g)
 	}
 	abs := math.Abs(f)
 	fmtc := byte('f')
@@ -344,16 +350,20 @@ func appendDecimal(b []byte, s string, g fieldGuard) ([]byte, string) {
 	case "NaN", "Infinity", "-Infinity":
 		return appendNonFinite(b, s, g)
 	}
-	if _, _, ok := decimalShape(s); !ok {
-		return b, "not a finite decimal number"
-	}
 	switch g.kind {
 	case fieldScaled:
-		if reason := scaledReason(s, int(g.scale)); reason != "" {
+		if reason := scaledReason(s, int(g.scale)); reason != "" { // checks the shape too
 			return b, reason
 		}
 	case fieldScaledOdd:
+		if _, _, ok := decimalShape(s); !ok {
+			return b, "not a finite decimal number"
+		}
 		return b, reasonScaledOddFactor
+	default:
+		if _, _, ok := decimalShape(s); !ok {
+			return b, "not a finite decimal number"
+		}
 	}
 	b = append(b, '"')
 	b = append(b, s...)
