@@ -78,8 +78,13 @@ func (s *Sink) encodeAliases(acts []action, dead []cdc.DeadLetter, aliasOf func(
 		b = strconv.AppendInt(b, a.version, 10)
 		b = append(b, `,"version_type":"external"}}`+"\n"...)
 		if !a.del {
+			if a.info.guards == nil {
+				// Not derived from the index's mapping (encodeWithAlias, no cluster): the
+				// configured options' generated fields decide, as GenerateMapping made them.
+				a.info.guards = guardsFor(a.schema, nil, s.configuredMapping())
+			}
 			var err error
-			b, err = AppendDocument(b, a.schema, a.row)
+			b, err = appendDocument(b, a.schema, a.row, MappingOptions{}, a.info.guards)
 			if err != nil {
 				cur.body = b[:start]
 				dead = append(dead, cdc.DeadLetter{Index: a.event, Reason: rowReason(err)})

@@ -36,6 +36,58 @@
 // Documents are the full after image, produced by [AppendDocument] (values the source left
 // out as unchanged are filled in first: Unchanged values).
 //
+// # Decimals
+//
+// No value a column can hold costs its row. The sink knows each column's declared precision
+// and scale before it creates the index, and [GenerateMapping] picks, under the default
+// mapping (decimal: scaled_float), a field that holds every such value:
+//
+//   - precision 1..15 and 0 <= scale <= precision: scaled_float with scaling_factor 10^scale,
+//     ignore_malformed, and a keyword sub-field "exact" with the digits. Such a column holds at
+//     most 10^15-1 units, below 2^53, and the engine's arithmetic -- parse the digits as a
+//     double, multiply by 10^scale, Math.round -- is off by less than 0.23 units for them, so
+//     it always lands on the exact unscaled integer (TestScaledFloatHoldsEveryDeclaredValue
+//     checks boundaries and random values at every precision and scale).
+//   - anything else -- unbounded PostgreSQL numeric, a precision above 15 (numeric(38,10),
+//     MySQL DECIMAL(65,30)), a negative scale or one above the precision: keyword
+//     (ignore_above 8191) holding the exact digits, with a double sub-field "approx"
+//     (ignore_malformed) for range queries and sorting -- approximate beyond about 15
+//     significant digits, and a value beyond a double's range is simply not indexed there.
+//
+// decimal: keyword maps every decimal to keyword only; decimal: double to double
+// (ignore_malformed) with the "exact" sub-field, approximate and never refused. The document
+// always carries the source's digits as a JSON string, so _source is exact under every option.
+//
+// PostgreSQL's numeric NaN, Infinity and -Infinity, and float4/float8 NaN and infinities, are
+// written as the strings "NaN", "Infinity", "-Infinity"; float and double fields are created
+// with ignore_malformed too. On both engines (TestMappingServerUnparsableValues) such a
+// document is kept with the string in _source; the numeric field leaves it out (Elasticsearch
+// and OpenSearch list double and float fields in _ignored; OpenSearch's scaled_float leaves
+// the value out without listing it), while a keyword field and the keyword sub-field "exact"
+// do index the string, so a term query for "NaN" finds the row. Likewise PostgreSQL dates and
+// timestamps no date format parses -- infinity, -infinity, BC dates, years past 9999 (neither
+// engine parses a five-digit year with these formats) -- are written as PostgreSQL's text into
+// date fields created with ignore_malformed: kept in _source, left out of the date field.
+//
+// Before encoding a value the sink checks it against the field the index really has, not the
+// one it would generate now: each index's mapping is read once per session (see "Schema
+// changes"; also with auto_create_index: false, where a user's template may have made a field
+// scaled_float), and a guard per column is derived once per table schema. A value headed for
+// a scaled_float field -- an index created by an earlier version with the old rule, a
+// template's field, or a column whose type widened after the index was created -- must be
+// stored exactly under that field's own scaling_factor: at most as many fractional digits as
+// the factor keeps (trailing zeros aside) and within 2^53 scaled units (integers and floats
+// alike); a factor that is not a power of ten proves nothing. Otherwise the row is
+// dead-lettered with a reason naming the column and saying the index maps it as scaled_float
+// and a new index is needed -- never silently rounded. NaN and the infinities headed for a
+// numeric field without ignore_malformed, and unparsable dates for a date field without it,
+// are dead-lettered the same way (the cluster would refuse the document). Only the field's
+// own ignore_malformed is read, not the index-wide index.mapping.ignore_malformed. With
+// auto_create_index: false a column the index lacks is checked against its generated field
+// until a later session reads the field the cluster mapped dynamically. Values of other kinds
+// headed for a numeric field of a changed column (text into a long, a decimal into an
+// integer field, which the engines coerce) are left to the cluster.
+//
 // # Index names
 //
 // The index option is a template with {db}, {schema} (the PostgreSQL schema, falling back to
@@ -196,7 +248,8 @@
 // engine and the settings index.gc_deletes (below), number_of_shards and
 // number_of_replicas. auto_create_index: false sends no mapping: the fence creates the index
 // with only its marker and write alias, and the cluster maps fields dynamically (or by a
-// user's index template). An index someone else created is refused either way
+// user's index template), though the sink still reads the mapping to guard values (see
+// "Decimals"). An index someone else created is refused either way
 // (marker_missing): the fence's rule "the sink writes only to indices it creates" has no
 // exception, because adopting an unowned index would make every fencing guarantee void. To
 // pre-create mappings with auto_create_index: false, use a composable index template that
@@ -207,15 +260,17 @@
 // With auto_create_index: true the sink owns the index's mapping, and it keeps it in step with
 // added columns: the first time a table schema (a new *cdc.TableSchema value, as sources
 // produce after DDL or a relation message) is about to be written in a session, the sink reads
-// the index's mapping once per session and adds, with one PUT _mapping, the generated field of
-// every column the mapping lacks -- before any document carrying it, so dynamic mapping never
+// the index's mapping once per session (with auto_create_index: false too, for the guards of
+// "Decimals") and adds, with one PUT _mapping, the generated field of every column the mapping
+// lacks -- before any document carrying it, so dynamic mapping never
 // guesses (it would make a DECIMAL or a DATETIME text). Both requests go through the fenced
 // write alias (esfence Fields and AddFields): a fenced sink cannot change the mapping, and
 // _meta (the marker) is never sent. Dropped columns keep their fields; new documents simply
 // lack them. A column whose type changed keeps its existing field, since a field's type cannot
-// change in place: values the old field accepts are indexed (coerced by the cluster, e.g. a
-// numeric string into an integer field), the others are rejected per document and
-// dead-lettered with the cluster's error type (document_parsing_exception on Elasticsearch,
+// change in place: values the old field would round (a scaled_float) are dead-lettered by the
+// sink (see "Decimals"); other values the old field accepts are indexed (coerced by the
+// cluster, e.g. a numeric string into an integer field), the others are rejected per document
+// and dead-lettered with the cluster's error type (document_parsing_exception on Elasticsearch,
 // mapper_parsing_exception on OpenSearch). Changing a type for good takes a new index: a new
 // index name in the template, or a new pipeline. A column name the mapping refuses (a "." in
 // it, a metadata name) stops the pipeline with a fatal error naming it, as at creation. With

@@ -33,15 +33,19 @@ type DecimalMapping uint8
 
 // Decimal mappings.
 const (
-	// DecimalScaledFloat (the default) maps a bounded decimal to scaled_float with
-	// scaling_factor 10^scale and a keyword sub-field "exact" holding the original digits.
-	// Unbounded decimals (no declared precision, or a negative scale) have no fixed scaling
-	// factor and map as DecimalKeyword does.
+	// DecimalScaledFloat (the default) maps a decimal whose declared precision is 1..15 (and
+	// 0 <= scale <= precision) to scaled_float with scaling_factor 10^scale, ignore_malformed
+	// and a keyword sub-field "exact" holding the original digits: every finite value such a
+	// column holds is stored exactly (see the package documentation, "Decimals"). Any other
+	// decimal -- unbounded, wider than 15 digits, a negative scale or one above the precision
+	// -- maps to keyword with the exact digits plus a double sub-field "approx"
+	// (ignore_malformed) for range queries and sorting.
 	DecimalScaledFloat DecimalMapping = iota
 	// DecimalKeyword maps decimals to keyword only: exact, sortable as text, not numeric.
 	DecimalKeyword
-	// DecimalDouble maps decimals to double with the keyword sub-field "exact": numeric range
-	// queries and aggregations are approximate beyond 15-17 significant digits.
+	// DecimalDouble maps decimals to double (ignore_malformed) with the keyword sub-field
+	// "exact": numeric range queries and aggregations are approximate beyond 15-17
+	// significant digits.
 	DecimalDouble
 )
 
@@ -92,6 +96,12 @@ const maxArrayDepth = 8
 // maxScale bounds the scaling_factor: 10^18 is the largest power of ten a long holds.
 const maxScale = 18
 
+// maxScaledPrecision is the widest declared precision the default decimal mapping gives a
+// scaled_float: 10^15-1 units are below 2^53, and with at most 15 digits the engine's
+// arithmetic (parse as double, multiply by 10^scale, round) errs by less than 0.23 units, so
+// it always lands on the exact unscaled integer (TestScaledFloatHoldsEveryDeclaredValue).
+const maxScaledPrecision = 15
+
 // dateFormats parses every shape a source produces for the date kinds: "2006-01-02" (DATE,
 // through strict_date_optional_time), "2006-01-02 15:04:05" with 0 to 6 fractional digits
 // (MySQL DATETIME, PostgreSQL timestamp) and epoch_millis with a fraction (TIMESTAMP from epoch
@@ -107,19 +117,27 @@ const dateFormats = "strict_date_optional_time||yyyy-MM-dd HH:mm:ss[.SSSSSS][.SS
 //     Unsigned integers take the narrowest signed type holding their range: short (8),
 //     integer (16, 24), long (32); 64-bit (and unknown width) unsigned_long, exact up to
 //     2^64-1 (Uint64Keyword maps them to keyword instead).
-//   - float: float (32 bits) or double.
-//   - decimal: with a declared precision and 0 <= scale <= 18, scaled_float with
-//     scaling_factor 10^scale plus a keyword sub-field "exact" holding the original digits
-//     (the document carries the digits as a JSON string, so _source is exact as well). Values
-//     whose scaled magnitude scaled_float would not store exactly are refused per row (see
-//     AppendDocument). An unbounded numeric, a negative scale or a scale above 18 has no usable
-//     scaling factor and maps to keyword. DecimalKeyword and DecimalDouble are the opt-outs.
+//   - float: float (32 bits) or double, with ignore_malformed: NaN and the infinities arrive as
+//     the strings "NaN", "Infinity", "-Infinity" (see AppendDocument), which the document keeps
+//     in _source while the numeric field leaves them out.
+//   - decimal: by declared precision and scale, so that every value the column can hold is
+//     kept (the package documentation, "Decimals", states the rule and why it is exact). With
+//     a precision of 1..15 and 0 <= scale <= precision: scaled_float with scaling_factor
+//     10^scale, ignore_malformed (a PostgreSQL numeric(p,s) can hold NaN) and a keyword
+//     sub-field "exact" holding the digits. Otherwise (unbounded, wider, a negative scale or
+//     one above the precision): keyword holding the exact digits, with a double sub-field
+//     "approx" (ignore_malformed) for range queries and sorting, approximate beyond about 15
+//     significant digits. The document carries the digits as a JSON string, so _source is
+//     exact either way. DecimalKeyword (keyword only) and DecimalDouble (double with
+//     ignore_malformed plus "exact") are the opt-outs.
 //   - text: keyword (ignore_above 8191, the longest string whose UTF-8 always fits Lucene's
 //     32766-byte term) with a "text" sub-field for full-text search. Mirrored columns are
 //     mostly filtered, sorted and aggregated on; longer values stay in _source and in "text".
 //   - binary: binary (base64 in the document, not searchable).
 //   - date, datetime, timestamp: date with the format list in dateFormats, millisecond
-//     resolution in the index (the document keeps the source's digits).
+//     resolution in the index (the document keeps the source's digits), and ignore_malformed:
+//     a value no date format parses (PostgreSQL infinity, BC dates, years past 9999) is kept
+//     in _source and left out of the date field.
 //   - time: keyword ("15:04:05.5"; MySQL's TIME is a duration up to 838:59:59 and negative,
 //     which no date format holds).
 //   - json: a disabled object (JSONStored): kept exactly in _source, any JSON value accepted,
@@ -183,9 +201,9 @@ func appendFieldMapping(b []byte, c *cdc.Column, o MappingOptions, depth int) ([
 		return append(b, `{"type":"`+t+`"}`...), nil
 	case cdc.KindFloat:
 		if c.Bits == 32 {
-			return append(b, `{"type":"float"}`...), nil
+			return append(b, `{"type":"float","ignore_malformed":true}`...), nil
 		}
-		return append(b, `{"type":"double"}`...), nil
+		return append(b, `{"type":"double","ignore_malformed":true}`...), nil
 	case cdc.KindDecimal:
 		return appendDecimalMapping(b, c, o), nil
 	case cdc.KindText:
@@ -195,7 +213,7 @@ func appendFieldMapping(b []byte, c *cdc.Column, o MappingOptions, depth int) ([
 	case cdc.KindBinary:
 		return append(b, `{"type":"binary"}`...), nil
 	case cdc.KindDate, cdc.KindDateTime, cdc.KindTimestamp:
-		return append(b, `{"type":"date","format":"`+dateFormats+`"}`...), nil
+		return append(b, `{"type":"date","format":"`+dateFormats+`","ignore_malformed":true}`...), nil
 	case cdc.KindTime:
 		// Neither engine has a time-of-day type; the canonical "15:04:05[.ffffff]" text sorts
 		// correctly for the non-negative times of one width.
@@ -248,24 +266,29 @@ func unsignedType(bits int) string {
 	return "unsigned_long"
 }
 
-// decimalScaled reports whether a decimal column is stored as scaled_float under o.
+// decimalScaled reports whether a decimal column is mapped to scaled_float under o: only when
+// every value its declared precision and scale allow is stored exactly.
 func decimalScaled(c *cdc.Column, o MappingOptions) bool {
-	return o.DecimalAs == DecimalScaledFloat && c.Precision > 0 && c.Scale >= 0 && c.Scale <= maxScale
+	return o.DecimalAs == DecimalScaledFloat && c.Precision >= 1 && c.Precision <= maxScaledPrecision &&
+		c.Scale >= 0 && c.Scale <= c.Precision
 }
 
 func appendDecimalMapping(b []byte, c *cdc.Column, o MappingOptions) []byte {
 	switch {
+	case o.DecimalAs == DecimalKeyword:
+		return append(b, keywordMapping...)
+	case o.DecimalAs == DecimalDouble:
+		return append(b, `{"type":"double","ignore_malformed":true,"fields":{"exact":`+keywordMapping+`}}`...)
 	case decimalScaled(c, o):
 		b = append(b, `{"type":"scaled_float","scaling_factor":1`...)
 		for range c.Scale {
 			b = append(b, '0')
 		}
-		return append(b, `,"fields":{"exact":`+keywordMapping+`}}`...)
-	case o.DecimalAs == DecimalDouble:
-		return append(b, `{"type":"double","fields":{"exact":`+keywordMapping+`}}`...)
+		return append(b, `,"ignore_malformed":true,"fields":{"exact":`+keywordMapping+`}}`...)
 	}
-	// An unbounded PostgreSQL numeric can have far more digits than a keyword term holds.
-	return append(b, keywordMapping...)
+	// Wider than scaled_float holds exactly: the digits are the field, a double beside them
+	// serves ranges and sorting. Digits beyond ignore_above (8191) stay in _source only.
+	return append(b, `{"type":"keyword","ignore_above":8191,"fields":{"approx":{"type":"double","ignore_malformed":true}}}`...)
 }
 
 // metadataFields are the names Elasticsearch and OpenSearch reserve for metadata; a document

@@ -44,8 +44,15 @@ func kindColumns() []cdc.Column {
 
 const (
 	wantKeyword = `{"type":"keyword","ignore_above":8191}`
-	wantDate    = `{"type":"date","format":"strict_date_optional_time||yyyy-MM-dd HH:mm:ss[.SSSSSS][.SSSSS][.SSSS][.SSS][.SS][.S]||epoch_millis"}`
+	wantDate    = `{"type":"date","format":"strict_date_optional_time||yyyy-MM-dd HH:mm:ss[.SSSSSS][.SSSSS][.SSSS][.SSS][.SS][.S]||epoch_millis","ignore_malformed":true}`
+	// wantWideDecimal is the mapping of a decimal scaled_float cannot hold exactly.
+	wantWideDecimal = `{"type":"keyword","ignore_above":8191,"fields":{"approx":{"type":"double","ignore_malformed":true}}}`
 )
+
+// wantScaled is the scaled_float mapping with the given scaling_factor digits.
+func wantScaled(factor string) string {
+	return `{"type":"scaled_float","scaling_factor":` + factor + `,"ignore_malformed":true,"fields":{"exact":` + wantKeyword + `}}`
+}
 
 // wantFieldMappings is the golden mapping of each kindColumns field under default options.
 func wantFieldMappings(e Engine) map[string]string {
@@ -54,9 +61,9 @@ func wantFieldMappings(e Engine) map[string]string {
 		"id": `{"type":"long"}`, "b": `{"type":"boolean"}`,
 		"i8": `{"type":"byte"}`, "i16": `{"type":"short"}`, "i24": `{"type":"integer"}`, "i32": `{"type":"integer"}`,
 		"u8": `{"type":"short"}`, "u16": `{"type":"integer"}`, "u32": `{"type":"long"}`, "u64": `{"type":"unsigned_long"}`,
-		"f32": `{"type":"float"}`, "f64": `{"type":"double"}`,
-		"dec":           `{"type":"scaled_float","scaling_factor":100,"fields":{"exact":` + wantKeyword + `}}`,
-		"dec_unbounded": wantKeyword,
+		"f32": `{"type":"float","ignore_malformed":true}`, "f64": `{"type":"double","ignore_malformed":true}`,
+		"dec":           wantScaled("100"),
+		"dec_unbounded": wantWideDecimal,
 		"txt":           `{"type":"keyword","ignore_above":8191,"fields":{"text":{"type":"text"}}}`,
 		"bin":           `{"type":"binary"}`,
 		"d":             wantDate, "dt": wantDate, "ts": wantDate,
@@ -102,11 +109,21 @@ func TestGenerateMappingOptions(t *testing.T) {
 		want string
 	}{
 		{"decimal_keyword", cdc.Column{Kind: cdc.KindDecimal, Precision: 10, Scale: 3}, MappingOptions{DecimalAs: DecimalKeyword}, wantKeyword},
-		{"decimal_double", cdc.Column{Kind: cdc.KindDecimal, Precision: 10, Scale: 3}, MappingOptions{DecimalAs: DecimalDouble}, `{"type":"double","fields":{"exact":` + wantKeyword + `}}`},
-		{"decimal_scale0", cdc.Column{Kind: cdc.KindDecimal, Precision: 10}, MappingOptions{}, `{"type":"scaled_float","scaling_factor":1,"fields":{"exact":` + wantKeyword + `}}`},
-		{"decimal_scale18", cdc.Column{Kind: cdc.KindDecimal, Precision: 30, Scale: 18}, MappingOptions{}, `{"type":"scaled_float","scaling_factor":1000000000000000000,"fields":{"exact":` + wantKeyword + `}}`},
-		{"decimal_scale19_keyword", cdc.Column{Kind: cdc.KindDecimal, Precision: 30, Scale: 19}, MappingOptions{}, wantKeyword},
-		{"decimal_negative_scale_keyword", cdc.Column{Kind: cdc.KindDecimal, Precision: 5, Scale: -2}, MappingOptions{}, wantKeyword},
+		{"decimal_keyword_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 38, Scale: 10}, MappingOptions{DecimalAs: DecimalKeyword}, wantKeyword},
+		{"decimal_double", cdc.Column{Kind: cdc.KindDecimal, Precision: 10, Scale: 3}, MappingOptions{DecimalAs: DecimalDouble}, `{"type":"double","ignore_malformed":true,"fields":{"exact":` + wantKeyword + `}}`},
+		{"decimal_double_unbounded", cdc.Column{Kind: cdc.KindDecimal}, MappingOptions{DecimalAs: DecimalDouble}, `{"type":"double","ignore_malformed":true,"fields":{"exact":` + wantKeyword + `}}`},
+		{"decimal_p1_scale0", cdc.Column{Kind: cdc.KindDecimal, Precision: 1}, MappingOptions{}, wantScaled("1")},
+		{"decimal_p10_scale0", cdc.Column{Kind: cdc.KindDecimal, Precision: 10}, MappingOptions{}, wantScaled("1")},
+		{"decimal_p15_scale15", cdc.Column{Kind: cdc.KindDecimal, Precision: 15, Scale: 15}, MappingOptions{}, wantScaled("1000000000000000")},
+		{"decimal_p15_scale6", cdc.Column{Kind: cdc.KindDecimal, Precision: 15, Scale: 6}, MappingOptions{}, wantScaled("1000000")},
+		{"decimal_p16_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 16, Scale: 2}, MappingOptions{}, wantWideDecimal},
+		{"decimal_20_6_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 20, Scale: 6}, MappingOptions{}, wantWideDecimal},
+		{"decimal_38_10_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 38, Scale: 10}, MappingOptions{}, wantWideDecimal},
+		{"decimal_mysql_65_30_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 65, Scale: 30}, MappingOptions{}, wantWideDecimal},
+		{"decimal_scale_above_precision_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 3, Scale: 5}, MappingOptions{}, wantWideDecimal},
+		{"decimal_negative_scale_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 5, Scale: -2}, MappingOptions{}, wantWideDecimal},
+		{"decimal_unbounded_wide", cdc.Column{Kind: cdc.KindDecimal}, MappingOptions{}, wantWideDecimal},
+		{"decimal_array_of_scaled", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindDecimal, Precision: 4, Scale: 1}}, MappingOptions{}, wantScaled("10")},
 		{"uint64_keyword", cdc.Column{Kind: cdc.KindUint, Bits: 64}, MappingOptions{Uint64As: Uint64Keyword}, `{"type":"keyword"}`},
 		{"uint_unknown_width", cdc.Column{Kind: cdc.KindUint}, MappingOptions{}, `{"type":"unsigned_long"}`},
 		{"int_unknown_width", cdc.Column{Kind: cdc.KindInt}, MappingOptions{}, `{"type":"long"}`},

@@ -34,13 +34,11 @@ func (e *RowError) Error() string {
 // PostgreSQL:
 //
 //   - Integers as JSON integers, uint64 beyond 2^63 included.
-//   - Floats in shortest round-trip form (as encoding/json writes them); NaN and infinities
-//     have no JSON form: RowError.
-//   - Decimals: the source's exact digits as a JSON string ("-1.50"). For a column mapped to
-//     scaled_float, a value is refused (RowError, so it is dead-lettered rather than silently
-//     rounded) when Elasticsearch's own arithmetic -- parse as double, multiply by 10^scale,
-//     Math.round -- would not give exactly its unscaled integer, which holds up to about 2^53
-//     units; or when it has more fractional digits than the scale. NaN and Infinity: RowError.
+//   - Floats in shortest round-trip form (as encoding/json writes them). NaN and the
+//     infinities, which JSON numbers cannot carry, become the strings "NaN", "Infinity" and
+//     "-Infinity": kept in _source, left out of a float field with ignore_malformed.
+//   - Decimals: the source's exact digits as a JSON string ("-1.50"); PostgreSQL's numeric
+//     NaN, Infinity and -Infinity as the strings "NaN", "Infinity", "-Infinity".
 //   - Character data: strings as UTF-8 JSON strings; cdc.Base64 (MySQL binlog TEXT) is decoded
 //     from Column.Charset (utf8/utf8mb4/ascii, or latin1 and the other MySQL character sets) to
 //     UTF-8 first. Invalid UTF-8 or an unknown character set: RowError.
@@ -52,7 +50,8 @@ func (e *RowError) Error() string {
 //     pass through to the date formats, with trailing fractional zeros trimmed (MySQL pads to
 //     the declared precision, PostgreSQL trims). MySQL zero dates (a zero year, month or day,
 //     "0000-00-00") name no instant and become null. Shapes no date format parses
-//     (PostgreSQL infinity, BC dates, years past 9999): RowError. TIME: the string, fraction
+//     (PostgreSQL infinity, BC dates, years past 9999) pass as the source's text, which a
+//     date field with ignore_malformed keeps in _source only. TIME: the string, fraction
 //     trimmed likewise. MySQL's zero TIMESTAMP arrives as epoch 0 and is 1970-01-01.
 //   - JSON: validated and embedded compacted (PostgreSQL json keeps its input's newlines).
 //   - SET: an array of its labels ("a,b" -> ["a","b"]). ENUM, UUID, other types: strings.
@@ -60,19 +59,37 @@ func (e *RowError) Error() string {
 //     -> "0101").
 //   - Arrays: JSON arrays of their normalized elements.
 //
+// Before a value is written, it is checked against the field it goes to -- here the field
+// GenerateMapping gives the column under the options (the default ones for the package
+// function); the Sink checks against the index's actual mapping instead (package
+// documentation, "Decimals"). A value the field would store inexactly or refuse is a
+// RowError, so the row is dead-lettered rather than silently rounded: for a scaled_float
+// field, a number (decimal, integer or float) whose scaled value Elasticsearch's own
+// arithmetic -- parse as double, multiply by the scaling factor, Math.round -- would not give
+// exactly, or that has more fractional digits than the factor keeps; for a numeric field
+// without ignore_malformed, NaN and the infinities; for a date field without
+// ignore_malformed, a date no format parses. The generated fields take every value their
+// column's declared type can hold, so for real source rows only an index mapped otherwise
+// (by an earlier version, a user's template, or before the column's type changed) refuses.
+//
 // A value that cannot be normalized returns a *RowError (the column and the rule, never the
 // value) and dst truncated to its original length. With a reused dst of sufficient capacity
 // the common kinds allocate nothing; text in a non-UTF-8 character set allocates while
-// decoding. AppendDocument assumes the default MappingOptions; use MappingOptions.AppendDocument
-// for an index mapped with other decimal options.
+// decoding.
 func AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc.Value) ([]byte, error) {
 	return MappingOptions{}.AppendDocument(dst, s, row)
 }
 
-// AppendDocument is the package AppendDocument for an index mapped with o: the document bytes
-// are the same for every option; o.DecimalAs decides whether the scaled_float exactness guard
-// applies to DECIMAL values (see appendDecimal).
+// AppendDocument is the package AppendDocument for an index mapped by GenerateMapping with o.
+// The document bytes are the same for every option; the options decide the fields whose
+// checks apply (DecimalKeyword and DecimalDouble fields, for example, need no exactness check).
 func (o MappingOptions) AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc.Value) ([]byte, error) {
+	return appendDocument(dst, s, row, o, nil)
+}
+
+// appendDocument writes the document, checking each value against guards[i] (one per column),
+// or against the generated field under o when guards is nil.
+func appendDocument(dst []byte, s *cdc.TableSchema, row []cdc.Value, o MappingOptions, guards []fieldGuard) ([]byte, error) {
 	start := len(dst)
 	if len(row) != len(s.Columns) {
 		return dst, &RowError{Reason: "row has " + strconv.Itoa(len(row)) + " values for " + strconv.Itoa(len(s.Columns)) + " columns"}
@@ -88,8 +105,14 @@ func (o MappingOptions) AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc
 		}
 		dst = appendJSONString(dst, c.Name)
 		dst = append(dst, ':')
+		var g fieldGuard
+		if guards != nil {
+			g = guards[i]
+		} else {
+			g = generatedGuard(c, o)
+		}
 		var reason string
-		dst, reason = appendValue(dst, c, row[i], o.DecimalAs, 0)
+		dst, reason = appendValue(dst, c, row[i], g, 0)
 		if reason != "" {
 			return dst[:start], &RowError{Column: c.Name, Reason: reason}
 		}
@@ -97,8 +120,9 @@ func (o MappingOptions) AppendDocument(dst []byte, s *cdc.TableSchema, row []cdc
 	return append(dst, '}'), nil
 }
 
-// appendValue appends one normalized value, or returns a reason why it cannot.
-func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth int) ([]byte, string) {
+// appendValue appends one normalized value, or returns a reason why it cannot, or why the
+// column's field g cannot take it.
+func appendValue(b []byte, c *cdc.Column, v cdc.Value, g fieldGuard, depth int) ([]byte, string) {
 	if v == nil {
 		return append(b, "null"...), ""
 	}
@@ -113,17 +137,27 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth
 	case cdc.KindInt, cdc.KindUint:
 		switch x := v.(type) {
 		case int64:
-			return strconv.AppendInt(b, x, 10), ""
+			n := len(b)
+			b = strconv.AppendInt(b, x, 10)
+			if g.kind == fieldScaled || g.kind == fieldScaledOdd {
+				return checkScaledInteger(b, n, g)
+			}
+			return b, ""
 		case uint64:
-			return strconv.AppendUint(b, x, 10), ""
+			n := len(b)
+			b = strconv.AppendUint(b, x, 10)
+			if g.kind == fieldScaled || g.kind == fieldScaledOdd {
+				return checkScaledInteger(b, n, g)
+			}
+			return b, ""
 		}
 	case cdc.KindFloat:
 		if x, ok := v.(float64); ok {
-			return appendFloat(b, x)
+			return appendFloat(b, x, g)
 		}
 	case cdc.KindDecimal:
 		if x, ok := v.(string); ok {
-			return appendDecimal(b, c, x, dec)
+			return appendDecimal(b, x, g)
 		}
 	case cdc.KindText:
 		switch x := v.(type) {
@@ -138,14 +172,14 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth
 		}
 	case cdc.KindDate, cdc.KindDateTime:
 		if x, ok := v.(string); ok {
-			return appendDateString(b, x, c.Kind == cdc.KindDate)
+			return appendDateString(b, x, c.Kind == cdc.KindDate, g)
 		}
 	case cdc.KindTimestamp:
 		switch x := v.(type) {
 		case cdc.EpochMicros:
 			return appendEpochMillis(b, int64(x)), ""
 		case string:
-			return appendDateString(b, x, false)
+			return appendDateString(b, x, false, g)
 		}
 	case cdc.KindTime:
 		if x, ok := v.(string); ok {
@@ -186,7 +220,7 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, dec DecimalMapping, depth
 					b = append(b, ',')
 				}
 				var reason string
-				if b, reason = appendValue(b, c.Elem, e, dec, depth+1); reason != "" {
+				if b, reason = appendValue(b, c.Elem, e, g, depth+1); reason != "" {
 					return b, "array element " + strconv.Itoa(i) + ": " + reason
 				}
 			}
@@ -212,8 +246,8 @@ func appendOther(b []byte, v cdc.Value) ([]byte, string) {
 	case bool:
 		return appendJSONString(b, strconv.FormatBool(x)), ""
 	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return b, "NaN or infinite float (not representable in JSON)"
+		if s := nonFiniteName(x); s != "" {
+			return appendJSONString(b, s), ""
 		}
 		return appendJSONString(b, strconv.FormatFloat(x, 'g', -1, 64)), ""
 	}
@@ -221,10 +255,12 @@ func appendOther(b []byte, v cdc.Value) ([]byte, string) {
 }
 
 // appendFloat writes a float the way encoding/json does (shortest round-trip digits, exponent
-// outside [1e-6, 1e21)). NaN and infinities have no JSON form and both engines refuse them.
-func appendFloat(b []byte, f float64) ([]byte, string) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return b, "NaN or infinite float (not representable in JSON)"
+// outside [1e-6, 1e21)). NaN and the infinities have no JSON number: they are written as the
+// strings Java's Double.parseDouble reads them back from ("NaN", "Infinity", "-Infinity"),
+// which a numeric field with ignore_malformed leaves out and a strict one refuses.
+func appendFloat(b []byte, f float64, g fieldGuard) ([]byte, string) {
+	if f-f != 0 { // NaN or an infinity
+		return appendNonFinite(b, nonFiniteName(f), g)
 	}
 	abs := math.Abs(f)
 	fmtc := byte('f')
@@ -240,25 +276,96 @@ func appendFloat(b []byte, f float64) ([]byte, string) {
 			b = b[:m-1]
 		}
 	}
+	if g.kind == fieldScaled || g.kind == fieldScaledOdd {
+		if reason := scaledFloatReason(f, g); reason != "" {
+			return b[:n], reason
+		}
+	}
 	return b, ""
 }
 
-// appendDecimal writes a decimal's exact digits as a JSON string (the scaled_float and the
-// keyword sub-field both read it). For a scaled_float column it first proves that the engine
-// will store the value exactly: Elasticsearch parses the string as a double, multiplies by the
-// scaling factor and rounds (Math.round) to a long; the same IEEE operations here must give
-// exactly the unscaled integer, or the row is refused rather than silently rounded.
-func appendDecimal(b []byte, c *cdc.Column, s string, dec DecimalMapping) ([]byte, string) {
-	intDigits, fracDigits, ok := decimalShape(s)
-	if !ok {
-		return b, "not a finite decimal number"
+// nonFiniteName is the JSON string of NaN and the infinities, or "" for a finite float.
+func nonFiniteName(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
 	}
-	if decimalScaled(c, MappingOptions{DecimalAs: dec}) {
-		if fracDigits > c.Scale {
-			return b, "decimal has more fractional digits than the column scale"
+	return ""
+}
+
+// appendNonFinite writes "NaN", "Infinity" or "-Infinity" unless g is a numeric field that
+// would refuse the document for it.
+func appendNonFinite(b []byte, s string, g fieldGuard) ([]byte, string) {
+	if !g.lenient && (g.kind == fieldNumeric || g.kind == fieldScaled || g.kind == fieldScaledOdd) {
+		return b, reasonNonFiniteStrict
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), ""
+}
+
+// checkScaledInteger checks the integer just written at b[n:] against a scaled_float field.
+func checkScaledInteger(b []byte, n int, g fieldGuard) ([]byte, string) {
+	switch g.kind {
+	case fieldScaled:
+		if reason := scaledReason(string(b[n:]), int(g.scale)); reason != "" {
+			return b[:n], reason
 		}
-		if !scaledExact(s, c.Scale, intDigits, fracDigits) {
-			return b, "decimal magnitude exceeds what scaled_float stores exactly (2^53 scaled units)"
+	case fieldScaledOdd:
+		return b[:n], reasonScaledOddFactor
+	}
+	return b, ""
+}
+
+// scaledFloatReason checks a finite float for a scaled_float field: its shortest decimal
+// digits (what _source carries) must be stored exactly, as a decimal's would.
+func scaledFloatReason(f float64, g fieldGuard) string {
+	if g.kind == fieldScaledOdd {
+		return reasonScaledOddFactor
+	}
+	scale := int(g.scale)
+	a := math.Abs(f)
+	switch {
+	case a == 0:
+		return ""
+	case a*pow10f[scale] > maxExactScaled:
+		return reasonScaledMagnitude
+	case a < 1/pow10f[scale]:
+		return reasonScaledFraction
+	}
+	// Now at most 16 integer digits and scale+17 fractional ones.
+	var buf [64]byte
+	return scaledReason(string(strconv.AppendFloat(buf[:0], f, 'f', -1, 64)), scale)
+}
+
+// appendDecimal writes a decimal's exact digits as a JSON string (a scaled_float or double
+// field and the keyword fields all read it). For a scaled_float field it first proves that the
+// engine will store the value exactly: Elasticsearch parses the string as a double, multiplies
+// by the scaling factor and rounds (Math.round) to a long; the same IEEE operations here must
+// give exactly the unscaled integer, or the row is refused rather than silently rounded.
+// PostgreSQL's NaN, Infinity and -Infinity are written as those strings.
+func appendDecimal(b []byte, s string, g fieldGuard) ([]byte, string) {
+	switch s {
+	case "NaN", "Infinity", "-Infinity":
+		return appendNonFinite(b, s, g)
+	}
+	switch g.kind {
+	case fieldScaled:
+		if reason := scaledReason(s, int(g.scale)); reason != "" { // checks the shape too
+			return b, reason
+		}
+	case fieldScaledOdd:
+		if _, _, ok := decimalShape(s); !ok {
+			return b, "not a finite decimal number"
+		}
+		return b, reasonScaledOddFactor
+	default:
+		if _, _, ok := decimalShape(s); !ok {
+			return b, "not a finite decimal number"
 		}
 	}
 	b = append(b, '"')
@@ -416,26 +523,42 @@ func appendEpochMillis(b []byte, us int64) []byte {
 // "2006-01-02" or "2006-01-02 15:04:05[.ffffff]", trailing fractional zeros trimmed so MySQL's
 // fixed-width fractions and PostgreSQL's trimmed ones give the same text. MySQL's zero dates
 // ("0000-00-00", and dates with a zero year, month or day) name no day and become null (year 0
-// also fails the "yyyy" pattern, which counts years of an era). Shapes no
-// engine can parse (PostgreSQL infinity, BC dates, years past 9999) are refused.
-func appendDateString(b []byte, s string, dateOnly bool) ([]byte, string) {
-	if len(s) < 10 || !allDigits(s[0:4]) || s[4] != '-' || !allDigits(s[5:7]) || s[7] != '-' || !allDigits(s[8:10]) {
-		return b, "date outside the range and forms Elasticsearch dates accept"
+// also fails the "yyyy" pattern, which counts years of an era). Shapes no engine parses
+// (PostgreSQL infinity, BC dates, years past 9999: both engines leave them out of a date field
+// with ignore_malformed, TestMappingServerUnparsableValues) are written as the source's text,
+// unless g is a date field without ignore_malformed, which would refuse the document.
+func appendDateString(b []byte, s string, dateOnly bool, g fieldGuard) ([]byte, string) {
+	if !dateShape(s, dateOnly) {
+		if g.kind == fieldDate && !g.lenient {
+			return b, reasonDateStrict
+		}
+		return appendText(b, s)
 	}
 	if s[0:4] == "0000" || s[5:7] == "00" || s[8:10] == "00" {
 		return append(b, "null"...), ""
 	}
 	if len(s) > 10 {
-		t := s[10:]
-		if dateOnly || len(t) < 9 || t[0] != ' ' || !allDigits(t[1:3]) || t[3] != ':' || !allDigits(t[4:6]) || t[6] != ':' || !allDigits(t[7:9]) {
-			return b, "date outside the range and forms Elasticsearch dates accept"
-		}
-		if f := t[9:]; f != "" && (f[0] != '.' || len(f) < 2 || len(f) > 7 || !allDigits(f[1:])) {
-			return b, "date outside the range and forms Elasticsearch dates accept"
-		}
 		s = trimFraction(s)
 	}
 	return appendJSONString(b, s), ""
+}
+
+// dateShape reports whether s is "2006-01-02" or (unless dateOnly) "2006-01-02 15:04:05" with
+// 0 to 6 fractional digits: the shapes the date formats parse (zero dates included, which
+// appendDateString turns into null).
+func dateShape(s string, dateOnly bool) bool {
+	if len(s) < 10 || !allDigits(s[0:4]) || s[4] != '-' || !allDigits(s[5:7]) || s[7] != '-' || !allDigits(s[8:10]) {
+		return false
+	}
+	if len(s) == 10 {
+		return true
+	}
+	t := s[10:]
+	if dateOnly || len(t) < 9 || t[0] != ' ' || !allDigits(t[1:3]) || t[3] != ':' || !allDigits(t[4:6]) || t[6] != ':' || !allDigits(t[7:9]) {
+		return false
+	}
+	f := t[9:]
+	return f == "" || f[0] == '.' && len(f) >= 2 && len(f) <= 7 && allDigits(f[1:])
 }
 
 // trimFraction drops trailing zeros of a fractional second ("03:04:05.120" -> "03:04:05.12",

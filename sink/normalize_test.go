@@ -34,18 +34,25 @@ func TestAppendDocumentPerKind(t *testing.T) {
 		{"float_big", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, 1e21, `1e+21`, ""},
 		{"float_small", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, 1e-7, `1e-7`, ""},
 		{"float_neg_zero", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, math.Copysign(0, -1), `-0`, ""},
-		{"float_nan", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, math.NaN(), "", "NaN"},
-		{"float_inf", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, math.Inf(-1), "", "infinite"},
+		{"float_nan", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, math.NaN(), `"NaN"`, ""},
+		{"float_inf", cdc.Column{Kind: cdc.KindFloat, Bits: 64}, math.Inf(1), `"Infinity"`, ""},
+		{"float_neg_inf", cdc.Column{Kind: cdc.KindFloat, Bits: 32}, math.Inf(-1), `"-Infinity"`, ""},
 		{"decimal", dec, "-1.50", `"-1.50"`, ""},
 		{"decimal_int", dec, "42", `"42"`, ""},
-		{"decimal_max_exact", cdc.Column{Kind: cdc.KindDecimal, Precision: 18, Scale: 2}, "90071992547409.92", `"90071992547409.92"`, ""},
-		{"decimal_beyond_2^53", cdc.Column{Kind: cdc.KindDecimal, Precision: 18, Scale: 2}, "90071992547409.93", "", "exceeds"},
+		{"decimal_trailing_zeros", dec, "1.2000", `"1.2000"`, ""},
+		{"decimal_max_scaled", cdc.Column{Kind: cdc.KindDecimal, Precision: 15, Scale: 2}, "-9999999999999.99", `"-9999999999999.99"`, ""},
+		{"decimal_beyond_2^53_wide", cdc.Column{Kind: cdc.KindDecimal, Precision: 18, Scale: 2}, "90071992547409.93", `"90071992547409.93"`, ""},
+		{"decimal_20_6_beyond_2^53", cdc.Column{Kind: cdc.KindDecimal, Precision: 20, Scale: 6}, "9007199254.740993", `"9007199254.740993"`, ""},
 		{"decimal_beyond_2^53_keyword", cdc.Column{Kind: cdc.KindDecimal, Precision: 30, Scale: 19}, "12345678901.1234567890123456789", `"12345678901.1234567890123456789"`, ""},
 		{"decimal_unbounded_long", cdc.Column{Kind: cdc.KindDecimal}, "123456789012345678901234567890.5", `"123456789012345678901234567890.5"`, ""},
-		{"decimal_nan", cdc.Column{Kind: cdc.KindDecimal}, "NaN", "", "finite decimal"},
-		{"decimal_infinity", cdc.Column{Kind: cdc.KindDecimal}, "Infinity", "", "finite decimal"},
+		{"decimal_nan", cdc.Column{Kind: cdc.KindDecimal}, "NaN", `"NaN"`, ""},
+		{"decimal_nan_scaled", dec, "NaN", `"NaN"`, ""},
+		{"decimal_infinity", cdc.Column{Kind: cdc.KindDecimal}, "Infinity", `"Infinity"`, ""},
+		{"decimal_neg_infinity", cdc.Column{Kind: cdc.KindDecimal}, "-Infinity", `"-Infinity"`, ""},
+		{"decimal_nan_lowercase", cdc.Column{Kind: cdc.KindDecimal}, "nan", "", "finite decimal"},
 		{"decimal_garbage", dec, "1.2.3", "", "finite decimal"},
 		{"decimal_too_many_fraction_digits", dec, "1.234", "", "fractional digits"},
+		{"decimal_scaled_magnitude", dec, "123456789012345678", "", "2^53"},
 		{"text", cdc.Column{Kind: cdc.KindText}, "a\"b\\c\n\x01é", `"a\"b\\c\n\u0001é"`, ""},
 		{"text_invalid_utf8", cdc.Column{Kind: cdc.KindText}, "a\xffb", "", "UTF-8"},
 		{"text_base64_utf8", cdc.Column{Kind: cdc.KindText, Charset: "utf8mb4"}, b64("héllo \"x\""), `"héllo \"x\""`, ""},
@@ -58,21 +65,24 @@ func TestAppendDocumentPerKind(t *testing.T) {
 		{"date", cdc.Column{Kind: cdc.KindDate}, "2024-01-02", `"2024-01-02"`, ""},
 		{"date_zero", cdc.Column{Kind: cdc.KindDate}, "0000-00-00", `null`, ""},
 		{"date_zero_day", cdc.Column{Kind: cdc.KindDate}, "2024-05-00", `null`, ""},
-		{"date_infinity", cdc.Column{Kind: cdc.KindDate}, "infinity", "", "date"},
-		{"date_bc", cdc.Column{Kind: cdc.KindDate}, "2024-01-02 BC", "", "date"},
-		{"date_year_10000", cdc.Column{Kind: cdc.KindDate}, "10000-01-01", "", "date"},
+		{"date_infinity", cdc.Column{Kind: cdc.KindDate}, "infinity", `"infinity"`, ""},
+		{"date_bc", cdc.Column{Kind: cdc.KindDate}, "2024-01-02 BC", `"2024-01-02 BC"`, ""},
+		{"date_year_10000", cdc.Column{Kind: cdc.KindDate}, "10000-01-01", `"10000-01-01"`, ""},
+		{"date_invalid_utf8", cdc.Column{Kind: cdc.KindDate}, "x\xff", "", "UTF-8"},
 		{"datetime", cdc.Column{Kind: cdc.KindDateTime}, "2024-01-02 03:04:05", `"2024-01-02 03:04:05"`, ""},
 		{"datetime_fraction_trimmed", cdc.Column{Kind: cdc.KindDateTime}, "2024-01-02 03:04:05.120000", `"2024-01-02 03:04:05.12"`, ""},
 		{"datetime_fraction_zero", cdc.Column{Kind: cdc.KindDateTime}, "2024-01-02 03:04:05.000", `"2024-01-02 03:04:05"`, ""},
 		{"datetime_zero", cdc.Column{Kind: cdc.KindDateTime}, "0000-00-00 00:00:00", `null`, ""},
-		{"datetime_bad_time", cdc.Column{Kind: cdc.KindDateTime}, "2024-01-02T03:04:05", "", "date"},
+		{"datetime_bc", cdc.Column{Kind: cdc.KindDateTime}, "0044-03-15 12:00:00 BC", `"0044-03-15 12:00:00 BC"`, ""},
+		{"datetime_other_shape", cdc.Column{Kind: cdc.KindDateTime}, "2024-01-02T03:04:05", `"2024-01-02T03:04:05"`, ""},
 		{"timestamp_whole_ms", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(1700000000123000), `1700000000123`, ""},
 		{"timestamp_micros", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(1700000000123456), `1700000000123.456`, ""},
 		{"timestamp_micros_trim", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(1700000000123450), `1700000000123.45`, ""},
 		{"timestamp_negative", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(-1500), `-1.5`, ""},
 		{"timestamp_negative_sub_ms", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(-5), `-0.005`, ""},
 		{"timestamp_zero", cdc.Column{Kind: cdc.KindTimestamp}, cdc.EpochMicros(0), `0`, ""},
-		{"timestamp_infinity", cdc.Column{Kind: cdc.KindTimestamp}, "infinity", "", "date"},
+		{"timestamp_infinity", cdc.Column{Kind: cdc.KindTimestamp}, "infinity", `"infinity"`, ""},
+		{"timestamp_neg_infinity", cdc.Column{Kind: cdc.KindTimestamp}, "-infinity", `"-infinity"`, ""},
 		{"time", cdc.Column{Kind: cdc.KindTime}, "15:04:05.500000", `"15:04:05.5"`, ""},
 		{"time_negative_mysql", cdc.Column{Kind: cdc.KindTime}, "-838:59:59", `"-838:59:59"`, ""},
 		{"json_object", cdc.Column{Kind: cdc.KindJSON}, cdc.RawJSON(`{"a": [1, "x y"],` + "\n" + `"b":null}`), `{"a":[1,"x y"],"b":null}`, ""},
@@ -88,7 +98,9 @@ func TestAppendDocumentPerKind(t *testing.T) {
 		{"uuid", cdc.Column{Kind: cdc.KindUUID}, "0e37df36-f698-11e6-8dd4-cb9ced3df976", `"0e37df36-f698-11e6-8dd4-cb9ced3df976"`, ""},
 		{"array", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindInt, Bits: 32}}, []cdc.Value{int64(1), nil, int64(-3)}, `[1,null,-3]`, ""},
 		{"array_2d", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindText}}, []cdc.Value{[]cdc.Value{"a"}, []cdc.Value{"b"}}, "", "array element 0"},
-		{"array_bad_elem", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindFloat}}, []cdc.Value{math.NaN()}, "", "array element 0: NaN"},
+		{"array_nan_elem", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindFloat}}, []cdc.Value{1.5, math.NaN()}, `[1.5,"NaN"]`, ""},
+		{"array_bad_elem", cdc.Column{Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindText}}, []cdc.Value{"ok", "\xff"}, "", "array element 1: text"},
+		{"other_nan", cdc.Column{Kind: cdc.KindOther}, math.NaN(), `"NaN"`, ""},
 		{"other_text", cdc.Column{Kind: cdc.KindOther}, "1 day 02:00:00", `"1 day 02:00:00"`, ""},
 		{"wrong_type", cdc.Column{Kind: cdc.KindInt}, "12", "", "unexpected value type string"},
 	}
@@ -180,8 +192,10 @@ func TestAppendDocumentSameAcrossSources(t *testing.T) {
 func TestAppendDocumentErrorsNeverQuoteValues(t *testing.T) {
 	secret := "s3cr3t-value"
 	s := &cdc.TableSchema{Columns: []cdc.Column{{Name: "c", Kind: cdc.KindDecimal}, {Name: "d", Kind: cdc.KindDate}, {Name: "t", Kind: cdc.KindText}}}
+	// d goes to a date field without ignore_malformed, which refuses what no format parses.
+	guards := []fieldGuard{{}, {kind: fieldDate}, {}}
 	for _, row := range [][]cdc.Value{{secret, nil, nil}, {nil, secret, nil}, {nil, nil, secret + "\xff"}} {
-		_, err := AppendDocument(nil, s, row)
+		_, err := appendDocument(nil, s, row, MappingOptions{}, guards)
 		if err == nil || strings.Contains(err.Error(), secret) {
 			t.Fatalf("err = %v", err)
 		}
@@ -200,16 +214,19 @@ func TestAppendDocumentRowShape(t *testing.T) {
 	}
 }
 
-// TestAppendDocumentDecimalOptions: the 2^53 guard protects scaled_float only.
+// TestAppendDocumentDecimalOptions: the scaled_float checks apply to the fields the options
+// generate, and only to scaled_float ones.
 func TestAppendDocumentDecimalOptions(t *testing.T) {
-	s := &cdc.TableSchema{Columns: []cdc.Column{{Name: "d", Kind: cdc.KindDecimal, Precision: 20, Scale: 2}}}
-	row := []cdc.Value{"123456789012345678.90"}
+	s := &cdc.TableSchema{Columns: []cdc.Column{{Name: "d", Kind: cdc.KindDecimal, Precision: 12, Scale: 2}}}
+	// More fractional digits than the scale: no real row has them, but a scaled_float
+	// would round them, so the default refuses and the other options pass them through.
+	row := []cdc.Value{"1234.567"}
 	if _, err := (MappingOptions{}).AppendDocument(nil, s, row); err == nil {
-		t.Fatal("scaled_float: no error beyond 2^53")
+		t.Fatal("scaled_float: no error for a value it would round")
 	}
 	for _, d := range []DecimalMapping{DecimalKeyword, DecimalDouble} {
 		got, err := (MappingOptions{DecimalAs: d}).AppendDocument(nil, s, row)
-		if err != nil || string(got) != `{"d":"123456789012345678.90"}` {
+		if err != nil || string(got) != `{"d":"1234.567"}` {
 			t.Fatalf("decimal mapping %d: %s, %v", d, got, err)
 		}
 	}

@@ -131,6 +131,11 @@ func runPipeline(t *testing.T, s *server, src cdc.Source, st *statestore.Memory,
 		// (TestSinkUnsupportedFieldType).
 		cfg.Mapping = MappingConfig{Decimal: "keyword", Uint64: "keyword"}
 	}
+	return runPipelineConfig(t, s, src, st, cfg)
+}
+
+// runPipelineConfig is runPipeline with the sink's configuration given.
+func runPipelineConfig(t *testing.T, s *server, src cdc.Source, st *statestore.Memory, cfg Config) (*pipelineSink, <-chan error, func()) {
 	k := &pipelineSink{Sink: s.sinkOpts(t, cfg, Options{State: st}), dlqForTest: &memDLQ{}}
 	r, err := cdc.NewRunner(src, k.Sink, st, k.dlqForTest, &cdc.RunnerOptions{Pipeline: "orders-to-es", BatchMaxWait: 50 * time.Millisecond})
 	if err != nil {

@@ -12,18 +12,17 @@ import (
 // session are written, a generated field for every column of that schema the index's mapping
 // lacks. Without it a column added at the source after the index was created would be mapped
 // dynamically by the first document carrying it (a DECIMAL as float, a DATETIME as text),
-// which cannot be undone. Only with auto_create_index: without it the sink owns no mapping.
+// which cannot be undone. Fields are added only with auto_create_index (without it the sink
+// owns no mapping), but the mapping is read either way: it decides each column's guard (what
+// a value must satisfy for the field the index really has, see guardsFor).
 func (s *Sink) extendMappings(ctx context.Context, acts []action) error {
-	if !s.cfg.AutoCreate() {
-		return nil
-	}
 	for i := range acts {
 		a := &acts[i]
 		// A delete carries no fields; the table's next index action does the check.
 		if a.del || a.info == nil || a.info.mapped {
 			continue
 		}
-		if err := s.extendMapping(ctx, a.index, a.schema); err != nil {
+		if err := s.extendMapping(ctx, a.index, a.schema, a.info); err != nil {
 			return err
 		}
 		a.info.mapped = true
@@ -31,10 +30,12 @@ func (s *Sink) extendMappings(ctx context.Context, acts []action) error {
 	return nil
 }
 
-// extendMapping adds the schema's missing columns to the index's mapping. Existing fields are
-// left alone even when the column's type changed: a field's type cannot change in place, and
-// the rows the old field cannot take are dead-lettered by the cluster's per-item rejection.
-func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSchema) error {
+// extendMapping adds the schema's missing columns to the index's mapping (with
+// auto_create_index) and derives ti.guards from the fields the index then has. Existing
+// fields are left alone even when the column's type changed: a field's type cannot change in
+// place; the guards keep values the old field would round or refuse from reaching it, and the
+// rows the cluster still rejects are dead-lettered by the per-item rejection.
+func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSchema, ti *tableInfo) error {
 	claim := s.claims[index]
 	have, ok := s.fields[index]
 	if !ok {
@@ -45,11 +46,11 @@ func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSc
 		have = f
 		s.fields[index] = have
 	}
+	o := s.configuredMapping()
 	var add map[string]json.RawMessage
-	var o MappingOptions
 	for i := range sch.Columns {
 		c := &sch.Columns[i]
-		if _, ok := have[c.Name]; ok {
+		if _, ok := have[c.Name]; ok || !s.cfg.AutoCreate() {
 			continue
 		}
 		if add == nil {
@@ -65,15 +66,18 @@ func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSc
 		}
 		add[c.Name] = m
 	}
-	if len(add) == 0 {
-		return nil
+	if len(add) > 0 {
+		if err := s.fence.AddFields(ctx, claim, add); err != nil {
+			return s.requestError(err, "adding new columns to the index's mapping")
+		}
+		for name, m := range add {
+			have[name] = m
+		}
 	}
-	if err := s.fence.AddFields(ctx, claim, add); err != nil {
-		return s.requestError(err, "adding new columns to the index's mapping")
-	}
-	for name, m := range add {
-		have[name] = m
-	}
+	// Without auto_create_index a column the index lacks is mapped by the cluster (dynamic
+	// mapping or a template's dynamic_templates) when its first document arrives; until a
+	// later session reads that field, its values are checked against the generated field.
+	ti.guards = guardsFor(sch, have, o)
 	return nil
 }
 

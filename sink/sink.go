@@ -93,8 +93,11 @@ type tableInfo struct {
 	cols   []int // _id columns
 	colErr error // per-row failure for every row of the table (no key)
 	// mapped is set once the index's mapping holds a field for every column of the schema
-	// (see extendMappings).
+	// and guards are derived from it (see extendMappings).
 	mapped bool
+	// guards says, per column, what a value must satisfy for the index's field (nil until
+	// derived; encode then derives them from the generated mapping).
+	guards []fieldGuard
 }
 
 // New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
@@ -520,12 +523,19 @@ func (s *Sink) mappingOptions(ctx context.Context) (MappingOptions, error) {
 	if err := s.detectEngine(ctx); err != nil {
 		return MappingOptions{}, err
 	}
+	o := s.configuredMapping()
+	o.Engine = s.engine
+	return o, nil
+}
+
+// configuredMapping is the mapping options of the configuration (or Options.Mapping), engine
+// left unset: the fields a decimal or a date maps to do not depend on it.
+func (s *Sink) configuredMapping() MappingOptions {
 	o, _ := s.cfg.Mapping.options() // validated by Normalize
 	if s.opts.Mapping != nil {
 		o = *s.opts.Mapping
 	}
-	o.Engine = s.engine
-	return o, nil
+	return o
 }
 
 // indexSettings are the settings of every index the sink creates.
