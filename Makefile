@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench check test test-all fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench check test test-all differential fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -50,6 +50,14 @@ test-all: ## unit + integration tests (-race) against the servers in .testenv/en
 	@test -f .testenv/env || { echo "test-all: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && \
 	  $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/smoke)
+
+# The long run of internal/difftest's randomized differential test (make check runs 24 cases).
+DIFF_CASES ?= 200
+differential: ## the randomized differential test, long run: DIFF_CASES cases (200), DIFF_SEED to repeat from a seed
+	@test -f .testenv/env || { echo "differential: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
+	set -a && . .testenv/env && set +a && \
+	  TRIBUTARY_DIFF_CASES=$(DIFF_CASES) $(if $(DIFF_SEED),TRIBUTARY_DIFF_SEED=$(DIFF_SEED)) \
+	  $(GO) test -count=1 -timeout 4h -v -run '^TestDifferential$$' ./internal/difftest/
 
 smoke: ## smoke tests: one "smoke: <server> ok" line per server whose checks all passed
 	scripts/smoke

@@ -1,0 +1,226 @@
+package difftest
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// The oracle's own pieces, checked without servers: a wrong oracle would report differences
+// the product does not have, or hide those it has.
+
+func TestOracleEpochMillis(t *testing.T) {
+	for in, want := range map[string]string{
+		"1717243200.125":            "1717243200125",
+		"1717243200.000000":         "1717243200000",
+		"1714972089.123456":         "1714972089123.456",
+		"0.000":                     "0",
+		"0":                         "0",
+		"-0.000001":                 "-0.001",
+		"-0.0015":                   "-1.5",
+		"-63517780800.000000":       "-63517780800000",
+		"-1.000100":                 "-1000.1",
+		"9224286393600.000000":      "9224286393600000",
+		"2147483647.999999":         "2147483647999.999",
+		"1.000000000":               "1000",
+		"253402300799.999999000000": "253402300799999.999",
+	} {
+		got, err := epochMillis(in)
+		if err != nil || got != want {
+			t.Errorf("epochMillis(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"Infinity", "1.0000001", "", "1e3"} {
+		if got, err := epochMillis(bad); err == nil {
+			t.Errorf("epochMillis(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+func TestOracleTrimFrac(t *testing.T) {
+	for in, want := range map[string]string{
+		"12:34:56.780":               "12:34:56.78",
+		"12:34:56.000":               "12:34:56",
+		"12:34:56":                   "12:34:56",
+		"-838:59:59":                 "-838:59:59",
+		"-00:00:00.001":              "-00:00:00.001",
+		"2024-01-02 03:04:05.123450": "2024-01-02 03:04:05.12345",
+		"2024-01-02 03:04:05.0":      "2024-01-02 03:04:05",
+		"2024-01-02":                 "2024-01-02",
+	} {
+		if got := trimFrac(in); got != want {
+			t.Errorf("trimFrac(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestOracleCanonicalJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"b": 2,  "a": [1, "x"]}`:                 `{"b":2,"a":[1,"x"]}`,
+		"\n {\"a\" :\t{\"b\": [ ]}, \"c\":null}\n": `{"a":{"b":[]},"c":null}`,
+		`{"a":1,"a":2}`:                            `{"a":1,"a":2}`,
+		`"\u00e9"`:                                 `"é"`,
+		`[1.50, -0, 1e300, true, false]`:           `[1.50,-0,1e300,true,false]`,
+		`[[], {}, [{}]]`:                           `[[],{},[{}]]`,
+		`{"k": {"x": [1, {"y": "z"}]}}`:            `{"k":{"x":[1,{"y":"z"}]}}`,
+		`"a\"b\\c"`:                                `"a\"b\\c"`,
+	} {
+		got, err := canonicalJSON([]byte(in))
+		if err != nil || got != want {
+			t.Errorf("canonicalJSON(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	a, _ := canonicalJSON([]byte(`{"a":"\u00e9\ud83d\ude00"}`))
+	b, _ := canonicalJSON([]byte(`{"a":"é😀"}`))
+	if a != b {
+		t.Errorf("escaped and literal characters differ: %s vs %s", a, b)
+	}
+	if x, _ := canonicalJSON([]byte(`{"a":1,"b":2}`)); x == `{"b":2,"a":1}` {
+		t.Error("member order is lost")
+	}
+}
+
+func TestOracleFlattenedRefuses(t *testing.T) {
+	// What both engines answered on the test servers (see flattenedRefuses).
+	for in, want := range map[string]bool{
+		`"x"`: true, `1`: true, `true`: true, `["a","b"]`: true, `[{"a":1},2]`: true, `[[1]]`: true,
+		`null`: false, `{}`: false, `[]`: false, `[null]`: false, `[{"a":1}]`: false, `[[{"a":1}]]`: false,
+		`{"a":[1,{"b":null}],"c":"x"}`: false,
+	} {
+		if got := flattenedRefuses([]byte(in)); got != want {
+			t.Errorf("flattenedRefuses(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestOracleParsePGArray(t *testing.T) {
+	s := func(v string) *string { return &v }
+	leaf := func(v string) pgArray { return pgArray{val: s(v)} }
+	arr := func(e ...pgArray) pgArray { return pgArray{isArr: true, elems: append([]pgArray{}, e...)} }
+	for in, want := range map[string]pgArray{
+		`{}`:                            arr(),
+		`{1,NULL,3}`:                    arr(leaf("1"), pgArray{}, leaf("3")),
+		`{{1,2},{3,4}}`:                 arr(arr(leaf("1"), leaf("2")), arr(leaf("3"), leaf("4"))),
+		`[0:1]={5,6}`:                   arr(leaf("5"), leaf("6")),
+		`{"a b","",NULL,"NULL","x,y"}`:  arr(leaf("a b"), leaf(""), pgArray{}, leaf("NULL"), leaf("x,y")),
+		`{"q\"z","back\\\\slash"}`:      arr(leaf(`q"z`), leaf(`back\\slash`)),
+		`{"\\x00","\\xff"}`:             arr(leaf(`\x00`), leaf(`\xff`)),
+		`{1704067200.000000,-Infinity}`: arr(leaf("1704067200.000000"), leaf("-Infinity")),
+	} {
+		got, err := parsePGArray(in)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("parsePGArray(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`{1,2`, `1,2}`, `{"a}`, `{1}x`} {
+		if _, err := parsePGArray(bad); err == nil {
+			t.Errorf("parsePGArray(%q) accepted", bad)
+		}
+	}
+}
+
+func TestOracleDocID(t *testing.T) {
+	// The documentation's own examples.
+	if a, b := docID([]string{"a|b", "c"}, "|"), docID([]string{"a", "b|c"}, "|"); a != `a\|b|c` || b != `a|b\|c` {
+		t.Errorf("composite ids %q and %q", a, b)
+	}
+	if got := docID([]string{`x\|y`}, "|"); got != `x\|y` {
+		t.Errorf("one column is its text as is: %q", got)
+	}
+	if got := docID([]string{`\`, ""}, "|"); got != `\\|` {
+		t.Errorf("backslash part: %q", got)
+	}
+}
+
+func TestOracleCompareValue(t *testing.T) {
+	cases := []struct {
+		w    want
+		raw  string
+		kind string // "" when equal
+	}{
+		{want{k: wStr, s: "NaN"}, `"NaN"`, ""},
+		{want{k: wStr, s: "NaN"}, `null`, "type"},
+		{want{k: wNum, s: "18446744073709551615"}, `18446744073709551615`, ""},
+		{want{k: wNum, s: "18446744073709551615"}, `1.8446744073709552e19`, "value"},
+		{want{k: wNum, s: "1700000000123.456"}, `1700000000123.456`, ""},
+		{want{k: wFloat, f: 0.1, bits: 64}, `0.1`, ""},
+		{want{k: wFloat, f: 0.1, bits: 64}, `0.10000000149011612`, "value"},
+		{want{k: wFloat, f: 0.10000000149011612, bits: 32}, `0.1`, ""},
+		{want{k: wFloat, f: math.Copysign(0, -1), bits: 64}, `0`, "value"},
+		{want{k: wBool, b: true}, `true`, ""},
+		{want{k: wJSON, s: `{"a":1,"a":2}`}, `{"a": 1, "a": 2}`, ""},
+		{want{k: wJSON, s: `{"a":1}`}, `"{\"a\":1}"`, "value"},
+		{want{k: wArr, arr: []want{{k: wStr, s: "x"}, {k: wNull}}}, `["x",null]`, ""},
+		{want{k: wArr, arr: []want{{k: wStr, s: "x"}}}, `["x",null]`, "length"},
+		{want{k: wArr, arr: []want{}}, `null`, "type"},
+		{want{k: wNull}, `null`, ""},
+		{want{k: wStr, s: "é"}, `"\u00e9"`, ""},
+	}
+	for _, c := range cases {
+		m := compareValue(c.w, json.RawMessage(c.raw), "")
+		switch {
+		case c.kind == "" && m != nil:
+			t.Errorf("%v vs %s: %+v, want equal", c.w, c.raw, *m)
+		case c.kind != "" && (m == nil || m.kind != c.kind):
+			t.Errorf("%v vs %s: %+v, want a %s mismatch", c.w, c.raw, m, c.kind)
+		}
+	}
+}
+
+func TestOracleFloatAndIntWants(t *testing.T) {
+	if w, _ := floatWant("-Infinity", 64); w.k != wStr || w.s != "-Infinity" {
+		t.Errorf("-Infinity: %v", w)
+	}
+	if w, _ := floatWant("1e-45", 32); w.k != wFloat || float32(w.f) != math.SmallestNonzeroFloat32 {
+		t.Errorf("1e-45 as real: %v", w)
+	}
+	if w, _ := intWant("0000"); w.s != "0" {
+		t.Errorf("YEAR 0000: %v", w)
+	}
+}
+
+// TestOracleDeadLetterRules: each rule of the allow-list accepts its documented reason only
+// for a value it covers.
+func TestOracleDeadLetterRules(t *testing.T) {
+	sch := &cdc.TableSchema{Columns: []cdc.Column{
+		{Name: "id", Kind: cdc.KindText}, {Name: "d", Kind: cdc.KindDate}, {Name: "j", Kind: cdc.KindJSON},
+		{Name: "a", Kind: cdc.KindArray, Elem: &cdc.Column{Kind: cdc.KindTimestamp}},
+	}, PrimaryKey: []int{0}}
+	rec := func(reason string, row ...cdc.Value) cdc.DeadLetterRecord {
+		return cdc.DeadLetterRecord{Reason: reason, Event: cdc.Event{Op: cdc.Insert, Schema: sch, After: row}}
+	}
+	const dateReason = `serialization failure: column "d": date outside the range and forms Elasticsearch dates accept`
+	const arrReason = `serialization failure: column "a": array element 1: date outside the range and forms Elasticsearch dates accept`
+	const clusterReason = "rejected by the cluster: status 400 document_parsing_exception, caused by parsing_exception"
+	flat, stored := mapOpts{json: "flattened"}, mapOpts{json: "stored"}
+	for _, c := range []struct {
+		name string
+		rec  cdc.DeadLetterRecord
+		o    mapOpts
+		want string
+	}{
+		{"infinity date", rec(dateReason, "k", "infinity", nil, nil), stored, ruleDate},
+		{"plain date", rec(dateReason, "k", "2024-01-01", nil, nil), stored, ""},
+		{"array element", rec(arrReason, "k", nil, nil, []cdc.Value{cdc.EpochMicros(0), "-infinity"}), stored, ruleDate},
+		{"flattened scalar", rec(clusterReason, "k", nil, cdc.RawJSON(`"x"`), nil), flat, ruleFlattened},
+		{"flattened object", rec(clusterReason, "k", nil, cdc.RawJSON(`{"x":1}`), nil), flat, ""},
+		{"stored scalar", rec(clusterReason, "k", nil, cdc.RawJSON(`"x"`), nil), stored, ""},
+		{"empty id", rec("serialization failure: the _id would be empty", "", nil, nil, nil), stored, ruleEmptyID},
+		{"non-empty id", rec("serialization failure: the _id would be empty", "x", nil, nil, nil), stored, ""},
+		{"float NaN", rec(`serialization failure: column "d": NaN or infinite float (not representable in JSON)`, "k", nil, nil, nil), stored, ""},
+	} {
+		if got, _ := classifyDeadLetter(c.rec, c.o); got != c.want {
+			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
+		}
+	}
+	malformed := rec(dateReason, "k", "infinity", nil, nil)
+	malformed.Event.Malformed = errTest
+	if got, _ := classifyDeadLetter(malformed, stored); got != "" {
+		t.Errorf("a malformed event is never documented: %q", got)
+	}
+}
+
+var errTest = &json.UnsupportedValueError{Str: "test"}
