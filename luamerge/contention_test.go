@@ -32,11 +32,26 @@ var luaBackends = []luaBackend{
 	{"memory", func(t *testing.T) (driver.Store, string, string) { return memstore.New(), "ns", "ds" }},
 }
 
+// The contention test's size: workers goroutines each run each merges on one record.
+const contentionWorkers, contentionEach = 8, 25
+
+// contentionAttempts is the merge budget of the test services. A merge's compare-and-set fails
+// only when another merge wrote the record between its read and its write, so one merge loses
+// at most once per other merge of the test: with this many attempts no merge can run out on a
+// correct adapter, however slowly the machine runs, and the contention test proves that no
+// update is lost rather than that the merges are fast (the default budget, 16, is a
+// production trade-off between giving up and waiting).
+const contentionAttempts = contentionWorkers * contentionEach
+
 // newLuaService returns a service over the backend whose merges run in a luamerge Engine.
 func newLuaService(t *testing.T, a driver.Store, coalesce bool) *store.Service {
 	t.Helper()
 	e := newEngine(t, &Options{MaxInstructions: 100_000})
-	s, err := store.New(map[string]driver.Store{"main": a}, &store.Options{Merger: e, Coalesce: store.CoalesceOptions{Disabled: !coalesce}})
+	s, err := store.New(map[string]driver.Store{"main": a}, &store.Options{
+		Merger:        e,
+		MergeAttempts: contentionAttempts,
+		Coalesce:      store.CoalesceOptions{Disabled: !coalesce},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,14 +67,15 @@ func TestLuaContention(t *testing.T) {
 			a, ns, ds := b.adapter(t)
 			one := newLuaService(t, a, true)
 			two := newLuaService(t, unclosable{a}, false)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			// A bound for a broken run, not a speed requirement.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			t.Cleanup(func() {
 				_ = two.Close(context.Background())
 				_ = one.Close(context.Background())
 			})
 			addr := store.Address{Store: "main", Namespace: ns, Dataset: ds, Key: store.StringKey(fmt.Sprintf("lua-counter-%d", time.Now().UnixNano()))}
-			const workers, each = 8, 25
+			const workers, each = contentionWorkers, contentionEach
 			inc := store.Document{JSON: []byte(`{"by":1}`)}
 			var wg sync.WaitGroup
 			errs := make(chan error, workers*each)

@@ -14,9 +14,24 @@ var testAddr = store.Address{Store: "main", Namespace: "crm", Dataset: "people",
 
 var testTime = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
+// testTimeout is the wall-clock limit of a test engine whose Options set none. It is generous
+// on purpose: a test that expects another limit (instructions, memory, call depth) must see
+// that one trip, and under -race on a loaded machine the default 2 s clock can otherwise run
+// out first. Tests of the time limit set their own Timeout.
+const testTimeout = 5 * time.Minute
+
+// newEngine returns an engine with the options o (nil: the defaults), except that the clock is
+// testTimeout when o does not set one.
 func newEngine(t testing.TB, o *Options) *Engine {
 	t.Helper()
-	e, err := New(o)
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
+	e, err := New(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}

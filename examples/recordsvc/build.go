@@ -41,6 +41,9 @@ type runtime struct {
 	raw    map[string]driver.Store // the adapters: the Service's, and the health checks'
 	pubs   map[string]queue.Publisher
 	broker *memqueue.Broker
+	// drainWait waits out shutdown.drain_delay; nil means time.Sleep. Tests replace it to
+	// hold the drain open for as long as they look, however slow the machine.
+	drainWait func(time.Duration)
 }
 
 // build constructs the runtime. On error everything built so far is closed again.

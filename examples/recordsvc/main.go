@@ -180,7 +180,11 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 	hc.stop()
 	if d := cfg.Shutdown.DrainDelay; d > 0 && grpcServing {
 		rt.log.Info("health NOT_SERVING; still serving during shutdown.drain_delay", slog.Duration("drain_delay", d))
-		time.Sleep(d)
+		wait := rt.drainWait
+		if wait == nil {
+			wait = time.Sleep
+		}
+		wait(d)
 	}
 	shutdownCtx, cancel := deadline()
 	defer cancel()

@@ -45,18 +45,18 @@ func (g *gatedAdapter) Write(ctx context.Context, w []driver.Write, o driver.Wri
 // runGated runs run() over one store "main" on a gatedAdapter and returns a client, the
 // adapter, a cancel that starts the shutdown, and the channel run's error arrives on.
 func runGated(t *testing.T, shutdownTimeout time.Duration) (recordv1.RecordServiceClient, *gatedAdapter, context.CancelFunc, <-chan error) {
-	cl, _, g, cancel, done := runGatedWith(t, func(c *config) { c.Shutdown.Timeout = shutdownTimeout })
+	cl, _, g, cancel, done := runGatedWith(t, func(rt *runtime) { rt.cfg.Shutdown.Timeout = shutdownTimeout })
 	return cl, g, cancel, done
 }
 
-// runGatedWith is runGated with the configuration edited by edit, and a health client too.
-func runGatedWith(t *testing.T, edit func(*config)) (recordv1.RecordServiceClient, healthpb.HealthClient, *gatedAdapter, context.CancelFunc, <-chan error) {
+// runGatedWith is runGated with the runtime (and its configuration) edited by edit before run
+// starts, and a health client too.
+func runGatedWith(t *testing.T, edit func(*runtime)) (recordv1.RecordServiceClient, healthpb.HealthClient, *gatedAdapter, context.CancelFunc, <-chan error) {
 	t.Helper()
 	cfg, err := parseConfig([]byte("listen: {grpc: 127.0.0.1:0, metrics: 'off'}\nstores: {main: {kind: memory}}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	edit(cfg)
 	g := &gatedAdapter{Store: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	rt := &runtime{cfg: cfg, mode: modeServer, log: newLogger(io.Discard, "error"), names: []string{"main"},
 		raw: map[string]driver.Store{"main": g}}
@@ -65,6 +65,7 @@ func runGatedWith(t *testing.T, edit func(*config)) (recordv1.RecordServiceClien
 	if err != nil {
 		t.Fatal(err)
 	}
+	edit(rt)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ready := make(chan listening, 1)
@@ -81,8 +82,19 @@ func runGatedWith(t *testing.T, edit func(*config)) (recordv1.RecordServiceClien
 
 // TestEndToEndShutdownDrainDelay: with shutdown.drain_delay, a shutdown first turns health
 // NOT_SERVING while the server still answers new calls; only after the delay does it stop.
+// The delay is waited out through rt.drainWait, which the test holds open until it has looked,
+// so the test does not race a clock; it checks that run waits for the configured delay.
 func TestEndToEndShutdownDrainDelay(t *testing.T) {
-	cl, health, g, cancel, done := runGatedWith(t, func(c *config) { c.Shutdown.DrainDelay = 3 * time.Second })
+	const delay = 3 * time.Second
+	waiting := make(chan time.Duration, 1)
+	over := make(chan struct{})
+	cl, health, g, cancel, done := runGatedWith(t, func(rt *runtime) {
+		rt.cfg.Shutdown.DrainDelay = delay
+		rt.drainWait = func(d time.Duration) {
+			waiting <- d
+			<-over
+		}
+	})
 	close(g.release)
 	stopDraining := make(chan struct{})
 	t.Cleanup(func() { close(stopDraining) })
@@ -100,10 +112,19 @@ func TestEndToEndShutdownDrainDelay(t *testing.T) {
 		t.Fatalf("health before the shutdown: %v %v, want SERVING", h, err)
 	}
 	cancel()
-	eventually(t, ctx, "health NOT_SERVING once the shutdown started", func() bool {
-		h, err := health.Check(ctx, healthRequest(""))
-		return err == nil && h.Status == healthpb.HealthCheckResponse_NOT_SERVING
-	})
+	select {
+	case d := <-waiting:
+		if d != delay {
+			t.Fatalf("run waits %v for the drain, want shutdown.drain_delay %v", d, delay)
+		}
+	case err := <-done:
+		t.Fatalf("run returned (%v) without waiting for the drain delay", err)
+	case <-ctx.Done():
+		t.Fatal("the shutdown never started the drain delay")
+	}
+	if h, err := health.Check(ctx, healthRequest("")); err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health during the drain delay: %v %v, want NOT_SERVING", h, err)
+	}
 	// The listener is still open and the service still works during the delay.
 	res, err := cl.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", "n", "d", "k"), doc(`{}`), nil)}})
 	if err != nil || res.Results[0].Outcome != recordv1.Outcome_OUTCOME_CREATED {
@@ -114,6 +135,7 @@ func TestEndToEndShutdownDrainDelay(t *testing.T) {
 		t.Fatalf("run returned (%v) before the drain delay was over", err)
 	default:
 	}
+	close(over)
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
 	}

@@ -250,11 +250,16 @@ func TestSessionTimeoutReachesTheGroup(t *testing.T) {
 				mu   sync.Mutex
 				seen []int32
 			)
+			joined := make(chan struct{}, 1)
 			cluster.ControlKey(kmsg.JoinGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
 				cluster.KeepControl()
 				mu.Lock()
 				seen = append(seen, req.(*kmsg.JoinGroupRequest).SessionTimeoutMillis)
 				mu.Unlock()
+				select {
+				case joined <- struct{}{}:
+				default:
+				}
 				return nil, nil, false
 			})
 			c, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t", Group: "g",
@@ -263,9 +268,18 @@ func TestSessionTimeoutReachesTheGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			// Fetch joins the group; the topic is empty, so it waits until the first JoinGroup
+			// request was seen (the minute only bounds a consumer that never joins).
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			_, _ = c.Fetch(ctx) // joins the group; the topic is empty, so it waits for ctx
+			go func() {
+				select {
+				case <-joined:
+				case <-ctx.Done():
+				}
+				cancel()
+			}()
+			_, _ = c.Fetch(ctx)
 			mu.Lock()
 			defer mu.Unlock()
 			if len(seen) == 0 {

@@ -348,11 +348,16 @@ func testCoalesced(ctx context.Context, t *testing.T, e *env) {
 	}
 }
 
+// The contention behaviour's size: contentionWorkers goroutines each run contentionEach merges.
+const contentionWorkers, contentionEach = 8, 10
+
 // testContention: N goroutines each run M increment merges on one record, concurrently, half
 // through the coalescing service and half through a second service over the same adapter (as a
-// second process would); the counter must end at exactly N*M.
+// second process would); the counter must end at exactly N*M. The services' merge budget
+// (mergeAttempts) cannot run out, so a failure here is a lost or refused update, never a slow
+// machine.
 func testContention(ctx context.Context, t *testing.T, e *env) {
-	const workers, each = 8, 10
+	const workers, each = contentionWorkers, contentionEach
 	a := e.key("counter")
 	inc := doc(t, map[string]any{"by": 1})
 	var failures atomic.Int64

@@ -11,4 +11,9 @@
 //	}
 //
 // Subtests are named by behaviour, so `go test -v` shows TestConformance/<backend>/<Behaviour>.
+//
+// No behaviour depends on the machine's speed. In particular the suite's services get a merge
+// budget (store.Options.MergeAttempts) as large as the contention behaviour's number of merges,
+// which a correct adapter can never exhaust, so MergeContention fails only when an update is
+// lost or refused.
 package storetest
