@@ -142,28 +142,12 @@ func pgTables(t *testing.T, dsn string, defs ...[2]string) (*pgcdc.Source, []str
 	t.Helper()
 	sfx := estest.RandomHex(t, 5)
 	var names []string
-	var tables []pgcdc.Table
 	for _, d := range defs {
 		name := "h3pre_" + d[0] + "_" + sfx
 		pgExec(t, dsn, "CREATE TABLE "+name+" ("+d[1]+")")
 		names = append(names, name)
-		tables = append(tables, pgcdc.Table{Name: name})
 	}
-	src, err := pgcdc.New(dsn, pgcdc.Options{Name: "shop", Slot: "h3pre_" + sfx, Publication: "h3pre_" + sfx,
-		Tables: tables, StatusInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
-		defer cancel()
-		if err := src.Drop(ctx); err != nil {
-			t.Errorf("drop slot: %v", err)
-		}
-		for _, n := range names {
-			pgExec(t, dsn, "DROP TABLE IF EXISTS "+n)
-		}
-	})
+	src := pgSource(t, dsn, "h3pre_"+sfx, names...)
 	return src, names
 }
 

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
-	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/statestore"
@@ -319,19 +317,7 @@ func TestSinkPostgresDecimalsPipeline(t *testing.T) {
 			return `INSERT INTO ` + table + ` VALUES ` + strings.Join(vs, ", ")
 		}
 		pgExec(t, dsn, insert(1))
-		src, err := pgcdc.New(dsn, pgcdc.Options{Name: "shop", Slot: "snk_" + sfx, Publication: "snk_" + sfx,
-			Tables: []pgcdc.Table{{Name: table}}, StatusInterval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
-			defer cancel()
-			if err := src.Drop(ctx); err != nil {
-				t.Errorf("drop slot: %v", err)
-			}
-			pgExec(t, dsn, "DROP TABLE IF EXISTS "+table)
-		})
+		src := pgSource(t, dsn, "snk_"+sfx, table)
 		cfg := s.config("pgdec")
 		if s.Engine == estest.Elasticsearch {
 			cfg.Mapping = MappingConfig{Decimal: "keyword", Uint64: "keyword"}

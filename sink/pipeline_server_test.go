@@ -64,19 +64,7 @@ func TestSinkPostgresPipeline(t *testing.T) {
 		const values = `'héllo', 7, true, 1234567.89, 0.5, '2026-11-30', '2026-11-30 12:34:56.123456',
 			'2026-11-30 12:34:56.123456+00', '{"a":[1,2]}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\xdeadbeef', '{x,y}'`
 		pgExec(t, dsn, `INSERT INTO `+table+` VALUES (1, `+values+`), (2, 'two', 2, false, 2, 2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
-		src, err := pgcdc.New(dsn, pgcdc.Options{Name: "shop", Slot: "snk_" + sfx, Publication: "snk_" + sfx,
-			Tables: []pgcdc.Table{{Name: table}}, StatusInterval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
-			defer cancel()
-			if err := src.Drop(ctx); err != nil {
-				t.Errorf("drop slot: %v", err)
-			}
-			pgExec(t, dsn, "DROP TABLE IF EXISTS "+table)
-		})
+		src := pgSource(t, dsn, "snk_"+sfx, table)
 		st := statestore.NewMemory()
 		k, done, stop := runPipeline(t, s, src, st, "pg")
 		defer stop()
@@ -212,4 +200,29 @@ func TestSinkUnsupportedFieldType(t *testing.T) {
 			t.Logf("%s: %v", s.Engine, err)
 		}
 	})
+}
+
+// pgSource is a real PostgreSQL source capturing tables through its own slot and publication
+// (both named slot); the test's cleanup drops them and the tables.
+func pgSource(t *testing.T, dsn, slot string, tables ...string) *pgcdc.Source {
+	t.Helper()
+	o := pgcdc.Options{Name: "shop", Slot: slot, Publication: slot, StatusInterval: 200 * time.Millisecond}
+	for _, n := range tables {
+		o.Tables = append(o.Tables, pgcdc.Table{Name: n})
+	}
+	src, err := pgcdc.New(dsn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
+		defer cancel()
+		if err := src.Drop(ctx); err != nil {
+			t.Errorf("drop slot: %v", err)
+		}
+		for _, n := range tables {
+			pgExec(t, dsn, "DROP TABLE IF EXISTS "+n)
+		}
+	})
+	return src
 }

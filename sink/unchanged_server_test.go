@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary-dev/tributary/cdc"
-	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/esfence"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -108,19 +107,7 @@ func TestSinkUnchangedToastPipeline(t *testing.T) {
 		pgExec(t, dsn, `INSERT INTO `+table+` SELECT g, g, 'note', `+big+`, jsonb_build_object('k', `+big+`, 'n', 12345678901234567890.5), decode(`+big+`, 'hex')
 			FROM generate_series(1, 6) g`,
 			`INSERT INTO `+table+` VALUES (7, 7, 'small', 'small', '{"a":1}', '\x00')`)
-		src, err := pgcdc.New(dsn, pgcdc.Options{Name: "shop", Slot: table, Publication: table,
-			Tables: []pgcdc.Table{{Name: table}}, StatusInterval: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
-			defer cancel()
-			if err := src.Drop(ctx); err != nil {
-				t.Errorf("drop slot: %v", err)
-			}
-			pgExec(t, dsn, "DROP TABLE IF EXISTS "+table)
-		})
+		src := pgSource(t, dsn, table, table)
 		obs := &unchangedCounter{}
 		k := &pipelineSink{Sink: s.sinkOpts(t, s.toastConfig("pg"), Options{State: statestore.NewMemory(), Observer: obs}), dlqForTest: &memDLQ{}}
 		r, err := cdc.NewRunner(src, k.Sink, k.opts.State, k.dlqForTest, &cdc.RunnerOptions{Pipeline: "h2toast", BatchMaxWait: 200 * time.Millisecond})
