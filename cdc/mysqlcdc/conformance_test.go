@@ -239,6 +239,9 @@ func mysqlTypes(string) cdctest.TypeMatrix {
 			{Name: "ts3", Type: "TIMESTAMP(3) NULL", Column: cdc.Column{Kind: cdc.KindTimestamp, Precision: 3},
 				Values: []cdctest.TypeValue{v("'2038-01-19 03:14:07.999'", micros(time.Date(2038, 1, 19, 3, 14, 7, 999e6, time.UTC))), v("'0000-00-00 00:00:00'", cdc.EpochMicros(0))}},
 			{Name: "yr", Type: "YEAR", Column: col(cdc.KindInt, 16), Values: []cdctest.TypeValue{v("2024", int64(2024)), v("1901", int64(1901))}},
+			// Spatial values in the server's internal form: a 4-byte SRID, then WKB.
+			{Name: "pt", Type: "POINT", Column: col(cdc.KindBinary, 0),
+				Values: []cdctest.TypeValue{v("ST_GeomFromText('POINT(1 2)')", b64("\x00\x00\x00\x00\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x00\x00\x00\x00\x00\x00\x40"))}},
 			// MariaDB's JSON is LONGTEXT with a validity check; the catalog says so.
 			{Name: "j", Type: "JSON", Column: cdc.Column{Kind: cdc.KindJSON, SourceType: "longtext", Length: 4294967295, Charset: "utf8mb4"},
 				Values: []cdctest.TypeValue{v(`'{"a": [1, 2.5, "x"], "b": null}'`, cdc.RawJSON(`{"a":[1,2.5,"x"],"b":null}`)), v("'[]'", cdc.RawJSON("[]"))}},
