@@ -44,12 +44,11 @@ var benchGroups = []benchGroup{
 	// "oltp" is "all" written one row per transaction, as an application usually writes.
 	{name: "oltp", rows: 2000, perTx: 1, bench: true, columns: allColumns, values: allValues,
 		update: "vc = CONCAT(vc, '!'), iu = iu + 1, dtm = dtm + INTERVAL 1 SECOND"},
+	// YEAR sits among the integers: MariaDB gives it a signedness bit in the table map, and a
+	// reader that skips it misreads the signedness of every later column.
 	{name: "integers", rows: 4000, bench: true, columns: []string{
-		"ti TINYINT", "si SMALLINT", "mi MEDIUMINT", "i INT", "bi BIGINT", "iu INT UNSIGNED", "bu BIGINT UNSIGNED", "yr YEAR",
-	}, values: func(i int, _ *mrand.Rand) string {
-		return fmt.Sprintf("%d, %d, %d, %d, %d, %d, %d, %d", i%256-128, i*7%65536-32768, i*1031-8388608+i, i*104729, int64(i)*1e12+7,
-			uint32(i)*2654435761, uint64(i)*11400714819323198485, 1901+i%255)
-	}, update: "i = i + 1"},
+		"ti TINYINT", "yr YEAR", "si SMALLINT", "mi MEDIUMINT", "i INT", "bi BIGINT", "iu INT UNSIGNED", "bu BIGINT UNSIGNED",
+	}, values: integerValues, update: "i = i + 1"},
 	{name: "numeric", rows: 4000, bench: true, columns: []string{
 		"dc DECIMAL(12,3)", "dw DECIMAL(30,10)", "f FLOAT", "d DOUBLE", "bt BIT(12)",
 	}, values: func(i int, _ *mrand.Rand) string {
@@ -83,6 +82,12 @@ var benchGroups = []benchGroup{
 		}, update: "j = JSON_SET(j, '$.u', 1)"},
 	{name: "edges", rows: 1500, columns: edgeColumns, values: edgeValues,
 		update: "t1 = t2, d6 = d6 + INTERVAL 1 MICROSECOND, dec65 = -dec65, b33 = b33 ^ 1, c100 = CONCAT(IFNULL(c100, ''), 'x')"},
+}
+
+// integerValues is row i of the "integers" group.
+func integerValues(i int, _ *mrand.Rand) string {
+	return fmt.Sprintf("%d, %d, %d, %d, %d, %d, %d, %d", i%256-128, 1901+i%255, i*7%65536-32768, i*1031-8388608+i, i*104729,
+		int64(i)*1e12+7, uint32(i)*2654435761, uint64(i)*11400714819323198485)
 }
 
 // allColumns mix the column classes the decoder normalizes differently in a ~20-column row.
@@ -616,6 +621,20 @@ func TestMySQLBinlogDecodePathsAgree(t *testing.T) {
 		k := last.Schema.ColumnIndex(name)
 		if k < 0 || !reflect.DeepEqual(last.After[k], w) {
 			t.Errorf("column %s: got %#v, want %#v", name, last.After[max(k, 0)], w)
+		}
+	}
+	// And the integers, signed and UNSIGNED after a YEAR, of every row as written: the
+	// signedness comes from the table map's bits, which both paths read alike.
+	evs, err = c.collect(c.units["integers/insert"], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		i := int(ev.After[0].(int64))
+		want := []cdc.Value{int64(i), int64(i%256 - 128), int64(1901 + i%255), int64(i*7%65536 - 32768), int64(i*1031 - 8388608 + i),
+			int64(i * 104729), int64(i)*1e12 + 7, uint64(uint32(i) * 2654435761), uint64(i) * 11400714819323198485}
+		if !reflect.DeepEqual(ev.After, want) {
+			t.Fatalf("integers row %d: %v, want %v", i, ev.After, want)
 		}
 	}
 }

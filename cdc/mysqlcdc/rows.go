@@ -195,7 +195,7 @@ var errSchemaMismatch = errors.New("mysqlcdc: the row image does not match the t
 // agrees with it, else a fresh catalog load, else -- for an image written before a later DDL --
 // one rebuilt from the table map and the catalog.
 func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *replication.TableMapEvent) (*table, error) {
-	if t := r.tables[name]; t != nil && t.agrees(tm) {
+	if t := r.tables[name]; t != nil && t.agrees(tm, r.src.opts.Flavor) {
 		return t, nil
 	}
 	key := tableMapKey(id, tm)
@@ -207,10 +207,10 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 		return nil, err
 	}
 	r.tables[name] = t
-	if t.agrees(tm) {
+	if t.agrees(tm, r.src.opts.Flavor) {
 		return t, nil
 	}
-	if p := fromTableMap(t, tm); p != nil {
+	if p := fromTableMap(t, tm, r.src.opts.Flavor); p != nil {
 		r.src.log.Info("mysqlcdc: row image older than the catalog; schema rebuilt from the table map",
 			"source", r.src.opts.SourceName, "table", id.String())
 		r.projections[key] = p

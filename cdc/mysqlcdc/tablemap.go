@@ -21,9 +21,129 @@ type tmMeta struct {
 	sets       map[int][]string
 }
 
-func newTMMeta(tm *replication.TableMapEvent) *tmMeta {
-	return &tmMeta{unsigned: tm.UnsignedMap(), collations: tm.CollationMap(),
+func newTMMeta(tm *replication.TableMapEvent, flavor Flavor) *tmMeta {
+	return &tmMeta{unsigned: unsignedMap(tm, flavor), collations: collationMap(tm, flavor),
 		enums: tm.EnumStrValueMap(), sets: tm.SetStrValueMap()}
+}
+
+// The optional metadata of a table map (binlog_row_metadata) lists some facts for a subset of
+// the columns only, in column order: a SIGNEDNESS bit for each numeric column, a collation
+// for each character column, labels for each ENUM and each SET column, a geometry type for
+// each spatial column. Reading one of these lists means knowing exactly which columns the
+// server counted -- one column too many or too few shifts every later column's entry -- and
+// the servers do not count alike. Column names and the primary key cover every column;
+// ENUM, SET and GEOMETRY are counted by their type codes alike on both servers, as go-mysql
+// does. Signedness and character sets are walked here, by flavor:
+//
+//   - SIGNEDNESS. MariaDB writes a bit for every column whose binlog type information carries
+//     a signedness (Table_map_log_event::init_signedness_field, Binlog_type_info::m_signedness),
+//     which is every Field_num: the integers, DECIMAL, FLOAT, DOUBLE, and YEAR, a Field_tiny
+//     that is always UNSIGNED; BIT and the temporal types have none. MySQL writes a bit for
+//     the types its is_numeric_type lists: the integers, NEWDECIMAL, FLOAT and DOUBLE, not
+//     YEAR. go-mysql's UnsignedMap follows MySQL's list for both flavors, so on MariaDB every
+//     numeric column after a YEAR took the bit of the numeric column before it (an UNSIGNED
+//     SMALLINT read as signed, a signed one as UNSIGNED), and the schema rebuilt from such a
+//     table map decoded the values with the wrong signedness.
+//   - Character sets (DEFAULT_CHARSET / COLUMN_CHARSET). MariaDB counts every column that has
+//     a character set and is neither ENUM nor SET: CHAR, VARCHAR, BINARY, VARBINARY, the TEXT
+//     and BLOB types, JSON (a LONGTEXT), GEOMETRY, and the BINARY-based UUID, INET4 and INET6.
+//     MySQL counts CHAR, VARCHAR and the BLOB types (its JSON and GEOMETRY have own type codes
+//     and are not counted).
+//
+// The MariaDB rules are read from its server source (sql/log_event_server.cc, sql/field.h) and
+// verified against MariaDB 10.11: TestTableMapMetadataMatchesCatalog compares the walks with
+// INFORMATION_SCHEMA for every column of a table mixing all types. (MariaDB's own mysqlbinlog,
+// sql/log_event_client.cc, prints with MySQL's lists and shares go-mysql's mistake.) The MySQL
+// rules are those of MySQL 8's Table_map_log_event::print_columns, which go-mysql follows; no
+// MySQL server runs in the tests, so they are not exercised.
+
+// signednessColumn says whether a column of real type tp has a bit in the SIGNEDNESS bitmap.
+func signednessColumn(flavor Flavor, tp byte) bool {
+	switch tp {
+	case mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG,
+		mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_NEWDECIMAL, mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_DOUBLE:
+		return true
+	case mysql.MYSQL_TYPE_YEAR, mysql.MYSQL_TYPE_DECIMAL: // Field_year; the pre-5.0 DECIMAL's Field_decimal
+		return flavor == MariaDB
+	}
+	return false
+}
+
+// characterColumn says whether a column of real type tp has an entry in the character set
+// lists.
+func characterColumn(flavor Flavor, tp byte) bool {
+	switch tp {
+	case mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_BLOB:
+		return true
+	case mysql.MYSQL_TYPE_GEOMETRY:
+		return flavor == MariaDB
+	}
+	return false
+}
+
+// unsignedMap reads the SIGNEDNESS bitmap: column index -> UNSIGNED, for the numeric columns;
+// nil without the metadata.
+func unsignedMap(tm *replication.TableMapEvent, flavor Flavor) map[int]bool {
+	if len(tm.SignednessBitmap) == 0 {
+		return nil
+	}
+	ret := make(map[int]bool)
+	bit := 0
+	for i := range columns(tm) {
+		tp, _ := realType(tm.ColumnType[i], tm.ColumnMeta[i])
+		if !signednessColumn(flavor, tp) {
+			continue
+		}
+		if bit>>3 >= len(tm.SignednessBitmap) {
+			break // shorter than the columns say: the rest stay unknown (signed)
+		}
+		ret[i] = tm.SignednessBitmap[bit>>3]&(0x80>>(bit&7)) != 0
+		bit++
+	}
+	return ret
+}
+
+// collationMap reads the character set metadata: column index -> collation id, for the
+// character columns; nil without it. DEFAULT_CHARSET is the most common collation followed by
+// (character column ordinal, collation) pairs for the others; COLUMN_CHARSET one collation per
+// character column.
+func collationMap(tm *replication.TableMapEvent, flavor Flavor) map[int]uint64 {
+	def, list := tm.DefaultCharset, tm.ColumnCharset
+	if len(def) == 0 && len(list) == 0 {
+		return nil
+	}
+	var others map[uint64]uint64
+	if len(def) > 0 {
+		others = make(map[uint64]uint64, len(def)/2)
+		for k := 1; k+1 < len(def); k += 2 {
+			others[def[k]] = def[k+1]
+		}
+	}
+	ret := make(map[int]uint64)
+	var ord uint64
+	for i := range columns(tm) {
+		tp, _ := realType(tm.ColumnType[i], tm.ColumnMeta[i])
+		if !characterColumn(flavor, tp) {
+			continue
+		}
+		switch {
+		case len(def) > 0:
+			c, ok := others[ord]
+			if !ok {
+				c = def[0]
+			}
+			ret[i] = c
+		case ord < uint64(len(list)):
+			ret[i] = list[ord]
+		}
+		ord++
+	}
+	return ret
+}
+
+// columns is the number of columns a table map describes completely.
+func columns(tm *replication.TableMapEvent) int {
+	return min(int(tm.ColumnCount), len(tm.ColumnType), len(tm.ColumnMeta))
 }
 
 // tmColumn describes column i of a table map from its binlog metadata (complete only with
@@ -104,10 +224,10 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 		c.kind, c.class = cdc.KindJSON, classJSON
 	case mysql.MYSQL_TYPE_ENUM:
 		c.kind, c.class, c.labels = cdc.KindEnum, classEnum, md.enums[i]
-		col.Labels = c.labels
+		col.Labels, col.Charset = c.labels, charset
 	case mysql.MYSQL_TYPE_SET:
 		c.kind, c.class, c.labels = cdc.KindSet, classSet, md.sets[i]
-		col.Labels = c.labels
+		col.Labels, col.Charset = c.labels, charset
 	case mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE:
 		c.kind, c.class = cdc.KindDate, classTemporal
 	case mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2:
@@ -153,7 +273,7 @@ func compatible(ccol *cdc.Column, cc *colCodec, tcol *cdc.Column, tc *colCodec) 
 
 // agrees says whether a table map describes t: same column count and, as far as the table map
 // tells (binlog_row_metadata=FULL), the same names and compatible types.
-func (t *table) agrees(tm *replication.TableMapEvent) bool {
+func (t *table) agrees(tm *replication.TableMapEvent, flavor Flavor) bool {
 	if t.verified == tm || t.verified != nil && sameTableMap(t.verified, tm) {
 		t.verified = tm
 		return true
@@ -162,7 +282,7 @@ func (t *table) agrees(tm *replication.TableMapEvent) bool {
 		return false
 	}
 	names := tm.ColumnNameString()
-	md := newTMMeta(tm)
+	md := newTMMeta(tm, flavor)
 	for i := range t.schema.Columns {
 		if names != nil && t.schema.Columns[i].Name != names[i] {
 			return false
@@ -179,13 +299,13 @@ func (t *table) agrees(tm *replication.TableMapEvent) bool {
 // fromTableMap builds the schema a row image was written with, for an image older than the
 // catalog: the catalog's description where it still fits, the table map's elsewhere. Nil when
 // the table map has no column names.
-func fromTableMap(cat *table, tm *replication.TableMapEvent) *table {
+func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor) *table {
 	names := tm.ColumnNameString()
 	if len(names) != int(tm.ColumnCount) {
 		return nil
 	}
 	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID}}
-	md := newTMMeta(tm)
+	md := newTMMeta(tm, flavor)
 	for i, n := range names {
 		var ccol *cdc.Column
 		k := cat.schema.ColumnIndex(n)
@@ -221,7 +341,7 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent) *table {
 // tableMapKey identifies a table map's column layout, for caching schemas built from it.
 func tableMapKey(id cdc.TableID, tm *replication.TableMapEvent) string {
 	return fmt.Sprint(id.String(), tm.ColumnNameString(), tm.ColumnType, tm.ColumnMeta,
-		tm.EnumStrValueString(), tm.SetStrValueString(), tm.UnsignedMap(), tm.CollationMap())
+		tm.EnumStrValueString(), tm.SetStrValueString(), tm.SignednessBitmap, tm.DefaultCharset, tm.ColumnCharset)
 }
 
 // sameTableMap says whether two table maps describe the same columns the same way: each

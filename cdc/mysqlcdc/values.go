@@ -121,6 +121,9 @@ func describeColumn(name, dataType, colType, charset string, length, precision, 
 	case "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
 		c.kind, c.class = cdc.KindBinary, classBinary
 		col.Length = int(length)
+	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection":
+		// The server's internal form (SRID, then WKB), in the binlog and the text protocol alike.
+		c.kind, c.class = cdc.KindBinary, classBinary
 	case "json":
 		c.kind, c.class = cdc.KindJSON, classJSON
 	case "enum":

@@ -1,0 +1,264 @@
+package mysqlcdc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/testenv"
+)
+
+// TestTableMapWalksByFlavor reads the signedness and character set metadata of a table map
+// (id INT, a YEAR, c SMALLINT UNSIGNED, d SMALLINT, g GEOMETRY, v VARCHAR) as each server
+// writes it: MariaDB gives YEAR a signedness bit and GEOMETRY a collation, MySQL neither.
+func TestTableMapWalksByFlavor(t *testing.T) {
+	signedClasses := []class{classInt, classInt, classUint, classInt}
+	tm := func(signedness []byte, def, cols []uint64) *replication.TableMapEvent {
+		return &replication.TableMapEvent{ColumnCount: 6,
+			ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_YEAR, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_SHORT,
+				mysql.MYSQL_TYPE_GEOMETRY, mysql.MYSQL_TYPE_VARCHAR},
+			ColumnMeta:       []uint16{0, 0, 0, 0, 4, 40},
+			SignednessBitmap: signedness, DefaultCharset: def, ColumnCharset: cols}
+	}
+	for _, c := range []struct {
+		name       string
+		flavor     Flavor
+		tm         *replication.TableMapEvent
+		unsigned   map[int]bool
+		collations map[int]uint64
+		classes    []class // of id, a, c, d
+	}{
+		// MariaDB: bits id=0 a=1 c=1 d=0; collations g=63 v=8.
+		{"mariadb/column-charset", MariaDB, tm([]byte{0b0110_0000}, nil, []uint64{63, 8}),
+			map[int]bool{0: false, 1: true, 2: true, 3: false}, map[int]uint64{4: 63, 5: 8}, signedClasses},
+		{"mariadb/default-charset", MariaDB, tm([]byte{0b0110_0000}, []uint64{63, 1, 8}, nil),
+			map[int]bool{0: false, 1: true, 2: true, 3: false}, map[int]uint64{4: 63, 5: 8}, signedClasses},
+		// MySQL: bits id=0 c=1 d=0; collation v=8.
+		{"mysql/column-charset", MySQL, tm([]byte{0b0100_0000}, nil, []uint64{8}),
+			map[int]bool{0: false, 2: true, 3: false}, map[int]uint64{5: 8}, signedClasses},
+		{"mysql/default-charset", MySQL, tm([]byte{0b0100_0000}, []uint64{8}, nil),
+			map[int]bool{0: false, 2: true, 3: false}, map[int]uint64{5: 8}, signedClasses},
+		// Metadata shorter than the columns need: what is there is read, no panic; without
+		// signedness, every integer is signed.
+		{"mariadb/short", MariaDB, tm([]byte{}, nil, []uint64{63}), nil, map[int]uint64{4: 63},
+			[]class{classInt, classInt, classInt, classInt}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := unsignedMap(c.tm, c.flavor); !reflect.DeepEqual(got, c.unsigned) {
+				t.Errorf("unsigned: %v, want %v", got, c.unsigned)
+			}
+			if got := collationMap(c.tm, c.flavor); !reflect.DeepEqual(got, c.collations) {
+				t.Errorf("collations: %v, want %v", got, c.collations)
+			}
+			md := newTMMeta(c.tm, c.flavor)
+			for i, want := range c.classes {
+				if _, codec := tmColumn(c.tm, md, i, fmt.Sprint("c", i), nil); codec.class != want {
+					t.Errorf("column %d: class %v, want %v", i, codec.class, want)
+				}
+			}
+		})
+	}
+}
+
+// metadataColumn is a column of TestTableMapMetadataMatchesCatalog: its definition and which of
+// the table map's per-column lists MariaDB puts it in.
+type metadataColumn struct {
+	def       string
+	numeric   bool // has a SIGNEDNESS bit
+	character bool // has a collation in DEFAULT_CHARSET / COLUMN_CHARSET
+}
+
+// TestTableMapMetadataMatchesCatalog reads the table map MariaDB writes for a table mixing every
+// column type -- YEARs between the numeric columns, character columns with distinct character
+// sets after each column kind whose counting differs between servers -- and checks the
+// metadata walks against INFORMATION_SCHEMA: each numeric column's signedness, each character
+// column's collation (binary for the binary and spatial types), ENUM and SET labels, names;
+// and that the table map agrees with the catalog's schema and rebuilds it column for column.
+func TestTableMapMetadataMatchesCatalog(t *testing.T) {
+	dsn := testenv.Require(t, testenv.MySQLDSN)
+	user, pass, addr, db, err := splitDSN(dsn)
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.MySQLDSN, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := client.ConnectWithContext(ctx, addr, user, pass, db, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.ReadTimeout, conn.WriteTimeout = 30*time.Second, 30*time.Second
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := fmt.Sprintf("tmmeta_%08x", binary.BigEndian.Uint32(rnd[:]))
+
+	n, c, o := func(d string) metadataColumn { return metadataColumn{def: d, numeric: true} },
+		func(d string) metadataColumn { return metadataColumn{def: d, character: true} },
+		func(d string) metadataColumn { return metadataColumn{def: d} }
+	cols := []metadataColumn{
+		n("id INT NOT NULL PRIMARY KEY"), n("y0 YEAR"), n("ti TINYINT"), n("tiu TINYINT UNSIGNED"), o("bt BIT(5)"),
+		n("si SMALLINT"), n("y1 YEAR"), n("siu SMALLINT UNSIGNED"), n("mi MEDIUMINT"), n("miu MEDIUMINT UNSIGNED"),
+		n("i INT"), n("iu INT UNSIGNED"), n("bi BIGINT"), n("biu BIGINT UNSIGNED"), n("f FLOAT"), n("fu FLOAT UNSIGNED"),
+		n("d DOUBLE"), n("du DOUBLE UNSIGNED"), n("dc DECIMAL(10,2)"), n("dcu DECIMAL(10,2) UNSIGNED"),
+		o("dt DATE"), o("tm TIME(2)"), o("dtm DATETIME(3)"), o("ts TIMESTAMP NULL"), n("y2 YEAR"),
+		c("c0 CHAR(3) CHARACTER SET latin1"), c("v0 VARCHAR(3) CHARACTER SET latin2"), c("bn BINARY(4)"), c("vb VARBINARY(4)"),
+		c("tx TEXT CHARACTER SET ascii"), c("bl BLOB"), c("v1 VARCHAR(3) CHARACTER SET hebrew"), c("j JSON"),
+		c("v2 VARCHAR(3) CHARACTER SET greek"), c("g GEOMETRY"), c("v3 VARCHAR(3) CHARACTER SET cp1250"), c("p POINT"),
+		c("v4 VARCHAR(3) CHARACTER SET cp1251"), o("en ENUM('a','b c') CHARACTER SET latin1"), c("v5 VARCHAR(3) CHARACTER SET koi8r"),
+		o("st SET('x','y') CHARACTER SET utf8mb4"), c("v6 VARCHAR(3) CHARACTER SET koi8u"), c("u UUID"),
+		c("v7 VARCHAR(3) CHARACTER SET cp866"), c("i4 INET4"), c("v8 VARCHAR(3) CHARACTER SET swe7"), c("i6 INET6"),
+		c("v9 VARCHAR(3) CHARACTER SET keybcs2"), n("y3 YEAR"), n("siu2 SMALLINT UNSIGNED"), n("si2 SMALLINT"),
+		c("lt LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"), n("y4 YEAR"),
+	}
+	defs := make([]string, len(cols))
+	for i, col := range cols {
+		defs[i] = col.def
+	}
+	exec := func(q string, args ...any) *mysql.Result {
+		t.Helper()
+		r, err := conn.Execute(q, args...)
+		if err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+		return r
+	}
+	exec(fmt.Sprintf("CREATE TABLE `%s` (%s) DEFAULT CHARSET=utf8mb4", name, strings.Join(defs, ", ")))
+	defer func() { _, _ = conn.Execute("DROP TABLE IF EXISTS `" + name + "`") }()
+
+	// The catalog: signedness from COLUMN_TYPE, collation ids through COLLATIONS.
+	res := exec(`SELECT c.COLUMN_NAME, c.COLUMN_TYPE, IFNULL(k.ID, 63) FROM INFORMATION_SCHEMA.COLUMNS c
+		LEFT JOIN INFORMATION_SCHEMA.COLLATIONS k ON k.COLLATION_NAME = c.COLLATION_NAME
+		WHERE c.TABLE_SCHEMA = ? AND c.TABLE_NAME = ? ORDER BY c.ORDINAL_POSITION`, db, name)
+	if res.RowNumber() != len(cols) {
+		t.Fatalf("the catalog lists %d columns, want %d", res.RowNumber(), len(cols))
+	}
+	catUnsigned, catCollation := make([]bool, len(cols)), make([]uint64, len(cols))
+	for i := range cols {
+		typ, _ := res.GetString(i, 1)
+		catUnsigned[i] = strings.Contains(strings.ToLower(typ), "unsigned")
+		catCollation[i], _ = res.GetUint(i, 2)
+	}
+
+	file, pos, _, err := binlogStatus(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(fmt.Sprintf("INSERT INTO `%s` (id) VALUES (1)", name))
+
+	src, err := New(addr, user, pass, Options{Tables: []TableName{{Database: db, Table: name}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := &catalog{src: src}
+	defer cat.close()
+	tbl, err := cat.load(ctx, src.tableID(TableName{Database: db, Table: name}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var rid [4]byte
+	_, _ = rand.Read(rid[:])
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID: 1<<24 + binary.BigEndian.Uint32(rid[:])%(1<<30),
+		Flavor:   string(MariaDB), Host: src.host, Port: src.port, User: user, Password: pass,
+		Logger: libraryLogger(src.log),
+	})
+	defer syncer.Close()
+	streamer, err := syncer.StartSync(mysql.Position{Name: file, Pos: pos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tm *replication.TableMapEvent
+	for tm == nil {
+		ev, err := streamer.GetEvent(ctx)
+		if err != nil {
+			t.Fatalf("no table map of %s: %v", name, err)
+		}
+		if e, ok := ev.Event.(*replication.TableMapEvent); ok && string(e.Table) == name {
+			tm = e
+		}
+	}
+	if int(tm.ColumnCount) != len(cols) || len(tm.ColumnName) != len(cols) {
+		t.Fatalf("table map of %d columns, %d names; want %d (is binlog_row_metadata FULL?)", tm.ColumnCount, len(tm.ColumnName), len(cols))
+	}
+
+	unsigned, collations := unsignedMap(tm, MariaDB), collationMap(tm, MariaDB)
+	names := tm.ColumnNameString()
+	for i, col := range cols {
+		colName := tbl.schema.Columns[i].Name
+		if names[i] != colName {
+			t.Errorf("column %d: the table map names it %q, the catalog %q", i, names[i], colName)
+		}
+		u, hasBit := unsigned[i]
+		switch {
+		case hasBit != col.numeric:
+			t.Errorf("column %s: signedness bit %v, want %v", colName, hasBit, col.numeric)
+		case !col.numeric:
+		case strings.HasPrefix(col.def, colName+" YEAR"):
+			if !u {
+				t.Errorf("column %s: MariaDB writes YEAR as UNSIGNED, the walk read signed", colName)
+			}
+		case u != catUnsigned[i]:
+			t.Errorf("column %s: the table map says unsigned=%v, the catalog %v", colName, u, catUnsigned[i])
+		}
+		k, hasCollation := collations[i]
+		switch {
+		case hasCollation != col.character:
+			t.Errorf("column %s: collation listed %v, want %v", colName, hasCollation, col.character)
+		case col.character && k != catCollation[i]:
+			t.Errorf("column %s: the table map's collation %d, the catalog's %d", colName, k, catCollation[i])
+		}
+	}
+	md := newTMMeta(tm, MariaDB)
+	for i := range cols {
+		if lab := tbl.codecs[i].labels; lab != nil {
+			got := md.enums[i]
+			if got == nil {
+				got = md.sets[i]
+			}
+			if !reflect.DeepEqual(got, lab) {
+				t.Errorf("column %s: table map labels %q, the catalog's %q", tbl.schema.Columns[i].Name, got, lab)
+			}
+		}
+	}
+	if !tbl.agrees(tm, MariaDB) {
+		for i := range tbl.codecs {
+			ccol := &tbl.schema.Columns[i]
+			tcol, tc := tmColumn(tm, md, i, ccol.Name, ccol)
+			if !compatible(ccol, &tbl.codecs[i], &tcol, &tc) {
+				// Listed, with what each side says, before the test stops.
+				t.Errorf("column %s: the table map describes %v (%+v), the catalog %v (%+v)", ccol.Name, tc.class, tcol, tbl.codecs[i].class, *ccol)
+			}
+		}
+		t.Fatal("the table map does not agree with the catalog's schema")
+	}
+	// The schema rebuilt from the table map alone (as for an image older than a DDL) has the
+	// catalog's kinds.
+	rebuilt := fromTableMap(&table{schema: tbl.schema, codecs: make([]colCodec, len(tbl.codecs))}, tm, MariaDB)
+	if rebuilt == nil {
+		t.Fatal("no schema rebuilt from the table map")
+	}
+	for i, col := range rebuilt.schema.Columns {
+		want := tbl.schema.Columns[i]
+		if col.Kind != want.Kind && !isCatalogOnly(want.Kind) || col.Bits != want.Bits || col.Charset != want.Charset && !isCatalogOnly(want.Kind) {
+			t.Errorf("column %s rebuilt from the table map: %v bits %d charset %q; the catalog's %v bits %d charset %q",
+				col.Name, col.Kind, col.Bits, col.Charset, want.Kind, want.Bits, want.Charset)
+		}
+	}
+}
+
+// isCatalogOnly says whether a kind is one only the catalog tells (the binlog has MariaDB's JSON
+// as LONGTEXT, its UUID, INET4 and INET6 as BINARY).
+func isCatalogOnly(k cdc.Kind) bool {
+	return k == cdc.KindJSON || k == cdc.KindUUID || k == cdc.KindOther
+}
