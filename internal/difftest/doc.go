@@ -46,11 +46,15 @@
 // function through the simple protocol (bpchar keeps its padding), extract(epoch ...) for
 // timestamptz and its arrays; MariaDB: HEX() of CAST/CONVERT text, FLOAT through DOUBLE,
 // LPAD(BIN()) for BIT, UNIX_TIMESTAMP() for TIMESTAMP -- and derives each field from the rules
-// the sink documents (sink/doc.go, sink.AppendDocument, sink.GenerateMapping), plus the rules
-// issue 13 sets (being implemented elsewhere): a decimal is the exact digit string the source
+// the sink documents (sink/doc.go, sink.AppendDocument, sink.GenerateMapping), including the
+// rules issue 13 set: a decimal is the exact digit string the source
 // prints, "NaN", "Infinity" and "-Infinity" included, and is never dead-lettered under any
 // mapping option; a float's NaN and infinities are the strings "NaN", "Infinity",
-// "-Infinity"; an update that leaves a TOASTed column unchanged keeps its value.
+// "-Infinity"; an update that leaves a TOASTed column unchanged keeps its value. PostgreSQL
+// dates and timestamps no date format parses (infinity, BC, years past 9999) are expected as
+// PostgreSQL's text, never dead-lettered (sink/doc.go, Decimals: "written as PostgreSQL's text
+// into date fields created with ignore_malformed"); timestamptz's infinities, which
+// extract(epoch ...) reads back as Infinity, as "infinity" and "-infinity".
 //
 // Fields compare by kind: strings by their decoded text; integers (uint64 beyond 2^63
 // included) and epoch_millis (with the sub-millisecond fraction, trailing zeros dropped) by
@@ -68,8 +72,6 @@
 // whose reason is one the documentation names, for a value that rule covers (checked on the
 // dead-lettered event's own values):
 //
-//   - date_outside_range -- sink.AppendDocument: "Shapes no date format parses (PostgreSQL
-//     infinity, BC dates, years past 9999): RowError." The reason names the column.
 //   - flattened_top_level_scalar -- sink.GenerateMapping: with JSONFlattened "top-level
 //     scalars and arrays of scalars are refused by the engine per document" (status 400
 //     document_parsing_exception or mapper_parsing_exception); precisely, both engines refuse a

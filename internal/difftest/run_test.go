@@ -686,7 +686,7 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 			// that covers one of its values (the first refused value decides which).
 			if !slices.ContainsFunc(e.refused, func(rf refusal) bool {
 				return slices.ContainsFunc(documented[e.id], func(x refusal) bool {
-					return x.rule == rf.rule && (rf.rule != ruleDate || x.col == rf.col)
+					return x.rule == rf.rule
 				})
 			}) {
 				rules := make([]string, len(e.refused))
@@ -843,19 +843,7 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 	if ev.Schema == nil || ev.Malformed != nil {
 		return "", col
 	}
-	value := func(name string) (cdc.Column, cdc.Value, bool) {
-		i := ev.Schema.ColumnIndex(name)
-		if i < 0 || i >= len(ev.After) {
-			return cdc.Column{}, nil, false
-		}
-		return ev.Schema.Columns[i], ev.After[i], true
-	}
 	switch {
-	case ruleReason[ruleDate].MatchString(rec.Reason):
-		c, v, ok := value(col)
-		if ok && isDateKind(c) && hasUnplainDate(v) {
-			return ruleDate, col
-		}
 	case ruleReason[ruleFlattened].MatchString(rec.Reason):
 		if o.json != "flattened" {
 			break
@@ -882,25 +870,6 @@ var (
 	regexpElement = regexp.MustCompile(`array element \d+`)
 	regexpTableOf = regexp.MustCompile(` of [a-z]+:[^ ]*:`)
 )
-
-func isDateKind(c cdc.Column) bool {
-	for c.Kind == cdc.KindArray && c.Elem != nil {
-		c = *c.Elem
-	}
-	return c.Kind == cdc.KindDate || c.Kind == cdc.KindDateTime || c.Kind == cdc.KindTimestamp
-}
-
-// hasUnplainDate reports whether a value holds a date string of no shape a date format parses
-// (infinity, BC, a year past 9999), at any depth of an array.
-func hasUnplainDate(v cdc.Value) bool {
-	switch x := v.(type) {
-	case string:
-		return !plainDate.MatchString(x) && !plainDateTime.MatchString(x)
-	case []cdc.Value:
-		return slices.ContainsFunc(x, hasUnplainDate)
-	}
-	return false
-}
 
 func jsonBytes(v cdc.Value) []byte {
 	switch x := v.(type) {
