@@ -57,7 +57,10 @@ func (e *RowError) Error() string {
 //   - SET: an array of its labels ("a,b" -> ["a","b"]). ENUM, UUID, other types: strings.
 //   - BIT: MySQL's integer becomes PostgreSQL's bit string of the column's width (5 in BIT(4)
 //     -> "0101").
-//   - Arrays: JSON arrays of their normalized elements.
+//   - Arrays: JSON arrays of their normalized elements; a PostgreSQL array of several
+//     dimensions (nested []cdc.Value, its column's Elem being the scalar type) as nested JSON
+//     arrays, which both engines index as the flat list of elements. At most maxArrayDepth (8)
+//     levels; PostgreSQL allows 6.
 //
 // Before a value is written, it is checked against the field it goes to -- here the field
 // GenerateMapping gives the column under the options (the default ones for the package
@@ -213,14 +216,24 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, g fieldGuard, depth int) 
 			return appendText(b, x)
 		}
 	case cdc.KindArray:
-		if x, ok := v.([]cdc.Value); ok && c.Elem != nil && depth < maxArrayDepth {
+		if x, ok := v.([]cdc.Value); ok && c.Elem != nil {
+			if depth >= maxArrayDepth {
+				return b, "arrays nested deeper than " + strconv.Itoa(maxArrayDepth) + " levels"
+			}
 			b = append(b, '[')
 			for i, e := range x {
 				if i > 0 {
 					b = append(b, ',')
 				}
+				// A PostgreSQL array of several dimensions has one element type (bigint[][] is
+				// bigint[]) and arrives as nested []cdc.Value: a nested array of a column whose
+				// element is no array is a sub-array of the same column.
+				ec := c.Elem
+				if _, sub := e.([]cdc.Value); sub && ec.Kind != cdc.KindArray {
+					ec = c
+				}
 				var reason string
-				if b, reason = appendValue(b, c.Elem, e, g, depth+1); reason != "" {
+				if b, reason = appendValue(b, ec, e, g, depth+1); reason != "" {
 					return b, "array element " + strconv.Itoa(i) + ": " + reason
 				}
 			}
