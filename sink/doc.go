@@ -36,6 +36,16 @@
 // Documents are the full after image, produced by [AppendDocument] (values the source left
 // out as unchanged are filled in first: Unchanged values).
 //
+// JSON values with duplicate member names -- PostgreSQL's json type and MariaDB's JSON (text)
+// keep them as written -- would be refused by both engines under every mapping (400, "Duplicate
+// field", json_parse_exception or x_content_parse_exception), costing the row. The sink writes
+// instead the object the source's own JSON semantics read: in every object, at every level,
+// only the last member of a name stays, where it stands; the other members keep their order
+// (jsonb, PostgreSQL's -> and ->> operators and MySQL 8 all take the last one). Names compare
+// by their decoded text ("a" and "\u0061" are one name). Objects without duplicates cost one
+// pass that allocates nothing (names compared in a stack scratch); a document with a duplicate,
+// an escaped name or an object of more than 32 members is re-read once more, allocating.
+//
 // # Decimals
 //
 // No value a column can hold costs its row. The sink knows each column's declared precision
