@@ -61,7 +61,8 @@
 // their exact JSON number text; floats by value, at 32 bits for real and FLOAT; dates
 // "2006-01-02", datetimes "2006-01-02 15:04:05[.ffffff]" and times with trailing fraction
 // zeros trimmed; MariaDB zero dates as null; JSON documents in a canonical form that keeps
-// member order and duplicates; SET as an array of labels; arrays element by element. The _id
+// member order and duplicates, the expected one with duplicate member names resolved as
+// sink/doc.go says (the last member of a name stays, where it stands, at every level); SET as an array of labels; arrays element by element. The _id
 // is the key's text, composite keys escaped and joined by "|" as sink/doc.go describes. Every
 // source row must have its document with every column and no other field, and the index must
 // hold no document without a row (a search of the whole index after a refresh).

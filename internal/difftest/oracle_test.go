@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -229,6 +230,109 @@ func canonicalJSON(text []byte) (string, error) {
 		return "", fmt.Errorf("empty JSON text")
 	}
 	return b.String(), nil
+}
+
+// expectedJSON is the canonical form of the document a source JSON text must become: with
+// duplicate member names resolved as sink/doc.go (Documents and _id) says -- "in every object,
+// at every level, only the last member of a name stays, where it stands; the other members
+// keep their order", names compared by decoded text. The document's own text is compared in
+// canonicalJSON's form, which keeps duplicates, so one the sink leaves shows.
+func expectedJSON(text []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.UseNumber()
+	v, err := decodeJSONTree(dec)
+	if err != nil {
+		return "", err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", fmt.Errorf("trailing JSON text")
+	}
+	var b strings.Builder
+	v.write(&b)
+	return canonicalJSON([]byte(b.String()))
+}
+
+// jsonTree is a decoded JSON value that keeps member order and duplicates: raw is a scalar's
+// JSON text, names/vals an object's members, vals alone an array's elements.
+type jsonTree struct {
+	raw    string
+	object bool
+	names  []string
+	vals   []jsonTree
+}
+
+func decodeJSONTree(dec *json.Decoder) (jsonTree, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return jsonTree{}, err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		t := jsonTree{object: v == '{', vals: []jsonTree{}}
+		for dec.More() {
+			if t.object {
+				k, err := dec.Token()
+				if err != nil {
+					return t, err
+				}
+				t.names = append(t.names, k.(string))
+			}
+			e, err := decodeJSONTree(dec)
+			if err != nil {
+				return t, err
+			}
+			t.vals = append(t.vals, e)
+		}
+		_, err := dec.Token() // the closing delimiter
+		if t.object {
+			t = lastMemberWins(t)
+		}
+		return t, err
+	case string:
+		q, _ := json.Marshal(v)
+		return jsonTree{raw: string(q)}, nil
+	case json.Number:
+		return jsonTree{raw: v.String()}, nil
+	case bool:
+		return jsonTree{raw: strconv.FormatBool(v)}, nil
+	}
+	return jsonTree{raw: "null"}, nil
+}
+
+// lastMemberWins drops every member whose name a later member of the object repeats.
+func lastMemberWins(t jsonTree) jsonTree {
+	out := jsonTree{object: true, vals: []jsonTree{}}
+	for i, n := range t.names {
+		if !slices.Contains(t.names[i+1:], n) {
+			out.names = append(out.names, n)
+			out.vals = append(out.vals, t.vals[i])
+		}
+	}
+	return out
+}
+
+func (t jsonTree) write(b *strings.Builder) {
+	if t.vals == nil {
+		b.WriteString(t.raw)
+		return
+	}
+	open, closing := byte('['), byte(']')
+	if t.object {
+		open, closing = '{', '}'
+	}
+	b.WriteByte(open)
+	for i, v := range t.vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if t.object {
+			q, _ := json.Marshal(t.names[i])
+			b.Write(q)
+			b.WriteByte(':')
+		}
+		v.write(b)
+	}
+	b.WriteByte(closing)
 }
 
 // flattenedRefuses reports whether flattened / flat_object refuses a JSON value as a field's

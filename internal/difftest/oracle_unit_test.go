@@ -83,6 +83,29 @@ func TestOracleCanonicalJSON(t *testing.T) {
 	}
 }
 
+// TestOracleExpectedJSON: the expected document of a JSON text keeps the last member of each
+// name, where it stands, at every level; names compare decoded.
+func TestOracleExpectedJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": 1, "b": 2}`:                         `{"a":1,"b":2}`,
+		`{"a": 1, "b": 2, "a": 3}`:                 `{"b":2,"a":3}`,
+		`[{"k":1,"k":{"x":1,"x":2}}, {"k":0}]`:     `[{"k":{"x":2}},{"k":0}]`,
+		`{"\u0061": 1, "a": 2}`:                    `{"a":2}`,
+		`{"a": {"b": 1, "b": 2}, "a": {"c": 3}}`:   `{"a":{"c":3}}`,
+		`{"n": 12345678901234567890123, "m": 1e5}`: `{"n":12345678901234567890123,"m":1e5}`,
+		`"s"`: `"s"`,
+	} {
+		got, err := expectedJSON([]byte(in))
+		if err != nil || got != want {
+			t.Errorf("expectedJSON(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	// The document side keeps duplicates, so a sink that left one is seen.
+	if got, _ := canonicalJSON([]byte(`{"a":1,"a":2}`)); got != `{"a":1,"a":2}` {
+		t.Errorf("canonicalJSON dropped a duplicate: %s", got)
+	}
+}
+
 func TestOracleFlattenedRefuses(t *testing.T) {
 	// What both engines answered on the test servers (see flattenedRefuses).
 	for in, want := range map[string]bool{
