@@ -144,6 +144,9 @@
 // (which carries the newest row) stands for the row. An update
 // whose before image carries a different key deletes the old _id at the same version and
 // indexes the new one; a before image without the key columns says nothing about the old key.
+// When the new key forms no _id (an empty text key, a NULL key part: the update is
+// dead-lettered) the old _id is deleted all the same, so no document stays for a row that has
+// moved away.
 //
 // The sink asks for the answer's status and error types only (filter_path), which cuts an
 // item of the answer from about 200 bytes to about 25, uncompressed (the engines gzip answers
