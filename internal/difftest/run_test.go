@@ -728,9 +728,9 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 		switch {
 		case seen[id]:
 		case movedAway[id] != "":
-			// A key change refused by a documented rule (an empty new _id): the change is not
-			// applied at all, so the old key's document stays although its row is gone. No
-			// sentence of the documentation names this, so it fails, as its own kind.
+			// A key change refused by a documented rule (an empty new _id) left the old key's
+			// document although its row is gone: sink/doc.go says "When the new key forms no
+			// _id ... the old _id is deleted all the same", so it fails, as its own kind.
 			fails = append(fails, failure{kind: "extra_document_after_refused_key_change", id: id,
 				detail: "the document of the old key stays after a key change dead-lettered by rule " + movedAway[id]})
 		case undocumented[id]:
