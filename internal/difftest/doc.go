@@ -80,6 +80,14 @@
 //     them.
 //   - empty_id -- sink/doc.go, Documents and _id: "an empty or over-512-byte _id ... is a
 //     per-row serialization failure: the row is dead-lettered".
+//   - unchanged_after_dead_letter -- sink/doc.go, Unchanged values: "No stored document, a
+//     stored document without the field ...: the row is dead-lettered with a reason
+//     "unchanged_value_unavailable: ..."", which follows when "that previous change was
+//     dead-lettered (which was reported then; its values are missing from the index either
+//     way)". Allowed only after an earlier dead letter of a documented rule took a change of the
+//     row the values come from (the old key's, for a key change); the row may then be missing
+//     or older. After an undocumented dead letter it is that one's consequence, not a failure
+//     of its own; with no earlier dead letter it is undocumented.
 //
 // Any other dead letter is a failure (undocumented_dead_letter), and so is a row whose value a
 // rule covers but which has no such dead letter (missing_dead_letter). What follows from an

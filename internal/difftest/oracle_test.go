@@ -80,12 +80,22 @@ const (
 	// sink/doc.go, Documents and _id: "... an empty or over-512-byte _id is a per-row
 	// serialization failure: the row is dead-lettered, never written with an auto-generated id."
 	ruleEmptyID = "empty_id"
+	// sink/doc.go, Unchanged values: "No stored document, a stored document without the field,
+	// or an older change in the batch that deleted the row: the row is dead-lettered with a
+	// reason "unchanged_value_unavailable: column "c": ..."", and the stored document lacks a
+	// change when "that previous change was dead-lettered (which was reported then; its values
+	// are missing from the index either way)". Allowed only when an earlier dead letter of a
+	// documented rule took a change of the row the values come from; the row may then be
+	// missing or older. After an undocumented one it counts as that one's consequence.
+	ruleUnchangedLost = "unchanged_after_dead_letter"
 )
 
 // ruleReason matches the dead-letter reasons each rule allows.
 var ruleReason = map[string]*regexp.Regexp{
 	ruleFlattened: regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
 	ruleEmptyID:   regexp.MustCompile(`^serialization failure: the _id would be empty$`),
+	ruleUnchangedLost: regexp.MustCompile(`^unchanged_value_unavailable: column "[^"]*": the source did not resend an unchanged TOAST value and ` +
+		`(the index holds no document to take it from|the index's document lacks the field); set REPLICA IDENTITY FULL on the table to have the source send every value$`),
 }
 
 // expectation is what one source row must become: the fields, or the documented rules that

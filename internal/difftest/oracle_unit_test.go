@@ -289,3 +289,54 @@ func TestOracleDeadLetterRules(t *testing.T) {
 }
 
 var errTest = &json.UnsupportedValueError{Str: "test"}
+
+// TestOracleUnchangedAfterDeadLetter: an unchanged_value_unavailable dead letter is covered
+// only by an earlier dead letter of the row its values come from -- as ruleUnchangedLost after
+// a documented one, as a consequence (no failure of its own) after an undocumented one -- and
+// fails alone otherwise.
+func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
+	sch := &cdc.TableSchema{Columns: []cdc.Column{{Name: "id", Kind: cdc.KindText}, {Name: "j", Kind: cdc.KindJSON}}, PrimaryKey: []int{0}}
+	const unchanged = `unchanged_value_unavailable: column "j": the source did not resend an unchanged TOAST value and ` +
+		`the index holds no document to take it from; set REPLICA IDENTITY FULL on the table to have the source send every value`
+	const flatRefused = "rejected by the cluster: status 400 document_parsing_exception, caused by parsing_exception"
+	const other = `serialization failure: column "j": something undocumented`
+	dl := func(reason string, op cdc.Op, before, after []cdc.Value) cdc.DeadLetterRecord {
+		return cdc.DeadLetterRecord{Reason: reason, Event: cdc.Event{Op: op, Schema: sch, Before: before, After: after}}
+	}
+	upd := func(before, after string) cdc.DeadLetterRecord {
+		var b []cdc.Value
+		if before != "" {
+			b = []cdc.Value{before, nil}
+		}
+		return dl(unchanged, cdc.Update, b, []cdc.Value{after, cdc.Unchanged{}})
+	}
+	flat := mapOpts{json: "flattened"}
+	for _, c := range []struct {
+		name         string
+		dead         []cdc.DeadLetterRecord
+		fails        int
+		loss, undocu []string
+	}{
+		{"alone", []cdc.DeadLetterRecord{upd("", "a")}, 1, nil, []string{"a"}},
+		{"after documented", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "a")}, 0, []string{"a"}, nil},
+		{"after documented, key change", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`1`)}), upd("a", "b"), upd("", "b")}, 0, []string{"b"}, nil},
+		{"after undocumented", []cdc.DeadLetterRecord{dl(other, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`{}`)}), upd("", "a"), upd("a", "b")}, 1, nil, []string{"a", "b"}},
+		{"other row", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "b")}, 1, nil, []string{"b"}},
+		{"before the loss", []cdc.DeadLetterRecord{upd("", "a"), dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)})}, 1, nil, []string{"a"}},
+	} {
+		d, fails := sortDeadLetters(c.dead, flat)
+		if len(fails) != c.fails {
+			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
+		}
+		for _, id := range c.loss {
+			if !d.documentedLoss[id] {
+				t.Errorf("%s: %q not a documented loss", c.name, id)
+			}
+		}
+		for _, id := range c.undocu {
+			if !d.undocumented[id] || d.documentedLoss[id] {
+				t.Errorf("%s: %q not undocumented only", c.name, id)
+			}
+		}
+	}
+}

@@ -637,37 +637,12 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	}
 
 	// Dead letters: each must be one the documentation names, for a value that rule covers.
-	documented := map[string][]refusal{} // by _id
-	undocumented := map[string]bool{}    // every _id an undocumented dead letter touches
-	movedAway := map[string]string{}     // old keys of dead-lettered key changes: the rule
-	for _, rec := range dead {
-		id, ok := eventID(rec.Event)
-		rule, col := classifyDeadLetter(rec, ci.opts)
-		if rule == "" {
-			undocumented[id] = true
-			if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
-				// A key change: the old key's document stays when the change is not applied.
-				old := rec.Event
-				old.Op = cdc.Delete
-				if oldID, ok := eventID(old); ok {
-					undocumented[oldID] = true
-				}
-			}
-			fails = append(fails, failure{kind: "undocumented_dead_letter", id: id, column: col, typ: colType(col),
-				detail: fmt.Sprintf("%s event: %s", rec.Event.Op, rec.Reason)})
-			continue
-		}
-		if ok {
-			documented[id] = append(documented[id], refusal{rule: rule, col: col})
-		}
-		if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
-			old := rec.Event
-			old.Op = cdc.Delete
-			if oldID, ok := eventID(old); ok && oldID != id {
-				movedAway[oldID] = rule
-			}
-		}
+	dl, dlFails := sortDeadLetters(dead, ci.opts)
+	for _, f := range dlFails {
+		f.typ = colType(f.column)
+		fails = append(fails, f)
 	}
+	documented, undocumented, movedAway, documentedLoss := dl.documented, dl.undocumented, dl.movedAway, dl.documentedLoss
 
 	// A row with an undocumented dead letter is already a failure; what follows from it (the
 	// document missing or older than the row, or left behind under the old key) is reported
@@ -680,6 +655,9 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 				fails = append(fails, *f)
 			}
 			continue
+		}
+		if documentedLoss[e.id] {
+			continue // missing or older: ruleUnchangedLost
 		}
 		if len(e.refused) > 0 {
 			// The row may be missing (or older) only with a dead letter of a documented rule
@@ -741,6 +719,74 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	}
 	sort.SliceStable(fails, func(i, j int) bool { return fails[i].kind < fails[j].kind })
 	return fails
+}
+
+// deadLetterSets is what the dead letters of a case say about its rows, by _id.
+type deadLetterSets struct {
+	documented   map[string][]refusal // the documented rules that refused a change of the row
+	undocumented map[string]bool      // every _id an undocumented dead letter touches
+	movedAway    map[string]string    // old keys of key changes refused by a documented rule
+	// documentedLoss: rows whose unchanged values were unavailable because a documented dead
+	// letter took an earlier change (ruleUnchangedLost): missing or older is allowed.
+	documentedLoss map[string]bool
+}
+
+// sortDeadLetters classifies a case's dead letters, in the queue's order (the source's), and
+// returns an undocumented_dead_letter failure for each one no rule covers (typ left empty). An
+// unchanged_value_unavailable dead letter is covered when an earlier dead letter took a change
+// of the row its values come from: by ruleUnchangedLost when that one was documented, as that
+// one's consequence (no failure of its own) when it was not.
+func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts) (deadLetterSets, []failure) {
+	d := deadLetterSets{documented: map[string][]refusal{}, undocumented: map[string]bool{},
+		movedAway: map[string]string{}, documentedLoss: map[string]bool{}}
+	var fails []failure
+	// lost: every _id whose row lost a change to a dead letter so far, and whether every such
+	// dead letter was documented.
+	lost := map[string]bool{}
+	for _, rec := range dead {
+		id, ok := eventID(rec.Event)
+		rule, col := classifyDeadLetter(rec, o)
+		if rule == "" && ok && ruleReason[ruleUnchangedLost].MatchString(rec.Reason) {
+			if rootDocumented, seen := lost[unchangedSourceID(rec.Event, id)]; seen {
+				if !rootDocumented {
+					d.undocumented[id] = true // a consequence of a dead letter that already fails
+					lost[id] = false
+					continue
+				}
+				rule = ruleUnchangedLost
+				d.documentedLoss[id] = true
+			}
+		}
+		if ok {
+			if _, seen := lost[id]; !seen || rule == "" {
+				lost[id] = rule != ""
+			}
+		}
+		if rule == "" {
+			d.undocumented[id] = true
+			if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
+				old := rec.Event
+				old.Op = cdc.Delete
+				if oldID, ok := eventID(old); ok {
+					d.undocumented[oldID] = true
+				}
+			}
+			fails = append(fails, failure{kind: "undocumented_dead_letter", id: id, column: col,
+				detail: fmt.Sprintf("%s event: %s", rec.Event.Op, rec.Reason)})
+			continue
+		}
+		if ok {
+			d.documented[id] = append(d.documented[id], refusal{rule: rule, col: col})
+		}
+		if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
+			old := rec.Event
+			old.Op = cdc.Delete
+			if oldID, ok := eventID(old); ok && oldID != id {
+				d.movedAway[oldID] = rule
+			}
+		}
+	}
+	return d, fails
 }
 
 // consequence describes how a row with an undocumented dead letter differs from its document,
@@ -861,6 +907,20 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 		}
 	}
 	return "", col
+}
+
+// unchangedSourceID is the _id whose stored document an update's unchanged values come from
+// (sink/doc.go, Unchanged values): the old _id of a key change whose before image names it,
+// else the row's own.
+func unchangedSourceID(ev cdc.Event, id string) string {
+	if ev.Op == cdc.Update && ev.Before != nil {
+		old := ev
+		old.Op = cdc.Delete
+		if oldID, ok := eventID(old); ok {
+			return oldID
+		}
+	}
+	return id
 }
 
 // regexpColumn finds the column a serialization failure names; the others strip what names
