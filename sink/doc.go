@@ -36,6 +36,16 @@
 // Documents are the full after image, produced by [AppendDocument] (values the source left
 // out as unchanged are filled in first: Unchanged values).
 //
+// JSON values with duplicate member names -- PostgreSQL's json type and MariaDB's JSON (text)
+// keep them as written -- would be refused by both engines under every mapping (400, "Duplicate
+// field", json_parse_exception or x_content_parse_exception), costing the row. The sink writes
+// instead the object the source's own JSON semantics read: in every object, at every level,
+// only the last member of a name stays, where it stands; the other members keep their order
+// (jsonb, PostgreSQL's -> and ->> operators and MySQL 8 all take the last one). Names compare
+// by their decoded text ("a" and "\u0061" are one name). Objects without duplicates cost one
+// pass that allocates nothing (names compared in a stack scratch); a document with a duplicate,
+// an escaped name or an object of more than 32 members is re-read once more, allocating.
+//
 // # Decimals
 //
 // No value a column can hold costs its row. The sink knows each column's declared precision
@@ -134,6 +144,9 @@
 // (which carries the newest row) stands for the row. An update
 // whose before image carries a different key deletes the old _id at the same version and
 // indexes the new one; a before image without the key columns says nothing about the old key.
+// When the new key forms no _id (an empty text key, a NULL key part: the update is
+// dead-lettered) the old _id is deleted all the same, so no document stays for a row that has
+// moved away.
 //
 // The sink asks for the answer's status and error types only (filter_path), which cuts an
 // item of the answer from about 200 bytes to about 25, uncompressed (the engines gzip answers

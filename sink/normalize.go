@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -54,10 +55,17 @@ func (e *RowError) Error() string {
 //     date field with ignore_malformed keeps in _source only. TIME: the string, fraction
 //     trimmed likewise. MySQL's zero TIMESTAMP arrives as epoch 0 and is 1970-01-01.
 //   - JSON: validated and embedded compacted (PostgreSQL json keeps its input's newlines).
+//     An object with duplicate member names (PostgreSQL json and MariaDB JSON keep them; both
+//     engines refuse such a document under every mapping) keeps the last member of each name,
+//     in its place, at every nesting level, the other members in their order -- the object
+//     jsonb, PostgreSQL's json operators and MySQL 8 read. Names compare by decoded text.
 //   - SET: an array of its labels ("a,b" -> ["a","b"]). ENUM, UUID, other types: strings.
 //   - BIT: MySQL's integer becomes PostgreSQL's bit string of the column's width (5 in BIT(4)
 //     -> "0101").
-//   - Arrays: JSON arrays of their normalized elements.
+//   - Arrays: JSON arrays of their normalized elements; a PostgreSQL array of several
+//     dimensions (nested []cdc.Value, its column's Elem being the scalar type) as nested JSON
+//     arrays, which both engines index as the flat list of elements. At most maxArrayDepth (8)
+//     levels; PostgreSQL allows 6.
 //
 // Before a value is written, it is checked against the field it goes to -- here the field
 // GenerateMapping gives the column under the options (the default ones for the package
@@ -213,14 +221,24 @@ func appendValue(b []byte, c *cdc.Column, v cdc.Value, g fieldGuard, depth int) 
 			return appendText(b, x)
 		}
 	case cdc.KindArray:
-		if x, ok := v.([]cdc.Value); ok && c.Elem != nil && depth < maxArrayDepth {
+		if x, ok := v.([]cdc.Value); ok && c.Elem != nil {
+			if depth >= maxArrayDepth {
+				return b, "arrays nested deeper than " + strconv.Itoa(maxArrayDepth) + " levels"
+			}
 			b = append(b, '[')
 			for i, e := range x {
 				if i > 0 {
 					b = append(b, ',')
 				}
+				// A PostgreSQL array of several dimensions has one element type (bigint[][] is
+				// bigint[]) and arrives as nested []cdc.Value: a nested array of a column whose
+				// element is no array is a sub-array of the same column.
+				ec := c.Elem
+				if _, sub := e.([]cdc.Value); sub && ec.Kind != cdc.KindArray {
+					ec = c
+				}
 				var reason string
-				if b, reason = appendValue(b, c.Elem, e, g, depth+1); reason != "" {
+				if b, reason = appendValue(b, ec, e, g, depth+1); reason != "" {
 					return b, "array element " + strconv.Itoa(i) + ": " + reason
 				}
 			}
@@ -642,11 +660,28 @@ func bitLen64Zeros(x uint64) int {
 }
 
 // appendJSON embeds a JSON document after validating it, compacted to one line (PostgreSQL's
-// json type keeps the input's whitespace, and a newline would split the _bulk line).
+// json type keeps the input's whitespace, and a newline would split the _bulk line), with
+// duplicate member names resolved: in every object, at every level, a member is dropped when
+// a later member of the same object has the same name (compared by decoded text), so the last
+// one stays where it is and the rest keep their order -- the value jsonb, PostgreSQL's json
+// operators and MySQL 8 give such an object, which both engines would refuse as it is.
+//
+// The compaction pass also looks for duplicates, comparing each escape-free name with the
+// earlier names of its object in a scratch array on the stack. Only when it finds one, or cannot
+// decide cheaply (a name with an escape, an object of more than maxPairwiseMembers members),
+// does dedupeJSON re-read the compacted text (and allocate).
 func appendJSON(b []byte, j []byte) ([]byte, string) {
 	if !json.Valid(j) {
 		return b, "invalid JSON document"
 	}
+	start := len(b)
+	// The open containers and the member names of the open objects, as offsets into b.
+	var levelBuf [16]jsonLevel
+	var nameBuf [2 * maxPairwiseMembers]jsonName
+	levels, names := levelBuf[:0], nameBuf[:0]
+	track, slow := true, false // track: still deciding in this pass
+	expectName, inName, nameEsc := false, false, false
+	nameStart := 0
 	inStr, esc := false, false
 	for _, ch := range j {
 		if inStr {
@@ -655,9 +690,29 @@ func appendJSON(b []byte, j []byte) ([]byte, string) {
 			case esc:
 				esc = false
 			case ch == '\\':
-				esc = true
+				esc, nameEsc = true, true
 			case ch == '"':
 				inStr = false
+				if inName {
+					inName = false
+					if track {
+						top := &levels[len(levels)-1]
+						top.members++
+						if nameEsc || top.members > maxPairwiseMembers {
+							track, slow = false, true
+							break
+						}
+						n := jsonName{start: int32(nameStart - start), end: int32(len(b) - start)}
+						doc := b[start:]
+						for _, o := range names[top.names:] {
+							if bytes.Equal(doc[o.start:o.end], doc[n.start:n.end]) {
+								track, slow = false, true
+								break
+							}
+						}
+						names = append(names, n)
+					}
+				}
 			}
 			continue
 		}
@@ -666,8 +721,31 @@ func appendJSON(b []byte, j []byte) ([]byte, string) {
 			continue
 		case '"':
 			inStr = true
+			if expectName {
+				expectName, inName, nameEsc, nameStart = false, true, false, len(b)
+			}
+		case '{', '[':
+			if track {
+				levels = append(levels, jsonLevel{object: ch == '{', names: int32(len(names))})
+			}
+			expectName = ch == '{'
+		case '}', ']':
+			if track {
+				names = names[:levels[len(levels)-1].names]
+				levels = levels[:len(levels)-1]
+			}
+			expectName = false
+		case ',':
+			expectName = track && levels[len(levels)-1].object
+		case ':':
+			expectName = false
 		}
 		b = append(b, ch)
+	}
+	if slow {
+		if out, changed := dedupeJSON(b[start:]); changed {
+			b = append(b[:start], out...)
+		}
 	}
 	return b, ""
 }

@@ -300,7 +300,8 @@ func (s *Sink) recycle(acts []action, chunks []*chunk) {
 
 // plan turns events into actions: _ids, the delete of an old _id when an update changed the
 // key, and coalescing to the highest version per (index, _id). A row whose _id cannot be
-// formed is dead-lettered here.
+// formed is dead-lettered here; when it is an update whose before image forms the old _id,
+// that old _id is still deleted.
 //
 // It works in two passes so that a batch's _ids cost one allocation together rather than one
 // each: the first renders every _id into one byte arena and notes its offsets; the arena then
@@ -360,6 +361,19 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 		if arena, err = appendID(arena, ev.Schema, ti.cols, keyRow, s.cfg.IDSeparator); err != nil {
 			arena = arena[:mark]
 			dead = append(dead, cdc.DeadLetter{Index: i, Reason: err.Error()})
+			if ev.Op == cdc.Update && ev.Before != nil {
+				// The row moved to a key that forms no _id (an empty text key, say). Its old
+				// document must still go: left in place, it would mirror a row that no
+				// longer exists there. The old key forms an _id, so it differs from the new.
+				var kerr error
+				if arena, kerr = appendID(arena, ev.Schema, ti.cols, ev.Before, s.cfg.IDSeparator); kerr == nil {
+					d := base
+					d.del, d.row, d.idStart, d.idEnd = true, nil, mark, len(arena)
+					acts = append(acts, d)
+				} else {
+					arena = arena[:mark]
+				}
+			}
 			continue
 		}
 		base.idStart, base.idEnd = mark, len(arena)

@@ -46,18 +46,23 @@
 // function through the simple protocol (bpchar keeps its padding), extract(epoch ...) for
 // timestamptz and its arrays; MariaDB: HEX() of CAST/CONVERT text, FLOAT through DOUBLE,
 // LPAD(BIN()) for BIT, UNIX_TIMESTAMP() for TIMESTAMP -- and derives each field from the rules
-// the sink documents (sink/doc.go, sink.AppendDocument, sink.GenerateMapping), plus the rules
-// issue 13 sets (being implemented elsewhere): a decimal is the exact digit string the source
+// the sink documents (sink/doc.go, sink.AppendDocument, sink.GenerateMapping), including the
+// rules issue 13 set: a decimal is the exact digit string the source
 // prints, "NaN", "Infinity" and "-Infinity" included, and is never dead-lettered under any
 // mapping option; a float's NaN and infinities are the strings "NaN", "Infinity",
-// "-Infinity"; an update that leaves a TOASTed column unchanged keeps its value.
+// "-Infinity"; an update that leaves a TOASTed column unchanged keeps its value. PostgreSQL
+// dates and timestamps no date format parses (infinity, BC, years past 9999) are expected as
+// PostgreSQL's text, never dead-lettered (sink/doc.go, Decimals: "written as PostgreSQL's text
+// into date fields created with ignore_malformed"); timestamptz's infinities, which
+// extract(epoch ...) reads back as Infinity, as "infinity" and "-infinity".
 //
 // Fields compare by kind: strings by their decoded text; integers (uint64 beyond 2^63
 // included) and epoch_millis (with the sub-millisecond fraction, trailing zeros dropped) by
 // their exact JSON number text; floats by value, at 32 bits for real and FLOAT; dates
 // "2006-01-02", datetimes "2006-01-02 15:04:05[.ffffff]" and times with trailing fraction
 // zeros trimmed; MariaDB zero dates as null; JSON documents in a canonical form that keeps
-// member order and duplicates; SET as an array of labels; arrays element by element. The _id
+// member order and duplicates, the expected one with duplicate member names resolved as
+// sink/doc.go says (the last member of a name stays, where it stands, at every level); SET as an array of labels; arrays element by element. The _id
 // is the key's text, composite keys escaped and joined by "|" as sink/doc.go describes. Every
 // source row must have its document with every column and no other field, and the index must
 // hold no document without a row (a search of the whole index after a refresh).
@@ -68,8 +73,6 @@
 // whose reason is one the documentation names, for a value that rule covers (checked on the
 // dead-lettered event's own values):
 //
-//   - date_outside_range -- sink.AppendDocument: "Shapes no date format parses (PostgreSQL
-//     infinity, BC dates, years past 9999): RowError." The reason names the column.
 //   - flattened_top_level_scalar -- sink.GenerateMapping: with JSONFlattened "top-level
 //     scalars and arrays of scalars are refused by the engine per document" (status 400
 //     document_parsing_exception or mapper_parsing_exception); precisely, both engines refuse a
@@ -77,6 +80,14 @@
 //     them.
 //   - empty_id -- sink/doc.go, Documents and _id: "an empty or over-512-byte _id ... is a
 //     per-row serialization failure: the row is dead-lettered".
+//   - unchanged_after_dead_letter -- sink/doc.go, Unchanged values: "No stored document, a
+//     stored document without the field ...: the row is dead-lettered with a reason
+//     "unchanged_value_unavailable: ..."", which follows when "that previous change was
+//     dead-lettered (which was reported then; its values are missing from the index either
+//     way)". Allowed only after an earlier dead letter of a documented rule took a change of the
+//     row the values come from (the old key's, for a key change); the row may then be missing
+//     or older. After an undocumented dead letter it is that one's consequence, not a failure
+//     of its own; with no earlier dead letter it is undocumented.
 //
 // Any other dead letter is a failure (undocumented_dead_letter), and so is a row whose value a
 // rule covers but which has no such dead letter (missing_dead_letter). What follows from an

@@ -245,7 +245,7 @@ func (m mariadb) expect(c *column, raw *string, o mapOpts) (want, string, error)
 	case famTime:
 		return want{k: wStr, s: trimFrac(s)}, "", nil
 	case famJSON:
-		cj, err := canonicalJSON([]byte(s))
+		cj, err := expectedJSON([]byte(s))
 		if err != nil {
 			return want{}, "", err
 		}

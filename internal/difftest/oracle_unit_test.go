@@ -83,6 +83,29 @@ func TestOracleCanonicalJSON(t *testing.T) {
 	}
 }
 
+// TestOracleExpectedJSON: the expected document of a JSON text keeps the last member of each
+// name, where it stands, at every level; names compare decoded.
+func TestOracleExpectedJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": 1, "b": 2}`:                         `{"a":1,"b":2}`,
+		`{"a": 1, "b": 2, "a": 3}`:                 `{"b":2,"a":3}`,
+		`[{"k":1,"k":{"x":1,"x":2}}, {"k":0}]`:     `[{"k":{"x":2}},{"k":0}]`,
+		`{"\u0061": 1, "a": 2}`:                    `{"a":2}`,
+		`{"a": {"b": 1, "b": 2}, "a": {"c": 3}}`:   `{"a":{"c":3}}`,
+		`{"n": 12345678901234567890123, "m": 1e5}`: `{"n":12345678901234567890123,"m":1e5}`,
+		`"s"`: `"s"`,
+	} {
+		got, err := expectedJSON([]byte(in))
+		if err != nil || got != want {
+			t.Errorf("expectedJSON(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	// The document side keeps duplicates, so a sink that left one is seen.
+	if got, _ := canonicalJSON([]byte(`{"a":1,"a":2}`)); got != `{"a":1,"a":2}` {
+		t.Errorf("canonicalJSON dropped a duplicate: %s", got)
+	}
+}
+
 func TestOracleFlattenedRefuses(t *testing.T) {
 	// What both engines answered on the test servers (see flattenedRefuses).
 	for in, want := range map[string]bool{
@@ -182,6 +205,46 @@ func TestOracleFloatAndIntWants(t *testing.T) {
 	}
 }
 
+// TestOraclePostgresUnparsableDates: PostgreSQL dates and timestamps no date format parses are
+// expected as PostgreSQL's text (sink/doc.go, Decimals), never refused; timestamptz's
+// infinities, read back through extract(epoch ...) as Infinity, as "infinity"/"-infinity";
+// plain ones keep their rules.
+func TestOraclePostgresUnparsableDates(t *testing.T) {
+	date := &colType{fam: famDate}
+	ts := &colType{fam: famDateTime}
+	tstz := &colType{fam: famEpoch}
+	for _, c := range []struct {
+		t    *colType
+		in   string
+		want want
+	}{
+		{date, "infinity", want{k: wStr, s: "infinity"}},
+		{date, "-infinity", want{k: wStr, s: "-infinity"}},
+		{date, "0044-03-15 BC", want{k: wStr, s: "0044-03-15 BC"}},
+		{date, "10000-01-01", want{k: wStr, s: "10000-01-01"}},
+		{date, "2024-02-29", want{k: wStr, s: "2024-02-29"}},
+		{ts, "0044-03-15 07:08:09 BC", want{k: wStr, s: "0044-03-15 07:08:09 BC"}},
+		{ts, "294276-12-31 23:59:59", want{k: wStr, s: "294276-12-31 23:59:59"}},
+		{ts, "2024-05-06 07:08:09.50", want{k: wStr, s: "2024-05-06 07:08:09.5"}},
+		{tstz, "Infinity", want{k: wStr, s: "infinity"}},
+		{tstz, "-Infinity", want{k: wStr, s: "-infinity"}},
+		{tstz, "1.5", want{k: wNum, s: "1500"}},
+	} {
+		w, rule, err := pgWant(c.t, c.in, mapOpts{})
+		if err != nil || rule != "" || w.k != c.want.k || w.s != c.want.s {
+			t.Errorf("%q: %v rule %q err %v, want %v", c.in, w, rule, err, c.want)
+		}
+	}
+	a, err := parsePGArray(`{"0044-03-15 BC",infinity,NULL,2024-01-01}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, rule, err := pgArrayWant(date, a, mapOpts{})
+	if err != nil || rule != "" || w.String() != `["0044-03-15 BC","infinity",null,"2024-01-01"]` {
+		t.Errorf("date[]: %v rule %q err %v", w, rule, err)
+	}
+}
+
 // TestOracleDeadLetterRules: each rule of the allow-list accepts its documented reason only
 // for a value it covers.
 func TestOracleDeadLetterRules(t *testing.T) {
@@ -202,9 +265,11 @@ func TestOracleDeadLetterRules(t *testing.T) {
 		o    mapOpts
 		want string
 	}{
-		{"infinity date", rec(dateReason, "k", "infinity", nil, nil), stored, ruleDate},
+		// Dates no format parses are written as text now (sink/doc.go, Decimals): a dead letter
+		// for one is undocumented.
+		{"infinity date", rec(dateReason, "k", "infinity", nil, nil), stored, ""},
 		{"plain date", rec(dateReason, "k", "2024-01-01", nil, nil), stored, ""},
-		{"array element", rec(arrReason, "k", nil, nil, []cdc.Value{cdc.EpochMicros(0), "-infinity"}), stored, ruleDate},
+		{"array element", rec(arrReason, "k", nil, nil, []cdc.Value{cdc.EpochMicros(0), "-infinity"}), stored, ""},
 		{"flattened scalar", rec(clusterReason, "k", nil, cdc.RawJSON(`"x"`), nil), flat, ruleFlattened},
 		{"flattened object", rec(clusterReason, "k", nil, cdc.RawJSON(`{"x":1}`), nil), flat, ""},
 		{"stored scalar", rec(clusterReason, "k", nil, cdc.RawJSON(`"x"`), nil), stored, ""},
@@ -224,3 +289,54 @@ func TestOracleDeadLetterRules(t *testing.T) {
 }
 
 var errTest = &json.UnsupportedValueError{Str: "test"}
+
+// TestOracleUnchangedAfterDeadLetter: an unchanged_value_unavailable dead letter is covered
+// only by an earlier dead letter of the row its values come from -- as ruleUnchangedLost after
+// a documented one, as a consequence (no failure of its own) after an undocumented one -- and
+// fails alone otherwise.
+func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
+	sch := &cdc.TableSchema{Columns: []cdc.Column{{Name: "id", Kind: cdc.KindText}, {Name: "j", Kind: cdc.KindJSON}}, PrimaryKey: []int{0}}
+	const unchanged = `unchanged_value_unavailable: column "j": the source did not resend an unchanged TOAST value and ` +
+		`the index holds no document to take it from; set REPLICA IDENTITY FULL on the table to have the source send every value`
+	const flatRefused = "rejected by the cluster: status 400 document_parsing_exception, caused by parsing_exception"
+	const other = `serialization failure: column "j": something undocumented`
+	dl := func(reason string, op cdc.Op, before, after []cdc.Value) cdc.DeadLetterRecord {
+		return cdc.DeadLetterRecord{Reason: reason, Event: cdc.Event{Op: op, Schema: sch, Before: before, After: after}}
+	}
+	upd := func(before, after string) cdc.DeadLetterRecord {
+		var b []cdc.Value
+		if before != "" {
+			b = []cdc.Value{before, nil}
+		}
+		return dl(unchanged, cdc.Update, b, []cdc.Value{after, cdc.Unchanged{}})
+	}
+	flat := mapOpts{json: "flattened"}
+	for _, c := range []struct {
+		name         string
+		dead         []cdc.DeadLetterRecord
+		fails        int
+		loss, undocu []string
+	}{
+		{"alone", []cdc.DeadLetterRecord{upd("", "a")}, 1, nil, []string{"a"}},
+		{"after documented", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "a")}, 0, []string{"a"}, nil},
+		{"after documented, key change", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`1`)}), upd("a", "b"), upd("", "b")}, 0, []string{"b"}, nil},
+		{"after undocumented", []cdc.DeadLetterRecord{dl(other, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`{}`)}), upd("", "a"), upd("a", "b")}, 1, nil, []string{"a", "b"}},
+		{"other row", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "b")}, 1, nil, []string{"b"}},
+		{"before the loss", []cdc.DeadLetterRecord{upd("", "a"), dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)})}, 1, nil, []string{"a"}},
+	} {
+		d, fails := sortDeadLetters(c.dead, flat)
+		if len(fails) != c.fails {
+			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
+		}
+		for _, id := range c.loss {
+			if !d.documentedLoss[id] {
+				t.Errorf("%s: %q not a documented loss", c.name, id)
+			}
+		}
+		for _, id := range c.undocu {
+			if !d.undocumented[id] || d.documentedLoss[id] {
+				t.Errorf("%s: %q not undocumented only", c.name, id)
+			}
+		}
+	}
+}

@@ -203,25 +203,32 @@ func pgWant(t *colType, s string, o mapOpts) (want, string, error) {
 		b, err := pgBytea(s)
 		return want{k: wStr, s: b64(b)}, "", err
 	case famDate:
-		if !plainDate.MatchString(s) {
-			return want{}, ruleDate, nil
-		}
+		// A date no format parses (infinity, BC, a year past 9999) is written as the source's
+		// text: sink/doc.go, Decimals, "PostgreSQL dates and timestamps no date format parses
+		// -- infinity, -infinity, BC dates, years past 9999 ... -- are written as PostgreSQL's
+		// text into date fields created with ignore_malformed". The output function's text is
+		// that text.
 		return want{k: wStr, s: s}, "", nil
 	case famDateTime:
 		if !plainDateTime.MatchString(s) {
-			return want{}, ruleDate, nil
+			return want{k: wStr, s: s}, "", nil // the source's text, as for famDate
 		}
 		return want{k: wStr, s: trimFrac(s)}, "", nil
 	case famEpoch:
-		if s == "Infinity" || s == "-Infinity" {
-			return want{}, ruleDate, nil
+		// extract(epoch ...) gives Infinity for timestamptz's infinities, which name no instant
+		// and stay PostgreSQL's text, "infinity" and "-infinity" (same sentence as famDate).
+		switch s {
+		case "Infinity":
+			return want{k: wStr, s: "infinity"}, "", nil
+		case "-Infinity":
+			return want{k: wStr, s: "-infinity"}, "", nil
 		}
 		ms, err := epochMillis(s)
 		return want{k: wNum, s: ms}, "", err
 	case famTime:
 		return want{k: wStr, s: trimFrac(s)}, "", nil
 	case famJSON:
-		cj, err := canonicalJSON([]byte(s))
+		cj, err := expectedJSON([]byte(s))
 		if err != nil {
 			return want{}, "", err
 		}

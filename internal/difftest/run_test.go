@@ -637,37 +637,12 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	}
 
 	// Dead letters: each must be one the documentation names, for a value that rule covers.
-	documented := map[string][]refusal{} // by _id
-	undocumented := map[string]bool{}    // every _id an undocumented dead letter touches
-	movedAway := map[string]string{}     // old keys of dead-lettered key changes: the rule
-	for _, rec := range dead {
-		id, ok := eventID(rec.Event)
-		rule, col := classifyDeadLetter(rec, ci.opts)
-		if rule == "" {
-			undocumented[id] = true
-			if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
-				// A key change: the old key's document stays when the change is not applied.
-				old := rec.Event
-				old.Op = cdc.Delete
-				if oldID, ok := eventID(old); ok {
-					undocumented[oldID] = true
-				}
-			}
-			fails = append(fails, failure{kind: "undocumented_dead_letter", id: id, column: col, typ: colType(col),
-				detail: fmt.Sprintf("%s event: %s", rec.Event.Op, rec.Reason)})
-			continue
-		}
-		if ok {
-			documented[id] = append(documented[id], refusal{rule: rule, col: col})
-		}
-		if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
-			old := rec.Event
-			old.Op = cdc.Delete
-			if oldID, ok := eventID(old); ok && oldID != id {
-				movedAway[oldID] = rule
-			}
-		}
+	dl, dlFails := sortDeadLetters(dead, ci.opts)
+	for _, f := range dlFails {
+		f.typ = colType(f.column)
+		fails = append(fails, f)
 	}
+	documented, undocumented, movedAway, documentedLoss := dl.documented, dl.undocumented, dl.movedAway, dl.documentedLoss
 
 	// A row with an undocumented dead letter is already a failure; what follows from it (the
 	// document missing or older than the row, or left behind under the old key) is reported
@@ -681,12 +656,15 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 			}
 			continue
 		}
+		if documentedLoss[e.id] {
+			continue // missing or older: ruleUnchangedLost
+		}
 		if len(e.refused) > 0 {
 			// The row may be missing (or older) only with a dead letter of a documented rule
 			// that covers one of its values (the first refused value decides which).
 			if !slices.ContainsFunc(e.refused, func(rf refusal) bool {
 				return slices.ContainsFunc(documented[e.id], func(x refusal) bool {
-					return x.rule == rf.rule && (rf.rule != ruleDate || x.col == rf.col)
+					return x.rule == rf.rule
 				})
 			}) {
 				rules := make([]string, len(e.refused))
@@ -728,9 +706,9 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 		switch {
 		case seen[id]:
 		case movedAway[id] != "":
-			// A key change refused by a documented rule (an empty new _id): the change is not
-			// applied at all, so the old key's document stays although its row is gone. No
-			// sentence of the documentation names this, so it fails, as its own kind.
+			// A key change refused by a documented rule (an empty new _id) left the old key's
+			// document although its row is gone: sink/doc.go says "When the new key forms no
+			// _id ... the old _id is deleted all the same", so it fails, as its own kind.
 			fails = append(fails, failure{kind: "extra_document_after_refused_key_change", id: id,
 				detail: "the document of the old key stays after a key change dead-lettered by rule " + movedAway[id]})
 		case undocumented[id]:
@@ -741,6 +719,74 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	}
 	sort.SliceStable(fails, func(i, j int) bool { return fails[i].kind < fails[j].kind })
 	return fails
+}
+
+// deadLetterSets is what the dead letters of a case say about its rows, by _id.
+type deadLetterSets struct {
+	documented   map[string][]refusal // the documented rules that refused a change of the row
+	undocumented map[string]bool      // every _id an undocumented dead letter touches
+	movedAway    map[string]string    // old keys of key changes refused by a documented rule
+	// documentedLoss: rows whose unchanged values were unavailable because a documented dead
+	// letter took an earlier change (ruleUnchangedLost): missing or older is allowed.
+	documentedLoss map[string]bool
+}
+
+// sortDeadLetters classifies a case's dead letters, in the queue's order (the source's), and
+// returns an undocumented_dead_letter failure for each one no rule covers (typ left empty). An
+// unchanged_value_unavailable dead letter is covered when an earlier dead letter took a change
+// of the row its values come from: by ruleUnchangedLost when that one was documented, as that
+// one's consequence (no failure of its own) when it was not.
+func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts) (deadLetterSets, []failure) {
+	d := deadLetterSets{documented: map[string][]refusal{}, undocumented: map[string]bool{},
+		movedAway: map[string]string{}, documentedLoss: map[string]bool{}}
+	var fails []failure
+	// lost: every _id whose row lost a change to a dead letter so far, and whether every such
+	// dead letter was documented.
+	lost := map[string]bool{}
+	for _, rec := range dead {
+		id, ok := eventID(rec.Event)
+		rule, col := classifyDeadLetter(rec, o)
+		if rule == "" && ok && ruleReason[ruleUnchangedLost].MatchString(rec.Reason) {
+			if rootDocumented, seen := lost[unchangedSourceID(rec.Event, id)]; seen {
+				if !rootDocumented {
+					d.undocumented[id] = true // a consequence of a dead letter that already fails
+					lost[id] = false
+					continue
+				}
+				rule = ruleUnchangedLost
+				d.documentedLoss[id] = true
+			}
+		}
+		if ok {
+			if _, seen := lost[id]; !seen || rule == "" {
+				lost[id] = rule != ""
+			}
+		}
+		if rule == "" {
+			d.undocumented[id] = true
+			if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
+				old := rec.Event
+				old.Op = cdc.Delete
+				if oldID, ok := eventID(old); ok {
+					d.undocumented[oldID] = true
+				}
+			}
+			fails = append(fails, failure{kind: "undocumented_dead_letter", id: id, column: col,
+				detail: fmt.Sprintf("%s event: %s", rec.Event.Op, rec.Reason)})
+			continue
+		}
+		if ok {
+			d.documented[id] = append(d.documented[id], refusal{rule: rule, col: col})
+		}
+		if rec.Event.Op == cdc.Update && rec.Event.Before != nil {
+			old := rec.Event
+			old.Op = cdc.Delete
+			if oldID, ok := eventID(old); ok && oldID != id {
+				d.movedAway[oldID] = rule
+			}
+		}
+	}
+	return d, fails
 }
 
 // consequence describes how a row with an undocumented dead letter differs from its document,
@@ -843,19 +889,7 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 	if ev.Schema == nil || ev.Malformed != nil {
 		return "", col
 	}
-	value := func(name string) (cdc.Column, cdc.Value, bool) {
-		i := ev.Schema.ColumnIndex(name)
-		if i < 0 || i >= len(ev.After) {
-			return cdc.Column{}, nil, false
-		}
-		return ev.Schema.Columns[i], ev.After[i], true
-	}
 	switch {
-	case ruleReason[ruleDate].MatchString(rec.Reason):
-		c, v, ok := value(col)
-		if ok && isDateKind(c) && hasUnplainDate(v) {
-			return ruleDate, col
-		}
 	case ruleReason[ruleFlattened].MatchString(rec.Reason):
 		if o.json != "flattened" {
 			break
@@ -875,6 +909,20 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 	return "", col
 }
 
+// unchangedSourceID is the _id whose stored document an update's unchanged values come from
+// (sink/doc.go, Unchanged values): the old _id of a key change whose before image names it,
+// else the row's own.
+func unchangedSourceID(ev cdc.Event, id string) string {
+	if ev.Op == cdc.Update && ev.Before != nil {
+		old := ev
+		old.Op = cdc.Delete
+		if oldID, ok := eventID(old); ok {
+			return oldID
+		}
+	}
+	return id
+}
+
 // regexpColumn finds the column a serialization failure names; the others strip what names
 // one array element or one table from a reason, for the summary.
 var (
@@ -882,25 +930,6 @@ var (
 	regexpElement = regexp.MustCompile(`array element \d+`)
 	regexpTableOf = regexp.MustCompile(` of [a-z]+:[^ ]*:`)
 )
-
-func isDateKind(c cdc.Column) bool {
-	for c.Kind == cdc.KindArray && c.Elem != nil {
-		c = *c.Elem
-	}
-	return c.Kind == cdc.KindDate || c.Kind == cdc.KindDateTime || c.Kind == cdc.KindTimestamp
-}
-
-// hasUnplainDate reports whether a value holds a date string of no shape a date format parses
-// (infinity, BC, a year past 9999), at any depth of an array.
-func hasUnplainDate(v cdc.Value) bool {
-	switch x := v.(type) {
-	case string:
-		return !plainDate.MatchString(x) && !plainDateTime.MatchString(x)
-	case []cdc.Value:
-		return slices.ContainsFunc(x, hasUnplainDate)
-	}
-	return false
-}
 
 func jsonBytes(v cdc.Value) []byte {
 	switch x := v.(type) {
