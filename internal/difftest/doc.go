@@ -85,8 +85,9 @@
 //     "unchanged_value_unavailable: ..."", which follows when "that previous change was
 //     dead-lettered (which was reported then; its values are missing from the index either
 //     way)". Allowed only after an earlier dead letter of a documented rule took a change of the
-//     row the values come from (the old key's, for a key change); the row may then be missing
-//     or older. After an undocumented dead letter it is that one's consequence, not a failure
+//     row the values come from (the old key's, for a key change, or the row's under any key it
+//     had before: a key change coalesced with the row's next update leaves only that update's
+//     dead letter, without a before image); the row may then be missing or older. After an undocumented dead letter it is that one's consequence, not a failure
 //     of its own; with no earlier dead letter it is undocumented.
 //
 // Any other dead letter is a failure (undocumented_dead_letter), and so is a row whose value a

@@ -316,15 +316,22 @@ func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
 		dead         []cdc.DeadLetterRecord
 		fails        int
 		loss, undocu []string
+		moved        map[string][]string
 	}{
-		{"alone", []cdc.DeadLetterRecord{upd("", "a")}, 1, nil, []string{"a"}},
-		{"after documented", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "a")}, 0, []string{"a"}, nil},
-		{"after documented, key change", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`1`)}), upd("a", "b"), upd("", "b")}, 0, []string{"b"}, nil},
-		{"after undocumented", []cdc.DeadLetterRecord{dl(other, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`{}`)}), upd("", "a"), upd("a", "b")}, 1, nil, []string{"a", "b"}},
-		{"other row", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "b")}, 1, nil, []string{"b"}},
-		{"before the loss", []cdc.DeadLetterRecord{upd("", "a"), dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)})}, 1, nil, []string{"a"}},
+		{"alone", []cdc.DeadLetterRecord{upd("", "a")}, 1, nil, []string{"a"}, nil},
+		{"after documented", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "a")}, 0, []string{"a"}, nil, nil},
+		{"after documented, key change", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`1`)}), upd("a", "b"), upd("", "b")}, 0, []string{"b"}, nil, nil},
+		{"after undocumented", []cdc.DeadLetterRecord{dl(other, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`{}`)}), upd("", "a"), upd("a", "b")}, 1, nil, []string{"a", "b"}, nil},
+		{"other row", []cdc.DeadLetterRecord{dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)}), upd("", "b")}, 1, nil, []string{"b"}, nil},
+		{"before the loss", []cdc.DeadLetterRecord{upd("", "a"), dl(flatRefused, cdc.Insert, nil, []cdc.Value{"a", cdc.RawJSON(`"x"`)})}, 1, nil, []string{"a"}, nil},
+		// A key change coalesced with the row's next update: the dead letter is the update's,
+		// without a before image; the row's earlier key is known from the statements.
+		{"coalesced key change", []cdc.DeadLetterRecord{dl("serialization failure: the _id would be empty", cdc.Insert, nil, []cdc.Value{"", nil}), upd("", "b")}, 0, []string{"b"}, nil,
+			map[string][]string{"b": {"a"}, "a": {""}}},
+		{"unrelated history", []cdc.DeadLetterRecord{dl("serialization failure: the _id would be empty", cdc.Insert, nil, []cdc.Value{"", nil}), upd("", "b")}, 1, nil, []string{"b"},
+			map[string][]string{"b": {"a"}, "c": {""}}},
 	} {
-		d, fails := sortDeadLetters(c.dead, flat)
+		d, fails := sortDeadLetters(c.dead, flat, c.moved)
 		if len(fails) != c.fails {
 			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
 		}
