@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,16 +20,11 @@ import (
 type mysqlTarget struct{ user, pass, addr, db string }
 
 func mysqlServer(t *testing.T) mysqlTarget {
-	dsn := testenv.Require(t, testenv.MySQLDSN)
-	at := strings.LastIndex(dsn, "@")
-	var m mysqlTarget
-	m.user, m.pass, _ = strings.Cut(dsn[:at], ":")
-	rest, _ := strings.CutPrefix(dsn[at+1:], "tcp(")
-	m.addr, rest, _ = strings.Cut(rest, ")")
-	m.db, _, _ = strings.Cut(strings.TrimPrefix(rest, "/"), "?")
-	if m.addr == "" || m.db == "" {
-		t.Fatalf("%s is not user:pass@tcp(host:port)/db", testenv.MySQLDSN)
+	d, err := testenv.ParseMySQLDSN(testenv.Require(t, testenv.MySQLDSN))
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.MySQLDSN, err)
 	}
+	m := mysqlTarget{d.User, d.Password, d.Addr, d.DB}
 	return m
 }
 

@@ -415,21 +415,8 @@ func lastPos(raw [][]byte) uint32 {
 
 // splitDSN splits a go-sql-driver/mysql DSN, user:pass@tcp(host:port)/db[?...].
 func splitDSN(dsn string) (user, pass, addr, db string, err error) {
-	at := strings.LastIndex(dsn, "@")
-	if at < 0 {
-		return "", "", "", "", fmt.Errorf("no user@ part in the DSN")
-	}
-	user, pass, _ = strings.Cut(dsn[:at], ":")
-	rest, ok := strings.CutPrefix(dsn[at+1:], "tcp(")
-	if !ok {
-		return "", "", "", "", fmt.Errorf("the DSN's address is not tcp(host:port)")
-	}
-	addr, rest, ok = strings.Cut(rest, ")")
-	if !ok || !strings.HasPrefix(rest, "/") {
-		return "", "", "", "", fmt.Errorf("the DSN has no /database")
-	}
-	db, _, _ = strings.Cut(rest[1:], "?")
-	return user, pass, addr, db, nil
+	m, err := testenv.ParseMySQLDSN(dsn)
+	return m.User, m.Password, m.Addr, m.DB, err
 }
 
 // decodeGoMySQL is path (a): go-mysql's parser with its default options turns every event

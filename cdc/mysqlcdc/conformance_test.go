@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,22 +54,11 @@ func testServer(t *testing.T) server {
 
 // parseDSN splits a go-sql-driver/mysql DSN, user:pass@tcp(host:port)/db[?...].
 func parseDSN(dsn string) (server, error) {
-	at := strings.LastIndex(dsn, "@")
-	if at < 0 {
-		return server{}, errors.New("no user@ part in the DSN")
+	m, err := testenv.ParseMySQLDSN(dsn)
+	if err != nil {
+		return server{}, err
 	}
-	var s server
-	s.user, s.pass, _ = strings.Cut(dsn[:at], ":")
-	rest, ok := strings.CutPrefix(dsn[at+1:], "tcp(")
-	if !ok {
-		return server{}, errors.New("the DSN's address is not tcp(host:port)")
-	}
-	s.addr, rest, ok = strings.Cut(rest, ")")
-	if !ok || !strings.HasPrefix(rest, "/") {
-		return server{}, errors.New("the DSN has no /database")
-	}
-	s.db, _, _ = strings.Cut(rest[1:], "?")
-	return s, nil
+	return server{user: m.User, pass: m.Password, addr: m.Addr, db: m.DB}, nil
 }
 
 var serverIDs atomic.Uint32

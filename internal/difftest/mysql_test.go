@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
@@ -24,26 +23,6 @@ import (
 // random widths, hex literals, and a read-back in which every value travels as HEX() of its
 // canonical text so that no connection character set takes part.
 type mariadb struct{ user, pass, addr, db string }
-
-// parseMySQLDSN splits user:pass@tcp(host:port)/db[?...].
-func parseMySQLDSN(dsn string) (mariadb, error) {
-	at := strings.LastIndex(dsn, "@")
-	if at < 0 {
-		return mariadb{}, errors.New("no user@ part in the DSN")
-	}
-	var m mariadb
-	m.user, m.pass, _ = strings.Cut(dsn[:at], ":")
-	rest, ok := strings.CutPrefix(dsn[at+1:], "tcp(")
-	if !ok {
-		return mariadb{}, errors.New("the DSN's address is not tcp(host:port)")
-	}
-	m.addr, rest, _ = strings.Cut(rest, ")")
-	m.db, _, _ = strings.Cut(strings.TrimPrefix(rest, "/"), "?")
-	if m.addr == "" || m.db == "" {
-		return mariadb{}, errors.New("the DSN is not user:pass@tcp(host:port)/db")
-	}
-	return m, nil
-}
 
 func (mariadb) name() string { return "mysql" }
 
@@ -126,15 +105,7 @@ func (mariadb) keyLiteral(k keyType, v string) string {
 }
 
 func (m mariadb) createTable(r *mrand.Rand, table string, cols []*column) ([]string, string) {
-	var defs, keys []string
-	for _, c := range cols {
-		d := m.quote(c.name) + " " + c.t.sql
-		if c.key {
-			d += " NOT NULL"
-			keys = append(keys, m.quote(c.name))
-		}
-		defs = append(defs, d)
-	}
+	defs, keys := columnDefs(m.quote, cols)
 	charset := pick(r, "utf8mb4", "latin1")
 	return []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s)) DEFAULT CHARSET=%s", m.quote(table),
 		strings.Join(defs, ", "), strings.Join(keys, ", "), charset)}, "default charset " + charset

@@ -91,15 +91,7 @@ func (postgres) keyLiteral(k keyType, v string) string {
 }
 
 func (p postgres) createTable(r *rand.Rand, table string, cols []*column) ([]string, string) {
-	var defs, keys []string
-	for _, c := range cols {
-		d := p.quote(c.name) + " " + c.t.sql
-		if c.key {
-			d += " NOT NULL"
-			keys = append(keys, p.quote(c.name))
-		}
-		defs = append(defs, d)
-	}
+	defs, keys := columnDefs(p.quote, cols)
 	stmts := []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s))", p.quote(table), strings.Join(defs, ", "), strings.Join(keys, ", "))}
 	identity := "DEFAULT"
 	if chance(r, 0.5) {

@@ -134,11 +134,11 @@ func runCase(t *testing.T, seed uint64, tl *tally) {
 	if seed&1 == 0 {
 		d = postgres{dsn: testenv.Require(t, testenv.PostgresDSN)}
 	} else {
-		m, err := parseMySQLDSN(testenv.Require(t, testenv.MySQLDSN))
+		m, err := testenv.ParseMySQLDSN(testenv.Require(t, testenv.MySQLDSN))
 		if err != nil {
 			t.Fatalf("%s: %v", testenv.MySQLDSN, err)
 		}
-		d = m
+		d = mariadb{m.User, m.Password, m.Addr, m.DB}
 	}
 	eng := estest.Engines()[seed>>1&1]
 	node := estest.Connect(t, eng.Name, testenv.Require(t, eng.Env))
@@ -980,4 +980,18 @@ func jsonBytes(v cdc.Value) []byte {
 		return b
 	}
 	return nil
+}
+
+// columnDefs are a CREATE TABLE's column definitions (key columns NOT NULL) and its quoted
+// primary-key columns, in column order.
+func columnDefs(quote func(string) string, cols []*column) (defs, keys []string) {
+	for _, c := range cols {
+		d := quote(c.name) + " " + c.t.sql
+		if c.key {
+			d += " NOT NULL"
+			keys = append(keys, quote(c.name))
+		}
+		defs = append(defs, d)
+	}
+	return defs, keys
 }

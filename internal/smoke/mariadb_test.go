@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -340,22 +339,6 @@ func mariaNorm(v any) any {
 
 // mariaParseDSN splits a go-sql-driver/mysql DSN of the form user:pass@tcp(host:port)/db[?...].
 func mariaParseDSN(dsn string) (user, pass, addr, db string, err error) {
-	at := strings.LastIndex(dsn, "@")
-	if at < 0 {
-		return "", "", "", "", errors.New("no user@ part in the DSN")
-	}
-	user, pass, _ = strings.Cut(dsn[:at], ":")
-	rest, ok := strings.CutPrefix(dsn[at+1:], "tcp(")
-	if !ok {
-		return "", "", "", "", errors.New("the DSN's address is not tcp(host:port)")
-	}
-	addr, rest, ok = strings.Cut(rest, ")")
-	if !ok || !strings.HasPrefix(rest, "/") {
-		return "", "", "", "", errors.New("the DSN has no /database after the address")
-	}
-	db, _, _ = strings.Cut(rest[1:], "?")
-	if user == "" || addr == "" || db == "" {
-		return "", "", "", "", errors.New("the DSN lacks a user, an address or a database")
-	}
-	return user, pass, addr, db, nil
+	m, err := testenv.ParseMySQLDSN(dsn)
+	return m.User, m.Password, m.Addr, m.DB, err
 }
