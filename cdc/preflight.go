@@ -65,8 +65,9 @@ func (e *StartError) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrStart) match.
-func (e *StartError) Is(target error) bool { return target == ErrStart }
+// Is makes errors.Is(err, ErrStart) and errors.Is(err, ErrPermanent) match.
+// A start refusal is also permanent: reopening the stream cannot cure it.
+func (e *StartError) Is(target error) bool { return target == ErrStart || target == ErrPermanent }
 
 // preflight lets the sink check the stream's tables before any event is read: a refusal is
 // fatal, the checkpoint unchanged.

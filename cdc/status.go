@@ -1,0 +1,40 @@
+package cdc
+
+import "time"
+
+// Status is everything a runner can say about itself at one moment: what metrics exporters
+// and status commands read. Safe to obtain from any goroutine at any time (Runner.Status).
+type Status struct {
+	Pipeline string
+	Health   Health
+	// State is where the runner is in its life: "not running", "starting", "snapshotting",
+	// "streaming", "reconnecting", "stopped".
+	State    string
+	Progress Progress
+	// Lag is the last measurement of how far the stored checkpoint trails the source
+	// (LagReporter sources only; Lag.MeasuredAt is zero otherwise).
+	Lag Lag
+	// Reconnects counts the times the stream was reopened after a failure; LastFailure is the
+	// most recent failure (nil when none since the last successful batch) and FailedAt when.
+	Reconnects  int64
+	LastFailure error
+	FailedAt    time.Time
+	// BackpressureSince is when the batch now being offered was first pushed back (zero: no
+	// batch is being pushed back).
+	BackpressureSince time.Time
+}
+
+// Lag is how far a pipeline trails its source.
+type Lag struct {
+	// Bytes is the change log between the stored checkpoint and the server's position at the
+	// last measurement; Retained what the server keeps for the pipeline (-1: nothing).
+	Bytes, Retained int64
+	// Seconds is how long ago the server was at a position the pipeline has since passed: 0
+	// when the last measurement found it caught up. It grows while measurements fail (the
+	// source is unreachable) or while the pipeline does not progress.
+	Seconds float64
+	// MeasuredAt is when the source last answered a measurement (zero: never); Err is the
+	// last measurement's failure, nil when it succeeded.
+	MeasuredAt time.Time
+	Err        error
+}
