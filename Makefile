@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench check test test-all differential fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench check test test-all fault differential fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -40,7 +40,7 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
 
-check: fmt-check vet testenv-up test-all smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
+check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"
 
 test: ## unit tests only (-race), no servers: the edit loop
@@ -50,6 +50,14 @@ test-all: ## unit + integration tests (-race) against the servers in .testenv/en
 	@test -f .testenv/env || { echo "test-all: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && \
 	  $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/smoke)
+
+# Fault tests stop, restart and kill the shared servers: they run after every other test, one
+# package at a time (-p 1), each test in turn, so no other test sees a server go away.
+fault: ## fault tests (TestFault*): server restarts, outages and partitions under load (part of check)
+	@test -f .testenv/env || { echo "fault: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
+	set -a && . .testenv/env && set +a && TRIBUTARY_FAULTS=1 \
+	  $(GO) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke)
+	$(TESTENV) up
 
 # The long run of internal/difftest's randomized differential test (make check runs 24 cases).
 DIFF_CASES ?= 200
