@@ -205,8 +205,8 @@ type Runner struct {
 	progress     Progress
 	state        runState
 	stopErr      error
-	lastSuccess  time.Time // when a batch last succeeded, or the run started
-	pendingSince time.Time // when the oldest event not yet acknowledged was read
+	lastSuccess  time.Time        // when a batch last succeeded, or the run started
+	pendingSince time.Time        // when the oldest event not yet acknowledged was read
 	snapshot     SnapshotProgress // the last snapshot progress seen (kept after it ends)
 	applied      Checkpoint       // the stored checkpoint, as far as this runner knows
 	reconnects   int64
@@ -214,7 +214,7 @@ type Runner struct {
 	failedAt     time.Time
 	pushedSince  time.Time // when the batch being offered was first pushed back
 	pushedErr    error     // the last backpressure
-	failures     int // reopening attempts since the last batch that succeeded
+	failures     int       // reopening attempts since the last batch that succeeded
 	lag          lagState
 }
 

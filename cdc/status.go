@@ -38,4 +38,3 @@ type Lag struct {
 	MeasuredAt time.Time
 	Err        error
 }
-
