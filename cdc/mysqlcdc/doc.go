@@ -99,7 +99,10 @@
 // Options.Tables names tables (db.table) or whole databases (db.*, Table AllTables): every
 // table of such a database is captured, those that exist at Open and those created later --
 // a later table is captured from its first row on (its schema is loaded then, and an Info line
-// says so); its CREATE TABLE produces no event.
+// says so); its CREATE TABLE produces no event. Every table means every table: the shadow
+// tables of online schema change tools (gh-ost's _t_gho, pt-online-schema-change's _t_new)
+// are captured too. A table moved into such a database by RENAME TABLE brings rows that were
+// never captured: only its changes after the rename arrive.
 //
 // Open first checks what no retry can change. The server must log row changes with whole
 // images: log_bin on, binlog_format=ROW and binlog_row_image=FULL globally, or Open fails
