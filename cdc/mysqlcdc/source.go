@@ -49,6 +49,7 @@ type TableName struct {
 // Open and those created later.
 const AllTables = "*"
 
+// String is "db.table", or "db.*" for a database captured whole.
 func (t TableName) String() string { return t.Database + "." + t.Table }
 
 // Options configures a Source. The zero value of each field means its default.
