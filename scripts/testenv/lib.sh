@@ -294,6 +294,9 @@ server_stop() {
     rm -f "$SERVER_PIDFILE"
     return 0
   fi
+  # A server that answers was set up completely, also when its setup predates the records: so
+  # that the start after this stop keeps its data.
+  if [ ! -f "$(setup_file)" ] && is_running; then record_setup; fi
   log "stopping pid ${pids//$'\n'/ } (mode $1)"
   # shellcheck disable=SC2086
   do_stop "$1" "$2" $pids || rc=$?
@@ -312,7 +315,7 @@ stop_leftover() {
 }
 
 # server_up starts a fresh instance unless one runs. A running one is reused; its setup record is
-# written when it predates them.
+# written when it predates the records.
 server_up() {
   if is_running; then
     [ -f "$(setup_file)" ] || record_setup
