@@ -1,6 +1,7 @@
 package searchtest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/elastic/elastic-transport-go/v8/elastictransport"
+
+	"github.com/tributary-dev/tributary/internal/search"
 )
 
 // Options configure a Cluster. The zero value (or nil) gives the defaults.
@@ -330,4 +335,16 @@ func (c *Cluster) simulate(r *Request, items func(call, i int) int) *Reply {
 		}
 	}
 	return errorReply(400, "fake_unsupported_request")
+}
+
+// Client returns a client of the fake built as the code under test builds its own
+// (search.NewClient), closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *elastictransport.Client {
+	t.Helper()
+	tp, err := search.NewClient(search.Options{URLs: []string{c.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tp.Close(context.Background()) })
+	return tp
 }
