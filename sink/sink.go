@@ -499,7 +499,7 @@ func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination,
 		}
 		m, err := GenerateMapping(a.schema, o)
 		if err != nil {
-			return d, fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err)
+			return d, cdc.Permanent(fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err))
 		}
 		d.Mapping = m
 	}

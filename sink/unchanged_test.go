@@ -302,10 +302,7 @@ func TestUnchangedMgetFailures(t *testing.T) {
 			f.failWhole("_mget", func(int) int { return c.status })
 			bulks := f.Count("_bulk")
 			_, err := writeUnmodified(t, k, batch)
-			var bp *cdc.BackpressureError
-			if err == nil || errors.As(err, &bp) != c.bp {
-				t.Fatalf("Write: %v, want backpressure %v", err, c.bp)
-			}
+			wantFailure(t, "Write", err, !c.bp)
 			if f.Count("_bulk") != bulks {
 				t.Fatal("a _bulk was sent after the _mget failed")
 			}
@@ -329,5 +326,6 @@ func TestUnchangedMgetFailures(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Class != esfence.Fenced {
 			t.Fatalf("Write: %v, want a fenced refusal", err)
 		}
+		wantFailure(t, "Write", err, true)
 	})
 }
