@@ -475,7 +475,7 @@ var requireAlias = true
 var bulkAnswerFields = []string{"errors", "items.*.status", "items.*.error.type", "items.*.error.caused_by.type"}
 
 // bulk sends one _bulk request and reads the whole answer (pooled: the caller releases it).
-func (s *Sink) bulk(ctx context.Context, body []byte) (*search.Answer, error) {
+func (s *Sink) bulk(ctx context.Context, body []byte) (search.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
 	return search.Do(ctx, s.tp, esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias,

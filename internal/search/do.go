@@ -50,24 +50,40 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Do sends req through tp and reads the whole answer. An error means no complete answer
 // came (classify it with ErrorClass); every status is an answer. The caller's context
-// bounds the request.
-func Do(ctx context.Context, tp esapi.Transport, req esapi.Request) (*Answer, error) {
+// bounds the request. Do allocates nothing of its own when the pool has a buffer.
+func Do(ctx context.Context, tp esapi.Transport, req esapi.Request) (Answer, error) {
 	res, err := req.Do(ctx, tp)
 	if err != nil {
-		return nil, err
+		return Answer{}, err
 	}
 	defer res.Body.Close()
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	n, err := buf.ReadFrom(io.LimitReader(res.Body, MaxAnswerBytes+1))
-	if err == nil && n > MaxAnswerBytes {
-		err = ErrAnswerTooLarge
-	}
-	if err != nil {
+	if err := readAll(buf, res.Body); err != nil {
 		bufPool.Put(buf)
-		return nil, &ReadError{Err: err}
+		return Answer{}, &ReadError{Err: err}
 	}
-	return &Answer{Status: res.StatusCode, Header: res.Header, Body: buf.Bytes(), buf: buf}, nil
+	return Answer{Status: res.StatusCode, Header: res.Header, Body: buf.Bytes(), buf: buf}, nil
+}
+
+// readAll reads r to its end into buf, at most MaxAnswerBytes (an io.LimitReader would cost
+// an allocation per answer).
+func readAll(buf *bytes.Buffer, r io.Reader) error {
+	for {
+		if buf.Len() > MaxAnswerBytes {
+			return ErrAnswerTooLarge
+		}
+		buf.Grow(bytes.MinRead)
+		free := buf.AvailableBuffer()
+		n, err := r.Read(free[:cap(free)])
+		buf.Write(free[:n])
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+	}
 }
 
 // ReadError is a failure while reading an answer whose status had arrived: the request

@@ -112,7 +112,7 @@ func (s *Store) Close(ctx context.Context) error {
 
 // perform sends req and reads the whole answer. A non-nil error is already classified: kind
 // says whether the request may have changed anything when its answer was lost.
-func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (*search.Answer, *driver.Error) {
+func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (search.Answer, *driver.Error) {
 	ctx := parent
 	if s.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -121,7 +121,7 @@ func (s *Store) perform(parent context.Context, req esapi.Request, kind requestK
 	}
 	ans, err := search.Do(ctx, s.tp, req)
 	if err != nil {
-		return nil, classifyTransport(parent, ctx, err, kind, what)
+		return search.Answer{}, classifyTransport(parent, ctx, err, kind, what)
 	}
 	return ans, nil
 }
