@@ -134,7 +134,7 @@
 // *cdc.StartError, and a table whose index is already bound in this session to another table
 // -- by CheckTables, a claim, or an earlier batch -- fails it with an *esfence.ConflictError
 // of class bound_to_another_relation, as the fence's marker check would on the next run. Both
-// are fatal, nothing of the batch is written.
+// are permanent (see Failures), nothing of the batch is written.
 //
 // # Writes
 //
@@ -197,7 +197,7 @@
 //     Unchanged values render as {"_unchanged": true}).
 //   - A transport failure, 5xx, 429 or 408 of the _mget is backpressure (a connection loss
 //     also makes the next Write claim again); an index_not_found_exception through the alias
-//     is the refusal _bulk meets (fenced or destination_missing); another status is fatal.
+//     is the refusal _bulk meets (fenced or destination_missing); another 4xx is permanent.
 //
 // Write never modifies the batch: a row is copied before its first value is filled in.
 //
@@ -228,7 +228,7 @@
 //     auto-create rule refusing a delete through it): the fence moved or the index is gone. The
 //     sink checks which and returns an *esfence.ConflictError of class fenced or
 //     destination_missing -- the sink_destination_conflict incident: never dead-lettered,
-//     nothing acknowledged, fatal.
+//     nothing acknowledged, permanent (cdc.Permanent).
 //   - Any other per-item error (mapper_parsing_exception, document_parsing_exception,
 //     illegal_argument_exception, ...): a cdc.DeadLetter with the event's index in the batch
 //     and a reason made of status and error types only -- the cluster's reason texts quote
