@@ -189,6 +189,12 @@ func TestSinkRefusalsArePermanent(t *testing.T) {
 	_, err = a.Write(ctx, unchanged)
 	wantRefusal(t, "the fenced sink's next Write (an _mget of unchanged values)", err, esfence.Fenced)
 
+	// A second table into an index bound this session to the first.
+	static := fakeSink(t, f, Config{Index: "shared"}, Options{})
+	write(t, static, fakeEvents(sch, 1, 1))
+	_, err = static.Write(ctx, fakeEvents(ordersSchema("customers"), 1, 1))
+	wantRefusal(t, "a second table into a bound index", err, esfence.BoundToAnotherRelation)
+
 	f.DeleteIndex(indexOf(t, b, "orders"))
 	mgets := f.Count("_mget")
 	_, err = b.Write(ctx, unchanged)
