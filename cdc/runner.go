@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tributary-dev/tributary/internal/backoff"
 )
 
 // RunnerOptions configure a Runner. Pipeline is required; every other zero field takes the
@@ -29,14 +30,29 @@ type RunnerOptions struct {
 	// changes still reaches the sink promptly. Default 500ms.
 	BatchMaxWait time.Duration
 
-	// BackoffMin and BackoffMax bound the jittered exponential wait before a batch the sink
-	// answered with backpressure is offered again. A RetryAfter from the sink is honoured even
-	// when it is longer. Defaults 100ms and 30s.
+	// BackoffMin and BackoffMax bound the jittered exponential waits: before a batch the sink
+	// answered with backpressure is offered again (a RetryAfter from the sink is honoured even
+	// when it is longer), and before a failed stream is reopened. The backpressure wait starts
+	// over with every batch, the reopening wait once a batch succeeded after the reopening.
+	// Defaults 100ms and 5s: a pipeline resumes within seconds of its servers coming back.
 	BackoffMin, BackoffMax time.Duration
 
 	// StallThreshold is how long events may wait without any batch succeeding before Health
 	// reports the pipeline stalled. Default 2 minutes.
 	StallThreshold time.Duration
+	// BackpressureThreshold is how long one batch may keep being pushed back by the sink before
+	// Health reports it. Default 1 minute.
+	BackpressureThreshold time.Duration
+	// LagThreshold is how far behind its source (Status.Lag.Seconds) the pipeline may fall
+	// before Health reports it; not checked while a snapshot is being read. Sources that are
+	// LagReporters only. Default 1 minute.
+	LagThreshold time.Duration
+	// LagInterval is how often the source is asked how far the pipeline trails it (LagReporter
+	// sources only), whether the stream is open or not. Default 5s.
+	LagInterval time.Duration
+	// Permanent decides which failures end Run instead of reopening the stream. Default
+	// IsPermanent (cdc/failure.go); a function given here is asked in addition.
+	Permanent func(error) bool
 
 	// Logger receives operational events (never row data). Default: discarded.
 	Logger *slog.Logger
@@ -85,8 +101,11 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	def(&c.BatchMaxBytes, 5<<20)
 	defDur(&c.BatchMaxWait, 500*time.Millisecond)
 	defDur(&c.BackoffMin, 100*time.Millisecond)
-	defDur(&c.BackoffMax, 30*time.Second)
+	defDur(&c.BackoffMax, 5*time.Second)
 	defDur(&c.StallThreshold, 2*time.Minute)
+	defDur(&c.BackpressureThreshold, time.Minute)
+	defDur(&c.LagThreshold, time.Minute)
+	defDur(&c.LagInterval, 5*time.Second)
 	defDur(&c.ReportInterval, time.Minute)
 	if c.BackoffMax < c.BackoffMin {
 		return c, fmt.Errorf("cdc: RunnerOptions.BackoffMax %v is below BackoffMin %v", c.BackoffMax, c.BackoffMin)
@@ -102,6 +121,11 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	}
 	if c.Observer == nil {
 		c.Observer = noObserver{}
+	}
+	if extra := c.Permanent; extra != nil {
+		c.Permanent = func(err error) bool { return IsPermanent(err) || extra(err) }
+	} else {
+		c.Permanent = IsPermanent
 	}
 	return c, nil
 }
@@ -124,27 +148,42 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // came after the stored checkpoint -- the unfinished transaction and the last batch
 // (TestRunnerCrash). External versioning makes such replays harmless.
 //
-// Failures. A *BackpressureError offers the identical batch (the same slice) again after a
-// jittered exponential wait between BackoffMin and BackoffMax, or RetryAfter when that is
-// longer, for as long as it takes: backpressure is transient by definition, and Health turns
-// unhealthy meanwhile. Any other sink error, a dead-letter write or checkpoint save that
-// fails, a dead letter with an index outside the batch, and a stream that fails stop Run with
-// that error (wrapped; errors.Is and errors.As reach it), the checkpoint where the last
-// successful batch left it. A failed ack is only logged: the checkpoint is already durable
-// and acks are cumulative, so it costs the server retained history until the next ack.
+// Backpressure. A *BackpressureError offers the identical batch (the same slice) again after
+// a jittered exponential wait between BackoffMin and BackoffMax, or RetryAfter when that is
+// longer, for as long as it takes; Health turns unhealthy once one batch has been pushed back
+// for longer than BackpressureThreshold.
+//
+// Supervision. Any other failure -- the stream failing (a lost connection, a server restarting
+// or shutting down), a sink error, a dead-letter write or checkpoint save that fails -- ends
+// the stream's session: the runner closes the stream, waits a jittered exponential backoff
+// (BackoffMin to BackoffMax, starting over once a batch succeeded after the reopening) and
+// opens the source again at the stored checkpoint, which is where the last successful batch
+// left it: the events of the abandoned batch are delivered again. Health says "reconnecting"
+// with the failure meanwhile. Each failure is logged once (Warn), the reconnection too. Only
+// a permanent failure (IsPermanent, or RunnerOptions.Permanent: authentication refused, lost
+// history, a fencing conflict, an invalid configuration, a start refusal) stops Run, with that
+// error wrapped (errors.Is and errors.As reach it), logged once at Error. A failed ack is only
+// logged: the checkpoint is already durable and acks are cumulative.
 //
 // Start checks. Right after a successful Open, before reading any event, the runner hands
 // the stream's tables (TableLister) to the sink (TableChecker) when both implement them; a
 // refusal, like a source's refusal from Open (*StartError), stops Run before anything is
 // written, the checkpoint unchanged, and is never retried.
 //
+// Lag. When the source is a LagReporter, the runner asks it every LagInterval how far the
+// stored checkpoint trails the server -- while streaming, idle, reconnecting or pushed back --
+// and derives Status.Lag: bytes behind, what the server retains, and seconds since the server
+// was last at a position the pipeline has passed (which keeps growing while the source cannot
+// be asked). Health turns unhealthy beyond LagThreshold, except while a snapshot is read.
+//
 // Reports. Dead letters (the sink's and malformed events) and truncates the sink applied are
 // logged at Warn with table, op, position and reason, never row data: the first of each
 // (table, reason class) at once, then at most one line per ReportInterval with the number
 // since the last line, and the remainder when Run returns.
 //
-// Observation. Progress and Health may be called from any goroutine at any time. Health is
-// unhealthy before Run, after Run returned, and while events have waited longer than
+// Observation. Progress, Health and Status may be called from any goroutine at any time.
+// Health is unhealthy before Run, after Run returned, while starting and reconnecting, beyond
+// the backpressure and lag thresholds, and while events have waited longer than
 // StallThreshold with no batch succeeding (measured from the later of the last success and
 // the arrival of the oldest pending event, so an idle pipeline is healthy).
 //
@@ -156,26 +195,52 @@ type Runner struct {
 	dlq  DeadLetterWriter
 	o    RunnerOptions
 	log  *slog.Logger
+	wait backoff.Policy
 
 	running atomic.Bool
 	reports reporter // used by Run's goroutine only
 
-	mu           sync.Mutex // guards the fields below, read by Progress and Health
+	mu           sync.Mutex // guards the fields below, read by Progress, Health and Status
 	stream       Stream
 	progress     Progress
 	state        runState
 	stopErr      error
-	lastSuccess  time.Time // when a batch last succeeded, or the run started
-	pendingSince time.Time // when the oldest event not yet acknowledged was read
+	lastSuccess  time.Time        // when a batch last succeeded, or the run started
+	pendingSince time.Time        // when the oldest event not yet acknowledged was read
+	snapshot     SnapshotProgress // the last snapshot progress seen (kept after it ends)
+	applied      Checkpoint       // the stored checkpoint, as far as this runner knows
+	reconnects   int64
+	lastFailure  error
+	failedAt     time.Time
+	pushedSince  time.Time // when the batch being offered was first pushed back
+	pushedErr    error     // the last backpressure
+	failures     int       // reopening attempts since the last batch that succeeded
+	lag          lagState
 }
 
 type runState uint8
 
 const (
 	notStarted runState = iota
+	starting
 	running
+	reconnecting
 	stopped
 )
+
+func (s runState) String() string {
+	switch s {
+	case starting:
+		return "starting"
+	case running:
+		return "streaming"
+	case reconnecting:
+		return "reconnecting"
+	case stopped:
+		return "stopped"
+	}
+	return "not running"
+}
 
 // NewRunner returns a runner; it starts when Run is called.
 func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLetterWriter, opts *RunnerOptions) (*Runner, error) {
@@ -187,7 +252,8 @@ func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLette
 		return nil, errors.New("cdc: NewRunner needs a source, a sink, a checkpoint store and a dead-letter writer")
 	}
 	return &Runner{src: src, sink: sink, cps: checkpoints, dlq: dlq, o: o,
-		log: o.Logger.With("pipeline", o.Pipeline), reports: newReporter(o.ReportInterval)}, nil
+		log: o.Logger.With("pipeline", o.Pipeline), reports: newReporter(o.ReportInterval),
+		wait: backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax}}, nil
 }
 
 // Progress is what a runner has done so far (totals over every Run of the Runner).
@@ -196,30 +262,43 @@ type Progress struct {
 	Batches     int64 // batches that succeeded
 	DeadLetters int64 // events written to the dead-letter queue
 	Retries     int64 // batches offered again after backpressure
-	Pending     int   // events read and not yet acknowledged
+	Pending     int   // events read and not yet acknowledged, those the stream holds ready included
 	// LastBatch and LastCheckpoint are when a batch last succeeded and when a checkpoint was
 	// last saved (zero: never).
 	LastBatch, LastCheckpoint time.Time
-	// Snapshot is the source's snapshot progress (zero when it is not snapshotting).
+	// Snapshot is the source's snapshot progress: while a snapshot is read, then its last
+	// figures (Active false) for as long as the Runner lives.
 	Snapshot SnapshotProgress
 }
 
 // Progress returns the runner's progress; safe to call at any time from any goroutine.
 func (r *Runner) Progress() Progress {
 	r.mu.Lock()
-	p, st := r.progress, r.stream
-	r.mu.Unlock()
-	if st != nil {
-		p.Snapshot = st.Progress()
+	defer r.mu.Unlock()
+	return r.progressLocked()
+}
+
+func (r *Runner) progressLocked() Progress {
+	p := r.progress
+	if r.stream != nil {
+		if sp := r.stream.Progress(); sp.Active {
+			r.snapshot = sp
+		} else {
+			r.snapshot.Active = false
+		}
+		p.Pending += len(r.stream.Events())
 	}
+	p.Snapshot = r.snapshot
 	return p
 }
 
 // Health is the runner's health signal.
 type Health struct {
 	Healthy bool
-	// Reason says why the runner is unhealthy: not running, stopped by an error, or stalled
-	// (events pending and no batch succeeded for longer than the stall threshold).
+	// Reason says why the runner is unhealthy: not running, starting, reconnecting after a
+	// failure, stopped by an error, pushed back by the sink beyond BackpressureThreshold,
+	// behind its source beyond LagThreshold, or stalled (events pending and no batch
+	// succeeded for longer than StallThreshold).
 	Reason string
 }
 
@@ -228,73 +307,173 @@ type Health struct {
 func (r *Runner) Health() Health {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.healthLocked(r.o.Clock.Now())
+}
+
+func (r *Runner) healthLocked(now time.Time) Health {
 	switch r.state {
 	case notStarted:
 		return Health{Reason: "not running"}
+	case starting:
+		return Health{Reason: "starting: opening the source"}
+	case reconnecting:
+		return Health{Reason: fmt.Sprintf("reconnecting (attempt %d, failing since %s): %v",
+			r.failures, r.failedAt.UTC().Format(time.RFC3339), r.lastFailure)}
 	case stopped:
 		if r.stopErr != nil {
 			return Health{Reason: "stopped: " + r.stopErr.Error()}
 		}
 		return Health{Reason: "stopped"}
 	}
+	if !r.pushedSince.IsZero() {
+		if d := now.Sub(r.pushedSince); d > r.o.BackpressureThreshold {
+			return Health{Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
+		}
+	}
 	if r.progress.Pending > 0 {
 		since := r.lastSuccess
 		if r.pendingSince.After(since) {
 			since = r.pendingSince
 		}
-		if waited := r.o.Clock.Now().Sub(since); waited > r.o.StallThreshold {
+		if waited := now.Sub(since); waited > r.o.StallThreshold {
 			return Health{Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
+		}
+	}
+	if !r.snapshot.Active {
+		if l := r.lagLocked(now); l.Seconds > r.o.LagThreshold.Seconds() {
+			return Health{Reason: fmt.Sprintf("lagging: %.0fs behind the source (%d bytes), beyond the %v threshold", l.Seconds, l.Bytes, r.o.LagThreshold)}
 		}
 	}
 	return Health{Healthy: true}
 }
 
-// Run runs the pipeline until ctx ends (it returns ctx.Err()), the stream ends (nil, or the
-// stream's error), or a fatal error: a sink error other than backpressure, a failure to
-// write dead letters or to save the checkpoint. After an error the checkpoint stays where the
-// last successful batch left it, so a later Run resumes without loss. Run may be called again
-// after it returned, not concurrently.
+// Status returns the runner's status; safe to call at any time from any goroutine.
+func (r *Runner) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.o.Clock.Now()
+	st := Status{Pipeline: r.o.Pipeline, Health: r.healthLocked(now), State: r.state.String(),
+		Progress: r.progressLocked(), Lag: r.lagLocked(now), Reconnects: r.reconnects,
+		LastFailure: r.lastFailure, FailedAt: r.failedAt, BackpressureSince: r.pushedSince}
+	if r.state == running && st.Progress.Snapshot.Active {
+		st.State = "snapshotting"
+	}
+	return st
+}
+
+func (r *Runner) setState(s runState) {
+	r.mu.Lock()
+	r.state = s
+	r.mu.Unlock()
+}
+
+// Run runs the pipeline until ctx ends (it returns ctx.Err()), the stream ends without a
+// failure (nil), or a permanent failure (that error, wrapped with the pipeline's name). Every
+// other failure of the source or the sink reopens the stream at the stored checkpoint after a
+// bounded jittered backoff (see Runner). Run may be called again after it returned, not
+// concurrently.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("cdc: Runner.Run called while running")
 	}
 	defer r.running.Store(false)
 	r.mu.Lock()
-	r.state, r.stopErr, r.lastSuccess = running, nil, r.o.Clock.Now()
+	r.state, r.stopErr, r.lastSuccess = starting, nil, r.o.Clock.Now()
+	r.lastFailure, r.failedAt, r.failures = nil, time.Time{}, 0
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.state, r.stopErr, r.stream, r.progress.Pending = stopped, err, nil, 0
+		r.pushedSince, r.pushedErr = time.Time{}, nil
 		r.mu.Unlock()
 	}()
+	defer func() { r.reports.flush(r.log, r.o.Clock.Now(), true) }()
+	stopLag := r.watchLag(ctx)
+	defer stopLag()
 
+	var lastLogged string
+	var loggedAt time.Time
+	for attempt := 0; ; {
+		err := r.session(ctx, attempt > 0)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil {
+			r.log.Info("source stream ended")
+			return nil
+		}
+		wrapped := fmt.Errorf("cdc: pipeline %q: %w", r.o.Pipeline, err)
+		if r.o.Permanent(err) {
+			r.log.Error("pipeline stopped: the failure is permanent", "err", err)
+			return wrapped
+		}
+		r.mu.Lock()
+		if r.lastFailure == nil {
+			attempt = 0 // a batch succeeded since the last failure: the backoff starts over
+			r.failedAt = r.o.Clock.Now()
+		}
+		r.lastFailure = err
+		r.failures = attempt + 1
+		r.state = reconnecting
+		r.reconnects++
+		failedAt := r.failedAt
+		r.mu.Unlock()
+		wait := r.wait.Delay(attempt, r.o.Rand, 0)
+		// Each distinct failure is logged once; the same one again at most once per
+		// ReportInterval, so a long outage leaves a line a minute, not one per attempt.
+		now := r.o.Clock.Now()
+		if msg := err.Error(); attempt == 0 || msg != lastLogged || now.Sub(loggedAt) >= r.o.ReportInterval {
+			r.log.Warn("pipeline failed; reopening the source at the stored checkpoint", "err", err,
+				"attempt", attempt+1, "wait", wait, "failing_for", now.Sub(failedAt).Round(time.Millisecond))
+			lastLogged, loggedAt = msg, now
+		}
+		attempt++
+		select {
+		case <-r.o.Clock.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// session is one open stream: it loads the checkpoint, opens the source, runs the start
+// checks and the loop. It returns nil when the stream ended without a failure, and the
+// failure otherwise (described, not yet wrapped with the pipeline's name).
+func (r *Runner) session(ctx context.Context, reopening bool) error {
 	cp, err := r.cps.LoadCheckpoint(ctx, r.o.Pipeline)
 	if err != nil {
-		return r.fatal(ctx, "loading the checkpoint", err)
+		return fmt.Errorf("loading the checkpoint: %w", err)
 	}
+	r.mu.Lock()
+	r.applied = cp
+	r.mu.Unlock()
 	st, err := r.src.Open(ctx, cp)
 	if err != nil {
-		return r.fatal(ctx, "opening the source", err)
+		return fmt.Errorf("opening the source: %w", err)
 	}
-	defer st.Close()
+	defer func() {
+		r.mu.Lock()
+		r.stream, r.progress.Pending = nil, 0
+		r.pushedSince, r.pushedErr = time.Time{}, nil
+		r.mu.Unlock()
+		_ = st.Close()
+	}()
 	r.mu.Lock()
 	r.stream = st
 	r.mu.Unlock()
 	if err := r.preflight(ctx, st); err != nil {
-		return r.fatal(ctx, "checking the captured tables", err)
+		return fmt.Errorf("checking the captured tables: %w", err)
 	}
-	r.log.Info("pipeline started", "resumed", cp != nil)
-	defer func() { r.reports.flush(r.log, r.o.Clock.Now(), true) }()
+	r.mu.Lock()
+	r.state = running
+	failures, since := r.failures, r.failedAt
+	r.mu.Unlock()
+	if reopening {
+		r.log.Info("pipeline reconnected", "attempts", failures, "outage", r.o.Clock.Now().Sub(since).Round(time.Millisecond))
+	} else {
+		r.log.Info("pipeline started", "resumed", cp != nil)
+	}
 	return r.loop(ctx, st)
-}
-
-// fatal wraps a failure with the pipeline's name; context errors come back unwrapped.
-func (r *Runner) fatal(ctx context.Context, doing string, err error) error {
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return ctx.Err()
-	}
-	r.log.Error("pipeline stopped", "while", doing, "err", err)
-	return fmt.Errorf("cdc: pipeline %q: %s: %w", r.o.Pipeline, doing, err)
 }
 
 func (r *Runner) loop(ctx context.Context, st Stream) error {
@@ -313,9 +492,8 @@ func (r *Runner) loop(ctx context.Context, st Stream) error {
 					return err
 				}
 				if err := st.Err(); err != nil {
-					return r.fatal(ctx, "reading the source", err)
+					return fmt.Errorf("reading the source: %w", err)
 				}
-				r.log.Info("source stream ended")
 				return nil
 			}
 			size := eventBytes(&ev)
@@ -393,18 +571,18 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	}
 	letters, err := r.deadLetters(b, dead)
 	if err != nil {
-		return r.fatal(ctx, "checking the sink's dead letters", err)
+		return fmt.Errorf("checking the sink's dead letters: %w", err)
 	}
 	if len(letters) > 0 {
 		if err := r.dlq.WriteDeadLetters(ctx, letters); err != nil {
-			return r.fatal(ctx, "writing dead letters", err)
+			return fmt.Errorf("writing dead letters: %w", err)
 		}
 	}
 	now := r.o.Clock.Now()
 	saved := false
 	if b.checkpoint != nil {
 		if err := r.cps.SaveCheckpoint(ctx, r.o.Pipeline, b.checkpoint); err != nil {
-			return r.fatal(ctx, "saving the checkpoint", err)
+			return fmt.Errorf("saving the checkpoint: %w", err)
 		}
 		saved = true
 		// The ack only lets the server discard history; the checkpoint is already durable, and
@@ -426,6 +604,16 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	}
 	r.progress.Pending = 0
 	r.lastSuccess = now
+	r.lastFailure, r.failures = nil, 0
+	if r.stream != nil {
+		if sp := r.stream.Progress(); sp.Active {
+			r.snapshot = sp
+		}
+	}
+	if saved {
+		r.applied = b.checkpoint
+		r.appliedCommitLocked(b.newestCommit)
+	}
 	r.mu.Unlock()
 	r.report(b, letters, dead, now)
 	r.log.Debug("batch done", "events", len(b.entries), "dead_letters", len(letters), "checkpoint", saved)
@@ -442,6 +630,11 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 // replays the identical slice after a jittered, bounded wait.
 // It returns the sink's dead letters and how many offers it took.
 func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, error) {
+	defer func() {
+		r.mu.Lock()
+		r.pushedSince, r.pushedErr = time.Time{}, nil
+		r.mu.Unlock()
+	}()
 	for attempt := 0; ; attempt++ {
 		dead, err := r.sink.Write(ctx, events)
 		if err == nil {
@@ -449,11 +642,15 @@ func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, 
 		}
 		var bp *BackpressureError
 		if !errors.As(err, &bp) {
-			return nil, attempt + 1, r.fatal(ctx, "writing to the sink", err)
+			return nil, attempt + 1, fmt.Errorf("writing to the sink: %w", err)
 		}
-		wait := r.backoff(attempt, bp.RetryAfter)
+		wait := r.wait.Delay(attempt, r.o.Rand, bp.RetryAfter)
 		r.mu.Lock()
 		r.progress.Retries++
+		if r.pushedSince.IsZero() {
+			r.pushedSince = r.o.Clock.Now()
+		}
+		r.pushedErr = err
 		r.mu.Unlock()
 		r.log.Warn("sink backpressure, offering the batch again", "events", len(events), "attempt", attempt+1, "wait", wait, "err", err)
 		r.o.Observer.Backpressure(attempt+1, wait)
@@ -463,18 +660,6 @@ func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, 
 			return nil, attempt + 1, ctx.Err()
 		}
 	}
-}
-
-// backoff is an exponential wait from BackoffMin up to BackoffMax with "equal jitter" (a
-// random point in the upper half), so that pipelines pushed back together do not return
-// together; a longer RetryAfter wins.
-func (r *Runner) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	ceil := r.o.BackoffMax
-	if attempt < 62 && r.o.BackoffMin <= math.MaxInt64>>attempt {
-		ceil = min(r.o.BackoffMin<<attempt, r.o.BackoffMax)
-	}
-	d := ceil/2 + time.Duration(r.o.Rand.Int64N(int64(ceil/2)+1))
-	return max(d, retryAfter)
 }
 
 // deadLetters builds the batch's dead-letter records in event order: malformed events and the
@@ -492,7 +677,7 @@ func (r *Runner) deadLetters(b *batch, dead []DeadLetter) ([]DeadLetterRecord, e
 	reasons := make(map[int]string, len(dead))
 	for _, d := range dead {
 		if d.Index < 0 || d.Index >= len(b.toSink) {
-			return nil, fmt.Errorf("dead letter index %d outside the batch of %d events", d.Index, len(b.toSink))
+			return nil, Permanent(fmt.Errorf("dead letter index %d outside the batch of %d events (a sink bug)", d.Index, len(b.toSink)))
 		}
 		reasons[b.sinkEntry[d.Index]] = d.Reason
 	}

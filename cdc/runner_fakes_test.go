@@ -56,6 +56,13 @@ func (s *fakeSource) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, e
 	return st, nil
 }
 
+// openedAt lists the checkpoints Open was called with.
+func (s *fakeSource) openedAt() []cdc.Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]cdc.Checkpoint{}, s.opened...)
+}
+
 func (s *fakeSource) stream(i int) *fakeStream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -169,7 +176,7 @@ func (d *memDLQ) list() []cdc.DeadLetterRecord {
 	return append([]cdc.DeadLetterRecord{}, d.records...)
 }
 
-var errFatal = errors.New("destination conflict")
+var errFatal = cdc.Permanent(errors.New("destination conflict"))
 
 // batchTxs renders batches as "tx/seq" lists for comparisons.
 func batchTxs(batches [][]cdc.Event) [][]string {

@@ -1,29 +1,6 @@
 package cdc
 
-import (
-	"math/rand/v2"
-	"testing"
-	"time"
-)
-
-func TestRunnerBackoffBounds(t *testing.T) {
-	r := &Runner{o: RunnerOptions{BackoffMin: 100 * time.Millisecond, BackoffMax: 3 * time.Second, Rand: rand.New(rand.NewPCG(1, 2))}}
-	ceil := 100 * time.Millisecond
-	for attempt := range 100 {
-		if attempt > 0 {
-			ceil = min(2*ceil, 3*time.Second)
-		}
-		for range 50 {
-			d := r.backoff(attempt, 0)
-			if d < ceil/2 || d > ceil {
-				t.Fatalf("attempt %d: wait %v outside [%v, %v]", attempt, d, ceil/2, ceil)
-			}
-		}
-	}
-	if d := r.backoff(0, time.Minute); d != time.Minute {
-		t.Fatalf("RetryAfter 1m gave %v", d)
-	}
-}
+import "testing"
 
 func TestEventBytesGrowsWithValues(t *testing.T) {
 	small := Event{After: []Value{int64(1), "a"}}

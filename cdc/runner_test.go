@@ -294,7 +294,7 @@ func TestRunnerFatalErrorStopsWithCheckpointUnchanged(t *testing.T) {
 		// The next run resumes from the stored checkpoint and replays transaction 2.
 		h.sink.respond = nil
 		st = h.run(t.Context())
-		if got := string(h.src.opened[1]); got != "1" {
+		if got := string(h.src.openedAt()[1]); got != "1" {
 			t.Fatalf("second run opened the source at %q, want 1", got)
 		}
 		st.send(txEvents(2, 2)...)
@@ -361,20 +361,43 @@ func TestRunnerMalformedEventsGoToTheDLQ(t *testing.T) {
 	})
 }
 
-func TestRunnerDLQFailureIsFatal(t *testing.T) {
+func TestRunnerDLQFailureReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1})
 		errDisk := errors.New("disk full")
-		h.dlq.onWrite = func() error { return errDisk }
+		var failing atomic.Bool
+		failing.Store(true)
+		h.dlq.onWrite = func() error {
+			if failing.Load() {
+				return errDisk
+			}
+			return nil
+		}
 		st := h.run(t.Context())
 		ev := txEvents(1, 1)
 		ev[0].Malformed = errors.New("bad")
 		st.send(ev...)
-		if err := h.wait(); !errors.Is(err, errDisk) {
-			t.Fatalf("Run = %v, want the DLQ's error", err)
-		}
+		synctest.Wait()
 		if cp := h.checkpoint(); cp != "" {
 			t.Fatalf("checkpoint %q saved although its dead letter was not written", cp)
+		}
+		if s := h.r.Status(); s.State != "reconnecting" || !errors.Is(s.LastFailure, errDisk) || s.Health.Healthy {
+			t.Fatalf("status after a failed dead-letter write: %+v", s)
+		}
+		failing.Store(false)
+		time.Sleep(time.Minute) // past any backoff
+		synctest.Wait()
+		if n := len(h.src.openedAt()); n != 2 || h.src.openedAt()[1] != nil {
+			t.Fatalf("opened %d times (%q), want a reopening at no checkpoint", n, h.src.openedAt())
+		}
+		st = h.src.stream(1)
+		st.send(ev...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp := h.checkpoint(); cp != "1" || len(h.dlq.list()) != 1 {
+			t.Fatalf("checkpoint %q, %d dead letters; want 1 and 1", cp, len(h.dlq.list()))
 		}
 	})
 }
@@ -387,25 +410,141 @@ func TestRunnerBadDeadLetterIndexIsFatal(t *testing.T) {
 		}
 		st := h.run(t.Context())
 		st.send(txEvents(1, 1)...)
-		if err := h.wait(); err == nil || h.checkpoint() != "" {
-			t.Fatalf("Run = %v, checkpoint %q; want an error and no checkpoint", err, h.checkpoint())
+		if err := h.wait(); !cdc.IsPermanent(err) || h.checkpoint() != "" {
+			t.Fatalf("Run = %v, checkpoint %q; want a permanent error (a sink bug) and no checkpoint", err, h.checkpoint())
 		}
 	})
 }
 
-func TestRunnerStreamFailure(t *testing.T) {
+func TestRunnerStreamFailureReopens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 10})
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 10, BackoffMin: time.Second, BackoffMax: 4 * time.Second})
 		st := h.run(t.Context())
 		st.send(txEvents(1, 2)...)
 		errLost := errors.New("connection lost")
+		h.src.mu.Lock()
+		h.src.openErr = errLost // the server stays away for a while
+		h.src.mu.Unlock()
 		st.end(errLost)
-		if err := h.wait(); !errors.Is(err, errLost) {
-			t.Fatalf("Run = %v, want the stream's error", err)
-		}
+		synctest.Wait()
 		// What arrived before the failure was still delivered and checkpointed.
 		if cp := h.checkpoint(); cp != "1" || len(h.sink.calls()) != 1 {
 			t.Fatalf("checkpoint %q, %d batches", cp, len(h.sink.calls()))
+		}
+		hl := h.r.Health()
+		if hl.Healthy || !strings.Contains(hl.Reason, "reconnecting") || !strings.Contains(hl.Reason, "connection lost") {
+			t.Fatalf("health while reconnecting %+v", hl)
+		}
+		// Ten minutes of failed reopenings: the waits stay within BackoffMax.
+		start := time.Now()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		s := h.r.Status()
+		if min := int64(10 * time.Minute / (4 * time.Second)); s.Reconnects < min {
+			t.Fatalf("%d reopenings in 10 minutes with waits capped at 4s, want at least %d", s.Reconnects, min)
+		}
+		if s.State != "reconnecting" || s.FailedAt.Before(start.Add(-time.Second)) || s.FailedAt.After(start) {
+			t.Fatalf("status %+v: want reconnecting, failing since the stream failed", s)
+		}
+		h.src.mu.Lock()
+		h.src.openErr = nil
+		h.src.mu.Unlock()
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if got := h.src.openedAt()[len(h.src.openedAt())-1]; string(got) != "1" {
+			t.Fatalf("reopened at %q, want the stored checkpoint 1", got)
+		}
+		st = h.src.stream(1)
+		if hl := h.r.Health(); !hl.Healthy {
+			t.Fatalf("unhealthy after reconnecting: %s", hl.Reason)
+		}
+		st.send(txEvents(2, 2)...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp := h.checkpoint(); cp != "2" {
+			t.Fatalf("checkpoint %q, want 2", cp)
+		}
+	})
+}
+
+func TestRunnerBackoffStartsOverAfterProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1, BackoffMin: time.Second, BackoffMax: time.Hour})
+		st := h.run(t.Context())
+		// Five failures in a row grow the wait to between 16s and 32s...
+		for i := range 5 {
+			st.end(errors.New("reset"))
+			time.Sleep(time.Duration(1<<i) * time.Second)
+			synctest.Wait()
+			st = h.src.stream(i + 1)
+		}
+		// ...a batch that succeeds starts it over: the next reopening comes within a second.
+		st.send(txEvents(1, 1)...)
+		synctest.Wait()
+		st.end(errors.New("reset"))
+		opened := len(h.src.openedAt())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(h.src.openedAt()) != opened+1 {
+			t.Fatalf("no reopening within BackoffMin after a successful batch (opened %d, then %d)", opened, len(h.src.openedAt()))
+		}
+		h.src.stream(opened).end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestRunnerPermanentStreamFailureStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{})
+		st := h.run(t.Context())
+		errAuth := errors.New("password authentication failed")
+		st.end(cdc.Permanent(errAuth))
+		err := h.wait()
+		if !errors.Is(err, errAuth) || !cdc.IsPermanent(err) || !strings.Contains(err.Error(), `"pipe"`) {
+			t.Fatalf("Run = %v, want the permanent failure naming the pipeline", err)
+		}
+		if len(h.src.openedAt()) != 1 {
+			t.Fatalf("a permanent failure reopened the source (%d opens)", len(h.src.openedAt()))
+		}
+		// RunnerOptions.Permanent adds classes of its own.
+		errMine := errors.New("mine")
+		h2 := newHarness(t, cdc.RunnerOptions{Permanent: func(err error) bool { return errors.Is(err, errMine) }})
+		st = h2.run(t.Context())
+		st.end(errMine)
+		if err := h2.wait(); !errors.Is(err, errMine) {
+			t.Fatalf("Run = %v, want the failure the option calls permanent", err)
+		}
+	})
+}
+
+func TestRunnerRetryableSinkErrorReopens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 2})
+		h.sink.respond = func(call int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			if call == 1 {
+				return nil, errors.New("connection reset by peer")
+			}
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		st.send(concat(txEvents(1, 2), txEvents(2, 2))...)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(h.src.openedAt()); n != 2 || string(h.src.openedAt()[1]) != "1" {
+			t.Fatalf("opened %q, want a reopening at the stored checkpoint 1", h.src.openedAt())
+		}
+		st = h.src.stream(1)
+		st.send(txEvents(2, 2)...)
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if cp, s := h.checkpoint(), h.r.Status(); cp != "2" || s.Reconnects != 1 {
+			t.Fatalf("checkpoint %q, %d reconnects; want 2 and 1", cp, s.Reconnects)
 		}
 	})
 }
@@ -433,7 +572,7 @@ func TestRunnerContextCancel(t *testing.T) {
 
 func TestRunnerHealth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 2, StallThreshold: time.Minute, BackoffMax: time.Second})
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 2, StallThreshold: time.Minute, BackoffMax: time.Second, BackpressureThreshold: time.Hour})
 		if hl := h.r.Health(); hl.Healthy {
 			t.Fatal("healthy before Run")
 		}

@@ -38,8 +38,3 @@ type Lag struct {
 	MeasuredAt time.Time
 	Err        error
 }
-
-// Status returns the runner's status; safe to call at any time from any goroutine.
-func (r *Runner) Status() Status {
-	return Status{Pipeline: r.o.Pipeline, Health: r.Health(), Progress: r.Progress()}
-}
