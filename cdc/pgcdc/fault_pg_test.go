@@ -22,9 +22,13 @@ import (
 // retryable error, and a new stream from the stored checkpoint delivers what was not
 // acknowledged again.
 
-// shutdownBound is how long a shutdown may take with a stream connected: generous, for a
-// loaded machine; without the shutdown handshake it takes until the stream goes away.
-const shutdownBound = time.Minute
+// shutdownSeconds is how long a shutdown may take with a stream connected: generous, for a
+// loaded machine; without the shutdown handshake it takes until the stream goes away. testenv
+// escalates a stop that took longer to a kill and fails (exit 4).
+const shutdownSeconds = "60"
+
+// shutdownBound bounds a testenv command and the end of a stream.
+const shutdownBound = 2 * time.Minute
 
 // faultRig is one test's server control, table, source and stream.
 type faultRig struct {
@@ -122,9 +126,9 @@ func (r *faultRig) waitConfirmed(lsn pglogrepl.LSN) {
 	}
 }
 
-// control runs `testenv ARGS...` bounded by shutdownBound and returns how long it took. A
-// command still running after the bound fails the test, once the stream is closed (which
-// ends any wait for it) and the command has returned.
+// control runs `testenv ARGS...` and returns how long it took. It fails the test when the
+// command fails (a stop beyond shutdownSeconds) or is still running after shutdownBound --
+// then once the stream is closed (which ends any wait for it) and the command has returned.
 func (r *faultRig) control(st cdc.Stream, args ...string) time.Duration {
 	r.t.Helper()
 	start := time.Now()
@@ -153,7 +157,7 @@ func (r *faultRig) control(st cdc.Stream, args ...string) time.Duration {
 func (r *faultRig) stop(st cdc.Stream, mode string) {
 	r.t.Helper()
 	r.down = true
-	took := r.control(st, "stop", "postgres", "--mode", mode)
+	took := r.control(st, "stop", "postgres", "--mode", mode, "--timeout", shutdownSeconds)
 	r.t.Logf("%s shutdown with a stream connected: %s", mode, took)
 }
 
@@ -292,7 +296,7 @@ func TestFaultImmediateRestart(t *testing.T) {
 	r.insert(1)
 	ev := cdctest.NextEvent(r.ctx, t, st)
 
-	r.control(st, "restart", "postgres", "--mode", "immediate")
+	r.control(st, "restart", "postgres", "--mode", "immediate", "--timeout", shutdownSeconds)
 	r.ended(st)
 	st = r.open(ev.Checkpoint)
 	r.insert(2)
