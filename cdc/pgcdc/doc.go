@@ -222,6 +222,35 @@
 // so START_REPLICATION is retried while the slot is busy, for at most Options.SlotBusyTimeout
 // (a slot held longer has another reader).
 //
+// # Lag
+//
+// The Source implements cdc.LagReporter. Lag(ctx, cp) opens a short-lived SQL connection
+// (bounded by ctx; no replication connection, so it works with or without an open stream and
+// while the slot is held) and reads pg_current_wal_lsn() and the slot's restart_lsn,
+// confirmed_flush_lsn and wal_status from pg_replication_slots, in one query:
+//
+//   - Head is the current WAL write position.
+//   - Applied is, for a stream checkpoint, the later of its LSN (the commit end of the last
+//     transaction it covers) and the slot's confirmed_flush_lsn: the slot is confirmed only up
+//     to acknowledged checkpoints or to a position an idle note proved free of unacknowledged
+//     captured changes (Idle checkpoints), so everything captured before it is applied too,
+//     though the stored checkpoint stays behind. For a snapshot checkpoint it is the position
+//     the stream starts from once the snapshot is done; without a checkpoint, 0.
+//   - Bytes is Head - Applied (0 when Applied is at or beyond Head); without a checkpoint, what
+//     the slot retains (0 without a slot). It counts all WAL, also that of tables the pipeline
+//     does not capture: it grows with any write on the server until an acknowledged checkpoint
+//     or an idle note (at most Options.IdleCheckpointInterval after the stream goes idle, once
+//     64 KiB have accumulated) moves Applied past it, and is 0 only while nothing at all was
+//     written since.
+//   - Retained is Head - restart_lsn, what the server keeps for the slot (at least Bytes); -1
+//     when the slot does not exist.
+//
+// Without a checkpoint a missing slot is no error (Open creates it); with one it is
+// ErrSlotMissing. That, a slot that lost its WAL (wal_status 'lost': ErrSlotLost), a slot of
+// another kind or database and a checkpoint this package did not write are permanent errors
+// (cdc.Permanent): no reconnect cures them. Other failures (the server unreachable,
+// restarting) are plain errors. None carries the DSN's password.
+//
 // # Truncate
 //
 // A Truncate message becomes one cdc.Truncate event per captured table it names (no Before or
