@@ -141,3 +141,23 @@ func TestWriteRefusesKeylessTable(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteDeadLettersTableWithBadFieldName: a table met in Write with a column that cannot be
+// a document field (CheckTables refuses it at start) has every row dead-lettered, naming the
+// column, before anything is sent: with auto_create_index no mapping could be generated for it.
+func TestWriteDeadLettersTableWithBadFieldName(t *testing.T) {
+	k := offlineSink(t, "{table}", nil)
+	dotted := ordersSchema("dotted")
+	dotted.Columns[1].Name = "a.b"
+	dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, dotted, 1, nil, row(1, "x", 1)),
+		ev(cdc.Update, dotted, 2, nil, row(1, "y", 1))})
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("dead %v, err %v", dead, err)
+	}
+	for _, d := range dead {
+		if !strings.HasPrefix(d.Reason, "invalid_field_name: ") || !strings.Contains(d.Reason, `"a.b"`) ||
+			!strings.Contains(d.Reason, "rename the column") {
+			t.Fatalf("reason %q", d.Reason)
+		}
+	}
+}
