@@ -46,8 +46,9 @@ type Options struct {
 	// Publication.
 	Slot string
 	// NoCreatePublication makes Open fail when the publication is missing. Default false: a
-	// missing publication is created for Tables (FOR ALL TABLES when Tables is empty), with
-	// publish = 'insert, update, delete, truncate'.
+	// missing publication is created for Tables (FOR TABLES IN SCHEMA for the patterns, FOR
+	// TABLE for the other tables, FOR ALL TABLES when Tables is empty), with publish =
+	// 'insert, update, delete, truncate'. An existing publication is never altered.
 	NoCreatePublication bool
 	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
 	NoCreateSlot bool
@@ -365,34 +366,16 @@ func (s *Source) createPublication(ctx context.Context, conn *pgx.Conn, database
 	if s.opts.NoCreatePublication {
 		return fmt.Errorf("%w: %q", ErrPublicationMissing, pub)
 	}
-	target := "ALL TABLES"
-	if len(s.opts.Tables) > 0 {
-		var parts []string
-		if len(s.patterns) > 0 {
-			v, err := serverVersion(ctx, conn)
-			if err != nil {
-				return err
-			}
-			if v < 150000 {
-				return s.patternsNeed15(database)
-			}
-			names := make([]string, len(s.patterns))
-			for i, sch := range s.patterns {
-				names[i] = quoteIdent(sch)
-			}
-			parts = append(parts, "TABLES IN SCHEMA "+strings.Join(names, ", "))
+	if len(s.patterns) > 0 {
+		v, err := serverVersion(ctx, conn)
+		if err != nil {
+			return err
 		}
-		var names []string
-		for _, t := range s.named {
-			if !slices.Contains(s.patterns, t.Schema) {
-				names = append(names, quoteIdent(t.Schema)+"."+quoteIdent(t.Name))
-			}
+		if v < 150000 {
+			return s.patternsNeed15(database)
 		}
-		if len(names) > 0 {
-			parts = append(parts, "TABLE "+strings.Join(names, ", "))
-		}
-		target = strings.Join(parts, ", ")
 	}
+	target := s.publicationTarget()
 	_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete, truncate')")
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // another Open won the race
@@ -400,6 +383,32 @@ func (s *Source) createPublication(ctx context.Context, conn *pgx.Conn, database
 	}
 	s.opts.Logger.Info("pgcdc: created publication", "publication", pub, "tables", len(s.named), "schemas", len(s.patterns))
 	return nil
+}
+
+// publicationTarget is what a created publication publishes (after FOR): the patterns' schemas
+// whole, and the named tables outside them.
+func (s *Source) publicationTarget() string {
+	if len(s.opts.Tables) == 0 {
+		return "ALL TABLES"
+	}
+	var parts []string
+	if len(s.patterns) > 0 {
+		names := make([]string, len(s.patterns))
+		for i, sch := range s.patterns {
+			names[i] = quoteIdent(sch)
+		}
+		parts = append(parts, "TABLES IN SCHEMA "+strings.Join(names, ", "))
+	}
+	var names []string
+	for _, t := range s.named {
+		if !slices.Contains(s.patterns, t.Schema) {
+			names = append(names, quoteIdent(t.Schema)+"."+quoteIdent(t.Name))
+		}
+	}
+	if len(names) > 0 {
+		parts = append(parts, "TABLE "+strings.Join(names, ", "))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // serverVersion is the server's server_version_num (150000 for 15.0).
