@@ -45,6 +45,31 @@ func (s *Source) captures(t Table) bool {
 	return slices.Contains(s.patterns, t.Schema) || slices.Contains(s.named, t)
 }
 
+// snapshotTables are the tables a snapshot reads: with patterns, or without Options.Tables, the
+// captured tables the publication publishes as the snapshot sees the catalog -- not as Open
+// listed them a moment before the slot's snapshot was taken, which would miss a table created
+// in between (its rows before the slot's consistent point would never arrive) and fail on one
+// dropped in between. Named tables alone are what Open checked.
+func (st *stream) snapshotTables(ctx context.Context) ([]Table, error) {
+	src := st.src
+	if len(src.opts.Tables) > 0 && len(src.patterns) == 0 {
+		return st.plan.tables, nil
+	}
+	rows, err := st.sql.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables
+		WHERE pubname = $1 ORDER BY 1, 2`, src.opts.Publication)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
+	}
+	published, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Table, error) {
+		var t Table
+		return t, r.Scan(&t.Schema, &t.Name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
+	}
+	return slices.DeleteFunc(published, func(t Table) bool { return !src.captures(t) }), nil
+}
+
 // checkTables refuses named tables and pattern schemas of Options.Tables that do not exist as
 // spelled: names are exact, so one that exists only in another case is missing, and the fix
 // names it.
