@@ -144,10 +144,11 @@
 //
 // SnapshotInitial with a new slot creates it with EXPORT_SNAPSHOT, imports that snapshot into
 // a REPEATABLE READ READ ONLY transaction (SET TRANSACTION SNAPSHOT) before the replication
-// connection does anything else, reads every captured table in it in primary key order, chunks
-// of Options.SnapshotChunk rows by keyset, then streams from the slot's consistent point. The
-// last row of each chunk and table carries a snapshot checkpoint; the last row of the snapshot
-// carries a plain stream checkpoint.
+// connection does anything else, reads every captured table in it (with patterns, or without
+// Options.Tables, those published as that snapshot sees the catalog: a table created while Open
+// ran is read too) in primary key order, chunks of Options.SnapshotChunk rows by keyset, then
+// streams from the slot's consistent point. The last row of each chunk and table carries a
+// snapshot checkpoint; the last row of the snapshot carries a plain stream checkpoint.
 //
 // The exported snapshot dies with the connection, so an interrupted snapshot, or a snapshot
 // over a slot that already exists, reads in a fresh snapshot instead. That is as good: all it
