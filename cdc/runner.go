@@ -165,10 +165,11 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // error wrapped (errors.Is and errors.As reach it), logged once at Error. A failed ack is only
 // logged: the checkpoint is already durable and acks are cumulative.
 //
-// Start checks. Right after a successful Open, before reading any event, the runner hands
-// the stream's tables (TableLister) to the sink (TableChecker) when both implement them; a
-// refusal, like a source's refusal from Open (*StartError), stops Run before anything is
-// written, the checkpoint unchanged, and is never retried.
+// Start checks. Right after the first successful Open of a Run, before reading any event, the
+// runner hands the stream's tables (TableLister) to the sink (TableChecker) when both
+// implement them; a refusal, like a source's refusal from Open (*StartError), stops Run before
+// anything is written, the checkpoint unchanged, and is never retried. Reopenings skip the
+// check: tables that appeared meanwhile are the sink's to handle on their first write.
 //
 // Lag. When the source is a LagReporter, the runner asks it every LagInterval how far the
 // stored checkpoint trails the server -- while streaming, idle, reconnecting or pushed back --
@@ -393,8 +394,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	var lastLogged string
 	var loggedAt time.Time
+	checked := false // the start checks passed in this Run
 	for attempt := 0; ; {
-		err := r.session(ctx, attempt > 0)
+		err := r.session(ctx, attempt > 0, &checked)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -437,9 +439,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 }
 
 // session is one open stream: it loads the checkpoint, opens the source, runs the start
-// checks and the loop. It returns nil when the stream ended without a failure, and the
+// checks (the first time in a Run) and the loop. It returns nil when the stream ended without a failure, and the
 // failure otherwise (described, not yet wrapped with the pipeline's name).
-func (r *Runner) session(ctx context.Context, reopening bool) error {
+func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) error {
 	cp, err := r.cps.LoadCheckpoint(ctx, r.o.Pipeline)
 	if err != nil {
 		return fmt.Errorf("loading the checkpoint: %w", err)
@@ -461,8 +463,13 @@ func (r *Runner) session(ctx context.Context, reopening bool) error {
 	r.mu.Lock()
 	r.stream = st
 	r.mu.Unlock()
-	if err := r.preflight(ctx, st); err != nil {
-		return fmt.Errorf("checking the captured tables: %w", err)
+	// The start checks run once per Run: a table that appeared while the pipeline ran is the
+	// sink's to handle on its first write (dead letters, never a stop), also after a reopening.
+	if !*checked {
+		if err := r.preflight(ctx, st); err != nil {
+			return fmt.Errorf("checking the captured tables: %w", err)
+		}
+		*checked = true
 	}
 	r.mu.Lock()
 	r.state = running
