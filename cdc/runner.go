@@ -282,7 +282,7 @@ func (r *Runner) Progress() Progress {
 func (r *Runner) progressLocked() Progress {
 	p := r.progress
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active {
+		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
 			r.snapshot = sp
 		} else {
 			r.snapshot.Active = false
@@ -613,7 +613,7 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	r.lastSuccess = now
 	r.lastFailure, r.failures = nil, 0
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active {
+		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
 			r.snapshot = sp
 		}
 	}
