@@ -12,6 +12,8 @@
 // replication slot and walsender, and a role with REPLICATION that may create the publication
 // (or one made beforehand, Options.NoCreatePublication). The
 // DSN is an ordinary SQL one; the replication connection adds replication=database.
+// [Source.SlotInfo] reads the slot's and the publication's state (active, walsender pid,
+// positions); [Source.Drop] removes both when a pipeline is deleted.
 //
 // # Protocol
 //
