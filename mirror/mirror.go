@@ -131,9 +131,11 @@ func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.
 		BackoffMin:     r.BackoffMin,
 		BackoffMax:     r.BackoffMax,
 		StallThreshold: r.StallThreshold,
-		// TODO(mirror): BackpressureThreshold, LagThreshold and LagInterval go here once
-		// cdc.RunnerOptions has them (the runner's supervision work); until then the YAML keys
-		// are read and validated but not applied.
+
+		BackpressureThreshold: r.BackpressureThreshold,
+		LagThreshold:          r.LagThreshold,
+		LagInterval:           r.LagInterval,
+
 		Logger:   log,
 		Observer: obs,
 	}
@@ -184,12 +186,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return
 			}
-			if err == nil {
-				m.log.Warn("pipeline stopped: its stream ended", "pipeline", p.name, "running", running)
-				return
+			if err != nil {
+				errs[i] = &PipelineError{Pipeline: p.name, Err: err}
 			}
-			errs[i] = &PipelineError{Pipeline: p.name, Err: err}
-			m.log.Error("pipeline stopped", "pipeline", p.name, "err", err, "permanent", cdc.IsPermanent(err), "running", running)
+			// The runner logged why (once); this says what it means for the mirror.
+			if running > 0 {
+				m.log.Warn("pipeline stopped; the other pipelines go on", "pipeline", p.name, "running", running)
+			}
 		})
 	}
 	wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +74,7 @@ func TestRunOthersGoOn(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	close(a.stop)
 	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(log.String(), "pipeline stopped") {
+	for !strings.Contains(log.String(), "the other pipelines go on") {
 		if time.Now().After(deadline) {
 			t.Fatal("the stopped pipeline was not logged")
 		}
@@ -91,8 +92,7 @@ func TestRunOthersGoOn(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run after ctx ended: %v", err)
 	}
-	if n := strings.Count(log.String(), "pipeline stopped"); n != 1 || !strings.Contains(log.String(), "permanent=true") ||
-		!strings.Contains(log.String(), "running=1") {
+	if n := strings.Count(log.String(), "pipeline stopped"); n != 1 || !strings.Contains(log.String(), "pipeline=a running=1") {
 		t.Fatalf("log:\n%s", log.String())
 	}
 }
@@ -114,6 +114,34 @@ func TestRunAllStopped(t *testing.T) {
 	}
 	if !errors.Is(err, b.err) {
 		t.Fatal("the runner's error is not reachable")
+	}
+}
+
+// Every runner: setting reaches cdc.RunnerOptions, and the pipeline's name is the one the sink
+// gets.
+func TestRunnerOptionsMapping(t *testing.T) {
+	var r RunnerConfig
+	rv := reflect.ValueOf(&r).Elem()
+	for i := range rv.NumField() {
+		switch f := rv.Field(i); f.Kind() {
+		case reflect.Int:
+			f.SetInt(int64(i + 1))
+		case reflect.Int64:
+			f.SetInt(int64(time.Duration(i+1) * time.Second))
+		default:
+			t.Fatalf("field %s of an unexpected kind", rv.Type().Field(i).Name)
+		}
+	}
+	o := runnerOptions(&PipelineConfig{Name: "p", Runner: r}, nil, nil)
+	ov := reflect.ValueOf(o).Elem()
+	for i := range rv.NumField() {
+		name := rv.Type().Field(i).Name
+		if got := ov.FieldByName(name); !got.IsValid() || !got.Equal(rv.Field(i)) {
+			t.Errorf("RunnerOptions.%s = %v, want %v", name, got, rv.Field(i))
+		}
+	}
+	if o.Pipeline != "p" {
+		t.Errorf("Pipeline %q", o.Pipeline)
 	}
 }
 

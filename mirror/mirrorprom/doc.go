@@ -30,7 +30,7 @@
 //	pending_events                       events read, not yet acknowledged
 //	last_batch_timestamp_seconds, last_checkpoint_timestamp_seconds
 //	snapshot_active, snapshot_rows_done, snapshot_rows_estimated, snapshot_tables_done,
-//	snapshot_tables_total                of the running snapshot, else of the last one seen
+//	snapshot_tables_total                of the running snapshot, else of the last one
 //	events_total, batches_total, dead_letters_total, backpressure_retries_total, reconnects_total
 //
 // From the observers:

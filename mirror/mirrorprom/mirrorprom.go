@@ -33,11 +33,8 @@ type Collector struct {
 
 	src atomic.Pointer[StatusSource]
 
-	mu    sync.Mutex // guards pipes and snap
+	mu    sync.Mutex // guards pipes
 	pipes map[string]*observer
-	// snap is, per pipeline, the last snapshot seen running, so its totals stay visible
-	// after it ended.
-	snap map[string]cdc.SnapshotProgress
 
 	// From the observers.
 	checkpoints, retryWait, bulkBytes          *prometheus.CounterVec
@@ -64,7 +61,7 @@ func New(opts *Options) *Collector {
 	if o.Namespace == "" {
 		o.Namespace = "mirror"
 	}
-	c := &Collector{ns: o.Namespace, pipes: map[string]*observer{}, snap: map[string]cdc.SnapshotProgress{}}
+	c := &Collector{ns: o.Namespace, pipes: map[string]*observer{}}
 	pl := []string{"pipeline"}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: c.ns, Name: name, Help: help}, append(pl, labels...))
@@ -98,10 +95,10 @@ func New(opts *Options) *Collector {
 	c.lastBatch = desc("last_batch_timestamp_seconds", "When a batch last succeeded (Unix time); absent before the first.")
 	c.lastCheckpoint = desc("last_checkpoint_timestamp_seconds", "When a checkpoint was last saved (Unix time); absent before the first.")
 	c.snapActive = desc("snapshot_active", "1 while the initial snapshot is being read.")
-	c.snapDone = desc("snapshot_rows_done", "Snapshot rows handed to the pipeline: of the running snapshot, else of the last one seen (kept after it ended).")
-	c.snapEst = desc("snapshot_rows_estimated", "The source catalog's row estimate for the snapshot's tables: of the running snapshot, else of the last one seen.")
-	c.snapTables = desc("snapshot_tables_done", "Snapshot tables read completely: of the running snapshot, else of the last one seen.")
-	c.snapTotal = desc("snapshot_tables_total", "Tables the snapshot reads: of the running snapshot, else of the last one seen.")
+	c.snapDone = desc("snapshot_rows_done", "Snapshot rows handed to the pipeline: of the running snapshot, else of the last one (kept after it ended).")
+	c.snapEst = desc("snapshot_rows_estimated", "The source catalog's row estimate for the snapshot's tables: of the running snapshot, else of the last one.")
+	c.snapTables = desc("snapshot_tables_done", "Snapshot tables read completely: of the running snapshot, else of the last one.")
+	c.snapTotal = desc("snapshot_tables_total", "Tables the snapshot reads: of the running snapshot, else of the last one.")
 	c.events = desc("events_total", "Events in batches that succeeded (applied, superseded or dead-lettered); events per second is rate() of it.")
 	c.batches = desc("batches_total", "Batches that succeeded.")
 	c.deadLetters = desc("dead_letters_total", "Events written to the dead-letter file.")
@@ -204,14 +201,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s cdc.Status) {
 	gauge(c.pending, float64(pr.Pending))
 	stamp(c.lastBatch, pr.LastBatch)
 	stamp(c.lastCheckpoint, pr.LastCheckpoint)
-	snap := pr.Snapshot
-	c.mu.Lock()
-	if snap.Active {
-		c.snap[p] = snap
-	} else if last, ok := c.snap[p]; ok {
-		snap, snap.Active = last, false
-	}
-	c.mu.Unlock()
+	snap := pr.Snapshot // the runner keeps the last snapshot's figures after it ended
 	gauge(c.snapActive, b2f(snap.Active))
 	gauge(c.snapDone, float64(snap.RowsDone))
 	gauge(c.snapEst, float64(snap.RowsEstimated))

@@ -156,10 +156,10 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 		}
 	}
 
-	// The snapshot ends: its totals stay. The source becomes unreachable: lag keeps being
-	// reported, with the failure; MySQL's retained -1 is left out.
+	// The snapshot ends: the runner keeps its figures, so do the gauges. The source becomes
+	// unreachable: lag keeps being reported, with the failure; MySQL's retained -1 is left out.
 	m.set(0, func(s *cdc.Status) {
-		s.State, s.Progress.Snapshot = "streaming", cdc.SnapshotProgress{}
+		s.State, s.Progress.Snapshot.Active = "streaming", false
 		s.Health = cdc.Health{Reason: "lag: 2m0s behind the source, beyond 1m0s"}
 	})
 	m.set(1, func(s *cdc.Status) {
