@@ -344,3 +344,12 @@ func TestParseMySQLDSN(t *testing.T) {
 		}
 	}
 }
+
+// The sink's keyless key is accepted in the sinks: entry.
+func TestConfigKeyless(t *testing.T) {
+	setTestEnv(t)
+	c, err := ParseConfig([]byte(strings.Replace(validConfig, "      index:", "      keyless: dead_letter\n      index:", 1)))
+	if err != nil || c.Pipelines[0].Sink.Keyless != "dead_letter" {
+		t.Fatalf("keyless: %v", err)
+	}
+}
