@@ -353,3 +353,17 @@ func TestConfigKeyless(t *testing.T) {
 		t.Fatalf("keyless: %v", err)
 	}
 }
+
+// A file that is not YAML, or not a mapping, is one problem, with the line where it is known.
+func TestConfigNotYAML(t *testing.T) {
+	for text, want := range map[string]string{
+		"pipeline: [unclosed\n": "line ",
+		"- a\n- b\n":            "must be a YAML mapping",
+	} {
+		_, err := ParseConfig([]byte(text))
+		var ce *ConfigError
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want one problem containing %q", text, err, want)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -11,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/yamlenv"
 	"github.com/tributary-dev/tributary/sink"
 )
@@ -48,7 +48,7 @@ func LoadConfig(path string) (*Config, error) {
 func ParseConfig(b []byte) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, scrubYAMLError(err)
+		return nil, &ConfigError{Problems: []ConfigProblem{{Problem: strings.TrimPrefix(config.ScrubYAMLError(err).Error(), "yaml: ")}}}
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, &ConfigError{Problems: []ConfigProblem{{Problem: "the configuration must be a YAML mapping (state: and pipelines:, or pipeline:, source:, sinks:, state:, dlq:, runner:)"}}}
@@ -367,20 +367,4 @@ func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
 	if err != nil {
 		p.bad(n.Content[0].Line, entryKey, "%v", err)
 	}
-}
-
-// scrubYAMLError keeps a syntax error's structure (line, what was expected) but never a value.
-func scrubYAMLError(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return &ConfigError{Problems: []ConfigProblem{{Problem: strings.TrimPrefix(err.Error(), "yaml: ")}}}
-	}
-	out := make([]ConfigProblem, len(te.Errors))
-	for i, m := range te.Errors {
-		if j := strings.Index(m, "cannot unmarshal"); j >= 0 {
-			m = m[:j] + "a value of the wrong type"
-		}
-		out[i] = ConfigProblem{Problem: m}
-	}
-	return &ConfigError{Problems: out}
 }
