@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,6 +243,13 @@ func TestDropThenOpenStartsOver(t *testing.T) {
 		run.wait("first convergence", node.Converged(t, index, tb, 200))
 		if _, err := mirror.Drop(ctx, cfg, "drop", &mirror.DropOptions{Indices: true}); !errors.Is(err, mirror.ErrRunning) {
 			t.Fatalf("Drop while running: %v, want ErrRunning", err)
+		}
+		// From another state file (another host, say) the running pipeline shows as its slot.
+		other := *cfg
+		other.State = filepath.Join(t.TempDir(), "other.state")
+		if _, err := mirror.Drop(ctx, &other, "drop", nil); !errors.Is(err, mirror.ErrRunning) ||
+			!strings.Contains(err.Error(), "replication slot "+name+" is active") {
+			t.Fatalf("Drop while the slot is active: %v, want ErrRunning naming the slot", err)
 		}
 		if _, err := mirror.Drop(ctx, cfg, "nope", nil); err == nil {
 			t.Fatal("Drop of a pipeline the configuration does not have succeeded")
