@@ -136,7 +136,8 @@ func TestCommandTwoPipelines(t *testing.T) {
 		t.Logf("status after the stop:\n%s", out)
 		lagLine := "lag: the source does not report it"
 		if reportsLag["pg"] {
-			lagLine = "lag: 0 bytes of change log behind the server; the server retains "
+			// Other tests write to the shared server meanwhile: the bytes are not 0.
+			lagLine = " bytes of change log behind the server; the server retains "
 		}
 		for _, want := range []string{"checkpoint: saved ", lagLine,
 			"slot " + slot + ": inactive", "indices: " + pgIndex, "live: no running cdcmirror answers at " + run.addr} {
