@@ -302,6 +302,10 @@
 // pre-create mappings with auto_create_index: false, use a composable index template that
 // matches the index name.
 //
+// [Sink.DropIndices] deletes the indices the pipeline created (and their write aliases) when
+// the pipeline is deleted to start over; package mirror's Drop does that, then deletes the
+// pipeline's state.
+//
 // # Schema changes
 //
 // With auto_create_index: true the sink owns the index's mapping, and it keeps it in step with

@@ -12,7 +12,9 @@
 // logical, a free replication slot and walsender, and a role with REPLICATION that may create
 // the publication (or one made beforehand, Options.NoCreatePublication; PostgreSQL 15 lets only
 // a superuser create one FOR TABLES IN SCHEMA or FOR ALL TABLES). The DSN is an ordinary SQL
-// one; the replication connection adds replication=database.
+// one; the replication connection adds replication=database. [Source.SlotInfo] reads the
+// slot's and the publication's state (active, walsender pid, positions); [Source.Drop]
+// removes both when a pipeline is deleted.
 //
 // # Protocol
 //
