@@ -296,12 +296,27 @@ func (r *Runner) progressLocked() Progress {
 // Health is the runner's health signal.
 type Health struct {
 	Healthy bool
+	// Class names the state in one of a fixed set of words, for metric labels and alerts:
+	// HealthOK, or the class of Reason.
+	Class string
 	// Reason says why the runner is unhealthy: not running, starting, reconnecting after a
 	// failure, stopped by an error, pushed back by the sink beyond BackpressureThreshold,
 	// behind its source beyond LagThreshold, or stalled (events pending and no batch
 	// succeeded for longer than StallThreshold).
 	Reason string
 }
+
+// Health classes (Health.Class).
+const (
+	HealthOK           = "ok"
+	HealthNotRunning   = "not_running"
+	HealthStarting     = "starting"
+	HealthReconnecting = "reconnecting"
+	HealthStopped      = "stopped"
+	HealthBackpressure = "backpressure"
+	HealthStalled      = "stalled"
+	HealthLagging      = "lagging"
+)
 
 // Health reports whether the pipeline is running and making progress; safe to call at any
 // time from any goroutine.
@@ -314,21 +329,21 @@ func (r *Runner) Health() Health {
 func (r *Runner) healthLocked(now time.Time) Health {
 	switch r.state {
 	case notStarted:
-		return Health{Reason: "not running"}
+		return Health{Class: HealthNotRunning, Reason: "not running"}
 	case starting:
-		return Health{Reason: "starting: opening the source"}
+		return Health{Class: HealthStarting, Reason: "starting: opening the source"}
 	case reconnecting:
-		return Health{Reason: fmt.Sprintf("reconnecting (attempt %d, failing since %s): %v",
+		return Health{Class: HealthReconnecting, Reason: fmt.Sprintf("reconnecting (attempt %d, failing since %s): %v",
 			r.failures, r.failedAt.UTC().Format(time.RFC3339), r.lastFailure)}
 	case stopped:
 		if r.stopErr != nil {
-			return Health{Reason: "stopped: " + r.stopErr.Error()}
+			return Health{Class: HealthStopped, Reason: "stopped: " + r.stopErr.Error()}
 		}
-		return Health{Reason: "stopped"}
+		return Health{Class: HealthStopped, Reason: "stopped"}
 	}
 	if !r.pushedSince.IsZero() {
 		if d := now.Sub(r.pushedSince); d > r.o.BackpressureThreshold {
-			return Health{Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
+			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
 		}
 	}
 	if r.progress.Pending > 0 {
@@ -337,15 +352,15 @@ func (r *Runner) healthLocked(now time.Time) Health {
 			since = r.pendingSince
 		}
 		if waited := now.Sub(since); waited > r.o.StallThreshold {
-			return Health{Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
+			return Health{Class: HealthStalled, Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
 		}
 	}
 	if !r.snapshot.Active {
 		if l := r.lagLocked(now); l.Seconds > r.o.LagThreshold.Seconds() {
-			return Health{Reason: fmt.Sprintf("lagging: %.0fs behind the source (%d bytes), beyond the %v threshold", l.Seconds, l.Bytes, r.o.LagThreshold)}
+			return Health{Class: HealthLagging, Reason: fmt.Sprintf("lagging: %.0fs behind the source (%d bytes), beyond the %v threshold", l.Seconds, l.Bytes, r.o.LagThreshold)}
 		}
 	}
-	return Health{Healthy: true}
+	return Health{Healthy: true, Class: HealthOK}
 }
 
 // Status returns the runner's status; safe to call at any time from any goroutine.
