@@ -167,13 +167,13 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 	})
 	got = gather(t, reg)
 	for name, want := range map[string]float64{
-		`cdcmirror_snapshot_active{pipeline="orders"}`:            0,
-		`cdcmirror_snapshot_rows_done{pipeline="orders"}`:         40,
-		`cdcmirror_snapshot_tables_total{pipeline="orders"}`:      2,
+		`cdcmirror_snapshot_active{pipeline="orders"}`:                0,
+		`cdcmirror_snapshot_rows_done{pipeline="orders"}`:             40,
+		`cdcmirror_snapshot_tables_total{pipeline="orders"}`:          2,
 		`cdcmirror_health_reason{pipeline="orders",reason="lagging"}`: 1,
-		`cdcmirror_state{pipeline="orders",state="streaming"}`:    1,
-		`cdcmirror_replication_lag_seconds{pipeline="other"}`:     90,
-		`cdcmirror_lag_measurement_failing{pipeline="other"}`:     1,
+		`cdcmirror_state{pipeline="orders",state="streaming"}`:        1,
+		`cdcmirror_replication_lag_seconds{pipeline="other"}`:         90,
+		`cdcmirror_lag_measurement_failing{pipeline="other"}`:         1,
 	} {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("after: %s = %v (present %v), want %v", name, v, ok, want)
