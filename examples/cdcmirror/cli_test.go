@@ -118,7 +118,7 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, mux, "/healthz"); code != 200 || body != "pg: ok\nmaria: ok\n" {
 		t.Fatalf("healthy: %d %q", code, body)
 	}
-	m.st[1].Health = cdc.Health{Reason: "reconnecting (attempt 3): connection refused"}
+	m.st[1].Health = cdc.Health{Class: cdc.HealthReconnecting, Reason: "reconnecting (attempt 3): connection refused"}
 	m.st[1].State, m.st[1].Reconnects, m.st[1].LastFailure = "reconnecting", 3, errors.New("connection refused")
 	m.st[1].Lag.Err = errors.New("dial: connection refused")
 	if code, body := get(t, mux, "/healthz"); code != 503 || body != "pg: ok\nmaria: reconnecting (attempt 3): connection refused\n" {
