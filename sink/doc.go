@@ -260,8 +260,8 @@
 //     the cluster refuses as such -- 400 (a generated mapping the engine cannot take: the error
 //     says which mapping options to change), 413 for a request of several documents (a
 //     batch.max_bytes above the cluster's http.max_content_length) and every other 4xx but
-//     408 and 429; a mapping that cannot be generated for a table; the start refusals of
-//     CheckTables (*cdc.StartError);
+//     408 and 429; the start refusals of CheckTables (*cdc.StartError), where a table without
+//     a possible mapping is refused (met only at run time, its rows are dead-lettered);
 //   - backpressure: 429, 5xx, 408, refused or reset connections, timeouts (request_timeout),
 //     answers that cannot be read, a failing state store during a claim;
 //   - the caller's context ending comes back as ctx.Err(), unwrapped.
