@@ -156,7 +156,8 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // Supervision. Any other failure -- the stream failing (a lost connection, a server restarting
 // or shutting down), a sink error, a dead-letter write or checkpoint save that fails -- ends
 // the stream's session: the runner closes the stream, waits a jittered exponential backoff
-// (BackoffMin to BackoffMax, starting over once a batch succeeded after the reopening) and
+// (BackoffMin to BackoffMax, starting over once a batch succeeded after the reopening, or the
+// reopened stream stayed open for twice BackoffMax, at least 5s) and
 // opens the source again at the stored checkpoint, which is where the last successful batch
 // left it: the events of the abandoned batch are delivered again. Health says "reconnecting"
 // with the failure meanwhile. Each failure is logged once (Warn), the reconnection too. Only
@@ -216,7 +217,9 @@ type Runner struct {
 	pushedSince  time.Time // when the batch being offered was first pushed back
 	pushedErr    error     // the last backpressure
 	failures     int       // reopening attempts since the last batch that succeeded
-	lag          lagState
+	// streamingSince is when the current session's stream opened (zero: none open).
+	streamingSince time.Time
+	lag            lagState
 }
 
 type runState uint8
@@ -425,10 +428,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			return wrapped
 		}
 		r.mu.Lock()
-		if r.lastFailure == nil {
-			attempt = 0 // a batch succeeded since the last failure: the backoff starts over
+		// The backoff starts over, and a new outage begins, when a batch succeeded since the
+		// last failure or the stream stayed open long enough to call the server back.
+		if r.lastFailure == nil || (!r.streamingSince.IsZero() && r.o.Clock.Now().Sub(r.streamingSince) >= stableAfter(r.o.BackoffMax)) {
+			attempt = 0
 			r.failedAt = r.o.Clock.Now()
 		}
+		r.streamingSince = time.Time{}
 		r.lastFailure = err
 		r.failures = attempt + 1
 		r.state = reconnecting
@@ -452,6 +458,11 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 	}
 }
+
+// stableAfter is how long a reopened stream must stay open for its next failure to count as
+// a new outage (the backoff starting over) when no batch succeeded meanwhile: an idle
+// pipeline has no batch to prove the server back.
+func stableAfter(backoffMax time.Duration) time.Duration { return max(2*backoffMax, 5*time.Second) }
 
 // session is one open stream: it loads the checkpoint, opens the source, runs the start
 // checks (the first time in a Run) and the loop. It returns nil when the stream ended without a failure, and the
@@ -488,6 +499,7 @@ func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) err
 	}
 	r.mu.Lock()
 	r.state = running
+	r.streamingSince = r.o.Clock.Now()
 	failures, since := r.failures, r.failedAt
 	r.mu.Unlock()
 	if reopening {

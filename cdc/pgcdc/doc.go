@@ -55,7 +55,8 @@
 //
 // Open also reports the captured tables with TOASTable columns (attstorage other than plain:
 // text, varchar, bytea, json, jsonb, numeric, arrays and the other varlena types) whose replica
-// identity is not FULL, with one Warn line per table naming the columns, and in [ToastTables]:
+// identity is not FULL, with one Warn line per table naming the columns (once per Source:
+// reopened streams do not repeat it), and in [ToastTables]:
 // an update that leaves such a value unchanged, while it is stored out of line, arrives
 // without it, and the sink has to fill it from the stored document with one read per such
 // row. ALTER TABLE ... REPLICA IDENTITY FULL makes the server send the old row, which avoids

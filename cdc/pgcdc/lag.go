@@ -105,6 +105,11 @@ func (s *Source) measureLag(head pglogrepl.LSN, row *slotRow, resume *decodedChe
 		// position an idle note proved free of unacknowledged captured changes: everything
 		// captured before it is applied too, though the stored checkpoint stays behind.
 		lag.Applied = uint64(max(resume.lsn, confirmed))
+		// An open stream that found everything it had received stored, as of a keepalive's
+		// WAL end, has passed that position too, though nothing captured moved the checkpoint.
+		if st := s.open.Load(); st != nil {
+			lag.Applied = max(lag.Applied, st.caughtUp.Load())
+		}
 	}
 	lag.Bytes = max(int64(head)-int64(lag.Applied), 0)
 	return lag, nil

@@ -29,6 +29,23 @@ func walNow(ctx context.Context, t *testing.T, conn *pgx.Conn) pglogrepl.LSN {
 	return lsn
 }
 
+// slotConfirmed is the slot's confirmed_flush_lsn (0 when it has none).
+func slotConfirmed(ctx context.Context, t *testing.T, conn *pgx.Conn, slot string) pglogrepl.LSN {
+	t.Helper()
+	var s *string
+	if err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s == nil {
+		return 0
+	}
+	lsn, err := pglogrepl.ParseLSN(*s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
 func measure(ctx context.Context, t *testing.T, src *pgcdc.Source, cp cdc.Checkpoint) cdc.SourceLag {
 	t.Helper()
 	l, err := src.Lag(ctx, cp)
@@ -105,7 +122,8 @@ func TestLag(t *testing.T) {
 	}
 	for {
 		l := measure(ctx, t, src, cp)
-		if l.Applied >= uint64(x1) {
+		// The open stream's keepalives may show it first; the slot itself must follow.
+		if l.Applied >= uint64(x1) && slotConfirmed(ctx, t, conn, src.Slot()) >= x1 {
 			if l.Bytes > int64(l.Head)-int64(x1) {
 				t.Fatalf("Bytes %d beyond the WAL after the noise: %+v", l.Bytes, l)
 			}
@@ -132,5 +150,71 @@ func TestLag(t *testing.T) {
 	}
 	if l := measure(ctx, t, src, nil); l.Retained != -1 || l.Bytes != 0 {
 		t.Fatalf("Lag without slot or checkpoint: %+v", l)
+	}
+}
+
+// TestLagIdleStreamCaughtUp: an open stream with every delivered change acknowledged has
+// passed what the server sent since, even when nothing moves the checkpoint or the slot (idle
+// notes off, a write too small for one): Applied reaches the server's position of after the
+// write once a keepalive arrived in order behind it. Without that, a quiet pipeline on a
+// server with other traffic would look ever further behind.
+func TestLagIdleStreamCaughtUp(t *testing.T) {
+	dsn := testenv.Require(t, testenv.PostgresDSN)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sfx := suffix(t)
+	captured, noise := "pgtb_lagidle_"+sfx, "pgtb_lagidlenoise_"+sfx
+	if err := execSQL(ctx, dsn, false,
+		"CREATE TABLE "+quote(captured)+" (id int PRIMARY KEY)",
+		"CREATE TABLE "+quote(noise)+" (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	src := pgtbSource(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotNever, IdleCheckpointInterval: -1,
+		StatusInterval: 100 * time.Millisecond, Tables: []pgcdc.Table{{Name: captured}}},
+		"DROP TABLE IF EXISTS "+quote(captured), "DROP TABLE IF EXISTS "+quote(noise))
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	st, err := src.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := conn.Exec(ctx, "INSERT INTO "+quote(captured)+" VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	cp := cdctest.NextEvent(ctx, t, st).Checkpoint
+	if err := st.Ack(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+quote(noise)+" VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	x := walNow(ctx, t, conn)
+	for {
+		l := measure(ctx, t, src, cp)
+		if l.Applied >= uint64(x) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Applied %s never passed the uncaptured write at %s (checkpoint %s)", pglogrepl.LSN(l.Applied), x, cpLSN(t, cp))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// An unacknowledged change holds Applied at the checkpoint: a keepalive then proves nothing.
+	if _, err := conn.Exec(ctx, "INSERT INTO "+quote(captured)+" VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	cp2 := cdctest.NextEvent(ctx, t, st).Checkpoint
+	if _, err := conn.Exec(ctx, "INSERT INTO "+quote(noise)+" VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	y := walNow(ctx, t, conn)
+	time.Sleep(500 * time.Millisecond) // several keepalives; none may count
+	if l := measure(ctx, t, src, cp2); l.Applied >= uint64(y) {
+		t.Fatalf("Applied %s passed a write behind an unacknowledged change (checkpoint %s)", pglogrepl.LSN(l.Applied), cpLSN(t, cp2))
 	}
 }

@@ -346,7 +346,19 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn, database string, t
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("pgcdc: read the captured tables' storage: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.toastWarned == nil {
+		s.toastWarned = map[string]string{}
+	}
 	for _, t := range toast {
+		// Once per table and column set for the Source's life: a reopened stream finds the
+		// same tables, and a warning per reconnection would drown the log.
+		key, cols := t.Table.String(), strings.Join(t.Columns, ",")+"/"+t.ReplicaIdentity
+		if s.toastWarned[key] == cols {
+			continue
+		}
+		s.toastWarned[key] = cols
 		s.opts.Logger.Warn("pgcdc: captured table has TOASTable columns without REPLICA IDENTITY FULL: an update that leaves "+
 			"such a value unchanged arrives without it, and the sink must fill it from the stored document (one read per "+
 			"such row); ALTER TABLE ... REPLICA IDENTITY FULL sends the old row instead and avoids those reads",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -98,6 +99,11 @@ type Source struct {
 
 	mu      sync.Mutex
 	schemas map[cdc.TableID]*tableInfo // latest catalog schema per table
+	// toastWarned: the TOAST warnings logged, per table (its columns and replica identity).
+	toastWarned map[string]string
+
+	// open is the stream of the latest Open while it runs, for Lag (caughtUp).
+	open atomic.Pointer[stream]
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -527,6 +533,7 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 		}
 	}
 	st := newStream(s, sqlConn, replConn, p)
+	s.open.Store(st)
 	go st.run()
 	if p.verify != nil {
 		var verr error
