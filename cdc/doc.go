@@ -52,8 +52,8 @@
 // # Health, lag and status
 //
 // [Runner.Health] is unhealthy, with the reason, before Run and after it returned, while
-// starting and reconnecting, while one batch keeps being pushed back beyond
-// BackpressureThreshold, while the pipeline trails its source beyond LagThreshold, and while
+// starting and reconnecting, while the sink's destination is unavailable (at once), while one
+// batch keeps being pushed back beyond BackpressureThreshold, while the pipeline trails its source beyond LagThreshold, and while
 // events wait beyond StallThreshold with no batch succeeding. A source that is a
 // [LagReporter] is asked every LagInterval -- whether the stream is open or not -- how far the
 // stored checkpoint trails the server ([SourceLag]: change-log bytes, what the server retains,

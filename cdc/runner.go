@@ -150,8 +150,9 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 //
 // Backpressure. A *BackpressureError offers the identical batch (the same slice) again after
 // a jittered exponential wait between BackoffMin and BackoffMax, or RetryAfter when that is
-// longer, for as long as it takes; Health turns unhealthy once one batch has been pushed back
-// for longer than BackpressureThreshold.
+// longer, for as long as it takes; Health turns unhealthy at once when the sink says its
+// destination is unavailable (BackpressureError.Unavailable), and once one batch has been
+// pushed back for longer than BackpressureThreshold otherwise.
 //
 // Supervision. Any other failure -- the stream failing (a lost connection, a server restarting
 // or shutting down), a sink error, a dead-letter write or checkpoint save that fails -- ends
@@ -317,6 +318,7 @@ const (
 	HealthReconnecting = "reconnecting"
 	HealthStopped      = "stopped"
 	HealthBackpressure = "backpressure"
+	HealthUnavailable  = "sink_unavailable"
 	HealthStalled      = "stalled"
 	HealthLagging      = "lagging"
 )
@@ -345,6 +347,10 @@ func (r *Runner) healthLocked(now time.Time) Health {
 		return Health{Class: HealthStopped, Reason: "stopped"}
 	}
 	if !r.pushedSince.IsZero() {
+		var bp *BackpressureError
+		if errors.As(r.pushedErr, &bp) && bp.Unavailable {
+			return Health{Class: HealthUnavailable, Reason: fmt.Sprintf("sink unavailable for %v: %v", now.Sub(r.pushedSince).Round(time.Second), r.pushedErr)}
+		}
 		if d := now.Sub(r.pushedSince); d > r.o.BackpressureThreshold {
 			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
 		}
@@ -669,6 +675,8 @@ func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, 
 		r.pushedSince, r.pushedErr = time.Time{}, nil
 		r.mu.Unlock()
 	}()
+	var lastLogged string
+	var loggedAt time.Time
 	for attempt := 0; ; attempt++ {
 		dead, err := r.sink.Write(ctx, events)
 		if err == nil {
@@ -686,7 +694,11 @@ func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, 
 		}
 		r.pushedErr = err
 		r.mu.Unlock()
-		r.log.Warn("sink backpressure, offering the batch again", "events", len(events), "attempt", attempt+1, "wait", wait, "err", err)
+		// Logged once per distinct failure, the same one again at most once per ReportInterval.
+		if now, msg := r.o.Clock.Now(), err.Error(); attempt == 0 || msg != lastLogged || now.Sub(loggedAt) >= r.o.ReportInterval {
+			r.log.Warn("sink backpressure, offering the batch again", "events", len(events), "attempt", attempt+1, "wait", wait, "err", err)
+			lastLogged, loggedAt = msg, now
+		}
 		r.o.Observer.Backpressure(attempt+1, wait)
 		select {
 		case <-r.o.Clock.After(wait):

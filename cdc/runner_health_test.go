@@ -229,3 +229,37 @@ func TestRunnerLogsAnOutageOncePerInterval(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerHealthSinkUnavailable: a sink whose destination is down (BackpressureError with
+// Unavailable) makes the pipeline unhealthy at once, not after the backpressure threshold;
+// healthy again once the batch went through.
+func TestRunnerHealthSinkUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1, BackpressureThreshold: time.Hour})
+		var down atomic.Bool
+		down.Store(true)
+		h.sink.respond = func(int, []cdc.Event) ([]cdc.DeadLetter, error) {
+			if down.Load() {
+				return nil, &cdc.BackpressureError{Err: errors.New("dial tcp: connection refused"), Unavailable: true}
+			}
+			return nil, nil
+		}
+		st := h.run(t.Context())
+		st.send(txEvents(1, 1)...)
+		synctest.Wait()
+		hl := h.r.Health()
+		if hl.Healthy || hl.Class != cdc.HealthUnavailable || !strings.Contains(hl.Reason, "connection refused") {
+			t.Fatalf("health %+v with the destination down, want sink_unavailable with the cause", hl)
+		}
+		down.Store(false)
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		if hl := h.r.Health(); !hl.Healthy {
+			t.Fatalf("unhealthy after the destination came back: %s", hl.Reason)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

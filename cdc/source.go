@@ -80,6 +80,11 @@ type DeadLetter struct {
 type BackpressureError struct {
 	Err        error
 	RetryAfter time.Duration // zero: the runner's own backoff decides
+	// Unavailable says the destination could not be reached or failed (a refused or lost
+	// connection, a timeout, a 5xx answer) rather than asked to slow down (429): Health
+	// reports an unavailable destination at once, a throttling one only beyond
+	// RunnerOptions.BackpressureThreshold.
+	Unavailable bool
 }
 
 func (e *BackpressureError) Error() string { return fmt.Sprintf("cdc: backpressure: %v", e.Err) }

@@ -39,7 +39,7 @@ func (s *Sink) statusError(what string, status int, h http.Header) error {
 	err := fmt.Errorf("elasticsearch sink %q: %s: status %d", s.cfg.ID, what, status)
 	switch c := search.StatusClass(status); {
 	case c.Retryable():
-		return &cdc.BackpressureError{Err: err, RetryAfter: search.RetryAfter(h)}
+		return &cdc.BackpressureError{Err: err, RetryAfter: search.RetryAfter(h), Unavailable: c == search.Unavailable}
 	case status >= 400 && status <= 499:
 		return cdc.Permanent(err)
 	}
@@ -56,7 +56,7 @@ func (s *Sink) transportError(ctx context.Context, what string, err error) error
 		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: the server's certificate is not trusted (check tls): %w", s.cfg.ID, what, err))
 	}
 	s.stale.Store(true)
-	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
+	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err), Unavailable: true}
 }
 
 // requestError judges a failed fence request (a claim, or a mapping read or update through
@@ -85,5 +85,6 @@ func (s *Sink) requestError(err error, what string) error {
 	if se == nil && search.ErrorClass(err) == search.Auth {
 		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: the server's certificate is not trusted (check tls): %w", s.cfg.ID, what, err))
 	}
-	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
+	overloaded := se != nil && se.Class() == search.Overloaded
+	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err), Unavailable: !overloaded}
 }

@@ -92,6 +92,13 @@ func TestSinkFailureClasses(t *testing.T) {
 			if fc.permanent {
 				return
 			}
+			// An unreachable or failing cluster is "unavailable" (health says so at once), one
+			// that asks to slow down (429) or answers garbage is not.
+			var bp *cdc.BackpressureError
+			errors.As(err, &bp)
+			if want := !strings.Contains(fc.name, "429") && fc.name != "bulk_unreadable"; bp.Unavailable != want {
+				t.Fatalf("Unavailable %v, want %v: %v", bp.Unavailable, want, err)
+			}
 			f.Intercept(nil)
 			if dead, err := k.Write(context.Background(), batch); err != nil || len(dead) != 0 {
 				t.Fatalf("the replay after the fault: %v, dead %v", err, dead)
