@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/sink"
 )
 
@@ -335,7 +336,7 @@ func (v *validator) runner(i int, r *RunnerConfig) {
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
-// effectiveSlot is the slot pgcdc uses for s: its own, or tributary_<name> as pgcdc derives it.
+// effectiveSlot is the slot pgcdc uses for s: its own, or the one pgcdc derives from its name.
 func effectiveSlot(s *SourceConfig) string {
 	if s.Slot != "" {
 		return s.Slot
@@ -344,19 +345,7 @@ func effectiveSlot(s *SourceConfig) string {
 	if name == "" {
 		name = s.Type
 	}
-	var b strings.Builder
-	for _, r := range strings.ToLower(name) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	out := b.String()
-	if len(out) > 50 {
-		out = out[:50]
-	}
-	return "tributary_" + out
+	return pgcdc.DefaultName(name)
 }
 
 // splitTable reads "schema.table", "schema.*", "table" or "*": the schema (MySQL: the

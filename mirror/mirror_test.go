@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +8,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/sink"
 )
 
@@ -36,22 +35,7 @@ func (f *fakeRunner) Run(ctx context.Context) error {
 func (f *fakeRunner) Status() cdc.Status { return cdc.Status{Pipeline: f.name} }
 
 // syncBuffer is a log shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.LogBuffer
 
 func fakeMirror(log *syncBuffer, runners ...*fakeRunner) *Mirror {
 	m := &Mirror{log: slog.New(slog.NewTextHandler(log, nil))}

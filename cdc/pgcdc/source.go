@@ -143,10 +143,10 @@ func New(dsn string, opts Options) (_ *Source, err error) {
 		opts.Name = "postgres"
 	}
 	if opts.Publication == "" {
-		opts.Publication = "tributary_" + sanitize(opts.Name)
+		opts.Publication = DefaultName(opts.Name)
 	}
 	if opts.Slot == "" {
-		opts.Slot = "tributary_" + sanitize(opts.Name)
+		opts.Slot = DefaultName(opts.Name)
 	}
 	if !slotNameRE.MatchString(opts.Slot) {
 		return nil, fmt.Errorf("pgcdc: slot name %q: only [a-z0-9_], 1 to 63 characters", opts.Slot)
@@ -203,6 +203,11 @@ func (s *Source) Slot() string { return s.opts.Slot }
 
 // Publication is the publication's name.
 func (s *Source) Publication() string { return s.opts.Publication }
+
+// DefaultName is the slot and publication name a Source of that Options.Name uses when
+// Options.Slot or Options.Publication is empty: "tributary_" and the name lowercased, with
+// every character outside [a-z0-9_] replaced by '_', cut at 50.
+func DefaultName(sourceName string) string { return "tributary_" + sanitize(sourceName) }
 
 func sanitize(s string) string {
 	var b strings.Builder

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
+
+	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
 // service is a recordsvc started in-process by command, on loopback listeners of port 0,
@@ -31,23 +32,8 @@ type service struct {
 	log     *syncBuffer
 }
 
-// syncBuffer is the service's log, safe to read while it writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log shared by goroutines.
+type syncBuffer = testenv.LogBuffer
 
 // startService writes yamlText to a file and runs command on it, with --mode unless mode is
 // empty, until the test ends; the cleanup checks that the service stopped cleanly.
