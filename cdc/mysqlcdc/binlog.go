@@ -398,11 +398,13 @@ func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
 	}
 	r.inTx = false
 	if !r.holding {
+		r.st.passed(r.file, r.pos) // a transaction of other tables
 		return nil
 	}
 	ev := r.held
 	r.held, r.holding = cdc.Event{}, false
 	ev.Checkpoint = r.checkpoint()
+	r.st.delivered(r.file, r.pos)
 	return r.st.send(ctx, ev)
 }
 

@@ -46,7 +46,16 @@ func (s *Source) Lag(ctx context.Context, cp cdc.Checkpoint) (cdc.SourceLag, err
 	if err == nil {
 		var logs []binlogFile
 		if logs, err = binaryLogs(conn); err == nil {
-			return lagOf(file, pos, logs, at)
+			lag, err := lagOf(file, pos, logs, at)
+			// An open stream that passed transactions of other tables with every delivered
+			// change stored has passed their ends too, though no checkpoint moved.
+			if st := s.current.Load(); err == nil && at != nil && at.Snapshot == nil && st != nil {
+				if c := st.caughtUp.Load(); c > lag.Applied && c <= lag.Head {
+					lag.Applied = c
+					lag.Bytes = bytesBetween(c, file, pos, logs)
+				}
+			}
+			return lag, err
 		}
 	}
 	if ctx.Err() != nil {
@@ -115,6 +124,34 @@ func lagOf(file string, pos uint32, logs []binlogFile, at *checkpoint) (cdc.Sour
 	}
 	lag.Bytes = max(lag.Bytes, 0)
 	return lag, nil
+}
+
+// bytesBetween is the binlog from the position from (seq<<32|pos) to (file, pos), across
+// rotations; 0 when from's file is no longer listed.
+func bytesBetween(from uint64, file string, pos uint32, logs []binlogFile) int64 {
+	var n int64
+	started := false
+	for _, f := range logs {
+		seq, err := binlogIndex(f.name)
+		if err != nil {
+			continue
+		}
+		size := f.size
+		if f.name == file {
+			size = int64(pos)
+		}
+		switch {
+		case seq == from>>32:
+			started = true
+			n += size - int64(from&0xffffffff)
+		case started:
+			n += size
+		}
+		if f.name == file {
+			break
+		}
+	}
+	return max(n, 0)
 }
 
 // binlogStatus returns the binlog's end: file, offset and (MySQL) the executed GTID set. The

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -100,6 +101,9 @@ type Source struct {
 	log      *slog.Logger
 	captured map[TableName]bool // tables named in Options.Tables
 	wholeDBs map[string]bool    // databases captured whole (AllTables)
+
+	// current is the stream of the latest Open while it runs, for Lag (stream.caughtUp).
+	current atomic.Pointer[stream]
 }
 
 var (
@@ -226,6 +230,7 @@ func (s *Source) open(ctx context.Context, cp cdc.Checkpoint) (*stream, error) {
 		return nil, err
 	}
 	st := newStream(s)
+	s.current.Store(st)
 	r := newReader(st)
 	var snap *snapshot
 	switch {

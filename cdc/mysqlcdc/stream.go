@@ -3,6 +3,7 @@ package mysqlcdc
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tributary-dev/tributary/cdc"
 )
@@ -18,6 +19,13 @@ type stream struct {
 	err      error
 	closed   bool
 	acked    cdc.Checkpoint
+	// ackedAt and deliveredAt are the binlog positions (seq<<32|pos) of the last acknowledged
+	// and the last delivered checkpoint: equal, every delivered change is stored (Lag).
+	ackedAt, deliveredAt uint64
+	// caughtUp is the end of the latest transaction the reader passed while every delivered
+	// change was stored: the pipeline has passed that position (Lag), though nothing captured
+	// moved the checkpoint.
+	caughtUp atomic.Uint64
 	progress cdc.SnapshotProgress
 	tables   []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
 }
@@ -35,6 +43,7 @@ func (s *stream) start(body func(ctx context.Context) error) {
 	go func() {
 		defer close(s.done)
 		defer close(s.events)
+		defer s.src.current.CompareAndSwap(s, nil)
 		err := body(ctx)
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -72,7 +81,8 @@ func (s *stream) Err() error {
 // Ack records the acknowledged checkpoint. The binlog has no server-side retention tied to a
 // reader (unlike a replication slot), so there is nothing to report to the server.
 func (s *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
-	if _, err := decodeCheckpoint(cp); err != nil {
+	c, err := decodeCheckpoint(cp)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -81,7 +91,37 @@ func (s *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 		return cdc.ErrSourceClosed
 	}
 	s.acked = append(s.acked[:0], cp...)
+	if c.Snapshot == nil {
+		s.ackedAt = axis(c.File, c.Pos)
+	}
 	return nil
+}
+
+// delivered records the position of a checkpoint handed to the reader of Events.
+func (s *stream) delivered(file string, pos uint32) {
+	s.mu.Lock()
+	s.deliveredAt = axis(file, pos)
+	s.mu.Unlock()
+}
+
+// passed records that the reader went past the end of a transaction at (file, pos): when every
+// delivered change is acknowledged, the pipeline has passed that position too.
+func (s *stream) passed(file string, pos uint32) {
+	s.mu.Lock()
+	stored := s.ackedAt == s.deliveredAt
+	s.mu.Unlock()
+	if stored {
+		s.caughtUp.Store(axis(file, pos))
+	}
+}
+
+// axis is a binlog position on Lag's axis, seq<<32|pos (0 for a file name without a sequence).
+func axis(file string, pos uint32) uint64 {
+	n, err := binlogIndex(file)
+	if err != nil {
+		return 0
+	}
+	return n<<32 | uint64(pos)
 }
 
 func (s *stream) Progress() cdc.SnapshotProgress {
