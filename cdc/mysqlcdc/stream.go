@@ -15,10 +15,10 @@ type stream struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	err      error
-	closed   bool
-	acked    cdc.Checkpoint
+	mu     sync.Mutex
+	err    error
+	closed bool
+	acked  cdc.Checkpoint
 	// ackedAt and deliveredAt are the binlog positions (seq<<32|pos) of the last acknowledged
 	// and the last delivered checkpoint: equal, every delivered change is stored (Lag).
 	ackedAt, deliveredAt uint64
