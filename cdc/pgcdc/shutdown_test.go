@@ -303,6 +303,8 @@ func (w *stopper) session(conn net.Conn) {
 	// One goroutine receives; the messages it hands over and the shutdown are served here,
 	// the only writer from now on.
 	msgs := make(chan pgproto3.FrontendMessage)
+	served := make(chan struct{}) // closed when the serving below returns: the receiver stops too
+	defer close(served)
 	go func() {
 		defer close(msgs)
 		for {
@@ -313,7 +315,11 @@ func (w *stopper) session(conn net.Conn) {
 			if cd, ok := msg.(*pgproto3.CopyData); ok {
 				msg = &pgproto3.CopyData{Data: append([]byte(nil), cd.Data...)}
 			}
-			msgs <- msg
+			select {
+			case msgs <- msg:
+			case <-served:
+				return
+			}
 		}
 	}()
 	stopping := false

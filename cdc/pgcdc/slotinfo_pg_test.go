@@ -27,7 +27,11 @@ func TestSlotInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = src.Drop(context.Background()) })
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = src.Drop(dctx)
+	})
 
 	info, err := src.SlotInfo(ctx)
 	if err != nil || info.SlotExists || info.PublicationExists || info.Slot != "mir_"+sfx {
@@ -37,10 +41,20 @@ func TestSlotInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err = src.SlotInfo(ctx)
-	if err != nil || !info.SlotExists || !info.PublicationExists || !info.Active || info.ActivePID == 0 ||
+	t.Cleanup(func() { st.Close() }) // before the Drop above: cleanups run last first
+	// The stream starts replicating on its own goroutine: the slot turns active shortly after Open.
+	for deadline := time.Now().Add(time.Minute); ; {
+		if info, err = src.SlotInfo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info.Active || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !info.SlotExists || !info.PublicationExists || !info.Active || info.ActivePID == 0 ||
 		info.RestartLSN == "" || info.ConfirmedLSN == "" {
-		t.Fatalf("with a stream open: %+v, %v", info, err)
+		t.Fatalf("with a stream open: %+v", info)
 	}
 	st.Close()
 	for deadline := time.Now().Add(time.Minute); ; {
