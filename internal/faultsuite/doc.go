@@ -1,0 +1,2 @@
+// Package faultsuite is the fault suite of the whole mirror (draft).
+package faultsuite
