@@ -32,12 +32,35 @@
 // [Runner] drives one pipeline: it reads a [Stream], forms batches (count, estimated bytes,
 // time since the batch's first event), hands them to a [Sink], writes the sink's dead letters,
 // and only then saves the last transaction-end checkpoint of the batch and acks it to the
-// stream. Backpressure replays the identical batch after jittered exponential backoff; any
-// other sink error stops the pipeline with its checkpoint unchanged. Progress and Health
-// report on it (Health turns unhealthy when events wait longer than the stall threshold with
-// no batch succeeding). Since a batch may end inside a transaction, a restart replays
-// everything after the stored checkpoint: the unfinished transaction and at most the last
-// batch (TestRunnerCrash proves the bound).
+// stream. Backpressure replays the identical batch after jittered exponential backoff. Since
+// a batch may end inside a transaction, a restart replays everything after the stored
+// checkpoint: the unfinished transaction and at most the last batch (TestRunnerCrash proves
+// the bound).
+//
+// # Supervision and failure classes
+//
+// A Runner rides through failures: after any failure of the source or the sink that is not
+// permanent (a lost connection, a server restarting or shutting down, a timeout, a 5xx) it
+// closes the stream and opens the source again at the stored checkpoint, after a jittered
+// exponential backoff capped at RunnerOptions.BackoffMax (5s by default) that starts over once
+// a batch succeeded. A permanent failure -- marked with [Permanent] by the adapter that met it
+// (authentication refused, history the checkpoint needs is gone, a fencing conflict, an
+// invalid configuration), or a [*StartError] -- stops Run with that error
+// (errors.Is(err, [ErrPermanent])). Unclassified failures are retried: a wrong retry costs a
+// reconnect, never data, since every reopening resumes at the durable checkpoint.
+//
+// # Health, lag and status
+//
+// [Runner.Health] is unhealthy, with the reason, before Run and after it returned, while
+// starting and reconnecting, while one batch keeps being pushed back beyond
+// BackpressureThreshold, while the pipeline trails its source beyond LagThreshold, and while
+// events wait beyond StallThreshold with no batch succeeding. A source that is a
+// [LagReporter] is asked every LagInterval -- whether the stream is open or not -- how far the
+// stored checkpoint trails the server ([SourceLag]: change-log bytes, what the server retains,
+// positions on the source's own axis); the runner turns the positions into seconds behind
+// (since the server was last at a position the pipeline has passed). [Runner.Status] gathers
+// health, state, progress (snapshot totals kept after the snapshot), lag, reconnects and the
+// last failure for metrics exporters and status commands.
 //
 // # Start checks
 //

@@ -391,6 +391,8 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	stopLag := r.watchLag(ctx)
 	defer stopLag()
 
+	var lastLogged string
+	var loggedAt time.Time
 	for attempt := 0; ; {
 		err := r.session(ctx, attempt > 0)
 		if ctx.Err() != nil {
@@ -417,8 +419,14 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		failedAt := r.failedAt
 		r.mu.Unlock()
 		wait := r.wait.Delay(attempt, r.o.Rand, 0)
-		r.log.Warn("pipeline failed; reopening the source at the stored checkpoint", "err", err,
-			"attempt", attempt+1, "wait", wait, "failing_for", r.o.Clock.Now().Sub(failedAt).Round(time.Millisecond))
+		// Each distinct failure is logged once; the same one again at most once per
+		// ReportInterval, so a long outage leaves a line a minute, not one per attempt.
+		now := r.o.Clock.Now()
+		if msg := err.Error(); attempt == 0 || msg != lastLogged || now.Sub(loggedAt) >= r.o.ReportInterval {
+			r.log.Warn("pipeline failed; reopening the source at the stored checkpoint", "err", err,
+				"attempt", attempt+1, "wait", wait, "failing_for", now.Sub(failedAt).Round(time.Millisecond))
+			lastLogged, loggedAt = msg, now
+		}
 		attempt++
 		select {
 		case <-r.o.Clock.After(wait):

@@ -3,6 +3,7 @@ package cdc_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,57 @@ func TestRunnerSnapshotTotalsKept(t *testing.T) {
 			t.Fatalf("state %q after the snapshot", s.State)
 		}
 		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// countingHandler counts log records by message.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Message]++
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[msg]
+}
+
+func TestRunnerLogsAnOutageOncePerInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &countingHandler{counts: map[string]int{}}
+		h := newHarness(t, cdc.RunnerOptions{BackoffMax: time.Second, ReportInterval: time.Minute, Logger: slog.New(logs)})
+		st := h.run(t.Context())
+		h.src.mu.Lock()
+		h.src.openErr = errors.New("connection refused")
+		h.src.mu.Unlock()
+		st.end(errors.New("connection reset"))
+		time.Sleep(10 * time.Minute) // hundreds of attempts
+		synctest.Wait()
+		const msg = "pipeline failed; reopening the source at the stored checkpoint"
+		if n, tries := logs.count(msg), h.r.Status().Reconnects; tries < 300 || n < 2 || n > 13 {
+			t.Fatalf("%d attempts logged %d times; want the first two failures and about one line a minute", tries, n)
+		}
+		h.src.mu.Lock()
+		h.src.openErr = nil
+		h.src.mu.Unlock()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := logs.count("pipeline reconnected"); n != 1 {
+			t.Fatalf("reconnection logged %d times, want 1", n)
+		}
+		h.src.stream(1).end(nil)
 		if err := h.wait(); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type reader struct {
 	useGTID bool
 
 	tables      map[TableName]*table // schemas as of the binlog's current point
+	known       map[TableName]bool   // captured tables met so far (those of Open included)
 	projections map[string]*table    // schemas rebuilt for row images older than the catalog
 
 	// Commit point: where the next transaction starts.
@@ -51,10 +53,11 @@ type reader struct {
 	indexedFile string
 	curIndex    *uint64
 
-	domain       uint32
-	domainSeen   bool
-	warnedDomain bool
-	warnedWidth  bool
+	domain          uint32
+	domainSeen      bool
+	warnedDomain    bool
+	warnedWidth     bool
+	warnedStatement bool
 }
 
 func newReader(st *stream) *reader {
@@ -62,6 +65,7 @@ func newReader(st *stream) *reader {
 		st: st, src: st.src, cat: &catalog{src: st.src},
 		useGTID:     st.src.opts.Positioning == PositionGTID,
 		tables:      map[TableName]*table{},
+		known:       map[TableName]bool{},
 		projections: map[string]*table{},
 		mariaGTID:   map[uint32]mysql.MariadbGTID{},
 	}
@@ -127,12 +131,14 @@ func (r *reader) checkpoint() cdc.Checkpoint {
 	return c.encode()
 }
 
-// preload loads the schemas of the captured tables that exist now.
-func (r *reader) preload(ctx context.Context) error {
-	for _, name := range r.src.opts.Tables {
+// preload loads the schemas of the captured tables that exist now, and remembers them as
+// known: a captured table first met later is logged when it appears.
+func (r *reader) preload(ctx context.Context, tables []TableName) error {
+	for _, name := range tables {
+		r.known[name] = true
 		t, err := r.cat.load(ctx, r.src.tableID(name))
 		if errors.Is(err, errNoTable) {
-			continue // created later; loaded when its first row arrives
+			continue // dropped since it was listed
 		}
 		if err != nil {
 			return err
@@ -142,38 +148,26 @@ func (r *reader) preload(ctx context.Context) error {
 	return nil
 }
 
-// run reads the binlog until ctx ends, reconnecting from the last commit point after failures.
+// run reads the binlog over one connection until ctx ends (nil) or the connection fails. A
+// failure ends the stream: the caller (a cdc.Runner) reopens it from its last checkpoint, and
+// a transaction the failure cut off is then read again from its start, its events delivered
+// again with the same versions.
 func (r *reader) run(ctx context.Context) error {
-	failures := 0
-	backoff := 100 * time.Millisecond
-	for {
-		progressed, err := r.syncOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if progressed {
-			failures, backoff = 0, 100*time.Millisecond
-		}
-		failures++
-		if failures > r.src.opts.MaxRetries {
-			return err
-		}
-		r.src.log.Warn("mysqlcdc: binlog connection failed; resuming from the last commit",
-			"source", r.src.opts.SourceName, "error", err, "attempt", failures, "file", r.file, "pos", r.pos)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 10*time.Second)
+	err := r.stream(ctx)
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
-// syncOnce streams over one binlog connection. A transaction cut off by a failure is read
-// again from its start by the next connection; its events are then delivered again with the
-// same versions.
-func (r *reader) syncOnce(ctx context.Context) (progressed bool, err error) {
+// stream reads the binlog over one connection. Every blocking step is bounded: the
+// registration by ConnectTimeout and the read timeout, each read by the read timeout (three
+// heartbeat periods: the server sends a heartbeat whenever the binlog is idle for one), and
+// ending by closing the sockets, so that neither a hung server nor Close can hold it.
+func (r *reader) stream(ctx context.Context) error {
 	o := r.src.opts
+	socks := &sockets{timeout: o.ConnectTimeout}
+	readTimeout := 3 * o.Heartbeat
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                o.ServerID,
 		Flavor:                  string(o.Flavor),
@@ -183,17 +177,27 @@ func (r *reader) syncOnce(ctx context.Context) (progressed bool, err error) {
 		Password:                r.src.password,
 		TimestampStringLocation: time.UTC,
 		HeartbeatPeriod:         o.Heartbeat,
-		ReadTimeout:             4 * o.Heartbeat,
-		DisableRetrySync:        true, // we resume from commit points; go-mysql could resume mid-transaction
+		ReadTimeout:             readTimeout,
+		DisableRetrySync:        true, // one connection per stream: the runner reopens
 		VerifyChecksum:          true,
 		RowsEventDecodeFunc:     deferRows, // images are decoded by the reader (rowsdecode.go)
 		Logger:                  libraryLogger(r.src.log),
+		Dialer:                  socks.dial,
 	})
-	defer syncer.Close()
+	defer func() {
+		// No new connection: Close's KILL is skipped, its reader ends within its 100 ms
+		// deadline. Then the sockets go, in case Close left one.
+		socks.refuse()
+		syncer.Close()
+		socks.closeAll()
+	}()
 
 	r.inTx, r.held, r.holding = false, cdc.Event{}, false
 	r.curFile = r.file
+	// Registration is synchronous and watches no context: ctx ends it by closing its socket.
+	stop := context.AfterFunc(ctx, socks.closeAll)
 	var streamer *replication.BinlogStreamer
+	var err error
 	if r.useGTID {
 		var set mysql.GTIDSet
 		if set, err = mysql.ParseGTIDSet(string(o.Flavor), r.gtidPos()); err == nil {
@@ -202,18 +206,22 @@ func (r *reader) syncOnce(ctx context.Context) (progressed bool, err error) {
 	} else {
 		streamer, err = syncer.StartSync(mysql.Position{Name: r.file, Pos: r.pos})
 	}
+	stop()
 	if err != nil {
-		return false, &binlogError{op: "start binlog stream", err: err}
+		return &binlogError{op: "start binlog stream", err: err}
 	}
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {
-			return progressed, &binlogError{err: err}
+			// go-mysql keeps only the text of the socket's error (around driver.ErrBadConn).
+			if errors.Is(err, os.ErrDeadlineExceeded) || strings.Contains(err.Error(), "i/o timeout") {
+				return &binlogError{err: fmt.Errorf("no event and no heartbeat from the server for %v, the connection is taken for dead: %w", readTimeout, err)}
+			}
+			return &binlogError{err: err}
 		}
 		if err := r.handle(ctx, ev); err != nil {
-			return progressed, err
+			return err
 		}
-		progressed = true
 	}
 }
 
@@ -325,6 +333,14 @@ func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		clear(r.tables)
 		clear(r.projections)
 	}
+	if isDML(word) && !r.warnedStatement {
+		// Open refuses a server whose global binlog_format is not ROW, but a session may
+		// still log its changes as statements: they carry no rows, so they are not captured.
+		r.warnedStatement = true
+		r.src.log.Warn("mysqlcdc: a data change is logged as a statement (a session with binlog_format STATEMENT or MIXED); "+
+			"the rows it changed are not captured", "source", r.src.opts.SourceName, "database", string(e.Schema),
+			"file", r.curFile, "pos", ev.Header.LogPos)
+	}
 	if !r.inTx || r.standalone || isDDL(word) {
 		if !r.inTx {
 			r.begin(ev.Header)
@@ -348,6 +364,14 @@ func firstWord(q string) string {
 		return q
 	}
 	return q[:end]
+}
+
+func isDML(word string) bool {
+	switch word {
+	case "INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD":
+		return true
+	}
+	return false
 }
 
 func isDDL(word string) bool {
@@ -411,13 +435,5 @@ func (e *binlogError) Error() string {
 	if ee := (*replication.EventError)(nil); errors.As(e.err, &ee) && ee.Header != nil {
 		return fmt.Sprintf("mysqlcdc: %s: cannot parse the %v event ending at %d", op, ee.Header.EventType, ee.Header.LogPos)
 	}
-	var keep []string
-	for _, line := range strings.Split(e.err.Error(), "\n") {
-		// Stack frames are "\tfile:line" lines and bare "pkg.Func" lines without spaces.
-		if line == "" || strings.HasPrefix(line, "\t") || !strings.Contains(line, " ") {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	return "mysqlcdc: " + op + ": " + strings.Join(keep, ": ")
+	return "mysqlcdc: " + op + ": " + withoutStack(e.err)
 }

@@ -10,7 +10,7 @@
 // later DDL still be decoded with the columns they were written with. The account needs
 // REPLICATION SLAVE, REPLICATION CLIENT (MariaDB: BINLOG MONITOR), SELECT on the captured tables
 // and INFORMATION_SCHEMA, and, for a MySQL snapshot, RELOAD. Every reader of one server needs its
-// own Options.ServerID.
+// own Options.ServerID (see Failures).
 //
 // # Positioning and checkpoints
 //
@@ -19,9 +19,10 @@
 // positioning, the GTID set executed up to it (MariaDB: one domain-server-sequence per domain,
 // as gtid_binlog_pos spells it). Only the last event of a transaction carries one -- the reader
 // holds each event back until it knows whether the next binlog event commits -- so resuming
-// starts at the beginning of the next transaction and a transaction is never half applied. A
-// stream that loses its binlog connection reconnects from its last commit point and reads an
-// interrupted transaction again from its start (its events repeat with the same versions).
+// starts at the beginning of the next transaction and a transaction is never half applied: a
+// stream reopened from its last checkpoint reads an interrupted transaction again from its
+// start (its events repeat with the same versions). Every checkpoint carries the file and
+// offset of its commit, GTID-positioned ones too (Lag measures with them).
 // Event.TxID is the transaction's GTID (MariaDB "domain-server-sequence", MySQL "uuid:number"),
 // or "file:offset" of its BEGIN without GTIDs; Event.CommitTime is the timestamp of the
 // transaction's GTID event (MySQL 8: its immediate commit timestamp), second precision on MariaDB.
@@ -78,7 +79,10 @@
 // streams from P1: changes between P1 and P2 come again, newer than the rows of the tables read
 // at P1 and older than those read at P2, so both converge. A table interrupted midway is read
 // again in full. Empty tables produce no event (and so no checkpoint). Progress counts rows
-// delivered, not rows acknowledged.
+// delivered, not rows acknowledged. A table altered (or created) after the read view opened
+// cannot be read in it (the server answers "Table definition has changed", 1412): the stream
+// fails with that retryable error, and the reopened stream reads the remaining tables in a
+// new view.
 //
 // # Schemas
 //
@@ -90,17 +94,76 @@
 // catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
 // rebuilt from the table map, keeping the catalog's description of unchanged columns.
 //
-// # Start checks
+// # Captured tables and start checks
 //
-// Open first checks that every captured table exists as spelled (INFORMATION_SCHEMA.TABLES,
-// compared with case: the binlog names tables as they were created, and capture compares them
-// exactly). Otherwise it fails with a *cdc.StartError listing every missing table, with the
-// table of the same name in another case as the fix when there is one. With
-// lower_case_table_names 0 (the default on Linux; the test server's setting) MyOrders and
-// myorders are two tables, both of which may be captured; with 1 the server stores names in
-// lower case, so a configured MyOrders is refused with "did you mean `db`.`myorders`?". The
-// stream implements cdc.TableLister: Tables returns the captured tables' schemas as Open read
-// them, in Options.Tables order.
+// Options.Tables names tables (db.table) or whole databases (db.*, Table AllTables): every
+// table of such a database is captured, those that exist at Open and those created later --
+// a later table is captured from its first row on (its schema is loaded then, and an Info line
+// says so); its CREATE TABLE produces no event. Every table means every table: the shadow
+// tables of online schema change tools (gh-ost's _t_gho, pt-online-schema-change's _t_new)
+// are captured too. A table moved into such a database by RENAME TABLE brings rows that were
+// never captured: only its changes after the rename arrive.
+//
+// Open first checks what no retry can change. The server must log row changes with whole
+// images: log_bin on, binlog_format=ROW and binlog_row_image=FULL globally, or Open fails
+// with a permanent error naming the setting. (A session may still set its own binlog_format:
+// its changes are then logged as statements, which carry no rows; the first such statement a
+// stream meets is reported with a Warn line, its rows are not captured.) Every named table
+// and every database captured whole must exist as spelled (INFORMATION_SCHEMA.TABLES and
+// SCHEMATA, compared with case: the binlog names tables as they were created, and capture
+// compares them exactly); otherwise Open fails with a *cdc.StartError listing every missing
+// table or database, with the name of another case as the fix when there is one. A database
+// without tables is not an error. With lower_case_table_names 0 (the default on Linux; the
+// test server's setting) MyOrders and myorders are two tables, both of which may be captured;
+// with 1 the server stores names in lower case, so a configured MyOrders is refused with "did
+// you mean `db`.`myorders`?".
+//
+// The stream implements cdc.TableLister: Tables returns the schemas of the captured tables
+// that exist at Open, as Open read them, in Options.Tables order (a database's tables in name
+// order at its entry's place). Tables created later are not listed: a sink checks them when
+// their first event arrives. A snapshot reads the captured tables that exist in its read
+// view (listed again once the view is open, so that a table created just before it is read).
+//
+// # Failures
+//
+// A stream reads the binlog over one connection and never reconnects by itself: a lost
+// connection, a server shutting down or restarting, a read timeout end it (Events is closed,
+// Err says why) and a cdc.Runner reopens the source from its stored checkpoint, so one
+// mechanism recovers every source. A stream whose server hangs (a stopped process, a
+// black-holed network) ends too: the server is asked for a heartbeat every Options.Heartbeat
+// while the binlog is idle, and a connection silent for three periods is taken for dead
+// (default 15 s). Nothing blocks without a bound: connecting and logging in are bounded by
+// Options.ConnectTimeout and the context, statements by Options.QueryTimeout, and Close ends
+// every blocked step by closing its socket, so it returns at once also on a hung server.
+//
+// Failures that no reopening can cure are permanent (cdc.IsPermanent), so a runner stops
+// instead of retrying: access denied (server errors 1044, 1045, 1698, 1862, a locked
+// account, a missing privilege 1227, 1142, 1143), an unknown database (1049), a binlog
+// position the server cannot serve (1236 for a file it does not have -- purged, or never
+// existed --, an offset beyond a file's end, GTIDs it purged, never logged or that run ahead
+// of its own: the fix is a new snapshot into a fresh destination), the binlog settings above,
+// a missing table or database, and a checkpoint this source cannot use. A second reader
+// registering with the same server id displaces the first (MariaDB's error 4052, MySQL's
+// 1236 "same server_uuid/server_id"); the displaced stream's error is permanent, naming the
+// id: retrying would displace the other reader in turn, for ever. A reader's own reconnect or
+// restart is not affected: the server displaces the dead connection, not the new one.
+// Everything else -- any error this package does not recognize included -- is retryable: a
+// wrong guess costs a reconnect, never data. A failure is logged once, by whoever reads Err;
+// this package logs it only at Debug, and go-mysql's own messages two levels lower than it
+// gives them.
+//
+// # Lag
+//
+// Source implements cdc.LagReporter. Lag opens a short-lived connection of its own (bounded
+// by its context), reads the binlog's end (SHOW BINLOG STATUS on MariaDB 10.5.2 and later,
+// SHOW BINARY LOG STATUS on MySQL 8.2 and later, SHOW MASTER STATUS before) and the binlog
+// files with their sizes (SHOW BINARY LOGS), and reports positions as binlog file sequence
+// number << 32 | offset: Head is the binlog's end, Applied the checkpoint's commit position,
+// Bytes the binlog between them across file rotations. Without a checkpoint Applied is 0 and
+// Bytes the whole binlog the server retains (all of it lies ahead of a pipeline that has not
+// started). Retained is -1: binlogs are kept by the server's expiry, not for a reader. A
+// checkpoint whose file the server no longer lists (purged), or that lies beyond the binlog's
+// end (another server, RESET MASTER), makes Lag fail.
 //
 // # Truncate
 //

@@ -5,16 +5,16 @@ import (
 	"log/slog"
 )
 
-// libraryLogger wraps the user's logger for go-mysql's own messages, one level lower: it logs
-// every connection at Info and every dropped connection at Error, both of which this package
-// handles and reports itself.
+// libraryLogger wraps the user's logger for go-mysql's own messages, two levels lower (its
+// errors at Info, its Info below Debug): it logs every connection at Info and every dropped
+// connection at Error, and this package reports its failures itself, once, through Err.
 func libraryLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(demoted{l.Handler()})
 }
 
 type demoted struct{ h slog.Handler }
 
-func lower(l slog.Level) slog.Level { return l - 4 }
+func lower(l slog.Level) slog.Level { return l - 8 }
 
 func (d demoted) Enabled(ctx context.Context, l slog.Level) bool { return d.h.Enabled(ctx, lower(l)) }
 

@@ -47,7 +47,7 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	}
 	name := TableName{Database: string(e.Table.Schema), Table: string(e.Table.Table)}
 	first := r.txRows
-	if !r.src.captured[name] {
+	if !r.src.captures(name) {
 		if deferred {
 			n, ok := countRows(e.Table, e, pair, body)
 			if ok {
@@ -207,6 +207,13 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 		return nil, err
 	}
 	r.tables[name] = t
+	if !r.known[name] {
+		// A table of a database captured whole, created after Open: from now on it is
+		// captured like the others (a sink checks it on its first event).
+		r.known[name] = true
+		r.src.log.Info("mysqlcdc: capturing a table that appeared after the stream opened",
+			"source", r.src.opts.SourceName, "table", id.String())
+	}
 	if t.agrees(tm, r.src.opts.Flavor) {
 		return t, nil
 	}

@@ -21,6 +21,7 @@ type snapshot struct {
 	start   checkpoint // where streaming continues after the snapshot: at, unless resumed
 	version int64      // every snapshot row's version, derived from at
 	done    []TableName
+	tables  []TableName // the captured tables that exist in the read view, in capture order
 }
 
 // resume continues the interrupted snapshot whose checkpoint is c: the tables it completed are
@@ -47,6 +48,7 @@ func beginSnapshot(ctx context.Context, src *Source) (_ *snapshot, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer closeOnDone(ctx, conn)()
 	defer func() {
 		if err != nil {
 			quit(conn)
@@ -160,7 +162,7 @@ func (s *snapshot) run(ctx context.Context, st *stream, r *reader) error {
 	socket := s.conn.Conn.Conn
 	defer context.AfterFunc(ctx, func() { _ = socket.Close() })()
 	pos := Position{File: s.at.File, Pos: s.at.Pos, GTID: s.at.GTID, Read: true, version: s.version}
-	tables := s.src.opts.Tables
+	tables := s.tables
 	done := make(map[TableName]bool, len(s.done))
 	for _, t := range s.done {
 		done[t] = true

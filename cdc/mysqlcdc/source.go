@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/tributary-dev/tributary/cdc"
 )
 
@@ -41,17 +39,26 @@ const (
 	PositionFile
 )
 
-// TableName names a captured table.
+// TableName names a captured table, or with Table AllTables every table of a database.
 type TableName struct {
 	Database string `json:"db"`
 	Table    string `json:"table"`
 }
 
+// AllTables as a TableName's Table captures every table of its database: those that exist at
+// Open and those created later.
+const AllTables = "*"
+
+// String is "db.table", or "db.*" for a database captured whole.
+func (t TableName) String() string { return t.Database + "." + t.Table }
+
 // Options configures a Source. The zero value of each field means its default.
 type Options struct {
-	// Tables are the captured tables; at least one is required. Changes of other tables are
-	// read from the binlog and dropped. Names are exact: Open refuses a table that does not
-	// exist as spelled (see Open).
+	// Tables are the captured tables; at least one entry is required. An entry whose Table is
+	// AllTables ("db.*") captures every table of the database, including tables created
+	// later. Changes of other tables are read from the binlog and dropped. Names are exact:
+	// Open refuses a table or a database that does not exist as spelled (see Open); a
+	// database without tables is not an error.
 	Tables []TableName
 	// Flavor is the server's kind. Default MariaDB.
 	Flavor Flavor
@@ -69,16 +76,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Buffer is the number of events a stream reads ahead of its consumer. Default 1024.
 	Buffer int
-	// ConnectTimeout bounds each connection attempt. Default 10s.
+	// ConnectTimeout bounds each connection attempt, handshake and login included. Default 10s.
 	ConnectTimeout time.Duration
 	// QueryTimeout bounds each read and write on query connections. Default 2m.
 	QueryTimeout time.Duration
 	// Heartbeat is the period the server is asked to send heartbeats at while the binlog is
-	// idle; a binlog connection silent for four periods is considered dead. Default 10s.
+	// idle; a binlog connection silent for three periods is dead and ends the stream.
+	// Default 5s.
 	Heartbeat time.Duration
-	// MaxRetries is how many consecutive failed binlog connection attempts a stream makes
-	// before it fails. Default 8.
-	MaxRetries int
 	// Now is the clock for snapshot rates. Default time.Now.
 	Now func() time.Time
 }
@@ -93,7 +98,8 @@ type Source struct {
 	password string
 	opts     Options
 	log      *slog.Logger
-	captured map[TableName]bool
+	captured map[TableName]bool // tables named in Options.Tables
+	wholeDBs map[string]bool    // databases captured whole (AllTables)
 }
 
 var (
@@ -155,27 +161,33 @@ func New(addr, user, password string, opts Options) (*Source, error) {
 		opts.QueryTimeout = 2 * time.Minute
 	}
 	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = 10 * time.Second
-	}
-	if opts.MaxRetries <= 0 {
-		opts.MaxRetries = 8
+		opts.Heartbeat = 5 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	captured := make(map[TableName]bool, len(opts.Tables))
+	wholeDBs := map[string]bool{}
 	for _, t := range opts.Tables {
 		if t.Database == "" || t.Table == "" {
 			return nil, errors.New("mysqlcdc: a captured table lacks its database or name")
 		}
-		captured[t] = true
+		if t.Table == AllTables {
+			wholeDBs[t.Database] = true
+		} else {
+			captured[t] = true
+		}
 	}
 	opts.Tables = append([]TableName(nil), opts.Tables...)
 	return &Source{
 		addr: addr, host: host, port: uint16(port), user: user, password: password,
-		opts: opts, log: opts.Logger, captured: captured,
+		opts: opts, log: opts.Logger, captured: captured, wholeDBs: wholeDBs,
 	}, nil
 }
+
+// captures reports whether a table's changes are captured: named in Options.Tables, or in a
+// database captured whole. Names compare exactly, as the binlog spells them.
+func (s *Source) captures(t TableName) bool { return s.captured[t] || s.wholeDBs[t.Database] }
 
 // tableID is the cdc identity of a captured table.
 func (s *Source) tableID(t TableName) cdc.TableID {
@@ -193,45 +205,38 @@ func (s *Source) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSche
 	return t.schema, nil
 }
 
-// connect opens a query connection with bounded reads and writes.
-func (s *Source) connect(ctx context.Context) (*client.Conn, error) {
-	conn, err := client.ConnectWithContext(ctx, s.addr, s.user, s.password, "", s.opts.ConnectTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("mysqlcdc: connect to %s: %w", s.addr, err)
-	}
-	conn.ReadTimeout = s.opts.QueryTimeout
-	conn.WriteTimeout = s.opts.QueryTimeout
-	return conn, nil
-}
-
-// quit ends a connection politely (COM_QUIT), so the server does not count an aborted client.
-func quit(conn *client.Conn) {
-	if err := conn.Quit(); err != nil {
-		_ = conn.Close()
-	}
-}
-
 // Open starts a stream: after cp when it is set; otherwise with a snapshot or from the server's
-// current position, as Options.Snapshot says. A captured table that does not exist as spelled
-// fails Open with a *cdc.StartError naming each such table (and the table of another case,
-// when there is one), before anything else happens. The stream implements cdc.TableLister.
+// current position, as Options.Snapshot says. Before anything else it checks what no retry
+// can change: a server without a ROW binlog of FULL images fails Open with a permanent error,
+// and a captured table or database that does not exist as spelled with a *cdc.StartError
+// naming each (and the name of another case, when there is one). The stream implements
+// cdc.TableLister. Open's and the stream's failures are permanent (cdc.IsPermanent) when no
+// reopening can cure them (see the package documentation); the others are retryable.
 func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
-	if err := s.checkTables(ctx); err != nil {
+	st, err := s.open(ctx, cp)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	return st, nil
+}
+
+func (s *Source) open(ctx context.Context, cp cdc.Checkpoint) (*stream, error) {
+	tables, err := s.preflight(ctx)
+	if err != nil {
 		return nil, err
 	}
 	st := newStream(s)
 	r := newReader(st)
 	var snap *snapshot
-	var err error
 	switch {
 	case cp != nil:
 		var c checkpoint
 		c, err = decodeCheckpoint(cp)
 		if err != nil {
-			return nil, err
+			return nil, cdc.Permanent(err)
 		}
 		if c.UseGTID != (s.opts.Positioning == PositionGTID) {
-			return nil, errors.New("mysqlcdc: the checkpoint was made with another positioning; versions would not compare")
+			return nil, cdc.Permanent(errors.New("mysqlcdc: the checkpoint was made with another positioning; versions would not compare"))
 		}
 		if c.Snapshot != nil {
 			// An interrupted snapshot: the remaining tables are read in a new read view, and
@@ -246,7 +251,7 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 			if snap != nil {
 				snap.abort()
 			}
-			return nil, err
+			return nil, cdc.Permanent(err)
 		}
 	case s.opts.Snapshot == cdc.SnapshotInitial:
 		if snap, err = beginSnapshot(ctx, s); err != nil {
@@ -265,16 +270,28 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 			return nil, err
 		}
 	}
+	if snap != nil {
+		// The tables as of the read view: a table created between the check above and the
+		// view has rows before the view that only the snapshot can deliver.
+		stop := closeOnDone(ctx, snap.conn)
+		tables, err = s.resolveTables(ctx, snap.conn, false)
+		stop()
+		if err != nil {
+			snap.abort()
+			return nil, err
+		}
+		snap.tables = tables
+	}
 	// Schemas as of now, so that rows streamed later are read with the columns they were
 	// written with rather than with a later DDL's.
-	if err := r.preload(ctx); err != nil {
+	if err := r.preload(ctx, tables); err != nil {
 		if snap != nil {
 			snap.abort()
 		}
 		r.cat.close()
 		return nil, err
 	}
-	for _, name := range s.opts.Tables {
+	for _, name := range tables {
 		if t := r.tables[name]; t != nil {
 			st.tables = append(st.tables, t.schema)
 		}
@@ -298,6 +315,7 @@ func (s *Source) currentPosition(ctx context.Context) (checkpoint, error) {
 		return checkpoint{}, err
 	}
 	defer quit(conn)
+	defer closeOnDone(ctx, conn)()
 	c := checkpoint{UseGTID: s.opts.Positioning == PositionGTID}
 	file, pos, executed, err := binlogStatus(conn)
 	if err != nil {
@@ -316,24 +334,4 @@ func (s *Source) currentPosition(ctx context.Context) (checkpoint, error) {
 		}
 	}
 	return c, nil
-}
-
-// binlogStatus returns the binlog's end: file, offset and (MySQL) the executed GTID set. The
-// statement's name changed across versions, so each spelling is tried.
-func binlogStatus(conn *client.Conn) (file string, pos uint32, executed string, err error) {
-	for _, q := range []string{"SHOW BINLOG STATUS", "SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"} {
-		r, qerr := conn.Execute(q)
-		if qerr != nil {
-			err = qerr
-			continue
-		}
-		if r.RowNumber() == 0 {
-			return "", 0, "", errors.New("mysqlcdc: the server has no binlog (log_bin is off)")
-		}
-		file, _ = r.GetStringByName(0, "File")
-		p, _ := r.GetUintByName(0, "Position")
-		executed, _ = r.GetStringByName(0, "Executed_Gtid_Set")
-		return file, uint32(p), executed, nil
-	}
-	return "", 0, "", fmt.Errorf("mysqlcdc: read binlog status: %w", err)
 }

@@ -26,8 +26,9 @@ func newStream(src *Source) *stream {
 	return &stream{src: src, events: make(chan cdc.Event, src.opts.Buffer), done: make(chan struct{})}
 }
 
-// start runs body in the stream's goroutine; its error (unless the stream was closed) becomes
-// Err, and Events is closed when it returns.
+// start runs body in the stream's goroutine; its error (unless the stream was closed),
+// classified, becomes Err, and Events is closed when it returns. The failure is only logged
+// at Debug: whoever reads Err (a cdc.Runner) reports it, once.
 func (s *stream) start(body func(ctx context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -38,8 +39,9 @@ func (s *stream) start(body func(ctx context.Context) error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.closed && err != nil {
-			s.err = err
-			s.src.log.Error("mysqlcdc: stream failed", "source", s.src.opts.SourceName, "error", err)
+			s.err = s.src.classify(err)
+			s.src.log.Debug("mysqlcdc: stream ended", "source", s.src.opts.SourceName, "error", s.err,
+				"permanent", cdc.IsPermanent(s.err))
 		}
 	}()
 }
@@ -94,6 +96,8 @@ func (s *stream) setProgress(f func(p *cdc.SnapshotProgress)) {
 	f(&s.progress)
 }
 
+// Close ends the stream and returns once its goroutine has: every blocking step it may be in
+// ends when its socket is closed, so Close does not wait for a hung server.
 func (s *stream) Close() error {
 	s.mu.Lock()
 	already := s.closed

@@ -23,7 +23,7 @@ func (r *reader) truncate(ctx context.Context, h *replication.EventHeader, e *re
 			"source", r.src.opts.SourceName, "file", r.curFile, "pos", h.LogPos)
 		return nil
 	}
-	if !r.src.captured[name] {
+	if !r.src.captures(name) {
 		return nil
 	}
 	id := r.src.tableID(name)
