@@ -156,6 +156,9 @@ func fieldDiff(src string, k colKind, sql *string, raw json.RawMessage) string {
 		return "want null, got " + got
 	}
 	want := *sql
+	if got == "null" {
+		return fmt.Sprintf("want %q, got null", want)
+	}
 	switch {
 	case k == kInt, k == kBool && src == "mariadb":
 		if got != want {
