@@ -49,7 +49,7 @@ func newSchedule(seed uint64) schedule {
 	r := rand.New(rand.NewPCG(seed, 0x50a1c))
 	s := schedule{seed: seed, spec: caseSpec{source: pick(r, "postgres", "mariadb"), engine: pick(r, es, ops), proxied: true, seed: seed}}
 	secs := func(lo, hi int) time.Duration {
-		return time.Duration(lo*1000+r.IntN((hi-lo)*1000+1)) * time.Millisecond
+		return time.Duration(lo*10+r.IntN((hi-lo)*10+1)) * 100 * time.Millisecond
 	}
 	for range 1 + r.IntN(3) {
 		var f fault
