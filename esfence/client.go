@@ -11,11 +11,9 @@ import (
 	"strconv"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
-)
 
-// maxAnswerBytes bounds how much of an answer is read; a GET of one index with a large mapping
-// stays far below it.
-const maxAnswerBytes = 64 << 20
+	"github.com/tributary-dev/tributary/internal/search"
+)
 
 // answer is one fully read response.
 type answer struct {
@@ -46,33 +44,13 @@ func (e *ServerError) Error() string {
 	return s
 }
 
+// Class is the class of the error's status (internal/search).
+func (e *ServerError) Class() search.Class { return search.StatusClass(e.Status) }
+
 // serverError reads the error types of a failed answer, leaving the reason texts out.
 func (a answer) serverError(request string) *ServerError {
-	e := &ServerError{Request: request, Status: a.status}
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(a.body, &env) != nil {
-		return e
-	}
-	type cause struct {
-		Type     string          `json:"type"`
-		CausedBy json.RawMessage `json:"caused_by"`
-	}
-	var c cause
-	if json.Unmarshal(env.Error, &c) != nil {
-		return e // some endpoints answer with a bare string
-	}
-	e.Type = c.Type
-	for raw := c.CausedBy; len(raw) > 0 && len(e.CausedBy) < 8; {
-		var next cause
-		if json.Unmarshal(raw, &next) != nil || next.Type == "" {
-			break
-		}
-		e.CausedBy = append(e.CausedBy, next.Type)
-		raw = next.CausedBy
-	}
-	return e
+	info := search.ParseError(a.body)
+	return &ServerError{Request: request, Status: a.status, Type: info.Type, CausedBy: info.CausedBy}
 }
 
 // do sends one request. Transport failures are returned as errors; HTTP errors are answers.
@@ -82,16 +60,13 @@ func (f *Fence) do(ctx context.Context, what string, req esapi.Request) (answer,
 		ctx, cancel = context.WithTimeout(ctx, f.opts.Timeout)
 		defer cancel()
 	}
-	res, err := req.Do(ctx, f.tp)
+	a, err := search.Do(ctx, f.tp, req)
 	if err != nil {
 		return answer{}, fmt.Errorf("esfence: %s: %w", what, err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes))
-	if err != nil {
-		return answer{}, fmt.Errorf("esfence: %s: reading the answer: %w", what, err)
-	}
-	return answer{status: res.StatusCode, body: body}, nil
+	defer a.Release()
+	// Claims are rare; their answers are kept as copies rather than pooled.
+	return answer{status: a.Status, body: bytes.Clone(a.Body)}, nil
 }
 
 func jsonBody(v any) io.Reader {

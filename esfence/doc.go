@@ -18,7 +18,9 @@
 //
 // Writes between claims make no ownership request: the cluster enforces the fence. A refusal
 // is a *[ConflictError] (test with errors.Is against a [Class] or [ErrDestinationConflict]);
-// any other error (transport, server, state store) may be retried.
+// any other error (transport, server, state store) may be retried: a failed answer is a
+// *[ServerError], whose Class (internal/search: overloaded, unavailable, auth, ...) says
+// whether sending it again can help.
 //
 // # The index
 //
@@ -131,6 +133,8 @@
 // # Engines
 //
 // The same requests work on Elasticsearch 8 and OpenSearch 2 through esapi on a bare
-// elastictransport client (no product check). The tests run every refusal class and every
-// clone and restore scenario against both.
+// elastictransport client (no product check), sent and read by internal/search. The tests run
+// every refusal class and every clone and restore scenario against both; what the servers
+// cannot be made to do (refuse a privilege, drop a connection) is played by the shared fake
+// node (internal/search/searchtest).
 package esfence

@@ -3,31 +3,34 @@ package esfence
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/tributary-dev/tributary/internal/search"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
-// stubTransport answers by path; what the real servers cannot be made to do (refuse the
-// sink's user a privilege, drop the connection) is played here.
-type stubTransport map[string]func() (*http.Response, error)
+// What the real servers cannot be made to do (refuse the sink's user a privilege, drop the
+// connection, hide a setting) is played by the shared fake node.
 
-func (s stubTransport) Perform(req *http.Request) (*http.Response, error) {
-	for prefix, answer := range s {
-		if strings.HasPrefix(req.URL.Path, prefix) {
-			return answer()
+// fakeFence is a Fence of a fake node whose answers at the given paths are replaced.
+func fakeFence(t *testing.T, answers map[string]*searchtest.Reply) (*Fence, *searchtest.Cluster) {
+	t.Helper()
+	c := searchtest.New(t, nil)
+	c.Intercept(func(r *searchtest.Request) *searchtest.Reply {
+		for prefix, a := range answers {
+			if strings.HasPrefix(r.Path, prefix) {
+				return a
+			}
 		}
+		return nil
+	})
+	f, err := New(c.Client(t), statestore.NewMemory(), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return reply(http.StatusNotFound, `{}`)()
-}
-
-func reply(status int, body string) func() (*http.Response, error) {
-	return func() (*http.Response, error) {
-		return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}, nil
-	}
+	return f, c
 }
 
 func stubDest() Destination {
@@ -36,16 +39,11 @@ func stubDest() Destination {
 }
 
 func TestSettingNotReadable(t *testing.T) {
-	tp := stubTransport{
-		"/_cluster/state":    reply(200, `{"metadata":{"cluster_uuid":"abc"}}`),
-		"/_cluster/settings": reply(403, `{"error":{"type":"security_exception","reason":"action [cluster:monitor/settings] is unauthorized for user [sink] with secret"}}`),
-	}
-	f, err := New(tp, statestore.NewMemory(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := fakeFence(t, map[string]*searchtest.Reply{
+		"/_cluster/settings": searchtest.Status(403, `{"error":{"type":"security_exception","reason":"action [cluster:monitor/settings] is unauthorized for user [sink] with secret"}}`),
+	})
 	d := stubDest()
-	_, err = f.Ensure(context.Background(), d)
+	_, err := f.Ensure(context.Background(), d)
 	wantRefusal(t, err, FencingUnenforced, d)
 	if strings.Contains(err.Error(), "secret") {
 		t.Fatalf("the server's reason text leaked into %q", err)
@@ -53,15 +51,20 @@ func TestSettingNotReadable(t *testing.T) {
 }
 
 func TestTransportFailureIsNoRefusal(t *testing.T) {
-	down := errors.New("connection refused")
-	tp := stubTransport{"/": func() (*http.Response, error) { return nil, down }}
-	f, err := New(tp, statestore.NewMemory(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.Ensure(context.Background(), stubDest())
-	if !errors.Is(err, down) || errors.Is(err, ErrDestinationConflict) {
+	f, _ := fakeFence(t, map[string]*searchtest.Reply{"/": searchtest.Drop()})
+	_, err := f.Ensure(context.Background(), stubDest())
+	var se *ServerError
+	if err == nil || errors.Is(err, ErrDestinationConflict) || errors.As(err, &se) || search.ErrorClass(err) != search.Unavailable {
 		t.Fatalf("got %v, want the transport error and no refusal", err)
+	}
+}
+
+func TestServerErrorIsNoRefusal(t *testing.T) {
+	f, _ := fakeFence(t, map[string]*searchtest.Reply{"/_cluster/state": searchtest.ErrorAnswer(503, "cluster_block_exception")})
+	_, err := f.Ensure(context.Background(), stubDest())
+	var se *ServerError
+	if !errors.As(err, &se) || errors.Is(err, ErrDestinationConflict) || se.Class() != search.Unavailable || se.Type != "cluster_block_exception" {
+		t.Fatalf("got %v, want a *ServerError of class unavailable and no refusal", err)
 	}
 }
 
@@ -71,11 +74,7 @@ func TestSettingHiddenOrOdd(t *testing.T) {
 		"not_string": `{"persistent":{"action":{"auto_create_index":["-df-w-*"]}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			tp := stubTransport{
-				"/_cluster/state":    reply(200, `{"metadata":{"cluster_uuid":"abc"}}`),
-				"/_cluster/settings": reply(200, settings),
-			}
-			f, _ := New(tp, statestore.NewMemory(), nil)
+			f, _ := fakeFence(t, map[string]*searchtest.Reply{"/_cluster/settings": searchtest.Status(200, settings)})
 			d := stubDest()
 			_, err := f.Ensure(context.Background(), d)
 			wantRefusal(t, err, FencingUnenforced, d)
@@ -84,7 +83,7 @@ func TestSettingHiddenOrOdd(t *testing.T) {
 }
 
 func TestDestinationValidation(t *testing.T) {
-	f, _ := New(stubTransport{}, statestore.NewMemory(), nil)
+	f, c := fakeFence(t, nil)
 	for _, mutate := range []func(*Destination){
 		func(d *Destination) { d.Index = "Orders" },
 		func(d *Destination) { d.Index = "orders*" },
@@ -101,4 +100,33 @@ func TestDestinationValidation(t *testing.T) {
 			t.Errorf("destination %+v: %v, want a validation error", d, err)
 		}
 	}
+	if n := len(c.Requests()); n != 0 {
+		t.Fatalf("%d requests sent for invalid destinations", n)
+	}
+}
+
+// A claim on the fake creates the index with marker and write alias, and a second claim
+// rotates the alias: the fake plays the protocol the server tests pin.
+func TestFakeClaimAndRotate(t *testing.T) {
+	f, c := fakeFence(t, nil)
+	d := stubDest()
+	claim, err := f.Ensure(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := c.Index(d.Index)
+	if ix == nil || !ix.Aliases[claim.WriteAlias()] || ix.Mappings["_meta"] == nil {
+		t.Fatalf("index after the claim: %+v", ix)
+	}
+	next, err := f.Reclaim(context.Background(), claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix := c.Index(d.Index); len(ix.Aliases) != 1 || !ix.Aliases[next.WriteAlias()] {
+		t.Fatalf("aliases after the reclaim: %v", ix.Aliases)
+	}
+	// A claim made from the old one's state is fenced.
+	c.EditIndex(d.Index, func(ix *searchtest.Index) { clear(ix.Aliases) })
+	_, err = f.Fields(context.Background(), next)
+	wantRefusal(t, err, Fenced, d)
 }

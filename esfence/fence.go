@@ -47,9 +47,9 @@ type Fence struct {
 }
 
 // New returns a Fence that talks to the cluster through tp and keeps ownership records in
-// state. tp is any esapi.Transport, typically an *elastictransport.Client, which has no product
-// check and so talks to OpenSearch too; it should not retry on its own, so that a claim's alias
-// rotation is sent once and its outcome is judged by the next claim.
+// state. tp is any esapi.Transport, typically the client internal/search builds (an
+// *elastictransport.Client: no product check, so it talks to OpenSearch too, and no retries,
+// so that a claim's alias rotation is sent once and its outcome is judged by the next claim).
 func New(tp esapi.Transport, state statestore.Store, opts *Options) (*Fence, error) {
 	if tp == nil || state == nil {
 		return nil, errors.New("esfence: nil transport or state store")

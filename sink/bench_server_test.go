@@ -103,14 +103,14 @@ func BenchmarkSinkVsBaselines(b *testing.B) {
 				k.recycle(acts, chunks) // as Write does: the sink's buffers stay warm
 				return func() {
 					for _, body := range bodies {
-						st, _, ans, err := k.bulk(ctx, body)
-						if err != nil || st != 200 {
-							b.Fatalf("replay: %v %d", err, st)
+						ans, err := k.bulk(ctx, body)
+						if err != nil || ans.Status != 200 {
+							b.Fatalf("replay: %v %v", err, ans)
 						}
-						if errs, _ := answerHasErrors(ans.Bytes()); errs {
+						if errs, _ := answerHasErrors(ans.Body); errs {
 							b.Fatal("replay: item errors")
 						}
-						putAnswer(ans)
+						ans.Release()
 					}
 				}
 			}},
@@ -358,7 +358,7 @@ func (c *cannedCluster) Perform(r *http.Request) (*http.Response, error) {
 // It is the part of the end-to-end time each client controls; against a real node on
 // loopback the cluster's indexing dominates both (BenchmarkSinkVsBaselines).
 func BenchmarkSinkClientCPU(b *testing.B) {
-	tp := &cannedCluster{fakeCluster: newFakeCluster(), answers: map[[2]int][]byte{}}
+	tp := &cannedCluster{fakeCluster: newFakeCluster(b), answers: map[[2]int][]byte{}}
 	k, err := New(Config{ID: "bench", URL: "http://fake.invalid:9200", Index: "bench", Auth: Auth{Type: AuthNone}},
 		Options{Pipeline: "p", State: statestore.NewMemory(), Transport: tp, Engine: estest.Ptr(Elasticsearch)})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/search"
 )
 
 // span is one action's bytes in a chunk's body.
@@ -203,23 +203,22 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 	backoff := s.opts.ItemRetryBackoff
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		status, hdr, abuf, err := s.bulk(ctx, body)
-		st := BulkStats{Actions: len(spans), Bytes: len(body), Status: status, Duration: time.Since(start)}
+		ans, err := s.bulk(ctx, body)
+		st := BulkStats{Actions: len(spans), Bytes: len(body), Duration: time.Since(start)}
 		if err != nil {
 			s.observer().BulkDone(st)
-			if ctx.Err() != nil {
-				o.fatal = ctx.Err()
+			// Connection loss or timeout: nothing durable can be said (transportError also
+			// makes the next Write claim again first, as after any reconnect).
+			err = s.transportError(ctx, "_bulk", err)
+			if errors.As(err, &o.bp) {
 				return o
 			}
-			// Connection loss or timeout: nothing durable can be said. The next Write
-			// claims again first, as after any reconnect.
-			s.stale.Store(true)
-			o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: _bulk: %w", s.cfg.ID, err)}
+			o.fatal = err
 			return o
 		}
-		ans := abuf.Bytes()
-		retry, done := s.judge(ctx, &o, status, hdr, ans, spans, &st)
-		putAnswer(abuf)
+		st.Status = ans.Status
+		retry, done := s.judge(ctx, &o, ans.Status, ans.Header, ans.Body, spans, &st)
+		ans.Release()
 		s.observer().BulkDone(st)
 		if done {
 			return o
@@ -261,12 +260,7 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 		return nil, true
 	}
 	if status != http.StatusOK {
-		err := statusError(s.cfg.ID, "_bulk", status)
-		var bp *cdc.BackpressureError
-		if errors.As(err, &bp) {
-			bp.RetryAfter = retryAfter(hdr)
-			o.bp = bp
-		} else {
+		if err := s.statusError("_bulk", status, hdr); !errors.As(err, &o.bp) {
 			o.fatal = err
 		}
 		return nil, true
@@ -406,13 +400,12 @@ func (s *Sink) lostDestination(ctx context.Context, a *action) error {
 	detail := "the write alias is gone: another claim rotated the fence"
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
-	if res, err := (esapi.IndicesExistsRequest{Index: []string{a.index}}).Do(cctx, s.tp); err == nil {
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode == http.StatusNotFound {
+	if ans, err := search.Do(cctx, s.tp, esapi.IndicesExistsRequest{Index: []string{a.index}}); err == nil {
+		if ans.Status == http.StatusNotFound {
 			class = esfence.DestinationMissing
 			detail = "the index was deleted; it is never recreated (delete the pipeline to start over)"
 		}
+		ans.Release()
 	}
 	return &esfence.ConflictError{Class: class, Index: a.index, Table: a.table, Detail: detail}
 }
@@ -481,33 +474,12 @@ var requireAlias = true
 // order, and "errors" still comes before "items".
 var bulkAnswerFields = []string{"errors", "items.*.status", "items.*.error.type", "items.*.error.caused_by.type"}
 
-var answerPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// bulk sends one _bulk request and reads the whole answer into a pooled buffer, which the
-// caller returns with putAnswer once done with it.
-func (s *Sink) bulk(ctx context.Context, body []byte) (int, http.Header, *bytes.Buffer, error) {
+// bulk sends one _bulk request and reads the whole answer (pooled: the caller releases it).
+func (s *Sink) bulk(ctx context.Context, body []byte) (search.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
-	req := esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias, Refresh: s.cfg.Refresh,
-		FilterPath: bulkAnswerFields}
-	res, err := req.Do(ctx, s.tp)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer res.Body.Close()
-	buf := answerPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	if _, err := buf.ReadFrom(res.Body); err != nil {
-		putAnswer(buf)
-		return 0, nil, nil, err
-	}
-	return res.StatusCode, res.Header, buf, nil
-}
-
-func putAnswer(b *bytes.Buffer) {
-	if b != nil && b.Cap() <= 16<<20 { // a huge answer is left to the collector
-		answerPool.Put(b)
-	}
+	return search.Do(ctx, s.tp, esapi.BulkRequest{Body: bytes.NewReader(body), RequireAlias: &requireAlias,
+		Refresh: s.cfg.Refresh, FilterPath: bulkAnswerFields})
 }
 
 // appendJSONText appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as

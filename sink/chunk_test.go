@@ -17,7 +17,7 @@ func TestBatchSplitsWithinBounds(t *testing.T) {
 		batch Batch
 	}{{"max_docs", Batch{MaxDocs: 7}}, {"max_bytes", Batch{MaxBytes: 1024}}} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFakeCluster()
+			f := newFakeCluster(t)
 			rec := &recorder{}
 			k := fakeSink(t, f, Config{Batch: c.batch, Concurrency: 3}, Options{Observer: rec})
 			sch := ordersSchema("orders")
@@ -45,13 +45,13 @@ func TestBatchSplitsWithinBounds(t *testing.T) {
 					t.Fatalf("%d bytes in a request of %d actions, max_bytes %d", b.Bytes, b.Actions, c.batch.MaxBytes)
 				}
 			}
-			ix := f.index(indexOf(t, k, "orders"))
-			if total != 50 || len(ix.docs) != 50 {
-				t.Fatalf("%d actions sent, %d documents, want 50", total, len(ix.docs))
+			ix := f.Index(indexOf(t, k, "orders"))
+			if total != 50 || len(ix.Docs) != 50 {
+				t.Fatalf("%d actions sent, %d documents, want 50", total, len(ix.Docs))
 			}
 			for i := int64(1); i <= 50; i++ {
-				if d := ix.docs[strconv.FormatInt(i, 10)]; d.version != i {
-					t.Fatalf("row %d at version %d", i, d.version)
+				if d := ix.Docs[strconv.FormatInt(i, 10)]; d.Version != i {
+					t.Fatalf("row %d at version %d", i, d.Version)
 				}
 			}
 		})

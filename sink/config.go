@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -12,62 +11,17 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tributary-dev/tributary/internal/yamlenv"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
-// Secret is a credential from the configuration. Every way of printing it (fmt verbs, JSON,
-// YAML) shows only whether it is set, so a Config can be logged as a whole without leaking.
-type Secret string
-
-const redacted = "[redacted]"
-
-func (s Secret) show() string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// String hides the value.
-func (s Secret) String() string { return s.show() }
-
-// GoString hides the value from %#v.
-func (s Secret) GoString() string { return `"` + s.show() + `"` }
-
-// Format hides the value from every fmt verb, %x and %q included.
-func (s Secret) Format(f fmt.State, verb rune) {
-	if verb == 'v' && f.Flag('#') {
-		_, _ = f.Write([]byte(s.GoString()))
-		return
-	}
-	_, _ = f.Write([]byte(s.show()))
-}
-
-// MarshalJSON hides the value.
-func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.show()) }
-
-// MarshalYAML hides the value.
-func (s Secret) MarshalYAML() (any, error) { return s.show(), nil }
+// Secret is a credential from the configuration (internal/config): every way of printing it
+// shows only whether it is set, so a Config can be logged as a whole without leaking.
+type Secret = config.Secret
 
 // Duration is a time.Duration written as Go duration text ("30s", "24h") in YAML.
-type Duration time.Duration
+type Duration = config.Duration
 
-// UnmarshalYAML reads "30s"-style text.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: a duration is text such as \"30s\"", n.Line)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("line %d: not a duration (use e.g. \"30s\", \"24h\")", n.Line)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes Go duration text.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+const redacted = config.Redacted
 
 // Auth types.
 const (
@@ -201,16 +155,13 @@ type entry struct {
 // An unset variable is an error naming it; "$${" writes a literal "${". Unknown keys are
 // errors, so a misspelt option is not silently ignored. Errors never quote values.
 func ParseConfig(b []byte) (Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
-	}
-	if err := yamlenv.ExpandNode(&root); err != nil {
+	root, err := config.Parse(b)
+	if err != nil {
 		return Config{}, fmt.Errorf("sink config: %w", err)
 	}
 	var e entry
 	if err := root.Decode(&e); err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
+		return Config{}, fmt.Errorf("sink config: %w", config.ScrubYAMLError(err))
 	}
 	if e.Type != "elasticsearch" {
 		return Config{}, errors.New("sink config: type must be \"elasticsearch\"")
@@ -219,40 +170,13 @@ func ParseConfig(b []byte) (Config, error) {
 		return Config{}, errors.New("sink config: missing config:")
 	}
 	var c Config
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	if err := enc.Encode(&e.Config); err != nil {
+	if err := config.Decode(&e.Config, &c); err != nil {
 		return Config{}, fmt.Errorf("sink config: %w", err)
-	}
-	dec := yaml.NewDecoder(&buf)
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", scrubYAMLError(err))
 	}
 	if err := c.Normalize(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
-}
-
-// scrubYAMLError keeps yaml's messages (line numbers, field names) but they can quote a
-// scalar that failed to decode; after expansion that scalar may be a secret, so type errors
-// are cut to their structural part.
-func scrubYAMLError(err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		out := make([]string, len(te.Errors))
-		for i, m := range te.Errors {
-			if j := strings.Index(m, "cannot unmarshal"); j >= 0 {
-				if k := strings.Index(m[j:], "`"); k >= 0 {
-					m = m[:j] + "a value of the wrong type cannot be read"
-				}
-			}
-			out[i] = m
-		}
-		return errors.New(strings.Join(out, "; "))
-	}
-	return err
 }
 
 // AutoCreate reports auto_create_index with its default (true).

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -38,14 +39,14 @@ func TestSinkMappingOptionsReachNormalization(t *testing.T) {
 		{"double", `"type":"double"`, false},
 	} {
 		t.Run("decimal_"+tc.decimal, func(t *testing.T) {
-			f := newFakeCluster()
+			f := newFakeCluster(t)
 			k := fakeSink(t, f, Config{Mapping: MappingConfig{Decimal: tc.decimal}}, Options{})
 			dead, err := k.Write(ctx, batch)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ix := f.index(indexOf(t, k, "orders"))
-			if got := string(ix.props["price"]); !strings.Contains(got, tc.field) {
+			ix := f.Index(indexOf(t, k, "orders"))
+			if got := string(ix.Props["price"]); !strings.Contains(got, tc.field) {
 				t.Fatalf("price mapped as %s, want %s", got, tc.field)
 			}
 			if tc.dead {
@@ -57,13 +58,13 @@ func TestSinkMappingOptionsReachNormalization(t *testing.T) {
 				t.Fatalf("dead letters %+v under decimal: %s", dead, tc.decimal)
 			}
 			// NaN is kept under every option (the fields have ignore_malformed).
-			if d := ix.docs["2"]; d.deleted || !strings.Contains(string(d.source), `"price":"NaN"`) {
-				t.Fatalf("NaN row: %s", d.source)
+			if d := ix.Docs["2"]; d.Deleted || !strings.Contains(string(d.Source), `"price":"NaN"`) {
+				t.Fatalf("NaN row: %s", d.Source)
 			}
 
 			// The encode path without a cluster (what BenchmarkSinkEncode measures) applies the
 			// configured options as well.
-			k2 := fakeSink(t, newFakeCluster(), Config{Mapping: MappingConfig{Decimal: tc.decimal}}, Options{})
+			k2 := fakeSink(t, newFakeCluster(t), Config{Mapping: MappingConfig{Decimal: tc.decimal}}, Options{})
 			acts, _, err := k2.plan(batch[:1], nil)
 			if err != nil {
 				t.Fatal(err)
@@ -82,7 +83,7 @@ func TestSinkMappingOptionsReachNormalization(t *testing.T) {
 // holds exactly still go through -- also in a new session, which reads the mapping again.
 func TestSinkGuardFollowsIndexField(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	st := statestore.NewMemory()
 	k := fakeSink(t, f, Config{}, Options{State: st})
 	narrow := priceSchema("orders", 10, 2)
@@ -106,12 +107,12 @@ func TestSinkGuardFollowsIndexField(t *testing.T) {
 			t.Fatalf("reason %q", r)
 		}
 	}
-	ix := f.index(indexOf(t, k, "orders"))
-	if got := string(ix.props["price"]); !strings.Contains(got, `"scaling_factor":100`) {
+	ix := f.Index(indexOf(t, k, "orders"))
+	if got := string(ix.Props["price"]); !strings.Contains(got, `"scaling_factor":100`) {
 		t.Fatalf("price remapped: %s", got)
 	}
-	if !strings.Contains(string(ix.docs["1"].source), `"12.50"`) || !strings.Contains(string(ix.docs["2"].source), `"1.2300"`) {
-		t.Fatalf("documents %s %s", ix.docs["1"].source, ix.docs["2"].source)
+	if !strings.Contains(string(ix.Docs["1"].Source), `"12.50"`) || !strings.Contains(string(ix.Docs["2"].Source), `"1.2300"`) {
+		t.Fatalf("documents %s %s", ix.Docs["1"].Source, ix.Docs["2"].Source)
 	}
 }
 
@@ -119,7 +120,7 @@ func TestSinkGuardFollowsIndexField(t *testing.T) {
 // still reads the mapping, so a field a user's template made scaled_float is guarded too.
 func TestSinkGuardWithoutAutoCreate(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	st := statestore.NewMemory()
 	off := false
 	cfg := Config{AutoCreateIndex: &off}
@@ -128,16 +129,15 @@ func TestSinkGuardWithoutAutoCreate(t *testing.T) {
 	if dead, err := k.Write(ctx, []cdc.Event{ev(cdc.Insert, sch, 1, nil, priceRow(1, "12.123456"))}); err != nil || len(dead) != 0 {
 		t.Fatalf("%v %+v", err, dead)
 	}
-	for _, r := range f.requests {
+	for _, r := range f.requestLines() {
 		if strings.HasPrefix(r, "PUT /") && strings.HasSuffix(r, "/_mapping") {
 			t.Fatalf("auto_create_index: false sent a mapping update: %q", r)
 		}
 	}
 	// As a template would have mapped it.
-	ix := f.index(indexOf(t, k, "orders"))
-	f.mu.Lock()
-	ix.props["price"] = json.RawMessage(`{"type":"scaled_float","scaling_factor":100.0}`)
-	f.mu.Unlock()
+	f.EditIndex(indexOf(t, k, "orders"), func(ix *searchtest.Index) {
+		ix.Props["price"] = json.RawMessage(`{"type":"scaled_float","scaling_factor":100.0}`)
+	})
 	k2 := fakeSink(t, f, cfg, Options{State: st})
 	dead, err := k2.Write(ctx, []cdc.Event{ev(cdc.Insert, sch, 2, nil, priceRow(2, "12.123456")), ev(cdc.Insert, sch, 3, nil, priceRow(3, "12.12"))})
 	if err != nil {

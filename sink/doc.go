@@ -17,6 +17,11 @@
 // parsed YAML scalars, never on the text, so a secret containing YAML syntax cannot change
 // the document's structure. Unknown keys are errors. Credentials are of type [Secret], which
 // prints, marshals and formats as "[redacted]"; configuration errors never quote values.
+// [Secret], [Duration] and the YAML reading are the project's configuration code
+// (internal/config), shared with the other configuration files; the sink's names are aliases.
+// The client (internal/search, shared with esfence and store/searchstore) has no product check
+// (OpenSearch), never retries (a lost _bulk answer is the runner's to replay) and never asks
+// for gzip.
 //
 // # Documents and _id
 //
@@ -129,7 +134,7 @@
 // *cdc.StartError, and a table whose index is already bound in this session to another table
 // -- by CheckTables, a claim, or an earlier batch -- fails it with an *esfence.ConflictError
 // of class bound_to_another_relation, as the fence's marker check would on the next run. Both
-// are fatal, nothing of the batch is written.
+// are permanent (see Failures), nothing of the batch is written.
 //
 // # Writes
 //
@@ -192,7 +197,7 @@
 //     Unchanged values render as {"_unchanged": true}).
 //   - A transport failure, 5xx, 429 or 408 of the _mget is backpressure (a connection loss
 //     also makes the next Write claim again); an index_not_found_exception through the alias
-//     is the refusal _bulk meets (fenced or destination_missing); another status is fatal.
+//     is the refusal _bulk meets (fenced or destination_missing); another 4xx is permanent.
 //
 // Write never modifies the batch: a row is copied before its first value is filled in.
 //
@@ -223,17 +228,38 @@
 //     auto-create rule refusing a delete through it): the fence moved or the index is gone. The
 //     sink checks which and returns an *esfence.ConflictError of class fenced or
 //     destination_missing -- the sink_destination_conflict incident: never dead-lettered,
-//     nothing acknowledged, fatal.
+//     nothing acknowledged, permanent (cdc.Permanent).
 //   - Any other per-item error (mapper_parsing_exception, document_parsing_exception,
 //     illegal_argument_exception, ...): a cdc.DeadLetter with the event's index in the batch
 //     and a reason made of status and error types only -- the cluster's reason texts quote
 //     field values, so they are dropped.
-//   - Whole request: 429, 500, 502, 503, 504, 408, a timeout, a reset or a refused connection
-//     are backpressure (Retry-After is passed on); 401, 403, 400 are fatal. 413 for a request of
-//     one document dead-letters it.
+//   - Whole request: 429, every 5xx, 408, a timeout, a reset or a refused connection are
+//     backpressure (Retry-After is passed on); 401, 403, 400 and the other 4xx are permanent
+//     (see Failures). 413 for a request of one document dead-letters it.
 //
 // When one batch has several outcomes, a refusal wins over any other fatal error, which wins
 // over backpressure, which wins over dead letters (the replay yields them again).
+//
+// # Failures
+//
+// cdc.Runner reopens the stream after every sink error that is not cdc.Permanent, and
+// replays a *cdc.BackpressureError's batch. Every error of Write says which it is, for every
+// request a Write sends (the fence's claims and index creation, mapping reads and additions,
+// the engine check, _mget of unchanged values, _bulk):
+//
+//   - permanent (errors.Is(err, cdc.ErrPermanent)): refusals (*esfence.ConflictError, still
+//     reachable with errors.As and errors.Is against an esfence.Class); the cluster refusing
+//     the credentials (401, 403) or the client refusing the server's certificate; a request
+//     the cluster refuses as such -- 400 (a generated mapping the engine cannot take: the error
+//     says which mapping options to change), 413 for a request of several documents (a
+//     batch.max_bytes above the cluster's http.max_content_length) and every other 4xx but
+//     408 and 429; a mapping that cannot be generated for a table; the start refusals of
+//     CheckTables (*cdc.StartError);
+//   - backpressure: 429, 5xx, 408, refused or reset connections, timeouts (request_timeout),
+//     answers that cannot be read, a failing state store during a claim;
+//   - the caller's context ending comes back as ctx.Err(), unwrapped.
+//
+// Anything else (an unexpected 1xx or 3xx answer) is a plain error: the runner reopens.
 //
 // # Truncate
 //
@@ -251,7 +277,8 @@
 // esfence before the session first writes to it
 // ([esfence.Fence.Ensure]) and again, with [esfence.Fence.Reclaim], before the first write
 // after a connection loss (the specification's "after a reconnect"). A claim error that is not
-// a refusal (transport, server, state store) is backpressure. The encoding recorded in the
+// a refusal (transport, server, state store) is backpressure, unless the cluster refused the
+// request as such (see Failures). The encoding recorded in the
 // marker names everything that decides an _id (id_fields, id_separator, format version), so a
 // sink configured differently is refused an existing index (encoding_mismatch) instead of
 // writing a second copy of every row.

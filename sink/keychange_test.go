@@ -28,7 +28,7 @@ func codeSchema() *cdc.TableSchema {
 func TestSinkKeyChangeToUnformableID(t *testing.T) {
 	ctx := context.Background()
 	sch := codeSchema()
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	k := fakeSink(t, f, Config{}, Options{})
 	if dead, err := k.Write(ctx, []cdc.Event{
 		ev(cdc.Insert, sch, 1, nil, []cdc.Value{"a", int64(1)}),
@@ -56,17 +56,17 @@ func TestSinkKeyChangeToUnformableID(t *testing.T) {
 			t.Fatalf("dead letter %d: %+v", i, d)
 		}
 	}
-	ix := f.index(indexOf(t, k, "codes"))
+	ix := f.Index(indexOf(t, k, "codes"))
 	for id, want := range map[string]struct {
 		deleted bool
 		version int64
 	}{"a": {true, 4}, "b": {true, 5}, "c": {false, 3}, "d": {false, 9}} {
-		d, ok := ix.docs[id]
-		if !ok || d.deleted != want.deleted || d.version != want.version {
+		d, ok := ix.Docs[id]
+		if !ok || d.Deleted != want.deleted || d.Version != want.version {
 			t.Errorf("_id %q: %+v (present %v), want deleted=%v at version %d", id, d, ok, want.deleted, want.version)
 		}
 	}
-	if _, ok := ix.docs[""]; ok {
+	if _, ok := ix.Docs[""]; ok {
 		t.Error("a document with an empty _id was written")
 	}
 }
@@ -76,7 +76,7 @@ func TestSinkKeyChangeToUnformableID(t *testing.T) {
 // _id (a later re-insert of the old key wins).
 func TestPlanKeyChangeToUnformableID(t *testing.T) {
 	sch := codeSchema()
-	k := fakeSink(t, newFakeCluster(), Config{}, Options{})
+	k := fakeSink(t, newFakeCluster(t), Config{}, Options{})
 	acts, dead, err := k.plan([]cdc.Event{
 		ev(cdc.Update, sch, 4, []cdc.Value{"a", int64(1)}, []cdc.Value{"", int64(1)}),
 		ev(cdc.Update, sch, 5, []cdc.Value{"x|y", int64(1)}, []cdc.Value{"", int64(1)}),

@@ -34,7 +34,7 @@ func (r *recorder) Claimed(index string) {
 // with the per-item outcomes the answer gave, and one Claimed per claim, including the claim
 // again after a lost connection.
 func TestObserverCountsEachRequest(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	rec := &recorder{}
 	cfg := Config{Concurrency: 1, Batch: Batch{MaxDocs: 4}}
 	k := fakeSink(t, f, cfg, Options{Observer: rec})
@@ -43,7 +43,7 @@ func TestObserverCountsEachRequest(t *testing.T) {
 
 	// Write 1: six rows in requests of 4 and 2; in the first, item 1 is a mapping error
 	// and item 2 a per-item 429 that succeeds on its retry.
-	f.item = func(call, i int) int {
+	f.FailItems(func(call, i int) int {
 		switch {
 		case call == 1 && i == 1:
 			return http.StatusBadRequest
@@ -51,7 +51,7 @@ func TestObserverCountsEachRequest(t *testing.T) {
 			return http.StatusTooManyRequests
 		}
 		return 0
-	}
+	})
 	batch := fakeEvents(sch, 1, 6)
 	dead, err := k.Write(ctx, batch)
 	if err != nil || len(dead) != 1 || dead[0].Index != 1 {
@@ -59,12 +59,12 @@ func TestObserverCountsEachRequest(t *testing.T) {
 	}
 	// Write 2: the same batch replayed; the row dead-lettered before now goes in, the rest
 	// are superseded.
-	f.item = nil
+	f.FailItems(nil)
 	if dead, err := k.Write(ctx, batch); err != nil || len(dead) != 0 {
 		t.Fatalf("write 2: %v, dead %v", err, dead)
 	}
 	// Write 3: 503 for the whole request, then a lost connection: backpressure both times.
-	f.whole = func(call int) int {
+	f.failWhole("_bulk", func(call int) int {
 		switch call {
 		case 6:
 			return http.StatusServiceUnavailable
@@ -72,7 +72,7 @@ func TestObserverCountsEachRequest(t *testing.T) {
 			return -1
 		}
 		return 0
-	}
+	})
 	for range 2 {
 		if _, err := k.Write(ctx, fakeEvents(sch, 7, 1)); !errors.As(err, new(*cdc.BackpressureError)) {
 			t.Fatalf("want backpressure, got %v", err)
@@ -93,12 +93,12 @@ func TestObserverCountsEachRequest(t *testing.T) {
 		{Actions: 1, Status: 0},
 		{Actions: 1, Status: 200, Applied: 1},
 	}
-	if len(rec.bulks) != len(want) || len(f.bodies) != len(want) {
-		t.Fatalf("%d BulkDone calls for %d requests, want %d: %+v", len(rec.bulks), len(f.bodies), len(want), rec.bulks)
+	if len(rec.bulks) != len(want) || len(f.bodies()) != len(want) {
+		t.Fatalf("%d BulkDone calls for %d requests, want %d: %+v", len(rec.bulks), len(f.bodies()), len(want), rec.bulks)
 	}
 	for i, got := range rec.bulks {
 		w := want[i]
-		w.Bytes = f.bodies[i]
+		w.Bytes = f.bodies()[i]
 		w.Duration = got.Duration // time is not asserted
 		if got != w {
 			t.Errorf("request %d: %+v, want %+v", i+1, got, w)

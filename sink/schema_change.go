@@ -62,7 +62,7 @@ func (s *Sink) extendMapping(ctx context.Context, index string, sch *cdc.TableSc
 		}
 		m, err := FieldMapping(c, o)
 		if err != nil {
-			return fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, sch.ID, err)
+			return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, sch.ID, err))
 		}
 		add[c.Name] = m
 	}

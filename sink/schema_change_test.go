@@ -28,7 +28,7 @@ func wideRow(id int64) []cdc.Value {
 // carries it, through the write alias, without touching the marker; a schema without new
 // columns costs no mapping request; a later session finds what an earlier one added.
 func TestSchemaChangeAddsFields(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	st := statestore.NewMemory()
 	k := fakeSink(t, f, Config{}, Options{State: st})
 	ctx := context.Background()
@@ -40,7 +40,7 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 	alias := k.claims[idx].WriteAlias()
 
 	puts := func() (n int) {
-		for _, r := range f.requests {
+		for _, r := range f.requestLines() {
 			if strings.HasPrefix(r, "PUT /") && strings.HasSuffix(r, "/_mapping") {
 				if r != "PUT /"+alias+"/_mapping" {
 					t.Fatalf("mapping update %q does not go through the write alias %s", r, alias)
@@ -64,20 +64,20 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 	if _, err := k.Write(ctx, []cdc.Event{ev(cdc.Insert, v2, 4, nil, wideRow(3)), ev(cdc.Insert, v1, 5, nil, row(4, "old", 4))}); err != nil {
 		t.Fatal(err)
 	}
-	ix := f.index(idx)
-	if len(ix.dynamic) != 0 {
-		t.Fatalf("fields %v were mapped dynamically", ix.dynamic)
+	ix := f.Index(idx)
+	if len(ix.Dynamic) != 0 {
+		t.Fatalf("fields %v were mapped dynamically", ix.Dynamic)
 	}
 	wantPrice, _ := FieldMapping(&v2.Columns[4], MappingOptions{Engine: Elasticsearch})
-	if got := ix.props["price"]; string(got) != string(wantPrice) || ix.props["placed"] == nil {
-		t.Fatalf("price mapped as %s, want %s; placed %s", got, wantPrice, ix.props["placed"])
+	if got := ix.Props["price"]; string(got) != string(wantPrice) || ix.Props["placed"] == nil {
+		t.Fatalf("price mapped as %s, want %s; placed %s", got, wantPrice, ix.Props["placed"])
 	}
 	if n := puts(); n != 1 {
 		t.Fatalf("%d mapping updates, want 1", n)
 	}
 	var meta map[string]json.RawMessage
-	if err := json.Unmarshal(ix.mappings["_meta"], &meta); err != nil || meta["deltaforge"] == nil {
-		t.Fatalf("the marker is gone: %s", ix.mappings["_meta"])
+	if err := json.Unmarshal(ix.Mappings["_meta"], &meta); err != nil || meta["deltaforge"] == nil {
+		t.Fatalf("the marker is gone: %s", ix.Mappings["_meta"])
 	}
 
 	// A new session with an even wider schema: it reads the mapping and adds only what is
@@ -88,8 +88,8 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 	if _, err := k2.Write(ctx, []cdc.Event{ev(cdc.Insert, v3, 6, nil, append(wideRow(5), "hi"))}); err != nil {
 		t.Fatal(err)
 	}
-	if len(ix.dynamic) != 0 || ix.props["note"] == nil {
-		t.Fatalf("note not mapped before use: dynamic %v, props %v", ix.dynamic, ix.props)
+	if ix = f.Index(idx); len(ix.Dynamic) != 0 || ix.Props["note"] == nil {
+		t.Fatalf("note not mapped before use: dynamic %v, props %v", ix.Dynamic, ix.Props)
 	}
 }
 
@@ -97,7 +97,7 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 // would refuse it) and the write goes on; rows the old field cannot take come back from the
 // cluster as per-item errors, which dead-letter them.
 func TestSchemaChangeKeepsChangedField(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	k := fakeSink(t, f, Config{}, Options{})
 	ctx := context.Background()
 	v1 := ordersSchema("orders")
@@ -110,8 +110,8 @@ func TestSchemaChangeKeepsChangedField(t *testing.T) {
 	if _, err := k.Write(ctx, []cdc.Event{ev(cdc.Insert, &v2, 2, nil, []cdc.Value{int64(2), "two", "many", true})}); err != nil {
 		t.Fatal(err)
 	}
-	ix := f.index(indexOf(t, k, "orders"))
-	if got := string(ix.props["qty"]); got != `{"type":"integer"}` {
+	ix := f.Index(indexOf(t, k, "orders"))
+	if got := string(ix.Props["qty"]); got != `{"type":"integer"}` {
 		t.Fatalf("qty mapped as %s; a changed type must not be remapped", got)
 	}
 }

@@ -6,12 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -153,41 +151,30 @@ func encodingName(c Config) string {
 	return "tributary-doc:" + string(b)
 }
 
-// newTransport builds the client: no retries (a lost _bulk answer is the runner's to replay),
-// no product check (OpenSearch), the configured credentials, CA and timeouts.
+// newTransport builds the client (internal/search): no retries (a lost _bulk answer is the
+// runner's to replay), no product check (OpenSearch), no gzip, the configured credentials, CA
+// and timeouts.
 func newTransport(c Config) (*elastictransport.Client, error) {
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return nil, fmt.Errorf("elasticsearch sink %q: url: bad address", c.ID)
-	}
-	ht := http.DefaultTransport.(*http.Transport).Clone()
-	ht.DialContext = (&net.Dialer{Timeout: time.Duration(c.ConnectTimeout), KeepAlive: 30 * time.Second}).DialContext
-	ht.TLSHandshakeTimeout = time.Duration(c.ConnectTimeout)
-	ht.MaxIdleConnsPerHost = c.Concurrency + 2
-	// No "Accept-Encoding: gzip": both engines would compress every answer (http.compression
-	// is on by default without TLS), spending the cluster's CPU on answers that filter_path
-	// already keeps to a few bytes per item.
-	ht.DisableCompression = true
-	cfg := elastictransport.Config{URLs: []*url.URL{u}, DisableRetry: true, Transport: ht}
+	o := search.Options{URLs: []string{c.URL}, ConnectTimeout: time.Duration(c.ConnectTimeout),
+		MaxIdleConnsPerHost: c.Concurrency + 2}
 	switch c.Auth.Type {
 	case AuthBasic:
-		cfg.Username, cfg.Password = c.Auth.Username, string(c.Auth.Password)
+		o.Username, o.Password = c.Auth.Username, string(c.Auth.Password)
 	case AuthAPIKey:
-		cfg.APIKey = string(c.Auth.APIKey)
+		o.APIKey = string(c.Auth.APIKey)
 	}
 	switch {
 	case c.TLS.CA != "":
-		cfg.CACert = []byte(c.TLS.CA)
+		o.CACert = []byte(c.TLS.CA)
 	case c.TLS.CAFile != "":
 		b, err := os.ReadFile(c.TLS.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("elasticsearch sink %q: tls: reading ca_file: %w", c.ID, err)
 		}
-		cfg.CACert = b
+		o.CACert = b
 	}
-	tp, err := elastictransport.New(cfg)
+	tp, err := search.NewClient(o)
 	if err != nil {
-		// The transport's errors do not carry credentials, but keep only the gist anyway.
 		return nil, fmt.Errorf("elasticsearch sink %q: building the client failed (check url and tls)", c.ID)
 	}
 	return tp, nil
@@ -248,8 +235,18 @@ type action struct {
 	fill *unchangedFill
 }
 
-// Write implements cdc.Sink.
+// Write implements cdc.Sink. Its errors carry their class for the runner's supervision
+// (failure.go): permanent ones are marked with cdc.Permanent, retryable ones are
+// *cdc.BackpressureError.
 func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+	dead, err := s.write(ctx, batch)
+	if err != nil {
+		return nil, permanentRefusal(err)
+	}
+	return dead, nil
+}
+
+func (s *Sink) write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -487,29 +484,6 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 	return nil
 }
 
-// requestError judges a failed fence request (a claim, or a mapping read or update through
-// the write alias). Refusals pass on as they are (fatal: sink_destination_conflict). A request
-// the cluster rejected as invalid (a 4xx other than 408 and 429, e.g. 400
-// mapper_parsing_exception when the engine lacks a field type of the generated mapping) is
-// fatal with a clear error: replaying it would fail forever. Everything else (transport, 5xx,
-// state store) is backpressure: the request is tried again with the batch.
-func (s *Sink) requestError(err error, what string) error {
-	if esfence.ClassOf(err) != "" || errors.Is(err, context.Canceled) {
-		return err
-	}
-	var se *esfence.ServerError
-	if errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusRequestTimeout && se.Status != http.StatusTooManyRequests {
-		hint := ""
-		if se.Status == http.StatusBadRequest && se.Type == "mapper_parsing_exception" {
-			hint = " -- the cluster refused the generated mapping; an engine without a field type it uses " +
-				"(scaled_float, unsigned_long: Elasticsearch's mapper-extras, absent from its OSS test build) " +
-				"needs other mapping options (mapping: {decimal: keyword, uint64: keyword})"
-		}
-		return fmt.Errorf("elasticsearch sink %q: %w%s", s.cfg.ID, err, hint)
-	}
-	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
-}
-
 // destination is the fence's view of an action's index: with auto_create_index the generated
 // mapping and the delete retention; without, no mapping (an index the fence creates then
 // maps dynamically) -- an index someone else created is refused either way (marker_missing).
@@ -525,7 +499,7 @@ func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination,
 		}
 		m, err := GenerateMapping(a.schema, o)
 		if err != nil {
-			return d, fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err)
+			return d, cdc.Permanent(fmt.Errorf("elasticsearch sink %q: mapping for table %s: %w", s.cfg.ID, a.table, err))
 		}
 		d.Mapping = m
 	}
@@ -585,17 +559,17 @@ func (s *Sink) detectEngine(ctx context.Context) error {
 	if s.engineKnown {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
 	const what = "reading the cluster's version"
-	res, err := esapi.NodesInfoRequest{NodeID: []string{"_local"},
-		FilterPath: []string{"nodes.*.version", "nodes.*.build_flavor"}}.Do(ctx, s.tp)
+	ans, err := search.Do(cctx, s.tp, esapi.NodesInfoRequest{NodeID: []string{"_local"},
+		FilterPath: []string{"nodes.*.version", "nodes.*.build_flavor"}})
 	if err != nil {
-		return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
+		return s.transportError(ctx, what, err)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return statusError(s.cfg.ID, what, res.StatusCode)
+	defer ans.Release()
+	if ans.Status != http.StatusOK {
+		return s.statusError(what, ans.Status, ans.Header)
 	}
 	var info struct {
 		Nodes map[string]struct {
@@ -603,7 +577,7 @@ func (s *Sink) detectEngine(ctx context.Context) error {
 			BuildFlavor string `json:"build_flavor"`
 		} `json:"nodes"`
 	}
-	if err := json.NewDecoder(res.Body).Decode(&info); err != nil || len(info.Nodes) == 0 {
+	if err := json.Unmarshal(ans.Body, &info); err != nil || len(info.Nodes) == 0 {
 		return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: unreadable answer", s.cfg.ID, what)}
 	}
 	s.engine = OpenSearch
@@ -614,28 +588,6 @@ func (s *Sink) detectEngine(ctx context.Context) error {
 	}
 	s.engineKnown = true
 	return nil
-}
-
-// statusError classifies a whole-request failure status: retryable ones are backpressure,
-// the rest fatal (authentication, authorization, a malformed request).
-func statusError(id, what string, status int) error {
-	err := fmt.Errorf("elasticsearch sink %q: %s: status %d", id, what, status)
-	switch status {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
-		http.StatusRequestTimeout, http.StatusInternalServerError:
-		return &cdc.BackpressureError{Err: err}
-	}
-	return err
-}
-
-// retryAfter reads a Retry-After header in seconds.
-func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("Retry-After"); v != "" {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 && n < 3600 {
-			return time.Duration(n) * time.Second
-		}
-	}
-	return 0
 }
 
 var _ cdc.Sink = (*Sink)(nil)

@@ -59,8 +59,8 @@ func TestTransportTLSAndAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k2.Close()
-	if err := k2.detectEngine(context.Background()); err == nil {
-		t.Fatal("an unknown CA was trusted")
+	if err := k2.detectEngine(context.Background()); err == nil || !cdc.IsPermanent(err) {
+		t.Fatalf("an unknown CA: %v, want a permanent failure", err)
 	}
 
 	// API key; the 401 is fatal (not backpressure) and does not carry the key.
@@ -73,7 +73,7 @@ func TestTransportTLSAndAuth(t *testing.T) {
 	defer k3.Close()
 	err = k3.detectEngine(context.Background())
 	var bp *cdc.BackpressureError
-	if err == nil || errors.As(err, &bp) || strings.Contains(err.Error(), "a2V5") || !strings.Contains(err.Error(), "401") {
+	if err == nil || errors.As(err, &bp) || !cdc.IsPermanent(err) || strings.Contains(err.Error(), "a2V5") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("401: %v (Authorization %q)", err, auths)
 	}
 	if got := auths[len(auths)-1]; !strings.EqualFold(got, "ApiKey a2V5LXNlY3JldC0y") {

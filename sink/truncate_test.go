@@ -11,7 +11,7 @@ import (
 // A Truncate is dead-lettered with a reason that says why, and the rest of the batch is
 // written: it never stops the pipeline and never turns into deletes.
 func TestTruncateIsDeadLettered(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	k := fakeSink(t, f, Config{}, Options{})
 	sch := ordersSchema("orders")
 	batch := []cdc.Event{
@@ -32,15 +32,15 @@ func TestTruncateIsDeadLettered(t *testing.T) {
 			t.Fatalf("reason %q", d.Reason)
 		}
 	}
-	ix := f.index(indexOf(t, k, "orders"))
-	if ix == nil || len(ix.docs) != 2 || ix.docs["1"].deleted || ix.docs["2"].deleted {
+	ix := f.Index(indexOf(t, k, "orders"))
+	if ix == nil || len(ix.Docs) != 2 || ix.Docs["1"].Deleted || ix.Docs["2"].Deleted {
 		t.Fatalf("the inserts around the truncates were not written as they are: %+v", ix)
 	}
 
 	// A batch of truncates only sends nothing at all.
-	before := len(f.requests)
+	before := len(f.requestLines())
 	dead, err = k.Write(context.Background(), batch[1:2])
-	if err != nil || len(dead) != 1 || len(f.requests) != before {
-		t.Fatalf("truncate only: %v, dead %v, %d requests sent", err, dead, len(f.requests)-before)
+	if err != nil || len(dead) != 1 || len(f.requestLines()) != before {
+		t.Fatalf("truncate only: %v, dead %v, %d requests sent", err, dead, len(f.requestLines())-before)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/search"
 )
 
 // Unchanged values (doc.go, "Unchanged values"): an update whose After holds cdc.Unchanged{}
@@ -386,33 +386,22 @@ func (s *Sink) mget(ctx context.Context, a *action, body []byte, n int, st *Unch
 	realtime := true
 	start := time.Now()
 	defer func() { st.Requests++; st.Duration += time.Since(start) }()
-	res, err := esapi.MgetRequest{Index: alias, Body: bytes.NewReader(body), Realtime: &realtime}.Do(cctx, s.tp)
-	var ans []byte
-	if err == nil {
-		ans, err = io.ReadAll(res.Body)
-		res.Body.Close()
-	}
+	ans, err := search.Do(cctx, s.tp, esapi.MgetRequest{Index: alias, Body: bytes.NewReader(body), Realtime: &realtime})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		s.stale.Store(true)
-		return nil, &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err)}
+		return nil, s.transportError(ctx, what, err)
 	}
-	switch status := res.StatusCode; {
+	defer ans.Release()
+	switch status := ans.Status; {
 	case status == http.StatusOK:
-	case status == http.StatusNotFound && bytes.Contains(ans, []byte(`"index_not_found_exception"`)):
+	case status == http.StatusNotFound && bytes.Contains(ans.Body, []byte(`"index_not_found_exception"`)):
 		return nil, s.lostDestination(ctx, a)
-	case status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout:
-		return nil, &cdc.BackpressureError{RetryAfter: retryAfter(res.Header),
-			Err: fmt.Errorf("elasticsearch sink %q: %s: status %d", s.cfg.ID, what, status)}
 	default:
-		return nil, fmt.Errorf("elasticsearch sink %q: %s: status %d", s.cfg.ID, what, status)
+		return nil, s.statusError(what, status, ans.Header)
 	}
 	var out struct {
 		Docs []mgetDoc `json:"docs"`
 	}
-	if err := json.Unmarshal(ans, &out); err != nil || len(out.Docs) != n {
+	if err := json.Unmarshal(ans.Body, &out); err != nil || len(out.Docs) != n {
 		return nil, &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: unreadable answer", s.cfg.ID, what)}
 	}
 	return out.Docs, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 )
 
 // toastSchema is a table with TOASTable columns: id (PK), n, big (text), doc (json), raw (bytea).
@@ -58,18 +59,16 @@ func writeUnmodified(t *testing.T, k *Sink, batch []cdc.Event) ([]cdc.DeadLetter
 // stored is the fake's document as field -> JSON text.
 func stored(t *testing.T, f *fakeCluster, index, id string) map[string]string {
 	t.Helper()
-	ix := f.index(index)
+	ix := f.Index(index)
 	if ix == nil {
 		t.Fatalf("no index %s", index)
 	}
-	f.mu.Lock()
-	d, ok := ix.docs[id]
-	f.mu.Unlock()
-	if !ok || d.deleted {
+	d, ok := ix.Docs[id]
+	if !ok || d.Deleted {
 		return nil
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(d.source, &fields); err != nil {
+	if err := json.Unmarshal(d.Source, &fields); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -127,7 +126,7 @@ func (r *unchangedRecorder) last(t *testing.T) UnchangedStats {
 // also across a key change, whose old _id holds the previous state -- without reading the
 // index, and the batch's rows stay as they were.
 func TestUnchangedFilledFromBatch(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
 	k := fakeSink(t, f, Config{}, Options{Observer: obs})
 	sch := toastSchema("t")
@@ -147,8 +146,8 @@ func TestUnchangedFilledFromBatch(t *testing.T) {
 	if err != nil || len(dead) != 0 {
 		t.Fatalf("Write: %v, dead %v", err, dead)
 	}
-	if f.mgets != 0 {
-		t.Fatalf("%d _mget requests for values the batch holds", f.mgets)
+	if f.Count("_mget") != 0 {
+		t.Fatalf("%d _mget requests for values the batch holds", f.Count("_mget"))
 	}
 	idx := indexOf(t, k, "t")
 	wantDoc(t, f, idx, "1", sch, []cdc.Value{int64(1), int64(4), "changed", one[3], cdc.Base64("AQI=")})
@@ -164,7 +163,7 @@ func TestUnchangedFilledFromBatch(t *testing.T) {
 // Values the batch lacks come from the stored documents, with one _mget per index, byte for
 // byte (the JSON number inside doc keeps its digits); a key change reads the old _id.
 func TestUnchangedFilledFromIndex(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
 	k := fakeSink(t, f, Config{}, Options{Observer: obs})
 	sch := toastSchema("t")
@@ -180,8 +179,8 @@ func TestUnchangedFilledFromIndex(t *testing.T) {
 	if err != nil || len(dead) != 0 {
 		t.Fatalf("Write: %v, dead %v", err, dead)
 	}
-	if f.mgets != 1 {
-		t.Fatalf("%d _mget requests, want 1", f.mgets)
+	if f.Count("_mget") != 1 {
+		t.Fatalf("%d _mget requests, want 1", f.Count("_mget"))
 	}
 	idx := indexOf(t, k, "t")
 	wantDoc(t, f, idx, "1", sch, []cdc.Value{int64(1), int64(12), rows[0][2], rows[0][3], rows[0][4]})
@@ -198,7 +197,7 @@ func TestUnchangedFilledFromIndex(t *testing.T) {
 // A row whose unchanged values no stored document holds is dead-lettered with a reason that
 // names the column and never the row; the rest of the batch is written.
 func TestUnchangedWithoutStoredDocument(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
 	k := fakeSink(t, f, Config{}, Options{Observer: obs})
 	sch := toastSchema("t")
@@ -244,7 +243,7 @@ func TestUnchangedWithoutStoredDocument(t *testing.T) {
 // A replayed update whose row the index already holds in a newer state is not written (the
 // write would be a 409) and not dead-lettered, also when its key moved and the old _id is gone.
 func TestUnchangedReplayIsSuperseded(t *testing.T) {
-	f := newFakeCluster()
+	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
 	k := fakeSink(t, f, Config{}, Options{Observer: obs})
 	sch := toastSchema("t")
@@ -258,7 +257,7 @@ func TestUnchangedReplayIsSuperseded(t *testing.T) {
 	}
 	idx := indexOf(t, k, "t")
 	after := []map[string]string{stored(t, f, idx, "1"), stored(t, f, idx, "8")}
-	bulks := f.calls
+	bulks := f.Count("_bulk")
 	// The same batch again, as after a crash between acknowledgement and checkpoint: row 1 is
 	// stored at version 5, the old _id 2 is deleted and 8 is stored at version 6.
 	dead, err := writeUnmodified(t, k, moved)
@@ -269,8 +268,8 @@ func TestUnchangedReplayIsSuperseded(t *testing.T) {
 		t.Fatalf("stats %+v", got)
 	}
 	// Only the delete of the old _id 2 was sent again.
-	if f.calls != bulks+1 || !reflect.DeepEqual(after, []map[string]string{stored(t, f, idx, "1"), stored(t, f, idx, "8")}) {
-		t.Fatalf("the replay wrote: %d _bulk requests", f.calls-bulks)
+	if f.Count("_bulk") != bulks+1 || !reflect.DeepEqual(after, []map[string]string{stored(t, f, idx, "1"), stored(t, f, idx, "8")}) {
+		t.Fatalf("the replay wrote: %d _bulk requests", f.Count("_bulk")-bulks)
 	}
 	// An older update replayed after a newer one without them: superseded too.
 	write(t, k, []cdc.Event{ev(cdc.Update, sch, 20, nil, []cdc.Value{int64(1), int64(20), "twenty", nil, nil})})
@@ -288,7 +287,7 @@ func TestUnchangedMgetFailures(t *testing.T) {
 		ev(cdc.Update, sch, 11, nil, []cdc.Value{int64(1), int64(11), unchanged, unchanged, unchanged}),
 	}
 	setup := func(t *testing.T) (*fakeCluster, *Sink) {
-		f := newFakeCluster()
+		f := newFakeCluster(t)
 		k := fakeSink(t, f, Config{}, Options{})
 		write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, toastRow(1, 1, "one"))})
 		return f, k
@@ -300,18 +299,15 @@ func TestUnchangedMgetFailures(t *testing.T) {
 	}{{"503", 503, true}, {"429", 429, true}, {"reset", -1, true}, {"400", 400, false}, {"403", 403, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			f, k := setup(t)
-			f.mgetWhole = func(int) int { return c.status }
-			bulks := f.calls
+			f.failWhole("_mget", func(int) int { return c.status })
+			bulks := f.Count("_bulk")
 			_, err := writeUnmodified(t, k, batch)
-			var bp *cdc.BackpressureError
-			if err == nil || errors.As(err, &bp) != c.bp {
-				t.Fatalf("Write: %v, want backpressure %v", err, c.bp)
-			}
-			if f.calls != bulks {
+			wantFailure(t, "Write", err, !c.bp)
+			if f.Count("_bulk") != bulks {
 				t.Fatal("a _bulk was sent after the _mget failed")
 			}
 			if c.bp {
-				f.mgetWhole = nil
+				f.failWhole("_mget", nil)
 				if dead := write(t, k, batch); len(dead) != 0 {
 					t.Fatalf("retry: dead %v", dead)
 				}
@@ -323,14 +319,13 @@ func TestUnchangedMgetFailures(t *testing.T) {
 	}
 	t.Run("fenced", func(t *testing.T) {
 		f, k := setup(t)
-		ix := f.index(indexOf(t, k, "t"))
-		f.mu.Lock()
-		clear(ix.aliases) // another claim rotated the write alias away
-		f.mu.Unlock()
+		// Another claim rotated the write alias away.
+		f.EditIndex(indexOf(t, k, "t"), func(ix *searchtest.Index) { clear(ix.Aliases) })
 		_, err := writeUnmodified(t, k, batch)
 		var ce *esfence.ConflictError
 		if !errors.As(err, &ce) || ce.Class != esfence.Fenced {
 			t.Fatalf("Write: %v, want a fenced refusal", err)
 		}
+		wantFailure(t, "Write", err, true)
 	})
 }

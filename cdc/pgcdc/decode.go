@@ -10,7 +10,8 @@ import (
 	"github.com/tributary-dev/tributary/cdc"
 )
 
-// handleCopyData answers keepalives (with the acknowledged position only) and decodes XLogData.
+// handleCopyData decodes XLogData. Keepalives normally never get here (the reader takes them
+// out of the stream: frames.go); one that does and asks for a reply is answered the same way.
 func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 	if len(data) == 0 {
 		return errors.New("pgcdc: empty replication message")
@@ -22,7 +23,7 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("pgcdc: keepalive: %w", err)
 		}
 		if ka.ReplyRequested {
-			return st.sendStatus()
+			return st.answerPing(ka.ServerWALEnd)
 		}
 		return nil
 	case pglogrepl.XLogDataByteID:

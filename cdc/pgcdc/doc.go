@@ -29,9 +29,10 @@
 // A goroutine of the stream only reads the replication connection and hands the frames over
 // in batches, each as soon as nothing more is buffered, so that on a machine with more than
 // one core the network reads overlap the decoding; up to eight batches of at most 64 KiB (or
-// one larger frame) wait for it. The stream's goroutine decodes: Insert, Update and Delete
-// messages straight from their bytes, the other messages through pglogrepl. It alone writes
-// to the connection (status updates, also in answer to keepalives).
+// one larger frame) wait for it. Keepalives it takes out of the stream, passing a reply
+// request on at once. The stream's goroutine decodes: Insert, Update and Delete messages
+// straight from their bytes, the other messages through pglogrepl. It alone writes to the
+// connection (status updates, also in answer to keepalives).
 //
 // # Start checks
 //
@@ -147,9 +148,10 @@
 // passed to Ack (initially the position the stream started from), or a later position an
 // idle note proved to hold no unacknowledged captured change, never what was merely
 // received: the server keeps every change the pipeline has not stored. Ack refuses a checkpoint beyond
-// the last one delivered. Updates go out every Options.StatusInterval, when the server asks
-// (keepalive), while the stream waits on a slow consumer (so wal_sender_timeout never ends
-// it), and on Close.
+// the last one delivered. Updates go out every Options.StatusInterval (asking for a reply:
+// see Shutdown and failures), when the server asks (keepalive), while the stream waits on a
+// slow consumer (so wal_sender_timeout never ends it), and on Close. The one exception is
+// the answer to a shutting-down server, which reports nothing as flushed (below).
 //
 // # Idle checkpoints
 //
@@ -180,7 +182,8 @@
 //
 // # Resume
 //
-// Reconnecting is the caller's: Open again with the stored checkpoint. A checkpoint behind
+// Reconnecting is the caller's (cdc.Runner does it after every retryable failure): Open again
+// with the stored checkpoint. A checkpoint behind
 // the slot's confirmed_flush_lsn is accepted only when an idle note of this slot put the slot
 // there with a base at or before the checkpoint: start is at or before the note's record, so
 // the server sends that note first on the new stream, before any captured change and before a
@@ -192,6 +195,60 @@
 // the same versions. The walsender of a stream just closed releases the slot a moment later,
 // so START_REPLICATION is retried while the slot is busy, for at most Options.SlotBusyTimeout
 // (a slot held longer has another reader).
+//
+// # Shutdown and failures
+//
+// A fast or smart shutdown (pg_ctl -m fast|smart) completes with a stream connected, and never
+// makes the slot confirm an unacknowledged change. Once the regular backends are gone, the
+// server has every walsender finish before it writes the shutdown checkpoint: a streaming
+// logical walsender sends what is left, then exits as soon as its client's last status
+// update reports its sent position as replicated -- the flush position, or the write
+// position when the flush position is 0 -- and meanwhile asks for a reply each time the
+// previous one was answered (WalSndDone, walsender.c). Reporting only acknowledged positions,
+// which trail the sent one, would hold the shutdown up until the stream went away. A reply
+// request arriving before the stream sent a status update of its own since it answered the
+// previous one can only be that handshake (the other reply requests come after half of
+// wal_sender_timeout of silence, and the stream reports every StatusInterval), and the
+// stream answers it with the request's WAL end as written and 0 as flushed and applied: the
+// walsender finishes, and the slot, which only a valid flush position moves, keeps what was
+// acknowledged; the stream fails with ErrServerShuttingDown. Should a walsender keep asking
+// regardless, the stream closes the connection, which ends it too. The answer does not wait
+// for the consumer: the reading goroutine hands reply requests over out of band. Reporting
+// the WAL end as flushed instead, when everything delivered was acknowledged, would be as
+// safe for the changes but would move the slot past the stored checkpoint with nothing in
+// the WAL that shows why, so the next Open would refuse the checkpoint (Resume); and after a
+// clean restart PostgreSQL 15 may have forgotten the last confirmations anyway (it saves a
+// slot at the shutdown checkpoint only when more than its confirmed position changed), which
+// costs a replay, never a change.
+//
+// A smart shutdown first waits for every regular session. The stream's SQL connection
+// (catalog loads, idle notes, the probe of a resumed stream) is therefore opened when needed
+// and closed after a second unused, and a server that refuses it because it is shutting
+// down (57P03) only skips an idle note. An initial snapshot reads in a transaction that a
+// smart shutdown would wait for: while it runs, a probe connection every five seconds looks
+// for that refusal and ends the stream with ErrServerShuttingDown when it comes.
+//
+// Every status update asks for a reply, and a stream that receives nothing for the server's
+// wal_sender_timeout plus StatusInterval fails: a connection lost without a word (a network
+// partition) ends the stream instead of leaving it waiting (less would misfire: replaying a
+// large transaction of other tables, a walsender reads its client's messages only every half
+// wal_sender_timeout). Catalog queries and their connects are bounded by 30 seconds.
+//
+// Errors of New, Open and Err are of two classes. Permanent ones, marked with cdc.Permanent
+// (cdc.IsPermanent): everything New refuses; authentication refused (SQLSTATE class 28: a
+// wrong password, no pg_hba.conf entry, a role missing or without LOGIN); the database
+// missing (3D000); insufficient privilege (42501); the slot or publication gone (42704,
+// ErrSlotMissing, ErrPublicationMissing); WAL removed (58P01: "requested WAL segment ... has
+// already been removed") or the slot invalidated (its restart_lsn NULL, wal_status lost:
+// ErrSlotInvalidated); ErrCheckpointBehindSlot; ErrBadCheckpoint; a slot of the wrong kind;
+// every *cdc.StartError. Everything else is returned as it is, for the caller to reopen from
+// the stored checkpoint: a lost connection, a crash or immediate shutdown, pg_terminate_backend
+// of the walsender (57P01), a shutdown (ErrServerShuttingDown) or a server still starting or
+// refusing connections (57P03), too many connections, timeouts, and a slot still held
+// (55006) after Options.SlotBusyTimeout -- the walsender of a connection lost without a word
+// holds its slot until wal_sender_timeout. That retry of START_REPLICATION while the slot is
+// busy is the only one pgcdc makes itself. Stream failures are logged at Debug only; the
+// consumer (the runner) logs them.
 //
 // # Truncate
 //
@@ -224,4 +281,7 @@
 //     end.
 //   - Streaming of in-progress transactions (protocol 2+) is not used, so a large transaction
 //     is sent only after it commits.
+//   - An initial snapshot's reads have no bound of their own: over a connection lost without
+//     a word they wait for TCP to give up (Go's keepalive: about two and a half minutes when
+//     the peer's kernel is gone; never while a proxy in between still answers).
 package pgcdc

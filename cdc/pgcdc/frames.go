@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -20,9 +21,18 @@ import (
 // Whole batches rather than single frames are handed over because that costs one channel
 // operation and at most one wake-up per network read instead of one per row.
 //
-// The reader only reads. Everything else stays on the stream's goroutine: decoding, keepalive
-// replies and status updates (written straight to the net.Conn, which takes a write while
-// another goroutine reads: stream.go, sendStatus), idle notes, acks.
+// The reader only reads. Keepalives it takes out of the stream: a reply request goes to the
+// stream's goroutine at once, out of band (pings), because its answer depends on nothing
+// decoded (shutdown.go) and must not wait behind frames a slow consumer holds up: a shutdown
+// never waits for the consumer. What arrived before the connection ended is still delivered.
+// Everything else stays on the stream's goroutine: decoding, status updates and keepalive
+// answers (written straight to the net.Conn, which takes a write while another goroutine
+// reads: stream.go, writeStatus), idle notes, acks.
+//
+// Each read that may wait for the server has a deadline, answerTimeout ahead (shutdown.go):
+// the periodic status updates ask for a reply, so a healthy connection never stays silent
+// that long. The wake-ups of Close and stopReader are deadlines in the past, set under
+// deadlineM, which orders them against the reader arming its own.
 
 const (
 	// maxBatchBytes closes a batch early while the server keeps pgconn's buffer full.
@@ -48,11 +58,13 @@ type frameBatch struct {
 
 // frameReader is the reading goroutine's side of the hand-over.
 type frameReader struct {
-	batches chan *frameBatch // full batches, in order
-	free    chan *frameBatch // decoded batches, for reuse
-	stop    chan struct{}    // closed when the decoding stops
-	done    chan struct{}    // closed when the reader has returned
-	stopped bool             // stop is closed; guarded by the stream's deadlineM
+	batches chan *frameBatch   // full batches, in order
+	free    chan *frameBatch   // decoded batches, for reuse
+	pings   chan pglogrepl.LSN // the WAL end of the latest keepalive asking for a reply
+	stop    chan struct{}      // closed when the decoding stops
+	done    chan struct{}      // closed when the reader has returned
+	stopped bool               // stop is closed; guarded by the stream's deadlineM
+	timeout time.Duration      // the read deadline's distance; 0: none
 }
 
 // startReader starts the reading goroutine; stopReader must follow.
@@ -60,8 +72,10 @@ func (st *stream) startReader() *frameReader {
 	r := &frameReader{
 		batches: make(chan *frameBatch, batchesAhead),
 		free:    make(chan *frameBatch, batchesAhead+2),
+		pings:   make(chan pglogrepl.LSN, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		timeout: st.answerTimeout,
 	}
 	go st.readFrames(r)
 	return r
@@ -103,9 +117,41 @@ func isTimeout(err error) bool {
 	return pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout())
 }
 
+// ping hands over a reply request, replacing one not yet taken: the latest WAL end is the one
+// to answer.
+func (r *frameReader) ping(walEnd pglogrepl.LSN) {
+	for {
+		select {
+		case r.pings <- walEnd:
+			return
+		default:
+		}
+		select {
+		case <-r.pings:
+		default:
+		}
+	}
+}
+
+// arm sets the read deadline for a read that may wait for the server. It returns false when
+// the stream is closing or the decoding stopped: their wake-up must not be overridden.
+func (st *stream) arm(r *frameReader) bool {
+	st.deadlineM.Lock()
+	defer st.deadlineM.Unlock()
+	if st.isClosing || r.stopped {
+		return false
+	}
+	var d time.Time
+	if r.timeout > 0 {
+		d = time.Now().Add(r.timeout)
+	}
+	_ = st.repl.Conn().SetReadDeadline(d)
+	return true
+}
+
 // readFrames is the reading goroutine. It ends after handing over a batch with end set (a
-// receive error, an error from the server, the end of the copy), or silently when the stream
-// closes or the decoding stops.
+// receive error, an error from the server, the end of the copy, no message for the answer
+// timeout), or silently when the stream closes or the decoding stops.
 func (st *stream) readFrames(r *frameReader) {
 	defer close(r.done)
 	b := r.take()
@@ -118,39 +164,58 @@ func (st *stream) readFrames(r *frameReader) {
 			return false
 		}
 	}
+	end := func(err error) {
+		b.end = err
+		send()
+	}
+	// armed: the deadline was set since the reader last waited to hand a batch over (a wait
+	// that may outlast the deadline), so a read of a message partly buffered needs none.
+	armed := false
 	for {
+		if !armed || st.repl.Frontend().ReadBufferLen() == 0 {
+			if !st.arm(r) {
+				return
+			}
+			armed = true
+		}
 		msg, err := st.repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if isTimeout(err) {
-				// The wake-up of Close or stopReader; any other deadline is a leftover, as
-				// reads have none while the reader owns the connection: cleared, under the
-				// lock that orders it against their wake-ups.
 				st.deadlineM.Lock()
 				wake := st.isClosing || r.stopped
-				if !wake {
-					_ = st.repl.Conn().SetReadDeadline(time.Time{})
-				}
 				st.deadlineM.Unlock()
-				if wake {
-					return
+				if !wake {
+					end(fmt.Errorf("pgcdc: no message from the server for %s (connection lost?)", r.timeout))
 				}
-				continue
+				return
 			}
-			b.end = fmt.Errorf("pgcdc: receive: %w", err)
-			send()
+			end(fmt.Errorf("pgcdc: receive: %w", err))
 			return
 		}
 		switch msg := msg.(type) {
 		case *pgproto3.CopyData:
+			if len(msg.Data) > 0 && msg.Data[0] == pglogrepl.PrimaryKeepaliveMessageByteID {
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					end(fmt.Errorf("pgcdc: keepalive: %w", err))
+					return
+				}
+				if ka.ReplyRequested {
+					r.ping(ka.ServerWALEnd)
+				}
+				break
+			}
 			b.buf = append(b.buf, msg.Data...)
 			b.ends = append(b.ends, len(b.buf))
 		case *pgproto3.ErrorResponse:
-			b.end = fmt.Errorf("pgcdc: replication: %w", pgconn.ErrorResponseToPgError(msg))
-			send()
+			end(fmt.Errorf("pgcdc: replication: %w", pgconn.ErrorResponseToPgError(msg)))
 			return
 		case *pgproto3.CopyDone:
-			b.end = errors.New("pgcdc: the server ended the replication stream")
-			send()
+			end(errors.New("pgcdc: the server ended the replication stream"))
+			return
+		case *pgproto3.CommandComplete:
+			// A walsender ends its copy without CopyDone only in WalSndDone, at a shutdown.
+			end(fmt.Errorf("%w: its walsender finished the stream", ErrServerShuttingDown))
 			return
 		}
 		if len(b.ends) > 0 && (st.repl.Frontend().ReadBufferLen() == 0 || len(b.buf) >= maxBatchBytes) {
@@ -158,6 +223,7 @@ func (st *stream) readFrames(r *frameReader) {
 				return
 			}
 			b = r.take()
+			armed = false
 		}
 	}
 }

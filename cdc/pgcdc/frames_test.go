@@ -79,7 +79,7 @@ func TestStatusUpdateMatchesPglogrepl(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Conn().Write(statusUpdate(pos, now)); err != nil {
+	if _, err := conn.Conn().Write(statusUpdate(pos, pos, now, false)); err != nil {
 		t.Fatal(err)
 	}
 	want, ours := <-got, <-got

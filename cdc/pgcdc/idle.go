@@ -68,14 +68,14 @@ func newNonce() string {
 // with archive_timeout switching segments).
 const idleMinWAL = 64 << 10
 
-// writeNote writes an idle message through the SQL connection and returns the WAL insert
-// position read just before it. With skip set, it writes nothing (and returns 0) unless the
+// writeNote writes an idle message through the stream's SQL session and returns the WAL
+// insert position read just before it. With skip set, it writes nothing (and returns 0) unless the
 // position is at least idleMinWAL beyond skip.
 func (st *stream) writeNote(ctx context.Context, n idleNote, skip pglogrepl.LSN) (pglogrepl.LSN, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var s string
-	if err := st.sql.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
+	if err := st.sess.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_insert_lsn()::text`).Scan(&s); err != nil {
 		return 0, fmt.Errorf("pgcdc: read the WAL insert position: %w", err)
 	}
 	start, err := pglogrepl.ParseLSN(s)
@@ -93,7 +93,7 @@ func (st *stream) writeNote(ctx context.Context, n idleNote, skip pglogrepl.LSN)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := st.sql.Exec(ctx, `SELECT pg_catalog.pg_logical_emit_message(false, $1, $2::text)`, idlePrefix, string(content)); err != nil {
+	if _, err := st.sess.Exec(ctx, `SELECT pg_catalog.pg_logical_emit_message(false, $1, $2::text)`, idlePrefix, string(content)); err != nil {
 		return 0, fmt.Errorf("pgcdc: write a logical decoding message: %w", err)
 	}
 	return start, nil
@@ -120,16 +120,24 @@ func (st *stream) idleEligible(now time.Time) bool {
 	return st.acked.Load() >= uint64(st.base)
 }
 
-// maybeWriteIdle writes an idle message when one is due. Failing to write one only turns
-// idle checkpoints off for this stream: the WAL is then retained as without them.
+// maybeWriteIdle writes an idle message when one is due. A connection that fails (the server
+// shutting down refuses new ones) only skips this message; any other failure (no EXECUTE on
+// the functions) turns idle checkpoints off for this stream: the WAL is then retained as
+// without them.
 func (st *stream) maybeWriteIdle(ctx context.Context, now time.Time) {
 	if !st.idleEligible(now) || now.Before(st.idle.next) {
 		return
 	}
 	n := idleNote{Nonce: newNonce(), Base: st.base.String()}
-	start, err := st.writeNote(ctx, n, max(pglogrepl.LSN(st.acked.Load()), st.idle.proven))
+	start, err := st.writeNote(ctx, n, st.confirmable())
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case connectionFailure(err):
+			st.opts().Logger.Debug("pgcdc: idle note skipped", "slot", st.opts().Slot, "err", err)
+			st.touchIdle()
+			return
+		default:
 			st.opts().Logger.Warn("pgcdc: idle checkpoints off for this stream", "slot", st.opts().Slot, "err", err)
 		}
 		st.idleOff = true
@@ -225,11 +233,13 @@ func (st *stream) resolveVerify(err error) {
 	st.verified <- err
 }
 
-// startVerify writes the probe that bounds a resumed stream's verification.
+// startVerify writes the probe that bounds a resumed stream's verification. Failing to write
+// it decides nothing about the checkpoint: the error is the failure's own (permanent when the
+// role may not write the probe: failure.go).
 func (st *stream) startVerify(ctx context.Context) error {
 	v := st.verify
 	if _, err := st.writeNote(ctx, idleNote{Nonce: newNonce(), Probe: true}, 0); err != nil {
-		return fmt.Errorf("%w: checkpoint %s, slot %s confirmed %s, and the slot cannot be checked: %v", ErrCheckpointBehindSlot, v.resume, st.opts().Slot, v.confirmed, err)
+		return fmt.Errorf("pgcdc: checkpoint %s is behind slot %s's confirmed position %s, and the probe that checks it: %w", v.resume, st.opts().Slot, v.confirmed, err)
 	}
 	return nil
 }

@@ -100,8 +100,9 @@ var (
 
 // New returns a Source for the database dsn names (a libpq URL or key=value string; the
 // replication connection is the same with replication=database). Nothing connects before
-// Open. Errors never contain the password.
-func New(dsn string, opts Options) (*Source, error) {
+// Open. Errors never contain the password; every one is permanent (cdc.IsPermanent).
+func New(dsn string, opts Options) (_ *Source, err error) {
+	defer func() { err = cdc.Permanent(err) }()
 	sqlCfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: parse DSN: %w", err)
@@ -247,10 +248,10 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn, database string) 
 		return nil, fmt.Errorf("pgcdc: read slot %s: %w", s.opts.Slot, err)
 	}
 	if kind != "logical" || plugin != "pgoutput" || db != database {
-		return nil, fmt.Errorf("pgcdc: slot %s is a %s slot of plugin %q on database %q, want logical pgoutput on %q", s.opts.Slot, kind, plugin, db, database)
+		return nil, cdc.Permanent(fmt.Errorf("pgcdc: slot %s is a %s slot of plugin %q on database %q, want logical pgoutput on %q", s.opts.Slot, kind, plugin, db, database))
 	}
 	if confirmed == nil || restart == nil {
-		return nil, fmt.Errorf("pgcdc: slot %s has no confirmed or restart position (invalidated?)", s.opts.Slot)
+		return nil, fmt.Errorf("%w: %s has no confirmed or restart position", ErrSlotInvalidated, s.opts.Slot)
 	}
 	st := &slotState{}
 	if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
@@ -335,8 +336,9 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database
 // Open implements cdc.Source. Without a checkpoint it streams from the slot's confirmed
 // position (creating the slot when missing), after an initial snapshot when Options.Snapshot
 // is SnapshotInitial; with one it resumes from it (first finishing an interrupted snapshot).
-// See doc.go, Resume.
+// See doc.go, Resume; its permanent failures are marked (doc.go, Shutdown and failures).
 func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err error) {
+	defer func() { err = classify(err) }()
 	var resume *decodedCheckpoint
 	if cp != nil {
 		d, err := decodeCheckpoint(cp)

@@ -16,11 +16,14 @@ import (
 )
 
 // stream is one Open's run: an optional snapshot, then the replication stream. One goroutine
-// (run) owns both connections; Ack, Progress and Close only touch atomics, the progress mutex
+// (run) owns the connections; Ack, Progress and Close only touch atomics, the progress mutex
 // and the closing channel.
 type stream struct {
-	src  *Source
+	src *Source
+	// sql is the connection the snapshot reads in (nil once it is done); sess owns it and is
+	// the stream's SQL connection for everything else, open only while in use (session.go).
 	sql  *pgx.Conn
+	sess *sqlSession
 	repl *pgconn.PgConn
 	plan *plan
 
@@ -46,10 +49,17 @@ type stream struct {
 
 	streaming  bool // START_REPLICATION succeeded (run's goroutine only)
 	lastStatus time.Time
-	relations  map[uint32]*relation
-	cat        *catalog
-	tx         txState
-	inTx       bool // between a Begin and its Commit
+	// reader is the reading goroutine's side while receive runs; hs and shutdownSeen follow
+	// the server's shutdown handshake; answerTimeout bounds the server's silence (shutdown.go).
+	// Run's goroutine only.
+	reader        *frameReader
+	hs            handshake
+	shutdownSeen  bool
+	answerTimeout time.Duration
+	relations     map[uint32]*relation
+	cat           *catalog
+	tx            txState
+	inTx          bool // between a Begin and its Commit
 	// pending is the transaction's last event so far, held back for the commit's checkpoint
 	// (hasPending says whether there is one).
 	pending    cdc.Event
@@ -87,14 +97,16 @@ type txState struct {
 }
 
 func newStream(src *Source, sql *pgx.Conn, repl *pgconn.PgConn, p *plan) *stream {
+	sess := &sqlSession{cfg: src.sqlCfg, conn: sql, lastUse: time.Now(), held: p.snapshot != nil}
 	st := &stream{
-		src: src, sql: sql, repl: repl, plan: p,
+		src: src, sql: sql, sess: sess, repl: repl, plan: p,
 		events:    make(chan cdc.Event, 64),
 		closing:   make(chan struct{}),
 		done:      make(chan struct{}),
 		relations: map[uint32]*relation{},
-		cat:       newCatalog(sql),
+		cat:       newCatalog(sess),
 	}
+	st.answerTimeout = st.defaultAnswerTimeout()
 	st.acked.Store(uint64(p.start))
 	st.delivered.Store(uint64(p.start))
 	st.base = p.start
@@ -193,17 +205,19 @@ func (st *stream) run() {
 	default:
 	}
 	if err != nil && !closing {
-		st.opts().Logger.Error("pgcdc: stream failed", "slot", st.opts().Slot, "err", err)
-		st.fail(err)
+		// Logged at Debug only: the stream's consumer (the runner) logs its failure.
+		st.opts().Logger.Debug("pgcdc: stream failed", "slot", st.opts().Slot, "err", err)
+		st.fail(classify(err))
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if st.streaming && !st.repl.IsClosed() {
 		// A last report, so the server keeps what the pipeline acknowledged until now.
-		_ = st.repl.Conn().SetDeadline(time.Now().Add(2 * time.Second))
-		_ = st.sendStatus()
+		pos, now := st.confirmable(), time.Now()
+		_ = st.repl.Conn().SetDeadline(now.Add(2 * time.Second))
+		_, _ = st.repl.Conn().Write(statusUpdate(pos, pos, now, false))
 	}
 	_ = st.repl.Close(cctx)
-	_ = st.sql.Close(cctx)
+	st.sess.close()
 	ccancel()
 	cancel()
 	close(st.events)
@@ -212,12 +226,21 @@ func (st *stream) run() {
 
 func (st *stream) runAll(ctx context.Context) error {
 	if st.plan.snapshot != nil {
-		if err := st.runSnapshot(ctx); err != nil {
+		sctx, stop := st.watchSmartShutdown(ctx)
+		err := st.runSnapshot(sctx)
+		stop()
+		if err != nil {
+			if cause := context.Cause(sctx); sctx.Err() != nil && errors.Is(cause, ErrServerShuttingDown) {
+				return cause
+			}
 			return err
 		}
+		st.sql = nil
+		st.sess.release()
 	}
+	st.readAnswerTimeout(ctx)
 	if err := st.startReplication(ctx); err != nil {
-		return fmt.Errorf("pgcdc: start replication on slot %s at %s: %w", st.opts().Slot, st.plan.start, err)
+		return fmt.Errorf("pgcdc: start replication on slot %s at %s: %w", st.opts().Slot, st.plan.start, st.startError(ctx, err))
 	}
 	st.streaming = true
 	st.opts().Logger.Info("pgcdc: streaming", "slot", st.opts().Slot, "from", st.plan.start.String())
@@ -245,6 +268,8 @@ func (st *stream) startReplication(ctx context.Context) error {
 		})
 		var pgErr *pgconn.PgError
 		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			// A slot held beyond the deadline stays a retryable failure: the walsender of a
+			// connection lost without a word holds it until wal_sender_timeout.
 			return err
 		}
 		select {
@@ -256,13 +281,39 @@ func (st *stream) startReplication(ctx context.Context) error {
 	}
 }
 
+// startError names what a failed START_REPLICATION means when the slot's state tells more:
+// 55000 (object_not_in_prerequisite_state) is what an invalidated slot gives, among others.
+func (st *stream) startError(ctx context.Context, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55000" {
+		return err
+	}
+	var lost *bool
+	qerr := st.sess.QueryRow(ctx, `SELECT restart_lsn IS NULL OR wal_status = 'lost' FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`,
+		st.opts().Slot).Scan(&lost)
+	switch {
+	case errors.Is(qerr, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %s is gone (%w)", ErrSlotMissing, st.opts().Slot, err)
+	case qerr == nil && lost != nil && *lost:
+		return fmt.Errorf("%w: %s (%w)", ErrSlotInvalidated, st.opts().Slot, err)
+	case shuttingDown(qerr):
+		// "cannot execute new commands while WAL sender is in stopping mode" is 55000 too.
+		return fmt.Errorf("%w (%w)", ErrServerShuttingDown, err)
+	}
+	return err
+}
+
 // receive decodes the replication stream until closed or failed, the reading done by a
 // goroutine of its own (frames.go). Between batches of frames it sends the status update when
-// due and writes an idle note when due; with no frame to decode it waits until one of those is
-// due at most.
+// due, answers the server's reply requests, writes an idle note and closes the idle SQL
+// connection when due; with no frame to decode it waits until one of those is due at most.
 func (st *stream) receive(ctx context.Context) error {
 	r := st.startReader()
-	defer st.stopReader(r)
+	st.reader = r
+	defer func() {
+		st.stopReader(r)
+		st.reader = nil
+	}()
 	interval := st.opts().StatusInterval
 	// One timer for the whole stream, set only when the wait's deadline changes: a busy
 	// stream decodes many batches under one deadline.
@@ -278,14 +329,23 @@ func (st *stream) receive(ctx context.Context) error {
 			}
 		}
 		st.maybeWriteIdle(ctx, now)
+		st.sess.closeIdle(now)
 		var b *frameBatch
 		select {
 		case <-st.closing:
 			return errClosing
 		case b = <-r.batches:
+		case w := <-r.pings:
+			if err := st.answerPing(w); err != nil {
+				return err
+			}
+			continue
 		default:
 			deadline := st.lastStatus.Add(interval)
 			if d := st.idleDeadline(now); !d.IsZero() && d.Before(deadline) {
+				deadline = d
+			}
+			if d := st.sess.idleDeadline(); !d.IsZero() && d.Before(deadline) {
 				deadline = d
 			}
 			if !deadline.Equal(armed) {
@@ -296,6 +356,11 @@ func (st *stream) receive(ctx context.Context) error {
 			case <-st.closing:
 				return errClosing
 			case b = <-r.batches:
+			case w := <-r.pings:
+				if err := st.answerPing(w); err != nil {
+					return err
+				}
+				continue
 			case <-timer.C:
 				armed = time.Time{}
 				continue
@@ -309,24 +374,42 @@ func (st *stream) receive(ctx context.Context) error {
 			start = end
 		}
 		if b.end != nil {
-			return b.end
+			return st.endError(b.end)
 		}
 		r.recycle(b)
 	}
 }
 
-// sendStatus reports the acknowledged position as written, flushed and applied: never what
-// was merely received, so the server keeps every change the pipeline has not made durable.
-// An idle note may have proven a later position free of unacknowledged captured changes
-// (doc.go, Idle checkpoints); that is reported instead.
+// confirmable is the position status updates report: the acknowledged one, or a later one an
+// idle note proved to hold no unacknowledged captured change (doc.go, Idle checkpoints). Never
+// what was merely received, so the server keeps every change the pipeline has not made
+// durable.
+func (st *stream) confirmable() pglogrepl.LSN {
+	return max(pglogrepl.LSN(st.acked.Load()), st.idle.proven)
+}
+
+// sendStatus reports the confirmable position as written, flushed and applied, asking for a
+// reply, which keeps the connection's silence bounded (shutdown.go).
 func (st *stream) sendStatus() error {
-	acked := max(pglogrepl.LSN(st.acked.Load()), st.idle.proven)
-	// Written straight to the connection, not through pgconn (pglogrepl.SendStandbyStatusUpdate
-	// goes through its Frontend): the reading goroutine may be inside pgconn meanwhile, and on
-	// a broken connection pgconn then writes its Terminate through the same Frontend from a
-	// goroutine of its own. A net.Conn takes concurrent writes; the Frontend does not.
+	pos := st.confirmable()
 	now := time.Now()
-	if _, err := st.repl.Conn().Write(statusUpdate(acked, now)); err != nil {
+	if err := st.writeStatus(statusUpdate(pos, pos, now, true), now); err != nil {
+		return err
+	}
+	st.hs.statusSent()
+	return nil
+}
+
+// writeStatus writes a status update. Straight to the connection, not through pgconn
+// (pglogrepl.SendStandbyStatusUpdate goes through its Frontend): the reading goroutine may be
+// inside pgconn meanwhile, and on a broken connection pgconn then writes its Terminate through
+// the same Frontend from a goroutine of its own. A net.Conn takes concurrent writes; the
+// Frontend does not. The write deadline keeps a connection whose peer stopped reading from
+// blocking the stream.
+func (st *stream) writeStatus(msg []byte, now time.Time) error {
+	c := st.repl.Conn()
+	_ = c.SetWriteDeadline(now.Add(st.answerTimeout))
+	if _, err := c.Write(msg); err != nil {
 		return fmt.Errorf("pgcdc: send status: %w", err)
 	}
 	st.lastStatus = now
@@ -336,18 +419,21 @@ func (st *stream) sendStatus() error {
 // pgEpochMicros is 2000-01-01 00:00:00 UTC, PostgreSQL's epoch, in Unix microseconds.
 const pgEpochMicros = 946684800 * 1000000
 
-// statusUpdate encodes a Standby Status Update in its CopyData message: pos as written,
-// flushed and applied, the client's clock, no reply requested.
-func statusUpdate(pos pglogrepl.LSN, now time.Time) []byte {
+// statusUpdate encodes a Standby Status Update in its CopyData message: write, flush (also
+// as applied), the client's clock and whether a reply is requested.
+func statusUpdate(write, flush pglogrepl.LSN, now time.Time, reply bool) []byte {
 	const body = 1 + 3*8 + 8 + 1
 	b := make([]byte, 0, 1+4+body)
 	b = append(b, 'd')
 	b = binary.BigEndian.AppendUint32(b, 4+body)
 	b = append(b, pglogrepl.StandbyStatusUpdateByteID)
-	for range 3 {
-		b = binary.BigEndian.AppendUint64(b, uint64(pos))
-	}
+	b = binary.BigEndian.AppendUint64(b, uint64(write))
+	b = binary.BigEndian.AppendUint64(b, uint64(flush))
+	b = binary.BigEndian.AppendUint64(b, uint64(flush))
 	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixMicro()-pgEpochMicros))
+	if reply {
+		return append(b, 1)
+	}
 	return append(b, 0)
 }
 
@@ -369,7 +455,8 @@ func (st *stream) snapshotCheckpoint(state *snapshotState) cdc.Checkpoint {
 }
 
 // emit delivers ev. While the consumer is slow it keeps reporting status to the server, which
-// would otherwise end the connection after wal_sender_timeout.
+// would otherwise end the connection after wal_sender_timeout, and answers its reply requests
+// (a shutdown must not wait for the consumer).
 func (st *stream) emit(ctx context.Context, ev cdc.Event) error {
 	select {
 	case st.events <- ev:
@@ -385,6 +472,10 @@ func (st *stream) emit(ctx context.Context, ev cdc.Event) error {
 	if tick != nil {
 		tc = tick.C
 	}
+	var pings <-chan pglogrepl.LSN
+	if st.reader != nil {
+		pings = st.reader.pings
+	}
 	for {
 		select {
 		case st.events <- ev:
@@ -395,6 +486,10 @@ func (st *stream) emit(ctx context.Context, ev cdc.Event) error {
 			return ctx.Err()
 		case <-tc:
 			if err := st.sendStatus(); err != nil {
+				return err
+			}
+		case w := <-pings:
+			if err := st.answerPing(w); err != nil {
 				return err
 			}
 		}

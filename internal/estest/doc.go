@@ -7,11 +7,11 @@
 //
 // Connect builds a Node for one server URL; EachEngine runs a test (or a benchmark) once per
 // engine of the test environment, as subtests named "elasticsearch" and "opensearch", skipping
-// an engine whose variable (internal/testenv) is unset. Requests go through esapi on a bare
-// elastictransport.Client rather than elasticsearch.Client: the product check lives in
-// elasticsearch.BaseClient, and OpenSearch never passes it, while esapi only needs Perform. The
-// transport never retries, so a test sees what the server answered, and every request is bounded
-// by CallTimeout, so a hung server fails the test instead of hanging the binary.
+// an engine whose variable (internal/testenv) is unset. The client is the one the code under
+// test uses (internal/search: esapi on a bare elastictransport.Client, no product check, no
+// retries), so a test sees what the server answered, and every request is bounded by
+// CallTimeout, so a hung server fails the test instead of hanging the binary. Unit tests that
+// need no server use the fake node of internal/search/searchtest instead.
 //
 // # Failing tests
 //

@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/internal/search"
 )
 
 // CallTimeout bounds every request a helper sends.
@@ -26,17 +27,11 @@ type Node struct {
 // Connect returns a Node for the server at rawURL running engine.
 func Connect(t testing.TB, engine, rawURL string) *Node {
 	t.Helper()
-	u, err := url.Parse(rawURL)
+	// The code under test's own client (internal/search): it never retries, and a retry
+	// would hide the server's answer from the test, which is often what it checks.
+	tp, err := search.NewClient(search.Options{URLs: []string{rawURL}, AcceptGzip: true})
 	if err != nil {
-		t.Fatalf("bad server url %q: %v", rawURL, err)
-	}
-	tp, err := elastictransport.New(elastictransport.Config{
-		URLs: []*url.URL{u},
-		// A retry would hide the server's answer from the test, which is often what it checks.
-		DisableRetry: true,
-	})
-	if err != nil {
-		t.Fatalf("transport: %v", err)
+		t.Fatalf("server url %q: %v", rawURL, err)
 	}
 	return &Node{Engine: engine, URL: rawURL, Transport: tp}
 }
@@ -60,16 +55,12 @@ func (n *Node) Do(t testing.TB, req esapi.Request) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	res, err := req.Do(ctx, n.Transport)
+	a, err := search.Do(ctx, n.Transport, req)
 	if err != nil {
 		t.Fatalf("%T: %v", req, err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatalf("%T: reading body: %v", req, err)
-	}
-	return Result{Status: res.StatusCode, Body: body}
+	defer a.Release()
+	return Result{Status: a.Status, Body: bytes.Clone(a.Body)}
 }
 
 // OK is Do that also fails the test on a status outside 2xx.

@@ -18,6 +18,21 @@ ES_PIDFILE=$ES_RUN/elasticsearch.pid
 ES_URL=http://127.0.0.1:$ES_HTTP_PORT
 ES_CLUSTER=tributary-es
 
+SERVER_RUN=$ES_RUN
+SERVER_PIDFILE=$ES_PIDFILE
+SERVER_PORTS="$ES_HTTP_PORT $ES_TRANSPORT_PORT"
+
+# server_pids: the server JVM (not the launcher, which runs another main class), on our config
+# copy. Its arguments name only the distribution, so the config is matched in its environment.
+server_pids() {
+  procs_of --env "ES_PATH_CONF=$ES_RUN/config" java org.elasticsearch.server/org.elasticsearch.bootstrap.Elasticsearch
+}
+
+probe() { search_ours "$ES_URL" "$ES_CLUSTER"; }
+es_ready() { search_ours "$ES_URL" "$ES_CLUSTER" yellow; }
+
+setup_key() { echo "elasticsearch $ES_VERSION http $ES_HTTP_PORT transport $ES_TRANSPORT_PORT"; }
+
 install_es() {
   [ -x "$ES_HOME/bin/elasticsearch" ] && return 0
   apt_ensure mvn maven
@@ -60,37 +75,41 @@ YML
   chown -R "$TESTENV_SVC_USER:" "$ES_RUN"
 }
 
+# es_launch starts the node on the config and data in run/ and waits until it is yellow.
+es_launch() {
+  # The node proved gone (server_pids): a pid file left by a kill is stale.
+  rm -f "$ES_PIDFILE"
+  # -d returns once the node has started (or failed); the pid file names the server JVM.
+  # JAVA_HOME is dropped because the launcher only reads ES_JAVA_HOME and warns about the other.
+  if ! timeout 240 runuser -u "$TESTENV_SVC_USER" -- env -u JAVA_HOME \
+    ES_JAVA_HOME="$TESTENV_JDK" ES_PATH_CONF="$ES_RUN/config" ES_JAVA_OPTS="-Xms512m -Xmx512m" \
+    "$ES_HOME/bin/elasticsearch" -d -p "$ES_PIDFILE" >>"$ES_RUN/logs/launch.log" 2>&1; then
+    show_logs "$ES_RUN/logs/launch.log" "$ES_RUN/logs/$ES_CLUSTER.log"
+    die "elasticsearch $ES_VERSION failed to start"
+  fi
+  if ! wait_until 180 "elasticsearch on $ES_URL" es_ready; then
+    show_logs "$ES_RUN/logs/launch.log" "$ES_RUN/logs/$ES_CLUSTER.log"
+    server_stop graceful 30 || true
+    die "elasticsearch $ES_VERSION did not become ready"
+  fi
+}
+
 do_up() {
   apt_ensure curl curl
   apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
   # Another server script may create the user at the same moment; losing that race is fine.
   ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
   install_es
-  stop_pid "$ES_PIDFILE" 30
+  stop_leftover
   wait_until 20 "port $ES_HTTP_PORT to be free" port_free "$ES_HTTP_PORT" || die "port $ES_HTTP_PORT is taken by another process"
   wait_until 20 "port $ES_TRANSPORT_PORT to be free" port_free "$ES_TRANSPORT_PORT" || die "port $ES_TRANSPORT_PORT is taken by another process"
   write_config
-  # -d returns once the node has started (or failed); the pid file names the server JVM.
-  # JAVA_HOME is dropped because the launcher only reads ES_JAVA_HOME and warns about the other.
-  if ! timeout 240 runuser -u "$TESTENV_SVC_USER" -- env -u JAVA_HOME \
-    ES_JAVA_HOME="$TESTENV_JDK" ES_PATH_CONF="$ES_RUN/config" ES_JAVA_OPTS="-Xms512m -Xmx512m" \
-    "$ES_HOME/bin/elasticsearch" -d -p "$ES_PIDFILE" >"$ES_RUN/logs/launch.log" 2>&1; then
-    show_logs "$ES_RUN/logs/launch.log" "$ES_RUN/logs/$ES_CLUSTER.log"
-    die "elasticsearch $ES_VERSION failed to start"
-  fi
-  if ! wait_until 180 "elasticsearch on $ES_URL" \
-    curl -fsS --max-time 5 "$ES_URL/_cluster/health?wait_for_status=yellow&timeout=2s"; then
-    show_logs "$ES_RUN/logs/launch.log" "$ES_RUN/logs/$ES_CLUSTER.log"
-    do_down
-    die "elasticsearch $ES_VERSION did not become ready"
-  fi
+  es_launch
 }
 
-do_down() { stop_pid "$ES_PIDFILE" 30; }
+do_start() { es_launch; }
 
-is_running() { search_running "$ES_PIDFILE" "$ES_URL" "$ES_CLUSTER"; }
-
-describe() { echo "elasticsearch $ES_VERSION pid $(cat "$ES_PIDFILE" 2>/dev/null) at $ES_URL"; }
+describe() { echo "elasticsearch $ES_VERSION pid ${SERVER_PID:-?} at $ES_URL"; }
 
 print_env() { echo "export TRIBUTARY_ES_URL=$ES_URL"; }
 

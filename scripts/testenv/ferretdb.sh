@@ -15,6 +15,20 @@ FERRET_ADDR=127.0.0.1:$MONGO_PORT
 # -buildvcs=false: VCS stamping needs git and a trusted checkout, and adds nothing here.
 FERRET_BUILD_FLAGS=(-buildvcs=false)
 
+SERVER_RUN=$FERRET_RUN
+SERVER_PIDFILE=$FERRET_PID
+SERVER_PORTS=$MONGO_PORT
+
+# server_pids: the server (any build) on our data dir; also one whose run dir was deleted under it.
+server_pids() { procs_of ferretdb-testenv -data-dir "$FERRET_RUN/data"; }
+
+probe() {
+  local bin
+  bin=$(running_bin) && [ -x "$bin" ] && wire_ok "$bin"
+}
+
+setup_key() { echo "ferretdb $FERRET_ADDR"; }
+
 # go_cmd prints the go command to use; Debian bookworm's golang is far too old for FerretDB
 # (go 1.24) and this module (go 1.26), so only an already installed toolchain is accepted.
 go_cmd() {
@@ -70,20 +84,6 @@ running_bin() { cat "$FERRET_RUN/binary" 2>/dev/null; }
 # wire_ok BIN sends `hello` over the wire protocol and needs a reply with ok: 1.
 wire_ok() { "$1" -check -timeout 3s -listen-addr "$FERRET_ADDR" >/dev/null 2>&1; }
 
-ready() { pid_alive "$FERRET_PID" && wire_ok "$1"; }
-
-# orphan_pids prints instances of this server (built under this TESTENV_HOME, serving our address)
-# that lost their pid file, e.g. because the runtime directory was deleted under them.
-orphan_pids() {
-  local p exe
-  for p in /proc/[0-9]*; do
-    exe=$(readlink "$p/exe" 2>/dev/null) || continue
-    case $exe in "$TESTENV_HOME"/dist/ferretdb-*/bin/ferretdb-testenv*) ;; *) continue ;; esac
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-listen-addr $FERRET_ADDR " || continue
-    printf '%s\n' "${p#/proc/}"
-  done
-}
-
 do_up() {
   local bin t0
   t0=$(date +%s)
@@ -92,47 +92,48 @@ do_up() {
   bin=$(ferret_bin)
 
   # A stale instance (alive but not answering) would hold the port; stop it before wiping.
-  stop_pid "$FERRET_PID" 10
-  local orphan
-  for orphan in $(orphan_pids); do
-    log "stopping orphaned instance pid $orphan"
-    echo "$orphan" >"$TESTENV_HOME/.ferretdb-orphan.pid"
-    stop_pid "$TESTENV_HOME/.ferretdb-orphan.pid" 10
-  done
+  stop_leftover
   wait_until 20 "port $MONGO_PORT to be free" port_free "$MONGO_PORT" || die "port $MONGO_PORT is taken by another process (set TRIBUTARY_MONGO_PORT)"
   rm -rf "$FERRET_RUN"
   FERRET_RUN=$(run_dir ferretdb)
   mkdir -p "$FERRET_RUN/data"
-  printf '%s\n' "$bin" >"$FERRET_RUN/binary"
+  ferret_launch "$bin"
+  log "ready in $(($(date +%s) - t0))s"
+}
 
+# ferret_launch BIN starts the server on the data in run/ and waits until it answers hello.
+ferret_launch() {
+  local bin=$1
+  printf '%s\n' "$bin" >"$FERRET_RUN/binary"
   # setsid detaches the server from the caller's process group and terminal.
   # FerretDB itself listens on a Unix socket; the binary's relay in front of it owns the TCP port
   # and runs writes one at a time (FerretDB's filtered updates are not atomic otherwise).
   (cd "$FERRET_RUN" && exec setsid "$bin" -listen-addr "$FERRET_ADDR" -data-dir "$FERRET_RUN/data" \
-    -serialize-writes=true -socket "$FERRET_RUN/ferretdb.sock" >"$FERRET_LOG" 2>&1 </dev/null) &
-  echo $! >"$FERRET_PID"
-
-  if ! wait_until 30 "FerretDB to answer hello on $FERRET_ADDR" ready "$bin"; then
+    -serialize-writes=true -socket "$FERRET_RUN/ferretdb.sock" >>"$FERRET_LOG" 2>&1 </dev/null) &
+  FERRET_STARTED=$!
+  echo "$FERRET_STARTED" >"$FERRET_PID"
+  if ! wait_until 30 "FerretDB to answer hello on $FERRET_ADDR" ready_or_gone; then
     show_logs "$FERRET_LOG"
-    stop_pid "$FERRET_PID" 5
+    server_stop graceful 5 || true
     die "FerretDB did not start"
   fi
-  log "ready in $(($(date +%s) - t0))s"
+  if ! proc_alive "$FERRET_STARTED" || ! wire_ok "$bin"; then show_logs "$FERRET_LOG"; die "FerretDB exited during start-up"; fi
 }
 
-do_down() { stop_pid "$FERRET_PID" 30; }
+ready_or_gone() { ! proc_alive "$FERRET_STARTED" || wire_ok "$(running_bin)"; }
 
-is_running() {
-  local bin
-  bin=$(running_bin) || return 1
-  [ -x "$bin" ] && ready "$bin"
+# do_start builds the server first when its sources changed; the SQLite data stays.
+do_start() {
+  apt_ensure setsid util-linux
+  apt_ensure sha256sum coreutils
+  ferret_launch "$(ferret_bin)"
 }
 
 describe() {
   local bin
   bin=$(running_bin)
   printf 'FerretDB %s (embedded, SQLite), pid %s, %s, build %s\n' \
-    "$("$bin" -version 2>/dev/null || echo '?')" "$(cat "$FERRET_PID" 2>/dev/null)" "$FERRET_ADDR" \
+    "$("$bin" -version 2>/dev/null || echo '?')" "${SERVER_PID:-?}" "$FERRET_ADDR" \
     "$(basename "$(dirname "$(dirname "$bin")")")"
 }
 

@@ -3,7 +3,7 @@
 # Maven Central jars: kafka_2.13 brings the whole server classpath through its POM except the SLF4J
 # binding, which is added here so the broker logs through log4j2 into a file.
 #
-#   kafka.sh up|down|status|env
+#   kafka.sh up|down|stop|start|restart|status|env  (stop modes: graceful, kill)
 #
 # Version choice: 4.4.0 is the newest 4.x on Central; every server jar of it is Java 17 bytecode
 # (class version 61; kafka-clients is 55), so it runs on the Debian OpenJDK 17 in $TESTENV_JDK.
@@ -21,6 +21,18 @@ KAFKA_DIST=$(dist_dir "kafka-$KAFKA_VERSION")
 KAFKA_RUN=$(run_dir kafka)
 KAFKA_PID=$KAFKA_RUN/kafka.pid
 JAVA=$TESTENV_JDK/bin/java
+
+SERVER_RUN=$KAFKA_RUN
+SERVER_PIDFILE=$KAFKA_PID
+SERVER_PORTS="$KAFKA_PORT $KAFKA_CONTROLLER_PORT"
+
+# server_pids: the broker JVM on our server.properties (the storage tool names it too, with
+# another main class). graceful = SIGTERM, a controlled shutdown.
+server_pids() { procs_of java kafka.Kafka "$KAFKA_RUN/server.properties"; }
+
+probe() { kafka_metadata_ok 3; }
+
+setup_key() { echo "kafka $KAFKA_VERSION port $KAFKA_PORT controller $KAFKA_CONTROLLER_PORT"; }
 
 # install_kafka resolves the runtime classpath once into $KAFKA_DIST/lib (Maven keeps the jars in
 # ~/.m2 too). The .complete marker is written last, so an interrupted resolve is redone.
@@ -110,7 +122,7 @@ kafka_metadata_ok() {
 }
 
 # ready_or_dead stops the readiness wait early when the JVM has exited.
-ready_or_dead() { ! pid_alive "$KAFKA_PID" || kafka_metadata_ok 2; }
+ready_or_dead() { ! proc_alive "$KAFKA_STARTED" || kafka_metadata_ok 2; }
 
 write_config() {
   cat >"$KAFKA_RUN/server.properties" <<PROPS
@@ -162,8 +174,8 @@ L4J
 
 do_up() {
   install_kafka
-  # A live pid that no longer answers is a hung broker: stop it before wiping its directory.
-  stop_pid "$KAFKA_PID" 30
+  # A live broker that no longer answers is a hung one: stop it before wiping its directory.
+  stop_leftover
   wait_until 20 "port $KAFKA_PORT to be free" port_free "$KAFKA_PORT" || die "127.0.0.1:$KAFKA_PORT is taken by another process"
   wait_until 20 "port $KAFKA_CONTROLLER_PORT to be free" port_free "$KAFKA_CONTROLLER_PORT" || die "127.0.0.1:$KAFKA_CONTROLLER_PORT is taken by another process"
   rm -rf "$KAFKA_RUN"
@@ -172,48 +184,49 @@ do_up() {
   write_config
   echo "$KAFKA_VERSION" >"$KAFKA_RUN/version"
 
-  local jopts=(-Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
-    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
-    -Dlog4j2.configurationFile="file:$KAFKA_RUN/log4j2.properties" -Dkafka.logs.dir="$KAFKA_RUN/logs")
-  local cp="$KAFKA_DIST/lib/*"
-
   # --standalone writes the bootstrap voter set (just this node) that controller.quorum.bootstrap.servers needs.
-  if ! "$JAVA" -Xmx256m -Dlog4j2.configurationFile="file:$KAFKA_RUN/log4j2-tools.properties" -cp "$cp" \
+  if ! "$JAVA" -Xmx256m -Dlog4j2.configurationFile="file:$KAFKA_RUN/log4j2-tools.properties" -cp "$KAFKA_DIST/lib/*" \
     kafka.tools.StorageTool format --standalone -t "$(new_cluster_id)" -c "$KAFKA_RUN/server.properties" \
     >"$KAFKA_RUN/logs/format.log" 2>&1; then
     show_logs "$KAFKA_RUN/logs/format.log"
     die "formatting the KRaft storage failed"
   fi
+  kafka_launch
+}
 
+# kafka_launch starts the broker on the formatted storage in run/ and waits until it answers
+# Metadata; after a kill the broker first recovers its logs.
+kafka_launch() {
+  local jopts=(-Xms"$KAFKA_HEAP" -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true
+    -Dlog4j2.configurationFile="file:$KAFKA_RUN/log4j2.properties" -Dkafka.logs.dir="$KAFKA_RUN/logs")
   log "starting Kafka $KAFKA_VERSION on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
+  rm -f "$KAFKA_PID"
   # setsid detaches the broker from the caller's session; the inner shell records its own pid and then
   # becomes the JVM, so the pid file names the java process whatever setsid does about forking.
   # shellcheck disable=SC2016 # expanded by the inner bash
   setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$KAFKA_PID" \
-    "$JAVA" "${jopts[@]}" -cp "$cp" kafka.Kafka "$KAFKA_RUN/server.properties" \
-    </dev/null >"$KAFKA_RUN/logs/stdout.log" 2>&1 &
+    "$JAVA" "${jopts[@]}" -cp "$KAFKA_DIST/lib/*" kafka.Kafka "$KAFKA_RUN/server.properties" \
+    </dev/null >>"$KAFKA_RUN/logs/stdout.log" 2>&1 &
   local i
   for ((i = 0; i < 20; i++)); do [ -s "$KAFKA_PID" ] && break; sleep 0.1; done
+  KAFKA_STARTED=$(cat "$KAFKA_PID" 2>/dev/null) || die "the broker's launcher wrote no pid file"
 
   if ! wait_until 120 "a Metadata answer from 127.0.0.1:$KAFKA_PORT" ready_or_dead ||
-    ! pid_alive "$KAFKA_PID" || ! kafka_metadata_ok 3; then
-    pid_alive "$KAFKA_PID" || log "the Kafka JVM exited during start-up"
+    ! proc_alive "$KAFKA_STARTED" || ! kafka_metadata_ok 3; then
+    proc_alive "$KAFKA_STARTED" || log "the Kafka JVM exited during start-up"
     show_logs "$KAFKA_RUN/logs/stdout.log" "$KAFKA_RUN/logs/server.log"
-    stop_pid "$KAFKA_PID" 10
+    server_stop kill 10 || true
     die "Kafka did not become ready"
   fi
 }
 
-do_down() {
-  stop_pid "$KAFKA_PID" 30
-}
-
-is_running() { pid_alive "$KAFKA_PID" && kafka_metadata_ok 2; }
+do_start() { kafka_launch; }
 
 describe() {
   local v
   v=$(cat "$KAFKA_RUN/version" 2>/dev/null || echo "$KAFKA_VERSION")
-  echo "Kafka $v (KRaft broker+controller) pid $(cat "$KAFKA_PID" 2>/dev/null || echo '?') at 127.0.0.1:$KAFKA_PORT, controller 127.0.0.1:$KAFKA_CONTROLLER_PORT"
+  echo "Kafka $v (KRaft broker+controller) pid ${SERVER_PID:-?} at 127.0.0.1:$KAFKA_PORT, controller 127.0.0.1:$KAFKA_CONTROLLER_PORT"
 }
 
 print_env() {

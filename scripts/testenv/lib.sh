@@ -6,7 +6,16 @@
 # distributions survive fresh clones):
 #   dl/<server>/        downloaded archives (Maven artifacts also stay in ~/.m2)
 #   dist/<server>-<v>/  unpacked distributions, reused between runs
-#   run/<server>/       data, config, logs and the pid file of the running instance; wiped on a fresh start
+#   run/<server>/       data, config, logs and the pid file of one instance. Only `up` of a
+#                       stopped server wipes it (a fresh instance); stop, start and restart keep
+#                       it, and so does down. .testenv-setup in it records the settings (ports,
+#                       version) of an up that finished; start needs the same ones.
+#   logs/<server>-<command>.log  the output of the last `testenv <command>` of that server
+#
+# Which server runs is read from /proc, never from a pid file: a server is the process of its
+# command name whose arguments (Elasticsearch: environment) name this instance (procs_of), and it
+# runs when it also answers a probe that proves the answer is its own. A pid file made stale by a restart with the server's
+# own tools (pg_ctl restart) or by a kill is rewritten or removed by the next look.
 set -euo pipefail
 
 TESTENV_HOME=${TRIBUTARY_TESTENV_HOME:-/var/tmp/tributary-testenv}
@@ -155,40 +164,234 @@ no_autostart() {
   return "$rc"
 }
 
-# pids_with_arg ARG prints the pids of processes one of whose command-line arguments is exactly
-# ARG. It finds an instance of ours whose run dir (and pid file) was wiped while it ran.
-pids_with_arg() {
-  local f pid
-  for f in /proc/[0-9]*/cmdline; do
-    pid=${f#/proc/}; pid=${pid%/cmdline}
+# procs_of [--env VAR=VALUE] COMM ARG... prints the pids of live processes whose command name
+# (/proc/PID/comm, cut to 15 characters by the kernel) is COMM, that have every ARG among their
+# command-line arguments (each matched whole) and, with --env, VAR=VALUE in their initial
+# environment. A server is found this way, by the data dir or config it runs on, whatever its pid
+# file says; so is an instance of ours whose run dir (and pid file) was wiped while it ran.
+procs_of() {
+  local env='' p pid c args a
+  if [ "$1" = --env ]; then env=$2; shift 2; fi
+  local comm=${1:0:15}; shift
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
     [ "$pid" = "$$" ] && continue
-    if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF -- "$1"; then echo "$pid"; fi
+    c=
+    read -r c 2>/dev/null <"$p/comm" || continue
+    [ "$c" = "$comm" ] || continue
+    args=$(tr '\0' '\n' 2>/dev/null <"$p/cmdline") || continue
+    for a in "$@"; do grep -qxF -- "$a" <<<"$args" || continue 2; done
+    if [ -n "$env" ]; then tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF -- "$env" || continue; fi
+    proc_alive "$pid" && echo "$pid"
   done
+  return 0
 }
 
-# search_running PIDFILE URL CLUSTER succeeds when the Elasticsearch/OpenSearch node of PIDFILE
-# answers at URL with our cluster name (which proves the port is ours, not another server's).
-search_running() {
-  local health
-  pid_alive "$1" &&
-    health=$(curl -fsS --max-time 5 "$2/_cluster/health" 2>/dev/null) &&
-    [[ $health == *"\"cluster_name\":\"$3\""* ]]
+# search_ours URL CLUSTER [WAIT] succeeds when the Elasticsearch/OpenSearch node at URL answers
+# with our cluster name, which proves the port is ours, not another server's. With WAIT (a start
+# waiting for readiness) the cluster must also be yellow: every primary allocated.
+search_ours() {
+  local health q=
+  [ -n "${3:-}" ] && q='?wait_for_status=yellow&timeout=2s'
+  health=$(curl -fsS --max-time 5 "$1/_cluster/health$q" 2>/dev/null) &&
+    [[ $health == *"\"cluster_name\":\"$2\""* ]]
 }
 
-# main_dispatch handles the common command line: up | down | status | env.
-# The sourcing script defines do_up, do_down, is_running, describe and print_env.
+# ---- One server's command line: up | down | stop | start | restart | status | env ----
+#
+# The sourcing script sets SERVER_RUN (its run dir), SERVER_PIDFILE and SERVER_PORTS (every port it
+# listens on) and defines:
+#   server_pids  its server process on this instance, from /proc (procs_of), never from a pid file
+#   probe        a real readiness probe that also proves the answer is this instance's
+#   do_up        a fresh instance: stop what runs there, wipe SERVER_RUN, set up, start, wait ready
+#   do_start     start on SERVER_RUN as it is (data and config kept), wait for readiness
+#   setup_key    the settings SERVER_RUN is set up for that a start cannot change (ports, version)
+#   describe, print_env
+# It may define do_stop MODE SECONDS PID... and set STOP_MODES (first = default) for modes of its
+# own; the default ones are graceful (TERM, then KILL after SECONDS) and kill (KILL: a crash).
+STOP_MODES="graceful kill"
+SERVER_PID=
+
+# Exit status of stop and restart when the server had to be killed because the requested mode did
+# not stop it within the timeout (a restart still starts it again).
+STOP_FORCED=4
+
+setup_file() { printf '%s\n' "$SERVER_RUN/.testenv-setup"; }
+record_setup() { setup_key >"$(setup_file)"; }
+
+# is_running succeeds when the server process runs on this instance and answers the probe; it
+# sets SERVER_PID and rewrites a stale pid file (restarted with the server's own tools), and it
+# removes a pid file that names a dead process (killed, not restarted).
+is_running() {
+  local pids
+  SERVER_PID=
+  pids=$(server_pids)
+  if [ -z "$pids" ]; then
+    if [ -f "$SERVER_PIDFILE" ] && ! pid_alive "$SERVER_PIDFILE"; then rm -f "$SERVER_PIDFILE"; fi
+    return 1
+  fi
+  probe >/dev/null 2>&1 || return 1
+  SERVER_PID=${pids%%$'\n'*}
+  [ "$SERVER_PID" = "$pids" ] || log "warning: more than one server process on this instance: ${pids//$'\n'/ }"
+  if [ "$(cat "$SERVER_PIDFILE" 2>/dev/null)" != "$SERVER_PID" ]; then
+    local tmp
+    tmp=$(mktemp "$SERVER_PIDFILE.XXXXXX") || return 0
+    if ! { echo "$SERVER_PID" >"$tmp" && chown --reference="$SERVER_RUN" "$tmp" && chmod 644 "$tmp" &&
+      mv -f "$tmp" "$SERVER_PIDFILE"; }; then
+      rm -f "$tmp"
+      log "warning: could not refresh $SERVER_PIDFILE"
+    fi
+  fi
+  return 0
+}
+
+# signal_stop SIGNAL SECONDS PID... sends SIGNAL and waits for every PID to exit; after SECONDS
+# it KILLs what is left (exit $STOP_FORCED), and fails when even that does not end them in 30 s.
+signal_stop() {
+  local sig=$1 secs=$2; shift 2
+  kill -"$sig" "$@" 2>/dev/null || true
+  # A stopped (SIGSTOP) server acts on the signal only once it is continued.
+  kill -CONT "$@" 2>/dev/null || true
+  wait_gone "$secs" "$@" && return 0
+  [ "$sig" = KILL ] || {
+    log "still running ${secs}s after SIG$sig: killing $(alive_of "$@")"
+    # shellcheck disable=SC2046 # one pid per word
+    kill -KILL $(alive_of "$@") 2>/dev/null || true
+    wait_gone 30 "$@" && return "$STOP_FORCED"
+  }
+  log "error: $(alive_of "$@") survived SIGKILL for 30s"
+  return 1
+}
+
+alive_of() { local pid; for pid in "$@"; do proc_alive "$pid" && echo "$pid"; done; return 0; }
+
+# wait_gone SECONDS PID... waits until none of PID is alive.
+wait_gone() {
+  local secs=$1 i; shift
+  for ((i = 0; i < secs * 4; i++)); do
+    [ -z "$(alive_of "$@")" ] && return 0
+    sleep 0.25
+  done
+  [ -z "$(alive_of "$@")" ]
+}
+
+# do_stop MODE SECONDS PID... is the default stop; a script with modes of its own overrides it.
+do_stop() {
+  local mode=$1 secs=$2; shift 2
+  case $mode in
+    graceful) signal_stop TERM "$secs" "$@" ;;
+    kill) signal_stop KILL 30 "$@" ;;
+    *) die "unknown stop mode $mode" ;;
+  esac
+}
+
+# server_stop MODE SECONDS stops the server and keeps its run dir.
+server_stop() {
+  local pids rc=0
+  pids=$(server_pids)
+  if [ -z "$pids" ]; then
+    log "not running"
+    rm -f "$SERVER_PIDFILE"
+    return 0
+  fi
+  # A server that answers was set up completely, also when its setup predates the records: so
+  # that the start after this stop keeps its data.
+  if [ ! -f "$(setup_file)" ] && is_running; then record_setup; fi
+  log "stopping pid ${pids//$'\n'/ } (mode $1)"
+  # shellcheck disable=SC2086
+  do_stop "$1" "$2" $pids || rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq "$STOP_FORCED" ] || return $rc
+  rm -f "$SERVER_PIDFILE"
+  if [ $rc -eq 0 ]; then log "stopped"; else log "stopped, but only by force: mode $1 did not stop it within $2s"; fi
+  return $rc
+}
+
+# stop_leftover stops what still runs on this instance before up wipes it (alive but not
+# answering: hung, or half started by a failed run).
+stop_leftover() {
+  [ -n "$(server_pids)" ] || return 0
+  log "a server runs on $SERVER_RUN but does not answer: stopping it"
+  server_stop "${STOP_MODES%% *}" 30 || [ $? -eq "$STOP_FORCED" ] || die "could not stop it"
+}
+
+# server_up starts a fresh instance unless one runs. A running one is reused; its setup record is
+# written when it predates the records.
+server_up() {
+  if is_running; then
+    [ -f "$(setup_file)" ] || record_setup
+    log "already running, reused: $(describe)"
+    return 0
+  fi
+  do_up
+  record_setup
+  is_running || die "started, but the server does not answer"
+  log "up: $(describe)"
+}
+
+# server_start starts the server on its existing run dir, or a fresh one when no up finished there.
+server_start() {
+  local want have port
+  if is_running; then log "already running: $(describe)"; return 0; fi
+  if [ ! -f "$(setup_file)" ]; then
+    log "$SERVER_RUN holds no finished setup: starting a fresh instance, as up does"
+    server_up
+    return
+  fi
+  want=$(setup_key)
+  have=$(cat "$(setup_file)")
+  [ "$want" = "$have" ] || die "$SERVER_RUN is set up for '$have' but this environment asks for '$want': start it with the settings it was set up with, or 'down' then 'up' for a fresh instance"
+  stop_leftover
+  for port in $SERVER_PORTS; do
+    wait_until 20 "port $port to be free" port_free "$port" || die "127.0.0.1:$port is taken by another process"
+  done
+  do_start
+  is_running || die "started, but the server does not answer"
+  log "started: $(describe)"
+}
+
+usage_die() { echo "$0: $*" >&2; exit 2; }
+
+# main_dispatch handles the command line of a server script:
+#   up | down | status | env | modes | stop [--mode M] [--timeout S] | start | restart [--mode M] [--timeout S]
 main_dispatch() {
-  case "${1:-}" in
-    up)
-      if is_running; then log "already running, reused: $(describe)"; return 0; fi
-      do_up
-      log "up: $(describe)"
+  local cmd=${1:-} mode='' secs=60 rc=0
+  [ $# -gt 0 ] && shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --mode) [ $# -ge 2 ] || usage_die "--mode needs a value"; mode=$2; shift 2 ;;
+      --mode=*) mode=${1#--mode=}; shift ;;
+      --timeout) [ $# -ge 2 ] || usage_die "--timeout needs a value"; secs=$2; shift 2 ;;
+      --timeout=*) secs=${1#--timeout=}; shift ;;
+      *) usage_die "unexpected argument '$1'" ;;
+    esac
+    case $cmd in stop | restart) ;; *) usage_die "$cmd takes no options" ;; esac
+  done
+  [[ $secs =~ ^[1-9][0-9]*$ ]] || usage_die "--timeout wants whole seconds, got '$secs'"
+  mode=${mode:-${STOP_MODES%% *}}
+  case " $STOP_MODES " in *" $mode "*) ;; *) usage_die "$TESTENV_NAME: no stop mode '$mode' (modes: $STOP_MODES)" ;; esac
+  case "$cmd" in
+    up) server_up ;;
+    down) server_stop "${STOP_MODES%% *}" 30 || [ $? -eq "$STOP_FORCED" ] ;;
+    stop) server_stop "$mode" "$secs" ;;
+    start) server_start ;;
+    restart)
+      server_stop "$mode" "$secs" || rc=$?
+      [ $rc -eq 0 ] || [ $rc -eq "$STOP_FORCED" ] || return $rc
+      server_start
+      return $rc
       ;;
-    down) do_down ;;
     status)
-      if is_running; then echo "$TESTENV_NAME: running: $(describe)"; else echo "$TESTENV_NAME: stopped"; return 3; fi
+      if is_running; then
+        echo "$TESTENV_NAME: running: $(describe)"
+      else
+        local pids
+        pids=$(server_pids)
+        if [ -n "$pids" ]; then echo "$TESTENV_NAME: stopped (pid ${pids//$'\n'/ } runs but does not answer)"; else echo "$TESTENV_NAME: stopped"; fi
+        return 3
+      fi
       ;;
     env) print_env ;;
-    *) echo "usage: $0 up|down|status|env" >&2; return 2 ;;
+    modes) echo "$STOP_MODES" ;;
+    *) usage_die "usage: up|down|stop [--mode M] [--timeout S]|start|restart [--mode M] [--timeout S]|status|env|modes" ;;
   esac
 }

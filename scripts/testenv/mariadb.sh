@@ -21,32 +21,48 @@ MY_ERRLOG=$MY_RUN/error.log
 MY_USER=tributary
 MY_PASS=tributary
 
-# my_stop stops our server by its pid file, and any mariadbd still running on our config file.
-my_stop() {
-  local pid tmp=$MY_RUN/.orphan.pid
-  stop_pid "$MY_PIDFILE" 60
-  for pid in $(pids_with_arg "--defaults-file=$MY_CNF"); do
-    log "stopping mariadbd $pid left on $MY_CNF"
-    echo "$pid" >"$tmp" && stop_pid "$tmp" 60
-  done
-}
+SERVER_RUN=$MY_RUN
+SERVER_PIDFILE=$MY_PIDFILE
+SERVER_PORTS=$MYSQL_PORT
+
+# server_pids: mariadbd on our config file (graceful = SIGTERM, its clean shutdown).
+server_pids() { procs_of mariadbd "--defaults-file=$MY_CNF"; }
 
 # my_fail prints the logs, stops what this run started (so a later `up` does not reuse a
 # half-configured server) and exits.
 my_fail() {
   show_logs "$MY_RUN/install.log" "$MY_ERRLOG" "$MY_RUN/stdout.log"
-  my_stop
+  server_stop graceful 60 || true
   die "$*"
-}
-
-my_ping() {
-  mariadb-admin --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" -u"$MY_USER" -p"$MY_PASS" \
-    --connect-timeout=2 ping
 }
 
 # my_root_ready succeeds once root can run a statement over the socket (bootstrap is over).
 my_root_ready() { mariadb --defaults-file="$MY_CNF" -uroot -Nse 'SELECT 1'; }
-my_ready_or_dead() { my_root_ready || ! kill -0 "$MY_STARTED" 2>/dev/null; }
+my_ready_or_dead() { my_root_ready || ! proc_alive "$MY_STARTED"; }
+
+my_sql() {
+  mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" -u"$MY_USER" -p"$MY_PASS" \
+    --connect-timeout=3 -Nse "$1"
+}
+
+# probe: a query over TCP as the test user, answered by the server on our datadir.
+probe() { [ "$(my_sql 'SELECT @@datadir' 2>/dev/null)" = "$MY_RUN/data/" ]; }
+
+setup_key() { echo "mariadb port $MYSQL_PORT"; }
+
+# my_launch starts mariadbd on the existing datadir and waits until root can run a statement over
+# the socket; it stops waiting early when the server died during start-up.
+my_launch() {
+  nohup /usr/sbin/mariadbd --defaults-file="$MY_CNF" >>"$MY_RUN/stdout.log" 2>&1 &
+  MY_STARTED=$!
+  wait_until 120 "mariadb on 127.0.0.1:$MYSQL_PORT" my_ready_or_dead || my_fail "mariadb did not become ready"
+  proc_alive "$MY_STARTED" || my_fail "mariadbd exited during start-up"
+}
+
+do_start() {
+  my_launch
+  wait_until 30 "the TCP listener" probe || my_fail "no answer on 127.0.0.1:$MYSQL_PORT"
+}
 
 do_up() {
   no_autostart apt_ensure /usr/sbin/mariadbd mariadb-server mariadb-client
@@ -58,7 +74,7 @@ do_up() {
   fi
   id mysql >/dev/null 2>&1 || die "the mariadb-server package did not create the mysql user"
 
-  my_stop
+  stop_leftover
   wait_until 20 "port $MYSQL_PORT to be free" port_free "$MYSQL_PORT" || die "127.0.0.1:$MYSQL_PORT is taken by another process (set TRIBUTARY_MYSQL_PORT)"
 
   rm -rf "$MY_RUN" && mkdir -p "$MY_RUN/data" "$MY_RUN/tmp"
@@ -99,32 +115,23 @@ CNF
   mariadb-install-db --defaults-file="$MY_CNF" --auth-root-authentication-method=normal \
     --skip-test-db >"$MY_RUN/install.log" 2>&1 || my_fail "mariadb-install-db failed"
 
-  nohup /usr/sbin/mariadbd --defaults-file="$MY_CNF" >"$MY_RUN/stdout.log" 2>&1 &
-  MY_STARTED=$!
-  # Stop waiting early when the server died during start-up.
-  wait_until 60 "mariadb on 127.0.0.1:$MYSQL_PORT" my_ready_or_dead || my_fail "mariadb did not become ready"
-  kill -0 "$MY_STARTED" 2>/dev/null || my_fail "mariadbd exited during start-up"
+  my_launch
   mariadb --defaults-file="$MY_CNF" -uroot <<SQL || my_fail "creating the test user failed"
 CREATE USER IF NOT EXISTS '$MY_USER'@'%' IDENTIFIED BY '$MY_PASS';
 GRANT ALL PRIVILEGES ON *.* TO '$MY_USER'@'%' WITH GRANT OPTION;
 CREATE DATABASE IF NOT EXISTS test;
 SQL
-  wait_until 30 "the TCP listener" my_ping || my_fail "no answer on 127.0.0.1:$MYSQL_PORT"
+  wait_until 30 "the TCP listener" probe || my_fail "no answer on 127.0.0.1:$MYSQL_PORT"
   local vars
-  vars=$(mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$MYSQL_PORT" -u"$MY_USER" -p"$MY_PASS" -Nse \
-    'SELECT CONCAT_WS(" ", @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata)') ||
+  vars=$(my_sql 'SELECT CONCAT_WS(" ", @@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata)') ||
     my_fail "querying the server variables failed"
   [ "$vars" = "ON ROW FULL FULL" ] || my_fail "unexpected binlog settings: $vars (log_bin format row_image row_metadata)"
 }
 
-do_down() { my_stop; }
-
-is_running() { pid_alive "$MY_PIDFILE" && my_ping >/dev/null 2>&1; }
-
 describe() {
   local v
   v=$(/usr/sbin/mariadbd --version 2>/dev/null | awk '{print $3}')
-  echo "MariaDB $v pid $(cat "$MY_PIDFILE" 2>/dev/null) 127.0.0.1:$MYSQL_PORT data $MY_RUN/data"
+  echo "MariaDB $v pid ${SERVER_PID:-?} 127.0.0.1:$MYSQL_PORT data $MY_RUN/data"
 }
 
 print_env() {

@@ -18,6 +18,17 @@ OS_PIDFILE=$OS_RUN/opensearch.pid
 OS_URL=http://127.0.0.1:$OS_HTTP_PORT
 OS_CLUSTER=tributary-os
 
+SERVER_RUN=$OS_RUN
+SERVER_PIDFILE=$OS_PIDFILE
+SERVER_PORTS="$OS_HTTP_PORT $OS_TRANSPORT_PORT"
+
+# server_pids: the node JVM on our config copy.
+server_pids() { procs_of java "-Dopensearch.path.conf=$OS_RUN/config"; }
+
+probe() { search_ours "$OS_URL" "$OS_CLUSTER"; }
+
+setup_key() { echo "opensearch $OS_VERSION http $OS_HTTP_PORT transport $OS_TRANSPORT_PORT"; }
+
 # add_mapper_extras turns the published client jar of the mapper-extras module back into a module:
 # the jar holds the plugin classes but no plugin-descriptor.properties, so one is written here.
 # PluginInfo rejects unknown keys, so only the keys the bundled modules use appear.
@@ -91,43 +102,48 @@ YML
   chown -R "$TESTENV_SVC_USER:" "$OS_RUN"
 }
 
+# os_launch starts the node on the config and data in run/ and waits until it is yellow.
+# Started in the background rather than with -d: -d returns at once, so a node that dies while
+# starting would only be noticed when the wait below timed out, whereas the launcher's pid
+# (runuser, which waits for the JVM) shows it at once. -q keeps the console quiet; the node logs
+# to path.logs.
+os_launch() {
+  # The node proved gone (server_pids): a pid file left by a kill is stale.
+  rm -f "$OS_PIDFILE"
+  runuser -u "$TESTENV_SVC_USER" -- env \
+    OPENSEARCH_JAVA_HOME="$TESTENV_JDK" JAVA_HOME="$TESTENV_JDK" \
+    OPENSEARCH_PATH_CONF="$OS_RUN/config" OPENSEARCH_JAVA_OPTS="-Xms512m -Xmx512m" \
+    "$OS_HOME/bin/opensearch" -q -p "$OS_PIDFILE" </dev/null >>"$OS_RUN/logs/launch.log" 2>&1 &
+  OS_LAUNCHER=$!
+  if ! wait_until 180 "opensearch on $OS_URL" os_ready_or_gone || ! os_ready; then
+    show_logs "$OS_RUN/logs/launch.log" "$OS_RUN/logs/$OS_CLUSTER.log"
+    server_stop graceful 30 || true
+    kill -TERM "$OS_LAUNCHER" 2>/dev/null || true
+    die "opensearch $OS_VERSION did not start"
+  fi
+}
+
+os_ready() { search_ours "$OS_URL" "$OS_CLUSTER" yellow; }
+
+# os_ready_or_gone ends the wait early when the launcher has exited.
+os_ready_or_gone() { os_ready || ! proc_alive "$OS_LAUNCHER"; }
+
 do_up() {
   apt_ensure curl curl
   apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
   # Another server script may create the user at the same moment; losing that race is fine.
   ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
   install_os
-  stop_pid "$OS_PIDFILE" 30
+  stop_leftover
   wait_until 20 "port $OS_HTTP_PORT to be free" port_free "$OS_HTTP_PORT" || die "port $OS_HTTP_PORT is taken by another process"
   wait_until 20 "port $OS_TRANSPORT_PORT to be free" port_free "$OS_TRANSPORT_PORT" || die "port $OS_TRANSPORT_PORT is taken by another process"
   write_config
-  # Started in the background rather than with -d: -d returns at once, so a node that dies while
-  # starting would only be noticed when the wait below timed out, whereas the launcher's pid
-  # (runuser, which waits for the JVM) shows it at once. -q keeps the console quiet; the node logs
-  # to path.logs.
-  runuser -u "$TESTENV_SVC_USER" -- env \
-    OPENSEARCH_JAVA_HOME="$TESTENV_JDK" JAVA_HOME="$TESTENV_JDK" \
-    OPENSEARCH_PATH_CONF="$OS_RUN/config" OPENSEARCH_JAVA_OPTS="-Xms512m -Xmx512m" \
-    "$OS_HOME/bin/opensearch" -q -p "$OS_PIDFILE" </dev/null >"$OS_RUN/logs/launch.log" 2>&1 &
-  OS_LAUNCHER=$!
-  if ! wait_until 180 "opensearch on $OS_URL" os_ready_or_gone || ! os_ready; then
-    show_logs "$OS_RUN/logs/launch.log" "$OS_RUN/logs/$OS_CLUSTER.log"
-    do_down
-    kill -TERM "$OS_LAUNCHER" 2>/dev/null || true
-    die "opensearch $OS_VERSION did not start"
-  fi
+  os_launch
 }
 
-os_ready() { curl -fsS --max-time 5 "$OS_URL/_cluster/health?wait_for_status=yellow&timeout=2s" >/dev/null 2>&1; }
+do_start() { os_launch; }
 
-# os_ready_or_gone ends the wait early when the launcher has exited.
-os_ready_or_gone() { os_ready || ! kill -0 "$OS_LAUNCHER" 2>/dev/null; }
-
-do_down() { stop_pid "$OS_PIDFILE" 30; }
-
-is_running() { search_running "$OS_PIDFILE" "$OS_URL" "$OS_CLUSTER"; }
-
-describe() { echo "opensearch $OS_VERSION pid $(cat "$OS_PIDFILE" 2>/dev/null) at $OS_URL"; }
+describe() { echo "opensearch $OS_VERSION pid ${SERVER_PID:-?} at $OS_URL"; }
 
 print_env() { echo "export TRIBUTARY_OPENSEARCH_URL=$OS_URL"; }
 

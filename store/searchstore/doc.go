@@ -3,8 +3,9 @@
 // transport (elastictransport), which has no product check and so talks to OpenSearch too.
 //
 // [New] takes the transport by position (it must not retry on its own: see New);
-// [NewFromURLs] builds one from node URLs with retries off. [Options] hold the rest, with
-// documented defaults.
+// [NewFromURLs] builds one from node URLs with retries off (the client internal/search builds
+// for the sink and esfence too; requests are sent and read, and error types parsed, there).
+// [Options] hold the rest, with documented defaults.
 //
 // # Records
 //

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -76,35 +76,19 @@ func (e *BackendError) tooLarge() bool {
 	return false
 }
 
-// esError is the JSON shape of an "error" member. Reason is read only to be dropped.
-type esError struct {
-	Type     string   `json:"type"`
-	Index    string   `json:"index"`
-	CausedBy *esError `json:"caused_by"`
-}
-
 // backendError turns a status and a raw "error" member (an object, a bare string, or absent)
 // into a *BackendError.
 func backendError(status int, raw json.RawMessage) *BackendError {
-	be := &BackendError{Status: status}
-	var e esError
-	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &e) != nil {
-		return be
-	}
-	be.Type, be.Index = e.Type, e.Index
-	for c, depth := e.CausedBy, 0; c != nil && depth < 8; c, depth = c.CausedBy, depth+1 {
-		be.CausedBy = append(be.CausedBy, c.Type)
-	}
-	return be
+	return fromInfo(status, search.ParseErrorObject(raw))
 }
 
 // responseError reads the "error" member of a failed whole-request answer.
 func responseError(status int, body []byte) *BackendError {
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	_ = json.Unmarshal(body, &env) // a body that is not JSON leaves only the status
-	return backendError(status, env.Error)
+	return fromInfo(status, search.ParseError(body)) // a body that is not JSON leaves only the status
+}
+
+func fromInfo(status int, e search.ErrorInfo) *BackendError {
+	return &BackendError{Status: status, Type: e.Type, CausedBy: e.CausedBy, Index: e.Index}
 }
 
 // requestKind says what a failed request can have done, which decides how its failure is
@@ -186,7 +170,7 @@ func classifyTransport(parent, ctx context.Context, err error, kind requestKind,
 	switch {
 	case parent.Err() != nil:
 		return driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled"+unknown, parent.Err())
-	case isDialError(err):
+	case search.NotSent(err):
 		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+": cannot connect; nothing was sent", err)
 	case kind == readOnly:
 		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+" failed", err)
@@ -194,9 +178,4 @@ func classifyTransport(parent, ctx context.Context, err error, kind requestKind,
 		return driver.NewError(driver.KindInternal, "searchstore: "+what+" timed out"+unknown, errRequestTimeout)
 	}
 	return driver.NewError(driver.KindInternal, "searchstore: "+what+" failed"+unknown, err)
-}
-
-func isDialError(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }

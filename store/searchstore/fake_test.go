@@ -4,66 +4,36 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
-// fakeServer answers the adapter's requests with canned answers, so the adapter's side of the
-// protocol (request shapes, classification, caching) is tested without a real server.
-type fakeServer struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []fakeRequest
-	// answer returns status and body for a request; nil answers 200 "{}".
-	answer func(r fakeRequest) (int, string)
-}
-
-type fakeRequest struct {
-	method, path, query, body string
-}
-
-func newFake(t *testing.T, answer func(r fakeRequest) (int, string)) *fakeServer {
+// newFake is the shared fake node (internal/search/searchtest) answering every request with
+// answer's status and body (nil: 200 "{}"; status -1 drops the connection), so the adapter's
+// side of the protocol (request shapes, classification, caching) is tested without a server.
+func newFake(t *testing.T, answer func(r *searchtest.Request) (int, string)) *searchtest.Cluster {
 	t.Helper()
-	f := &fakeServer{answer: answer}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		req := fakeRequest{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, body: string(b)}
-		f.mu.Lock()
-		f.requests = append(f.requests, req)
-		f.mu.Unlock()
+	f := searchtest.New(t, nil)
+	f.Intercept(func(r *searchtest.Request) *searchtest.Reply {
 		status, body := 200, "{}"
-		if f.answer != nil {
-			status, body = f.answer(req)
+		if answer != nil {
+			status, body = answer(r)
 		}
-		if status == -1 { // drop the connection without an answer
-			hj, _ := w.(http.Hijacker)
-			c, _, _ := hj.Hijack()
-			c.Close()
-			return
+		if status == -1 {
+			return searchtest.Drop()
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(f.Close)
+		return searchtest.Status(status, body)
+	})
 	return f
 }
 
-func (f *fakeServer) seen() []fakeRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]fakeRequest(nil), f.requests...)
-}
-
-func (f *fakeServer) store(t *testing.T, opts *Options) *Store {
+func storeOf(t *testing.T, f *searchtest.Cluster, opts *Options) *Store {
 	t.Helper()
 	s, err := NewFromURLs([]string{f.URL}, opts)
 	if err != nil {
@@ -93,13 +63,13 @@ func wantKind(t *testing.T, what string, err error, want driver.ErrorKind) {
 
 func TestFakeReadOneMgetRawSource(t *testing.T) {
 	const source = `{ "spaced" :  [1, 2.50, "x"] , "u":"\u00e9" }`
-	f := newFake(t, func(r fakeRequest) (int, string) {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
 		return 200, `{"docs":[
 			{"_index":"a","_id":"1","_version":3,"_seq_no":7,"_primary_term":2,"found":true,"_source":` + source + `},
 			{"_index":"b","_id":"2","found":false},
 			{"_index":"gone","_id":"3","error":{"root_cause":[],"type":"index_not_found_exception","reason":"no such index [gone]","index":"gone"}}]}`
 	})
-	s := f.store(t, nil)
+	s := storeOf(t, f, nil)
 	addrs := []driver.Address{addrOf("a", "1"), addrOf("b", "2"), addrOf("gone", "3")}
 	res, err := s.Read(context.Background(), addrs)
 	if err != nil {
@@ -115,8 +85,8 @@ func TestFakeReadOneMgetRawSource(t *testing.T) {
 		t.Fatalf("missing doc: %+v", res[1])
 	}
 	wantKind(t, "missing index", res[2].Err, driver.KindNotFound)
-	reqs := f.seen()
-	if len(reqs) != 1 || reqs[0].path != "/_mget" {
+	reqs := f.Requests()
+	if len(reqs) != 1 || reqs[0].Path != "/_mget" {
 		t.Fatalf("requests %+v, want one POST /_mget", reqs)
 	}
 	var body struct {
@@ -125,8 +95,8 @@ func TestFakeReadOneMgetRawSource(t *testing.T) {
 			ID    string `json:"_id"`
 		} `json:"docs"`
 	}
-	if err := json.Unmarshal([]byte(reqs[0].body), &body); err != nil || len(body.Docs) != 3 || body.Docs[2].Index != "gone" || body.Docs[2].ID != "3" {
-		t.Fatalf("mget body %s (%v)", reqs[0].body, err)
+	if err := json.Unmarshal([]byte(reqs[0].Body), &body); err != nil || len(body.Docs) != 3 || body.Docs[2].Index != "gone" || body.Docs[2].ID != "3" {
+		t.Fatalf("mget body %s (%v)", reqs[0].Body, err)
 	}
 }
 
@@ -154,13 +124,13 @@ func TestFakeWriteClassifiesItems(t *testing.T) {
 		`{"delete":{"_index":"d","_id":"x","_version":1,"result":"not_found","_seq_no":5,"_primary_term":1,"status":404}}`,
 		fail("delete", 409, "version_conflict_engine_exception"),
 	}
-	f := newFake(t, func(r fakeRequest) (int, string) {
-		if r.method == http.MethodHead {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
+		if r.Method == http.MethodHead {
 			return 200, ""
 		}
 		return 200, bulkAnswer(items...)
 	})
-	s := f.store(t, nil)
+	s := storeOf(t, f, nil)
 	rev := driver.Condition{Kind: driver.IfRevision, Revision: revision{3, 1}.encode()}
 	a := addrOf("d", "x")
 	writes := []driver.Write{
@@ -199,20 +169,20 @@ func TestFakeWriteClassifiesItems(t *testing.T) {
 	wantOutcome(8, driver.NotFound, false)
 	wantKind(t, "stale delete", res[9].Err, driver.KindConflict)
 
-	reqs := f.seen()
-	if len(reqs) != 2 || reqs[0].method != http.MethodHead || reqs[0].path != "/d" || reqs[1].path != "/_bulk" {
+	reqs := f.Requests()
+	if len(reqs) != 2 || reqs[0].Method != http.MethodHead || reqs[0].Path != "/d" || reqs[1].Path != "/_bulk" {
 		t.Fatalf("requests %+v, want HEAD /d then one POST /_bulk", reqs)
 	}
-	if !strings.Contains(reqs[1].query, "refresh=wait_for") {
-		t.Fatalf("visible write without refresh=wait_for: %q", reqs[1].query)
+	if !strings.Contains(reqs[1].Query, "refresh=wait_for") {
+		t.Fatalf("visible write without refresh=wait_for: %q", reqs[1].Query)
 	}
-	if n := strings.Count(reqs[1].body, "\n"); n != 7*2+3 {
+	if n := strings.Count(reqs[1].Body, "\n"); n != 7*2+3 {
 		t.Fatalf("bulk body has %d lines, want 17", n)
 	}
 	// The item answered index_not_found dropped the dataset from the cache: the next write
 	// checks again.
 	_, _ = s.Write(context.Background(), writes[:1], driver.WriteOptions{})
-	if reqs := f.seen(); len(reqs) != 4 || reqs[2].method != http.MethodHead {
+	if reqs := f.Requests(); len(reqs) != 4 || reqs[2].Method != http.MethodHead {
 		t.Fatalf("after a missing-index item, requests %+v, want a new HEAD", reqs)
 	}
 }
@@ -220,16 +190,16 @@ func TestFakeWriteClassifiesItems(t *testing.T) {
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestFakeMissingDatasetIsNotWritten(t *testing.T) {
-	f := newFake(t, func(r fakeRequest) (int, string) {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
 		switch {
-		case r.method == http.MethodHead && r.path == "/missing":
+		case r.Method == http.MethodHead && r.Path == "/missing":
 			return 404, ""
-		case r.method == http.MethodHead:
+		case r.Method == http.MethodHead:
 			return 200, ""
 		}
 		return 200, bulkAnswer(`{"index":{"result":"created","status":201,"_seq_no":0,"_primary_term":1}}`)
 	})
-	s := f.store(t, nil)
+	s := storeOf(t, f, nil)
 	res, err := s.Write(context.Background(), []driver.Write{
 		putOf(addrOf("missing", "1"), `{}`, driver.Condition{}),
 		putOf(addrOf("present", "1"), `{}`, driver.Condition{}),
@@ -243,26 +213,26 @@ func TestFakeMissingDatasetIsNotWritten(t *testing.T) {
 	if res[1].Err != nil || res[1].Outcome != driver.Created {
 		t.Fatalf("put beside them: %+v", res[1])
 	}
-	for _, r := range f.seen() {
-		if r.path == "/_bulk" && strings.Contains(r.body, `"missing"`) {
-			t.Fatalf("a write to the missing dataset was sent: %s", r.body)
+	for _, r := range f.Requests() {
+		if r.Path == "/_bulk" && strings.Contains(r.Body, `"missing"`) {
+			t.Fatalf("a write to the missing dataset was sent: %s", r.Body)
 		}
 	}
 }
 
 func TestFakeDatasetCacheTTL(t *testing.T) {
-	f := newFake(t, func(r fakeRequest) (int, string) {
-		if r.method == http.MethodHead {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
+		if r.Method == http.MethodHead {
 			return 200, ""
 		}
 		return 200, bulkAnswer(`{"delete":{"result":"deleted","status":200}}`)
 	})
 	now := time.Unix(1000, 0)
-	s := f.store(t, &Options{DatasetTTL: time.Minute, Now: func() time.Time { return now }})
+	s := storeOf(t, f, &Options{DatasetTTL: time.Minute, Now: func() time.Time { return now }})
 	heads := func() int {
 		n := 0
-		for _, r := range f.seen() {
-			if r.method == http.MethodHead {
+		for _, r := range f.Requests() {
+			if r.Method == http.MethodHead {
 				n++
 			}
 		}
@@ -282,7 +252,7 @@ func TestFakeDatasetCacheTTL(t *testing.T) {
 	if heads() != 2 {
 		t.Fatalf("%d existence checks after the TTL, want 2", heads())
 	}
-	skip := f.store(t, &Options{SkipDatasetCheck: true})
+	skip := storeOf(t, f, &Options{SkipDatasetCheck: true})
 	_, _ = skip.Write(context.Background(), del, driver.WriteOptions{})
 	if heads() != 2 {
 		t.Fatal("SkipDatasetCheck still checked")
@@ -309,13 +279,13 @@ func TestFakeWholeRequestFailures(t *testing.T) {
 		{"truncated", 200, `{"items":[{"index":{"status":201`, driver.KindInternal, driver.KindInternal, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake(t, func(r fakeRequest) (int, string) {
-				if r.method == http.MethodHead {
+			f := newFake(t, func(r *searchtest.Request) (int, string) {
+				if r.Method == http.MethodHead {
 					return 200, ""
 				}
 				return tc.status, tc.body
 			})
-			s := f.store(t, nil)
+			s := storeOf(t, f, nil)
 			res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -361,15 +331,15 @@ func TestFakeConnectionRefusedIsUnavailable(t *testing.T) {
 
 func TestFakeTimeoutAndCancel(t *testing.T) {
 	release := make(chan struct{})
-	f := newFake(t, func(r fakeRequest) (int, string) {
-		if r.method == http.MethodHead {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
+		if r.Method == http.MethodHead {
 			return 200, ""
 		}
 		<-release
 		return 200, "{}"
 	})
 	defer close(release)
-	s := f.store(t, &Options{Timeout: 50 * time.Millisecond})
+	s := storeOf(t, f, &Options{Timeout: 50 * time.Millisecond})
 	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +351,7 @@ func TestFakeTimeoutAndCancel(t *testing.T) {
 	_, err = s.Read(context.Background(), []driver.Address{addrOf("d", "1")})
 	wantKind(t, "timed-out read", err, driver.KindUnavailable)
 
-	s2 := f.store(t, nil)
+	s2 := storeOf(t, f, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	res, err = s2.Write(ctx, []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
@@ -392,13 +362,13 @@ func TestFakeTimeoutAndCancel(t *testing.T) {
 }
 
 func TestFakeMalformedRevisionAndAbsentDelete(t *testing.T) {
-	f := newFake(t, func(r fakeRequest) (int, string) {
-		if r.path == "/_mget" {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
+		if r.Path == "/_mget" {
 			return 200, `{"docs":[{"found":true,"_seq_no":1,"_primary_term":1,"_source":{}},{"found":false}]}`
 		}
 		return 200, "{}"
 	})
-	s := f.store(t, nil)
+	s := storeOf(t, f, nil)
 	res, err := s.Write(context.Background(), []driver.Write{
 		putOf(addrOf("d", "1"), `{}`, driver.Condition{Kind: driver.IfRevision, Revision: []byte("junk")}),
 		{Kind: driver.Delete, Addr: addrOf("d", "2"), Cond: driver.Condition{Kind: driver.IfAbsent}},
@@ -412,16 +382,16 @@ func TestFakeMalformedRevisionAndAbsentDelete(t *testing.T) {
 	if res[2].Err != nil || res[2].Outcome != driver.NotFound {
 		t.Fatalf("if-absent delete of a missing record: %+v", res[2])
 	}
-	for _, r := range f.seen() {
-		if r.path == "/_bulk" || r.method == http.MethodHead {
-			t.Fatalf("nothing to write, yet %s %s was sent", r.method, r.path)
+	for _, r := range f.Requests() {
+		if r.Path == "/_bulk" || r.Method == http.MethodHead {
+			t.Fatalf("nothing to write, yet %s %s was sent", r.Method, r.Path)
 		}
 	}
 }
 
 func TestFakeClosed(t *testing.T) {
 	f := newFake(t, nil)
-	s := f.store(t, nil)
+	s := storeOf(t, f, nil)
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -66,14 +66,14 @@ func (s *Store) mget(ctx context.Context, addrs []driver.Address) ([]mgetDoc, *d
 	if derr != nil {
 		return nil, derr
 	}
-	defer ans.release()
-	if ans.status != http.StatusOK {
-		return nil, classifyStatus(ans.status, ans.body.Bytes(), readOnly, "_mget")
+	defer ans.Release()
+	if ans.Status != http.StatusOK {
+		return nil, classifyStatus(ans.Status, ans.Body, readOnly, "_mget")
 	}
 	var res struct {
 		Docs []mgetDoc `json:"docs"`
 	}
-	if err := json.Unmarshal(ans.body.Bytes(), &res); err != nil {
+	if err := json.Unmarshal(ans.Body, &res); err != nil {
 		return nil, driver.NewError(driver.KindInternal, "searchstore: _mget: cannot decode the answer", err)
 	}
 	if len(res.Docs) != len(addrs) {

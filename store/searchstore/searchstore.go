@@ -1,18 +1,16 @@
 package searchstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/elastic/elastic-transport-go/v8/elastictransport"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -66,7 +64,7 @@ var (
 
 // New returns a Store that sends its requests through tp, typically an
 // *elastictransport.Client (go-elasticsearch's transport, which has no product check and so
-// talks to OpenSearch as well). tp must not retry requests on its own
+// talks to OpenSearch as well; internal/search builds it for NewFromURLs). tp must not retry requests on its own
 // (elastictransport.Config.DisableRetry): a _bulk whose answer was lost and that the transport
 // sends again can be applied twice and then be reported as a conflict. Close does not close tp.
 func New(tp elastictransport.Interface, opts *Options) (*Store, error) {
@@ -81,23 +79,17 @@ func New(tp elastictransport.Interface, opts *Options) (*Store, error) {
 }
 
 // NewFromURLs returns a Store over a transport of its own to the given node URLs
-// ("http://user:password@host:9200"), with retries disabled. Close closes that transport.
+// ("http://user:password@host:9200"), built by internal/search (no product check, retries
+// disabled). Close closes that transport.
 func NewFromURLs(urls []string, opts *Options) (*Store, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("searchstore: no URLs")
 	}
-	us := make([]*url.URL, len(urls))
-	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			// The URL is not echoed: it may hold a password.
-			return nil, fmt.Errorf("searchstore: URL %d is not an http(s) URL with a host", i)
-		}
-		us[i] = u
-	}
-	tp, err := elastictransport.New(elastictransport.Config{URLs: us, DisableRetry: true})
+	// AcceptGzip: this adapter has always let net/http ask for compressed answers (_mget
+	// answers carry whole documents).
+	tp, err := search.NewClient(search.Options{URLs: urls, AcceptGzip: true})
 	if err != nil {
-		return nil, fmt.Errorf("searchstore: transport: %w", err)
+		return nil, fmt.Errorf("searchstore: %w", err) // never quotes a URL: it may hold a password
 	}
 	s, err := New(tp, opts)
 	if err != nil {
@@ -118,42 +110,18 @@ func (s *Store) Close(ctx context.Context) error {
 	return s.owned.Close(ctx)
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func getBuf() *bytes.Buffer { b := bufPool.Get().(*bytes.Buffer); b.Reset(); return b }
-
-func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= 4<<20 { // do not pin the memory of a rare huge answer
-		bufPool.Put(b)
-	}
-}
-
-// answer is a complete response. body is pooled: release it once decoded.
-type answer struct {
-	status int
-	body   *bytes.Buffer
-}
-
-func (a answer) release() { putBuf(a.body) }
-
 // perform sends req and reads the whole answer. A non-nil error is already classified: kind
 // says whether the request may have changed anything when its answer was lost.
-func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (answer, *driver.Error) {
+func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (search.Answer, *driver.Error) {
 	ctx := parent
 	if s.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(parent, s.opts.Timeout, errRequestTimeout)
 		defer cancel()
 	}
-	res, err := req.Do(ctx, s.tp)
+	ans, err := search.Do(ctx, s.tp, req)
 	if err != nil {
-		return answer{}, classifyTransport(parent, ctx, err, kind, what)
+		return search.Answer{}, classifyTransport(parent, ctx, err, kind, what)
 	}
-	defer res.Body.Close()
-	buf := getBuf()
-	if _, err := buf.ReadFrom(res.Body); err != nil {
-		putBuf(buf)
-		return answer{}, classifyTransport(parent, ctx, err, kind, what+" (reading the answer)")
-	}
-	return answer{status: res.StatusCode, body: buf}, nil
+	return ans, nil
 }

@@ -140,14 +140,14 @@ func (s *Store) datasetExists(ctx context.Context, name string) *driver.Error {
 	if err != nil {
 		return err
 	}
-	defer ans.release()
-	switch ans.status {
+	defer ans.Release()
+	switch ans.Status {
 	case http.StatusOK:
 		return nil
 	case http.StatusNotFound:
 		return driver.NewError(driver.KindNotFound, "searchstore: dataset "+strconv.Quote(name)+" does not exist; nothing was written (this adapter never creates indices)", nil)
 	}
-	return classifyStatus(ans.status, ans.body.Bytes(), readOnly, "dataset check")
+	return classifyStatus(ans.Status, ans.Body, readOnly, "dataset check")
 }
 
 type bulkItem struct {
@@ -231,15 +231,15 @@ func (s *Store) bulk(ctx context.Context, writes []driver.Write, revs []revision
 		fail(derr)
 		return
 	}
-	defer ans.release()
-	if ans.status != http.StatusOK {
-		fail(classifyStatus(ans.status, ans.body.Bytes(), mutating, "_bulk"))
+	defer ans.Release()
+	if ans.Status != http.StatusOK {
+		fail(classifyStatus(ans.Status, ans.Body, mutating, "_bulk"))
 		return
 	}
 	var res struct {
 		Items []bulkEntry `json:"items"`
 	}
-	if err := json.Unmarshal(ans.body.Bytes(), &res); err != nil {
+	if err := json.Unmarshal(ans.Body, &res); err != nil {
 		fail(driver.NewError(driver.KindInternal, "searchstore: _bulk: cannot decode the answer; the outcome is unknown", err))
 		return
 	}
