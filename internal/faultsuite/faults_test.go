@@ -126,15 +126,18 @@ func partition(target string, d time.Duration) fault {
 }
 
 // resets aborts every connection to target with a TCP RST, then resets every new one for d.
-// A lost source connection is always a reopened stream; the sink's backpressure is reported
-// only beyond the one-second threshold, so shorter windows demand nothing of the engine.
+// A lost source connection is always a reopened stream, but a reconnection that succeeds at
+// once is too quick for a 100ms poll to be sure to see it; the sink's backpressure is
+// reported only beyond the one-second threshold. So short windows demand less.
 func resets(target string, d time.Duration) fault {
 	w := sourceLost
-	if target == "engine" {
+	switch {
+	case target == "engine" && d >= 3*time.Second:
+		w = engineLost
+	case target == "engine":
 		w = healthWant{}
-		if d >= 3*time.Second {
-			w = engineLost
-		}
+	case d < time.Second:
+		w = healthWant{reconnect: true}
 	}
 	return fault{name: fmt.Sprintf("resets %s %v", target, d), proxied: true, want: w, inject: func(h *harness) error {
 		p := h.proxyOf(target)
