@@ -156,7 +156,8 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // Supervision. Any other failure -- the stream failing (a lost connection, a server restarting
 // or shutting down), a sink error, a dead-letter write or checkpoint save that fails -- ends
 // the stream's session: the runner closes the stream, waits a jittered exponential backoff
-// (BackoffMin to BackoffMax, starting over once a batch succeeded after the reopening) and
+// (BackoffMin to BackoffMax, starting over once a batch succeeded after the reopening, or the
+// reopened stream stayed open for twice BackoffMax, at least 5s) and
 // opens the source again at the stored checkpoint, which is where the last successful batch
 // left it: the events of the abandoned batch are delivered again. Health says "reconnecting"
 // with the failure meanwhile. Each failure is logged once (Warn), the reconnection too. Only
@@ -165,10 +166,11 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // error wrapped (errors.Is and errors.As reach it), logged once at Error. A failed ack is only
 // logged: the checkpoint is already durable and acks are cumulative.
 //
-// Start checks. Right after a successful Open, before reading any event, the runner hands
-// the stream's tables (TableLister) to the sink (TableChecker) when both implement them; a
-// refusal, like a source's refusal from Open (*StartError), stops Run before anything is
-// written, the checkpoint unchanged, and is never retried.
+// Start checks. Right after the first successful Open of a Run, before reading any event, the
+// runner hands the stream's tables (TableLister) to the sink (TableChecker) when both
+// implement them; a refusal, like a source's refusal from Open (*StartError), stops Run before
+// anything is written, the checkpoint unchanged, and is never retried. Reopenings skip the
+// check: tables that appeared meanwhile are the sink's to handle on their first write.
 //
 // Lag. When the source is a LagReporter, the runner asks it every LagInterval how far the
 // stored checkpoint trails the server -- while streaming, idle, reconnecting or pushed back --
@@ -215,7 +217,9 @@ type Runner struct {
 	pushedSince  time.Time // when the batch being offered was first pushed back
 	pushedErr    error     // the last backpressure
 	failures     int       // reopening attempts since the last batch that succeeded
-	lag          lagState
+	// streamingSince is when the current session's stream opened (zero: none open).
+	streamingSince time.Time
+	lag            lagState
 }
 
 type runState uint8
@@ -281,7 +285,7 @@ func (r *Runner) Progress() Progress {
 func (r *Runner) progressLocked() Progress {
 	p := r.progress
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active {
+		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
 			r.snapshot = sp
 		} else {
 			r.snapshot.Active = false
@@ -295,12 +299,27 @@ func (r *Runner) progressLocked() Progress {
 // Health is the runner's health signal.
 type Health struct {
 	Healthy bool
+	// Class names the state in one of a fixed set of words, for metric labels and alerts:
+	// HealthOK, or the class of Reason.
+	Class string
 	// Reason says why the runner is unhealthy: not running, starting, reconnecting after a
 	// failure, stopped by an error, pushed back by the sink beyond BackpressureThreshold,
 	// behind its source beyond LagThreshold, or stalled (events pending and no batch
 	// succeeded for longer than StallThreshold).
 	Reason string
 }
+
+// Health classes (Health.Class).
+const (
+	HealthOK           = "ok"
+	HealthNotRunning   = "not_running"
+	HealthStarting     = "starting"
+	HealthReconnecting = "reconnecting"
+	HealthStopped      = "stopped"
+	HealthBackpressure = "backpressure"
+	HealthStalled      = "stalled"
+	HealthLagging      = "lagging"
+)
 
 // Health reports whether the pipeline is running and making progress; safe to call at any
 // time from any goroutine.
@@ -313,21 +332,21 @@ func (r *Runner) Health() Health {
 func (r *Runner) healthLocked(now time.Time) Health {
 	switch r.state {
 	case notStarted:
-		return Health{Reason: "not running"}
+		return Health{Class: HealthNotRunning, Reason: "not running"}
 	case starting:
-		return Health{Reason: "starting: opening the source"}
+		return Health{Class: HealthStarting, Reason: "starting: opening the source"}
 	case reconnecting:
-		return Health{Reason: fmt.Sprintf("reconnecting (attempt %d, failing since %s): %v",
+		return Health{Class: HealthReconnecting, Reason: fmt.Sprintf("reconnecting (attempt %d, failing since %s): %v",
 			r.failures, r.failedAt.UTC().Format(time.RFC3339), r.lastFailure)}
 	case stopped:
 		if r.stopErr != nil {
-			return Health{Reason: "stopped: " + r.stopErr.Error()}
+			return Health{Class: HealthStopped, Reason: "stopped: " + r.stopErr.Error()}
 		}
-		return Health{Reason: "stopped"}
+		return Health{Class: HealthStopped, Reason: "stopped"}
 	}
 	if !r.pushedSince.IsZero() {
 		if d := now.Sub(r.pushedSince); d > r.o.BackpressureThreshold {
-			return Health{Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
+			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
 		}
 	}
 	if r.progress.Pending > 0 {
@@ -336,15 +355,15 @@ func (r *Runner) healthLocked(now time.Time) Health {
 			since = r.pendingSince
 		}
 		if waited := now.Sub(since); waited > r.o.StallThreshold {
-			return Health{Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
+			return Health{Class: HealthStalled, Reason: fmt.Sprintf("stalled: no batch succeeded for %v with %d events pending", waited.Round(time.Millisecond), r.progress.Pending)}
 		}
 	}
 	if !r.snapshot.Active {
 		if l := r.lagLocked(now); l.Seconds > r.o.LagThreshold.Seconds() {
-			return Health{Reason: fmt.Sprintf("lagging: %.0fs behind the source (%d bytes), beyond the %v threshold", l.Seconds, l.Bytes, r.o.LagThreshold)}
+			return Health{Class: HealthLagging, Reason: fmt.Sprintf("lagging: %.0fs behind the source (%d bytes), beyond the %v threshold", l.Seconds, l.Bytes, r.o.LagThreshold)}
 		}
 	}
-	return Health{Healthy: true}
+	return Health{Healthy: true, Class: HealthOK}
 }
 
 // Status returns the runner's status; safe to call at any time from any goroutine.
@@ -393,8 +412,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 	var lastLogged string
 	var loggedAt time.Time
+	checked := false // the start checks passed in this Run
 	for attempt := 0; ; {
-		err := r.session(ctx, attempt > 0)
+		err := r.session(ctx, attempt > 0, &checked)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -408,10 +428,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			return wrapped
 		}
 		r.mu.Lock()
-		if r.lastFailure == nil {
-			attempt = 0 // a batch succeeded since the last failure: the backoff starts over
+		// The backoff starts over, and a new outage begins, when a batch succeeded since the
+		// last failure or the stream stayed open long enough to call the server back.
+		if r.lastFailure == nil || (!r.streamingSince.IsZero() && r.o.Clock.Now().Sub(r.streamingSince) >= stableAfter(r.o.BackoffMax)) {
+			attempt = 0
 			r.failedAt = r.o.Clock.Now()
 		}
+		r.streamingSince = time.Time{}
 		r.lastFailure = err
 		r.failures = attempt + 1
 		r.state = reconnecting
@@ -436,10 +459,15 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}
 }
 
+// stableAfter is how long a reopened stream must stay open for its next failure to count as
+// a new outage (the backoff starting over) when no batch succeeded meanwhile: an idle
+// pipeline has no batch to prove the server back.
+func stableAfter(backoffMax time.Duration) time.Duration { return max(2*backoffMax, 5*time.Second) }
+
 // session is one open stream: it loads the checkpoint, opens the source, runs the start
-// checks and the loop. It returns nil when the stream ended without a failure, and the
+// checks (the first time in a Run) and the loop. It returns nil when the stream ended without a failure, and the
 // failure otherwise (described, not yet wrapped with the pipeline's name).
-func (r *Runner) session(ctx context.Context, reopening bool) error {
+func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) error {
 	cp, err := r.cps.LoadCheckpoint(ctx, r.o.Pipeline)
 	if err != nil {
 		return fmt.Errorf("loading the checkpoint: %w", err)
@@ -461,11 +489,17 @@ func (r *Runner) session(ctx context.Context, reopening bool) error {
 	r.mu.Lock()
 	r.stream = st
 	r.mu.Unlock()
-	if err := r.preflight(ctx, st); err != nil {
-		return fmt.Errorf("checking the captured tables: %w", err)
+	// The start checks run once per Run: a table that appeared while the pipeline ran is the
+	// sink's to handle on its first write (dead letters, never a stop), also after a reopening.
+	if !*checked {
+		if err := r.preflight(ctx, st); err != nil {
+			return fmt.Errorf("checking the captured tables: %w", err)
+		}
+		*checked = true
 	}
 	r.mu.Lock()
 	r.state = running
+	r.streamingSince = r.o.Clock.Now()
 	failures, since := r.failures, r.failedAt
 	r.mu.Unlock()
 	if reopening {
@@ -606,7 +640,7 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	r.lastSuccess = now
 	r.lastFailure, r.failures = nil, 0
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active {
+		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
 			r.snapshot = sp
 		}
 	}

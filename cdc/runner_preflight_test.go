@@ -339,3 +339,33 @@ func TestRunnerReportsDeadLettersRateLimited(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerPreflightOncePerRun: a reopening after a failure does not check the tables again
+// (a table that appeared meanwhile is the sink's to handle on its first write, never a stop),
+// and a Run whose first Open failed checks after the first Open that succeeds.
+func TestRunnerPreflightOncePerRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _, tr := preflightHarness(t, func([]*cdc.TableSchema) error { return nil }, cdc.RunnerOptions{BatchMaxEvents: 1})
+		h.src.mu.Lock()
+		h.src.openErr = errors.New("connection refused")
+		h.src.mu.Unlock()
+		h.done = make(chan error, 1)
+		go func() { h.done <- h.r.Run(t.Context()) }()
+		time.Sleep(3 * time.Second)
+		h.src.mu.Lock()
+		h.src.openErr = nil
+		h.src.mu.Unlock()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		h.src.stream(0).end(errors.New("connection reset"))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		h.src.stream(1).end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tr.list(), []string{"open", "tables", "check", "events", "open", "events"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("calls %v, want %v", got, want)
+		}
+	})
+}

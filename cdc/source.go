@@ -38,7 +38,8 @@ type Stream interface {
 	// cumulative and advisory: a failed Ack loses nothing (the checkpoint is already durable),
 	// so the runner only logs it. Ack and Progress are safe to call while Events is read.
 	Ack(ctx context.Context, cp Checkpoint) error
-	// Progress reports snapshot progress (zero when not snapshotting).
+	// Progress reports snapshot progress: Active while a snapshot is read, then its final
+	// figures with Active false; zero when the stream took no snapshot.
 	Progress() SnapshotProgress
 	// Close stops the stream and releases its connections.
 	Close() error
@@ -62,8 +63,9 @@ var ErrSourceClosed = errors.New("cdc: source stream closed")
 type Sink interface {
 	// Write applies a batch. It returns nil error and the per-row dead letters when every other
 	// event was applied (or was superseded); a *BackpressureError when nothing durable can be
-	// said and the same batch must be offered again; any other error is fatal: the pipeline
-	// stops and its checkpoint stays where it was. Write must neither modify nor keep the batch:
+	// said and the same batch must be offered again; any other error ends the stream's session
+	// with its checkpoint where it was: the runner reopens the source at that checkpoint, or
+	// stops when the error is permanent (Permanent). Write must neither modify nor keep the batch:
 	// after backpressure the runner offers the identical slice again.
 	Write(ctx context.Context, batch []Event) ([]DeadLetter, error)
 }

@@ -93,6 +93,14 @@
 // goes away only with [Fence.ForgetPipeline], which is [statestore.Store.DeletePipeline]: the
 // pipeline's checkpoint is reset in the same operation.
 //
+// # Deleting a pipeline
+//
+// [Fence.DropIndices] deletes the indices a pipeline's records name, each only after its
+// marker proved it this deployment's, this pipeline's and the record's instance (an index of
+// another owner is left in place and refused); the write alias goes with its index. Then
+// [Fence.ForgetPipeline] lets the pipeline start over: its next claims create the indices
+// afresh.
+//
 // # Deployment requirement
 //
 // require_alias does not apply to delete actions: a delete through a removed alias would

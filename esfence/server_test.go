@@ -458,3 +458,44 @@ func TestCloneAndRestore(t *testing.T) {
 		})
 	})
 }
+
+// TestDropIndices: the pipeline's own indices are deleted with their write aliases; one that
+// another deployment owns by now is left in place and refused; the records stay for
+// ForgetPipeline, and after it the pipeline creates its indices afresh.
+func TestDropIndices(t *testing.T) {
+	ctx := context.Background()
+	engines(t, func(t *testing.T, s *server) {
+		st := statestore.NewMemory()
+		f := s.fence(t, st)
+		a, b := s.dest("drop-a"), s.dest("drop-b")
+		ca := ensure(t, f, a)
+		ensure(t, f, b)
+		// b's record now names an index of another deployment: delete b and let another
+		// state store create it.
+		s.OK(t, esapi.IndicesDeleteRequest{Index: []string{b.Index}})
+		ensure(t, s.fence(t, statestore.NewMemory()), b)
+		// A record of an index deleted meanwhile is skipped.
+		gone := s.dest("drop-gone")
+		ensure(t, f, gone)
+		s.OK(t, esapi.IndicesDeleteRequest{Index: []string{gone.Index}})
+
+		dropped, err := f.DropIndices(ctx, a.Pipeline)
+		if !slices.Equal(dropped, []string{a.Index}) {
+			t.Fatalf("dropped %v, want [%s]", dropped, a.Index)
+		}
+		wantRefusal(t, err, OwnedByOther, Destination{Index: b.Index})
+		if s.IndexExists(t, a.Index) || s.IndexExists(t, ca.WriteAlias()) {
+			t.Fatal("the pipeline's index or its write alias is still there")
+		}
+		if !s.IndexExists(t, b.Index) {
+			t.Fatal("the other deployment's index was deleted")
+		}
+		// Until the pipeline is forgotten, its deleted index stays deleted; after, it starts over.
+		_, err = f.Ensure(ctx, a)
+		wantRefusal(t, err, DestinationMissing, a)
+		if err := f.ForgetPipeline(ctx, a.Pipeline); err != nil {
+			t.Fatal(err)
+		}
+		s.wantWrites(t, ensure(t, f, a).WriteAlias(), a.Index)
+	})
+}

@@ -69,23 +69,22 @@ func TestSinkSecondTableIntoClaimedIndex(t *testing.T) {
 	})
 }
 
-// TestSinkKeylessTableRefusedBeforeWrite: a table without key met in Write under keyless:
-// refuse fails the batch with a *cdc.StartError before anything is sent: the other table's
-// index is not even created.
-func TestSinkKeylessTableRefusedBeforeWrite(t *testing.T) {
+// TestSinkKeylessTableMetLaterDeadLettered: a table without key met only in Write under
+// keyless: refuse has its rows dead-lettered with the fix; the other table of the batch is
+// written.
+func TestSinkKeylessTableMetLaterDeadLettered(t *testing.T) {
 	engines(t, func(t *testing.T, s *server) {
 		cfg := h3Config(t, s, "{table}")
 		k := s.sink(t, cfg, nil, nil)
 		noPK := ordersSchema("history")
 		noPK.PrimaryKey = nil
-		_, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, ordersSchema("a"), 1, nil, row(1, "one", 1)),
+		dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, ordersSchema("a"), 1, nil, row(1, "one", 1)),
 			ev(cdc.Insert, noPK, 2, nil, row(2, "two", 2))})
-		probs := startProblems(t, err)
-		if len(probs) != 1 || probs[0].Table != noPK.ID || !strings.Contains(probs[0].Fix, "keyless: dead_letter") {
-			t.Fatalf("problems %+v", probs)
+		if err != nil || len(dead) != 1 || dead[0].Index != 1 || !strings.HasPrefix(dead[0].Reason, "keyless_table: ") {
+			t.Fatalf("dead %+v, err %v", dead, err)
 		}
-		if s.IndexExists(t, indexOf(t, k, "a")) {
-			t.Fatal("the refused batch created an index")
+		if docs, _ := s.docs(t, indexOf(t, k, "a"), []string{"1"}); docs["1"]["name"] != "one" {
+			t.Fatalf("document 1 of the keyed table: %v", docs)
 		}
 	})
 }

@@ -125,19 +125,44 @@ func TestCheckTables(t *testing.T) {
 	})
 }
 
-// TestWriteRefusesKeylessTable: under keyless: refuse (the default) a keyless table met in
-// Write fails the batch with a *cdc.StartError before anything is sent; every later batch
-// with it too.
-func TestWriteRefusesKeylessTable(t *testing.T) {
+// TestWriteDeadLettersKeylessTableMetLater: under keyless: refuse (the default) a keyless
+// table met only in Write (CheckTables refuses it at start) has every row dead-lettered with
+// the fix, every later batch too: a table created while the pipeline runs never stops it.
+func TestWriteDeadLettersKeylessTableMetLater(t *testing.T) {
 	k := offlineSink(t, "{table}", nil)
 	noPK := ordersSchema("history")
 	noPK.PrimaryKey = nil
 	for range 2 {
-		dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, ordersSchema("a"), 1, nil, row(1, "x", 1)),
+		dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, noPK, 1, nil, row(1, "x", 1)),
 			ev(cdc.Insert, noPK, 2, nil, row(2, "y", 2))})
-		probs := startProblems(t, err)
-		if len(dead) != 0 || len(probs) != 1 || probs[0].Table != noPK.ID || !strings.Contains(probs[0].Fix, "keyless: dead_letter") {
-			t.Fatalf("dead %v, problems %+v", dead, probs)
+		if err != nil || len(dead) != 2 {
+			t.Fatalf("dead %v, err %v", dead, err)
+		}
+		for _, d := range dead {
+			if !strings.HasPrefix(d.Reason, "keyless_table: ") || !strings.Contains(d.Reason, "keyless: dead_letter") ||
+				!strings.Contains(d.Reason, "next start") {
+				t.Fatalf("reason %q", d.Reason)
+			}
+		}
+	}
+}
+
+// TestWriteDeadLettersTableWithBadFieldName: a table met in Write with a column that cannot be
+// a document field (CheckTables refuses it at start) has every row dead-lettered, naming the
+// column, before anything is sent: with auto_create_index no mapping could be generated for it.
+func TestWriteDeadLettersTableWithBadFieldName(t *testing.T) {
+	k := offlineSink(t, "{table}", nil)
+	dotted := ordersSchema("dotted")
+	dotted.Columns[1].Name = "a.b"
+	dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, dotted, 1, nil, row(1, "x", 1)),
+		ev(cdc.Update, dotted, 2, nil, row(1, "y", 1))})
+	if err != nil || len(dead) != 2 {
+		t.Fatalf("dead %v, err %v", dead, err)
+	}
+	for _, d := range dead {
+		if !strings.HasPrefix(d.Reason, "invalid_field_name: ") || !strings.Contains(d.Reason, `"a.b"`) ||
+			!strings.Contains(d.Reason, "rename the column") {
+			t.Fatalf("reason %q", d.Reason)
 		}
 	}
 }

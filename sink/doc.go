@@ -111,9 +111,11 @@
 // bytes, none of \ / * ? " < > | , # : or space, not starting with - _ +) and against the
 // fence's df-w- prefix. The template is checked at configuration time with stand-in values;
 // each concrete name at start (CheckTables) and the first time a table is seen. A bad
-// concrete name (a table name with a space, say) is a *cdc.StartError -- not a batch the
-// cluster rejects, and not dead letters: every row of that table would fail alike, and the
-// operator must change the template.
+// concrete name (a table name with a space, say) is never a batch the cluster rejects: at
+// start it is a *cdc.StartError (the operator must change the template); in a table first met
+// by Write (created after start in a captured schema) every row of that table is
+// dead-lettered with a reason starting "invalid_index_name:" that names the index and the
+// fix, and the pipeline goes on.
 //
 // # Start checks
 //
@@ -128,13 +130,18 @@
 // lowercased), which would overwrite each other's documents by _id. The tables it accepts are
 // bound to their indices for the session.
 //
-// Write holds tables that appear later (a FOR ALL TABLES publication gaining one) or that no
-// check saw (a library user calling Write directly) to the same rules before any of their
-// rows is written: under keyless: refuse a table without a key fails the batch with a
-// *cdc.StartError, and a table whose index is already bound in this session to another table
-// -- by CheckTables, a claim, or an earlier batch -- fails it with an *esfence.ConflictError
-// of class bound_to_another_relation, as the fence's marker check would on the next run. Both
-// are permanent (see Failures), nothing of the batch is written.
+// Write holds tables that appear later (a table created in a captured schema, a FOR ALL
+// TABLES publication gaining one) or that no check saw (a library user calling Write
+// directly) to the same rules before any of their rows is written, but a table met only at
+// run time never stops the pipeline for the others: a table without a key (whatever the
+// keyless policy: refuse refuses it at the next start), a table whose index name is invalid,
+// or one with a column that cannot be a document field has every row dead-lettered
+// ("keyless_table:", "invalid_index_name:", "invalid_field_name:", naming the table, index or
+// column and the fix), and the runner logs those dead letters. A table whose index is already
+// bound in this session to another table -- by CheckTables, a claim, or an earlier batch --
+// fails the batch with an *esfence.ConflictError of class bound_to_another_relation, as the
+// fence's marker check would on the next run: that is permanent (see Failures), nothing of
+// the batch is written.
 //
 // # Writes
 //
@@ -253,8 +260,8 @@
 //     the cluster refuses as such -- 400 (a generated mapping the engine cannot take: the error
 //     says which mapping options to change), 413 for a request of several documents (a
 //     batch.max_bytes above the cluster's http.max_content_length) and every other 4xx but
-//     408 and 429; a mapping that cannot be generated for a table; the start refusals of
-//     CheckTables (*cdc.StartError);
+//     408 and 429; the start refusals of CheckTables (*cdc.StartError), where a table without
+//     a possible mapping is refused (met only at run time, its rows are dead-lettered);
 //   - backpressure: 429, 5xx, 408, refused or reset connections, timeouts (request_timeout),
 //     answers that cannot be read, a failing state store during a claim;
 //   - the caller's context ending comes back as ctx.Err(), unwrapped.
@@ -294,6 +301,10 @@
 // exception, because adopting an unowned index would make every fencing guarantee void. To
 // pre-create mappings with auto_create_index: false, use a composable index template that
 // matches the index name.
+//
+// [Sink.DropIndices] deletes the indices the pipeline created (and their write aliases) when
+// the pipeline is deleted to start over; package mirror's Drop does that, then deletes the
+// pipeline's state.
 //
 // # Schema changes
 //

@@ -225,15 +225,17 @@ func TestSinkEngineCheckFailureClasses(t *testing.T) {
 	}
 }
 
-// A table whose mapping cannot be generated (a column name no field can have) stops the
-// pipeline for good: reopening the stream would meet the same table.
-func TestSinkUnmappableTableIsPermanent(t *testing.T) {
+// A table met at run time whose mapping cannot be generated (a column name no field can have)
+// neither stops the pipeline nor is retried: its rows are dead-lettered, and no index is made.
+func TestSinkUnmappableTableDeadLettered(t *testing.T) {
 	f := newFakeCluster(t)
 	k := fakeSink(t, f, Config{}, Options{})
 	sch := ordersSchema("orders")
 	sch.Columns[1].Name = "na.me"
-	_, err := k.Write(context.Background(), fakeEvents(sch, 1, 1))
-	wantFailure(t, "Write", err, true)
+	dead, err := k.Write(context.Background(), fakeEvents(sch, 1, 1))
+	if err != nil || len(dead) != 1 || !strings.HasPrefix(dead[0].Reason, "invalid_field_name: ") {
+		t.Fatalf("Write: dead %+v, err %v; want the row dead-lettered", dead, err)
+	}
 	for _, r := range f.requestLines() {
 		if strings.HasPrefix(r, "PUT ") {
 			t.Fatalf("%s sent for a table without a mapping", r)

@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -129,21 +128,28 @@ func TestIndexNames(t *testing.T) {
 	}
 }
 
-// A table whose concrete index name breaks the rules fails Write with a clear error before
-// anything is sent -- not dead letters, not a batch the cluster rejects.
-func TestWriteBadIndexNameIsClearError(t *testing.T) {
+// A table whose concrete index name breaks the rules, met in Write (CheckTables refuses it at
+// start), has its rows dead-lettered with a reason naming the index and the fix, before
+// anything is sent (the sink points at a closed port) -- never an error that stops the pipeline
+// for a table that appeared after start, nor a batch the cluster rejects.
+func TestWriteBadIndexNameDeadLetters(t *testing.T) {
 	k, err := New(Config{ID: "x", URL: "http://127.0.0.1:1", Index: "cdc-{table}"}, Options{Pipeline: "p", State: statestore.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sch := ordersSchema("bad name")
-	dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, sch, 1, nil, row(1, "one", 1))})
-	if err == nil || len(dead) != 0 || !strings.Contains(err.Error(), `"cdc-bad name"`) || !strings.Contains(err.Error(), "space") {
-		t.Fatalf("got %v, dead %v", err, dead)
-	}
-	var bp *cdc.BackpressureError
-	if errors.As(err, &bp) {
-		t.Fatal("a bad index name is not backpressure")
+	for range 2 {
+		dead, err := k.Write(context.Background(), []cdc.Event{ev(cdc.Insert, sch, 1, nil, row(1, "one", 1)),
+			ev(cdc.Delete, sch, 2, row(1, "one", 1), nil)})
+		if err != nil || len(dead) != 2 || dead[0].Index != 0 || dead[1].Index != 1 {
+			t.Fatalf("got %v, dead %v", err, dead)
+		}
+		for _, d := range dead {
+			if !strings.HasPrefix(d.Reason, "invalid_index_name: ") || !strings.Contains(d.Reason, `"cdc-bad name"`) ||
+				!strings.Contains(d.Reason, "space") || !strings.Contains(d.Reason, "index template") {
+				t.Fatalf("reason %q", d.Reason)
+			}
+		}
 	}
 }
 

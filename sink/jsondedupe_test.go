@@ -81,7 +81,9 @@ func TestAppendDocumentJSONNoDuplicatesAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs != 0 {
+	// Under -race sync.Pool drops items at random: a pooled scratch buffer is then allocated
+	// again now and then, so only the plain build can hold the count to exactly zero.
+	if allocs != 0 && !(raceEnabled && allocs <= 1) {
 		t.Fatalf("%.1f allocations per document without duplicates, want 0", allocs)
 	}
 	got, err := AppendDocument(nil, s, []cdc.Value{cdc.RawJSON(`{"a":1,"a":2}`)})

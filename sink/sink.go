@@ -199,24 +199,45 @@ func (s *Sink) Close() error {
 // Config returns the normalized configuration.
 func (s *Sink) Config() Config { return s.cfg }
 
-// table returns what the sink derives from a schema, once per schema value.
+// table returns what the sink derives from a schema, once per schema value. A table CheckTables
+// did not see at start (one created later in a captured schema) is held to the same rules here:
+// one without a key, one whose index name is invalid, or with a column that cannot be a field,
+// has every row dead-lettered (colErr), whatever the keyless policy -- the whole pipeline must
+// not stop, nor retry forever, for a table that appeared after start.
 func (s *Sink) table(sch *cdc.TableSchema, id cdc.TableID) (*tableInfo, error) {
 	if ti, ok := s.tables[sch]; ok {
 		return ti, nil
 	}
 	name := s.tmpl.expand(id)
-	if err := validIndexName(name); err != nil {
-		return nil, s.refuse(indexProblem(id, err))
-	}
 	ti := &tableInfo{index: name}
+	if err := validIndexName(name); err != nil {
+		ti.colErr = errors.New(invalidIndexReason + err.Error() + "; " + indexProblem(id, err).Fix)
+		s.tables[sch] = ti
+		return ti, nil
+	}
 	ti.cols, ti.colErr = idColumns(sch, s.cfg.IDFields)
 	if ti.colErr != nil && s.cfg.Keyless != KeylessDeadLetter {
-		// Not remembered: every batch with the table is refused alike.
-		return nil, s.refuse(s.keyProblem(id, ti.colErr))
+		// keyless: refuse refuses such a table at start (CheckTables); one met only now must
+		// not stop the pipeline for every other table: its rows are dead-lettered, loudly.
+		p := s.keyProblem(id, ti.colErr)
+		ti.colErr = errors.New(keylessReason + p.Problem + "; " + p.Fix + " (keyless: refuse refuses the table at the next start)")
+	}
+	if probs := fieldProblems(sch); ti.colErr == nil && len(probs) > 0 {
+		// Every row would be refused by the document encoder anyway, but a generated mapping
+		// for the index could not even be made (auto_create_index).
+		ti.colErr = errors.New(invalidFieldReason + probs[0].Problem + "; " + probs[0].Fix)
 	}
 	s.tables[sch] = ti
 	return ti, nil
 }
+
+// Dead-letter reason prefixes of tables whose rows can never be written as configured, met
+// after start (CheckTables refuses them at start).
+const (
+	keylessReason      = "keyless_table: "
+	invalidIndexReason = "invalid_index_name: "
+	invalidFieldReason = "invalid_field_name: "
+)
 
 // action is one bulk action after coalescing.
 type action struct {

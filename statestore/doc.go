@@ -20,7 +20,8 @@
 // A Store is a [cdc.CheckpointStore]: one opaque checkpoint per pipeline (a pipeline is one
 // source feeding one sink, so the checkpoint is per (source, sink)). Saving overwrites;
 // loading a pipeline that has none returns nil. A checkpoint is durable when SaveCheckpoint
-// returns.
+// returns. [Store.CheckpointSaved] tells when it was last saved (Options.Now is the file
+// store's clock), for status displays.
 //
 // # Records
 //
@@ -46,7 +47,7 @@
 // call returns. A process killed at any moment leaves a file that opens with the last
 // committed values (TestFileCrash kills a writer subprocess at random points). bbolt holds an
 // exclusive lock on the file: a second Open of the same path waits up to
-// Options.LockTimeout and then fails.
+// Options.LockTimeout and then fails with [ErrLocked].
 //
 // Copying the file while a store has it open may capture a torn state; use [DB.Backup] for a
 // consistent copy of a live store.

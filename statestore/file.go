@@ -27,6 +27,8 @@ type Options struct {
 	Mode os.FileMode
 	// Rand is where a new file's identity comes from. Default crypto/rand.
 	Rand io.Reader
+	// Now is the clock that stamps saved checkpoints (CheckpointSaved). Default time.Now.
+	Now func() time.Time
 }
 
 // The file's layout (format 1):
@@ -35,6 +37,8 @@ type Options struct {
 //	meta/identity            the deployment identity
 //	pipelines/               its sequence is the store's revision counter
 //	  <pipeline>/checkpoint  the checkpoint bytes
+//	  <pipeline>/checkpoint_saved  when it was saved: 8-byte big-endian Unix nanoseconds
+//	                         (added within format 1; older files lack it)
 //	  <pipeline>/records/<namespace>/<key>  8-byte big-endian revision, then the value
 var (
 	bucketMeta      = []byte("meta")
@@ -43,6 +47,7 @@ var (
 	keyFormat       = []byte("format")
 	keyIdentity     = []byte("identity")
 	keyCheckpoint   = []byte("checkpoint")
+	keySaved        = []byte("checkpoint_saved")
 	formatVersion   = []byte("1")
 )
 
@@ -50,6 +55,7 @@ var (
 type DB struct {
 	db       *bolt.DB
 	identity string
+	now      func() time.Time
 }
 
 var _ Store = (*DB)(nil)
@@ -69,11 +75,17 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.Rand == nil {
 		o.Rand = rand.Reader
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	bdb, err := bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.LockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: open %s: its lock is still held after %v", ErrLocked, path, o.LockTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("statestore: open %s: %w", path, err)
 	}
-	s := &DB{db: bdb}
+	s := &DB{db: bdb, now: o.Now}
 	err = bdb.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
@@ -212,8 +224,30 @@ func (s *DB) SaveCheckpoint(ctx context.Context, pipeline string, cp cdc.Checkpo
 		if err != nil {
 			return err
 		}
-		return p.Put(keyCheckpoint, cp)
+		if err := p.Put(keyCheckpoint, cp); err != nil {
+			return err
+		}
+		return p.Put(keySaved, binary.BigEndian.AppendUint64(nil, uint64(s.now().UnixNano())))
 	})
+}
+
+// CheckpointSaved implements Store.
+func (s *DB) CheckpointSaved(ctx context.Context, pipeline string) (time.Time, error) {
+	if err := checkNames(pipeline); err != nil {
+		return time.Time{}, err
+	}
+	var at time.Time
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		p, _ := pipelineBucket(tx, pipeline, false)
+		if p == nil || p.Get(keyCheckpoint) == nil {
+			return nil
+		}
+		if v := p.Get(keySaved); len(v) == 8 {
+			at = time.Unix(0, int64(binary.BigEndian.Uint64(v)))
+		}
+		return nil
+	})
+	return at, err
 }
 
 func decodeRecord(key string, v []byte) (Record, error) {

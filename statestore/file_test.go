@@ -130,8 +130,27 @@ func TestSecondOpenWaitsForTheLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := openFile(t, path)
 	defer s.Close()
-	if _, err := Open(path, &Options{LockTimeout: 50 * time.Millisecond}); err == nil {
-		t.Fatal("a second Open of a locked file succeeded")
+	if _, err := Open(path, &Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a second Open of a locked file: %v, want ErrLocked", err)
+	}
+}
+
+// The saved time comes from Options.Now and survives reopening.
+func TestCheckpointSavedClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	at := time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC)
+	s, err := Open(path, &Options{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveCheckpoint(context.Background(), "p", cdc.Checkpoint("x")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openFile(t, path)
+	defer s.Close()
+	if got, err := s.CheckpointSaved(context.Background(), "p"); err != nil || !got.Equal(at) {
+		t.Fatalf("CheckpointSaved = %v, %v; want %v", got, err, at)
 	}
 }
 

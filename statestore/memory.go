@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
 )
@@ -21,6 +22,7 @@ type Memory struct {
 
 type memPipeline struct {
 	checkpoint cdc.Checkpoint
+	saved      time.Time
 	records    map[string]map[string]Record
 }
 
@@ -42,7 +44,7 @@ func (m *Memory) Copy() *Memory {
 	defer m.mu.Unlock()
 	c := &Memory{identity: m.identity, rev: m.rev, pipelines: map[string]*memPipeline{}}
 	for name, p := range m.pipelines {
-		cp := &memPipeline{checkpoint: clone(p.checkpoint), records: map[string]map[string]Record{}}
+		cp := &memPipeline{checkpoint: clone(p.checkpoint), saved: p.saved, records: map[string]map[string]Record{}}
 		for ns, recs := range p.records {
 			cp.records[ns] = map[string]Record{}
 			for k, r := range recs {
@@ -103,8 +105,21 @@ func (m *Memory) SaveCheckpoint(ctx context.Context, pipeline string, cp cdc.Che
 		return err
 	}
 	defer m.mu.Unlock()
-	m.pipeline(pipeline, true).checkpoint = clone(cp)
+	p := m.pipeline(pipeline, true)
+	p.checkpoint, p.saved = clone(cp), time.Now()
 	return nil
+}
+
+// CheckpointSaved implements Store.
+func (m *Memory) CheckpointSaved(ctx context.Context, pipeline string) (time.Time, error) {
+	if err := m.lock(ctx, pipeline); err != nil {
+		return time.Time{}, err
+	}
+	defer m.mu.Unlock()
+	if p := m.pipeline(pipeline, false); p != nil && p.checkpoint != nil {
+		return p.saved, nil
+	}
+	return time.Time{}, nil
 }
 
 // Get implements Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
 )
@@ -27,6 +28,10 @@ type Store interface {
 	Delete(ctx context.Context, pipeline, namespace, key string, expect Revision) error
 	// List returns a namespace's records ordered by key.
 	List(ctx context.Context, pipeline, namespace string) ([]Record, error)
+
+	// CheckpointSaved returns when the pipeline's checkpoint was last saved: zero when it has
+	// none, or when it was saved by a version that did not record the time.
+	CheckpointSaved(ctx context.Context, pipeline string) (time.Time, error)
 
 	// DeletePipeline removes the pipeline's checkpoint and every record of the pipeline in one
 	// atomic operation. Deleting a pipeline that has no state is not an error.
@@ -56,6 +61,9 @@ var (
 	ErrInvalid = errors.New("statestore: invalid argument")
 	// ErrFormat: the file is not a state store or has a format this version does not know.
 	ErrFormat = errors.New("statestore: unsupported file format")
+	// ErrLocked: Open waited Options.LockTimeout for the file's lock, which another open store
+	// holds (a running pipeline, in this or another process).
+	ErrLocked = errors.New("statestore: the state file is in use")
 )
 
 // MaxNameBytes bounds pipeline names, namespaces and keys.

@@ -90,6 +90,18 @@ func testCheckpoints(t *testing.T, s Store) {
 		if err != nil || string(cp) != want {
 			t.Fatalf("LoadCheckpoint(%s) = %q, %v; want %q", p, cp, err, want)
 		}
+		if at, err := s.CheckpointSaved(ctx, p); err != nil || at.IsZero() {
+			t.Fatalf("CheckpointSaved(%s) = %v, %v; want the time of the save", p, at, err)
+		}
+	}
+	if at, err := s.CheckpointSaved(ctx, "none"); err != nil || !at.IsZero() {
+		t.Fatalf("CheckpointSaved of a pipeline without a checkpoint = %v, %v; want zero", at, err)
+	}
+	if err := s.DeletePipeline(ctx, "p3"); err != nil {
+		t.Fatal(err)
+	}
+	if at, err := s.CheckpointSaved(ctx, "p3"); err != nil || !at.IsZero() {
+		t.Fatalf("CheckpointSaved after DeletePipeline = %v, %v; want zero", at, err)
 	}
 }
 

@@ -205,7 +205,9 @@ func (s *snapshot) run(ctx context.Context, st *stream, r *reader) error {
 		s.src.log.Warn("mysqlcdc: ending the snapshot transaction", "source", s.src.opts.SourceName, "error", err)
 	}
 	s.report(st, rows, began)
-	st.setProgress(func(p *cdc.SnapshotProgress) { *p = cdc.SnapshotProgress{} })
+	st.setProgress(func(p *cdc.SnapshotProgress) { // the figures stay, with Active false
+		p.Active, p.Table, p.TablesDone = false, cdc.TableID{}, p.TablesTotal
+	})
 	if held != nil {
 		held.Checkpoint = s.start.encode()
 		return st.send(ctx, *held)

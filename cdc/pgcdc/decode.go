@@ -25,6 +25,11 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if ka.ReplyRequested {
 			return st.answerPing(ka.ServerWALEnd)
 		}
+		// In band, after every frame that preceded it: when nothing delivered waits for its
+		// ack, everything the server sent up to its WAL end is stored (Lag).
+		if st.streaming && !st.inTx && !st.hasPending && st.acked.Load() >= st.delivered.Load() {
+			st.caughtUp.Store(uint64(ka.ServerWALEnd))
+		}
 		return nil
 	case pglogrepl.XLogDataByteID:
 		xld, err := pglogrepl.ParseXLogData(data[1:])
@@ -79,17 +84,11 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 // handleRelation resolves a relation message to a schema: the cached catalog schema when its
 // columns are exactly the message's, else a fresh catalog load, else (the catalog already moved
 // past this point of the WAL, or a publication column list) a projection onto the message's
-// columns.
+// columns. A captured table Open did not list (created in a pattern's schema, or published,
+// since) is not cached: its first relation message loads it.
 func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
 	t := Table{Schema: m.Namespace, Name: m.RelationName}
-	captured := false
-	for _, c := range st.plan.tables {
-		if c == t {
-			captured = true
-			break
-		}
-	}
-	if !captured {
+	if !st.src.captures(t) {
 		st.relations[m.RelationID] = &relation{}
 		return nil
 	}

@@ -8,15 +8,19 @@
 //
 // # Requirements
 //
-// PostgreSQL 14 or later (pgoutput's messages option), wal_level = logical, a free
-// replication slot and walsender, and a role with REPLICATION that may create the publication
-// (or one made beforehand, Options.NoCreatePublication). The
-// DSN is an ordinary SQL one; the replication connection adds replication=database.
+// PostgreSQL 14 or later (pgoutput's messages option; table patterns need 15), wal_level =
+// logical, a free replication slot and walsender, and a role with REPLICATION that may create
+// the publication (or one made beforehand, Options.NoCreatePublication; PostgreSQL 15 lets only
+// a superuser create one FOR TABLES IN SCHEMA or FOR ALL TABLES). The DSN is an ordinary SQL
+// one; the replication connection adds replication=database. [Source.SlotInfo] reads the
+// slot's and the publication's state (active, walsender pid, positions); [Source.Drop]
+// removes both when a pipeline is deleted.
 //
 // # Protocol
 //
 // Open ensures the publication (created with publish = 'insert, update, delete, truncate'
-// for the captured tables, FOR ALL TABLES when none are named) and the slot
+// FOR TABLES IN SCHEMA for the patterns and FOR TABLE for the other named tables, FOR ALL
+// TABLES when Options.Tables is empty; see Table patterns) and the slot
 // (CREATE_REPLICATION_SLOT ... LOGICAL pgoutput), then runs START_REPLICATION with
 // proto_version 1, text values and messages 'true' (logical decoding messages, available
 // from PostgreSQL 14 with any protocol version; see Idle checkpoints). Begin, Relation,
@@ -37,22 +41,48 @@
 // # Start checks
 //
 // Before it creates a publication or a slot, Open checks that every table of Options.Tables
-// exists as spelled (pg_class and pg_namespace, exact case, ordinary or partitioned tables);
-// otherwise it fails with a *cdc.StartError listing every missing table, and, when a table of
-// the same name in another case exists, the fix `did you mean public."MyOrders"?`. A captured
-// table an existing publication does not publish is refused the same way, the fix being the
-// ALTER PUBLICATION. The stream implements cdc.TableLister: Tables returns the schemas of the
-// captured tables as Open read them (with a FOR ALL TABLES publication, the tables it
-// published then; tables created later are not listed, and a sink checks them when they first
-// arrive).
+// exists as spelled (pg_class and pg_namespace, exact case, ordinary or partitioned tables),
+// and the schema of every pattern (pg_namespace, exact case; it may have no tables); otherwise
+// it fails with a *cdc.StartError listing every missing table and schema, and, when one of the
+// same name in another case exists, the fix `did you mean public."MyOrders"?` (or
+// `"Sales".*`). A captured table an existing publication does not publish, and a pattern whose
+// schema it does not publish as a whole, are refused the same way, the fix being the ALTER
+// PUBLICATION. The stream implements cdc.TableLister: Tables returns the schemas of the tables
+// captured as of Open, as Open read them -- the named tables, the tables each pattern's schema
+// held, or (no Options.Tables) the tables the publication published then. Tables created or
+// published later are not listed: they arrive in the stream, and a sink checks them when they
+// first arrive.
 //
 // Open also reports the captured tables with TOASTable columns (attstorage other than plain:
 // text, varchar, bytea, json, jsonb, numeric, arrays and the other varlena types) whose replica
-// identity is not FULL, with one Warn line per table naming the columns, and in [ToastTables]:
+// identity is not FULL, with one Warn line per table naming the columns (once per Source:
+// reopened streams do not repeat it), and in [ToastTables]:
 // an update that leaves such a value unchanged, while it is stored out of line, arrives
 // without it, and the sink has to fill it from the stored document with one read per such
 // row. ALTER TABLE ... REPLICA IDENTITY FULL makes the server send the old row, which avoids
 // those reads at the cost of larger WAL records.
+//
+// # Table patterns
+//
+// An entry of Options.Tables whose Name is AllTables ("*"; "sales.*" in configuration files)
+// captures every table of its schema: those it holds when Open runs (listed by Tables and read
+// by an initial snapshot) and those created in it later. A created publication publishes the
+// schema FOR TABLES IN SCHEMA, so the server itself sends the changes of tables created there
+// later; named tables of other schemas are added FOR TABLE. A table created after Open is
+// picked up by its first relation message, which loads its schema from pg_catalog; all its rows
+// arrive through the stream, since it had none before. A table moved into the schema (ALTER
+// TABLE ... SET SCHEMA) or added to a publication by hand delivers its changes from then on;
+// its earlier rows are not read. Without Options.Tables, every table the publication sends is
+// captured, also one it publishes later (a FOR ALL TABLES publication gains every table
+// created, ALTER PUBLICATION ... ADD TABLE one more).
+//
+// An existing publication is never altered: it must already publish what Options.Tables asks
+// for, or Open refuses with a *cdc.StartError whose fix is the ALTER PUBLICATION -- a named
+// table it does not publish (ADD TABLE), a pattern's schema it does not publish as a whole (ADD
+// TABLES IN SCHEMA; publishing each of the schema's current tables is not enough, later ones
+// would be missed; FOR ALL TABLES is). What it publishes beyond that is dropped by the stream.
+// Patterns need PostgreSQL 15: on an older server Open refuses them unless the publication
+// exists FOR ALL TABLES. A table literally named "*" cannot be captured by name.
 //
 // # Values
 //
@@ -87,8 +117,10 @@
 // Columns (generated ones excluded: pgoutput never sends them), format_type spellings, kinds
 // with precision, scale, lengths and fractional-second digits from the type modifier,
 // nullability, enum labels, array element types and the primary key in key order come from
-// pg_catalog, loaded the first time a relation message names the table and cached on the
-// Source (which also implements cdc.SchemaLoader). A relation message whose columns (names,
+// pg_catalog, cached on the Source (which also implements cdc.SchemaLoader): Open loads the
+// tables it lists in a few queries whatever their number (two for columns and keys, one for the
+// publication's column lists, one per type not built in), a table it did not list is loaded by
+// its first relation message. A relation message whose columns (names,
 // type OIDs, typmods, and key flags under the default replica identity) differ from the cache
 // reloads the catalog; if the catalog has moved on further (a replayed stream, a dropped
 // table) or a publication column list narrows the table, the event schema is the relation
@@ -116,10 +148,11 @@
 //
 // SnapshotInitial with a new slot creates it with EXPORT_SNAPSHOT, imports that snapshot into
 // a REPEATABLE READ READ ONLY transaction (SET TRANSACTION SNAPSHOT) before the replication
-// connection does anything else, reads every captured table in it in primary key order, chunks
-// of Options.SnapshotChunk rows by keyset, then streams from the slot's consistent point. The
-// last row of each chunk and table carries a snapshot checkpoint; the last row of the snapshot
-// carries a plain stream checkpoint.
+// connection does anything else, reads every captured table in it (with patterns, or without
+// Options.Tables, those published as that snapshot sees the catalog: a table created while Open
+// ran is read too) in primary key order, chunks of Options.SnapshotChunk rows by keyset, then
+// streams from the slot's consistent point. The last row of each chunk and table carries a
+// snapshot checkpoint; the last row of the snapshot carries a plain stream checkpoint.
 //
 // The exported snapshot dies with the connection, so an interrupted snapshot, or a snapshot
 // over a slot that already exists, reads in a fresh snapshot instead. That is as good: all it
@@ -249,6 +282,35 @@
 // holds its slot until wal_sender_timeout. That retry of START_REPLICATION while the slot is
 // busy is the only one pgcdc makes itself. Stream failures are logged at Debug only; the
 // consumer (the runner) logs them.
+//
+// # Lag
+//
+// The Source implements cdc.LagReporter. Lag(ctx, cp) opens a short-lived SQL connection
+// (bounded by ctx; no replication connection, so it works with or without an open stream and
+// while the slot is held) and reads pg_current_wal_lsn() and the slot's restart_lsn,
+// confirmed_flush_lsn and wal_status from pg_replication_slots, in one query:
+//
+//   - Head is the current WAL write position.
+//   - Applied is, for a stream checkpoint, the later of its LSN (the commit end of the last
+//     transaction it covers) and the slot's confirmed_flush_lsn: the slot is confirmed only up
+//     to acknowledged checkpoints or to a position an idle note proved free of unacknowledged
+//     captured changes (Idle checkpoints), so everything captured before it is applied too,
+//     though the stored checkpoint stays behind. For a snapshot checkpoint it is the position
+//     the stream starts from once the snapshot is done; without a checkpoint, 0.
+//   - Bytes is Head - Applied (0 when Applied is at or beyond Head); without a checkpoint, what
+//     the slot retains (0 without a slot). It counts all WAL, also that of tables the pipeline
+//     does not capture: it grows with any write on the server until an acknowledged checkpoint
+//     or an idle note (at most Options.IdleCheckpointInterval after the stream goes idle, once
+//     64 KiB have accumulated) moves Applied past it, and is 0 only while nothing at all was
+//     written since.
+//   - Retained is Head - restart_lsn, what the server keeps for the slot (at least Bytes); -1
+//     when the slot does not exist.
+//
+// Without a checkpoint a missing slot is no error (Open creates it); with one it is
+// ErrSlotMissing. That, a slot that lost its WAL (wal_status 'lost': ErrSlotLost), a slot of
+// another kind or database and a checkpoint this package did not write are permanent errors
+// (cdc.Permanent): no reconnect cures them. Other failures (the server unreachable,
+// restarting) are plain errors. None carries the DSN's password.
 //
 // # Truncate
 //

@@ -202,8 +202,9 @@ func (st *stream) readFrames(r *frameReader) {
 				}
 				if ka.ReplyRequested {
 					r.ping(ka.ServerWALEnd)
+					break
 				}
-				break
+				// Other keepalives go in band, in order with the changes, for Lag.
 			}
 			b.buf = append(b.buf, msg.Data...)
 			b.ends = append(b.ends, len(b.buf))

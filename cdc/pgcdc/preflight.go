@@ -2,7 +2,6 @@ package pgcdc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -30,20 +29,75 @@ func ToastTables(st cdc.Stream) []ToastTable {
 	return nil
 }
 
-// Tables implements cdc.TableLister: the captured tables' schemas as Open read them from
-// pg_catalog (restricted to a publication's column list). With a FOR ALL TABLES publication
-// these are the tables it published at Open; tables created later are not listed.
+// Tables implements cdc.TableLister: the schemas of the tables captured as of Open, as Open read
+// them from pg_catalog (restricted to a publication's column list): the named tables, the
+// tables a pattern's schema held, or every table the publication published. Tables created or
+// published later are not listed; their first relation message loads their schema, and a sink
+// checks them when their rows first arrive.
 func (st *stream) Tables() []*cdc.TableSchema { return slices.Clone(st.plan.schemas) }
 
-// checkTables refuses Options.Tables that do not exist as spelled: names are exact, so a
-// table that exists only in another case is missing, and the fix names it.
+// captures reports whether the stream delivers the changes of t: a named table, a table of a
+// pattern's schema, or -- without Options.Tables -- any table the publication sends.
+func (s *Source) captures(t Table) bool {
+	if len(s.opts.Tables) == 0 {
+		return true
+	}
+	return slices.Contains(s.patterns, t.Schema) || slices.Contains(s.named, t)
+}
+
+// snapshotTables are the tables a snapshot reads: with patterns, or without Options.Tables, the
+// captured tables the publication publishes as the snapshot sees the catalog -- not as Open
+// listed them a moment before the slot's snapshot was taken, which would miss a table created
+// in between (its rows before the slot's consistent point would never arrive) and fail on one
+// dropped in between. Named tables alone are what Open checked.
+func (st *stream) snapshotTables(ctx context.Context) ([]Table, error) {
+	src := st.src
+	if len(src.opts.Tables) > 0 && len(src.patterns) == 0 {
+		return st.plan.tables, nil
+	}
+	rows, err := st.sql.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables
+		WHERE pubname = $1 ORDER BY 1, 2`, src.opts.Publication)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
+	}
+	published, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Table, error) {
+		var t Table
+		return t, r.Scan(&t.Schema, &t.Name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
+	}
+	return slices.DeleteFunc(published, func(t Table) bool { return !src.captures(t) }), nil
+}
+
+// checkTables refuses named tables and pattern schemas of Options.Tables that do not exist as
+// spelled: names are exact, so one that exists only in another case is missing, and the fix
+// names it.
 func (s *Source) checkTables(ctx context.Context, conn *pgx.Conn, database string) error {
 	if len(s.opts.Tables) == 0 {
 		return nil
 	}
-	schemas := make([]string, len(s.opts.Tables))
-	names := make([]string, len(s.opts.Tables))
-	for i, t := range s.opts.Tables {
+	probs, err := s.missingTables(ctx, conn, database)
+	if err != nil {
+		return err
+	}
+	more, err := s.missingSchemas(ctx, conn, database)
+	if err != nil {
+		return err
+	}
+	if probs = append(probs, more...); len(probs) > 0 {
+		return &cdc.StartError{Component: "pgcdc", Problems: probs}
+	}
+	return nil
+}
+
+func (s *Source) missingTables(ctx context.Context, conn *pgx.Conn, database string) ([]cdc.StartProblem, error) {
+	if len(s.named) == 0 {
+		return nil, nil
+	}
+	schemas := make([]string, len(s.named))
+	names := make([]string, len(s.named))
+	for i, t := range s.named {
 		schemas[i], names[i] = t.Schema, t.Name
 	}
 	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text
@@ -52,17 +106,17 @@ func (s *Source) checkTables(ctx context.Context, conn *pgx.Conn, database strin
 			(SELECT lower(s), lower(t) FROM unnest($1::text[], $2::text[]) AS w(s, t))
 		ORDER BY 1, 2`, schemas, names)
 	if err != nil {
-		return fmt.Errorf("pgcdc: look up the captured tables: %w", err)
+		return nil, fmt.Errorf("pgcdc: look up the captured tables: %w", err)
 	}
 	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Table, error) {
 		var t Table
 		return t, r.Scan(&t.Schema, &t.Name)
 	})
 	if err != nil {
-		return fmt.Errorf("pgcdc: look up the captured tables: %w", err)
+		return nil, fmt.Errorf("pgcdc: look up the captured tables: %w", err)
 	}
 	var probs []cdc.StartProblem
-	for _, t := range s.opts.Tables {
+	for _, t := range s.named {
 		if slices.Contains(found, t) {
 			continue
 		}
@@ -79,24 +133,121 @@ func (s *Source) checkTables(ctx context.Context, conn *pgx.Conn, database strin
 		}
 		probs = append(probs, p)
 	}
-	if len(probs) > 0 {
-		return &cdc.StartError{Component: "pgcdc", Problems: probs}
+	return probs, nil
+}
+
+// missingSchemas refuses patterns whose schema does not exist. An existing schema without
+// tables is fine: the tables created in it later are captured.
+func (s *Source) missingSchemas(ctx context.Context, conn *pgx.Conn, database string) ([]cdc.StartProblem, error) {
+	if len(s.patterns) == 0 {
+		return nil, nil
+	}
+	rows, err := conn.Query(ctx, `SELECT nspname::text FROM pg_catalog.pg_namespace
+		WHERE lower(nspname) IN (SELECT lower(s) FROM unnest($1::text[]) AS w(s)) ORDER BY 1`, s.patterns)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: look up the captured schemas: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: look up the captured schemas: %w", err)
+	}
+	var probs []cdc.StartProblem
+	for _, sch := range s.patterns {
+		if slices.Contains(found, sch) {
+			continue
+		}
+		pat := Table{Schema: sch, Name: AllTables}
+		p := cdc.StartProblem{Table: s.tableID(database, pat), Problem: "the schema does not exist (names are exact: no case folding)",
+			Fix: "create it, or remove " + displayName(pat) + " from the captured tables"}
+		var near []string
+		for _, f := range found {
+			if strings.EqualFold(f, sch) {
+				near = append(near, displayName(Table{Schema: f, Name: AllTables}))
+			}
+		}
+		if len(near) > 0 {
+			p.Fix = "did you mean " + strings.Join(near, " or ") + "?"
+		}
+		probs = append(probs, p)
+	}
+	return probs, nil
+}
+
+// checkSchemasPublished refuses patterns whose schema an existing publication does not publish
+// as a whole (FOR ALL TABLES or TABLES IN SCHEMA): the server would not send the changes of
+// the tables created there later. Publishing each of the schema's tables is not enough.
+func (s *Source) checkSchemasPublished(ctx context.Context, conn *pgx.Conn, database string, allTables bool) error {
+	if len(s.patterns) == 0 || allTables {
+		return nil
+	}
+	v, err := serverVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	var whole []string
+	if v >= 150000 { // pg_publication_namespace: PostgreSQL 15
+		rows, err := conn.Query(ctx, `SELECT n.nspname::text FROM pg_catalog.pg_publication_namespace pn
+			JOIN pg_catalog.pg_publication p ON p.oid = pn.pnpubid
+			JOIN pg_catalog.pg_namespace n ON n.oid = pn.pnnspid
+			WHERE p.pubname = $1`, s.opts.Publication)
+		if err != nil {
+			return fmt.Errorf("pgcdc: read publication schemas: %w", err)
+		}
+		if whole, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("pgcdc: read publication schemas: %w", err)
+		}
+	}
+	e := &cdc.StartError{Component: "pgcdc"}
+	for _, sch := range s.patterns {
+		if slices.Contains(whole, sch) {
+			continue
+		}
+		pat := Table{Schema: sch, Name: AllTables}
+		p := cdc.StartProblem{Table: s.tableID(database, pat),
+			Problem: fmt.Sprintf("publication %q does not publish the schema as a whole, so the tables created in it later would not be captured", s.opts.Publication),
+			Fix:     fmt.Sprintf("ALTER PUBLICATION %s ADD TABLES IN SCHEMA %s, or name the tables instead of %s", quoteIdent(s.opts.Publication), displayIdent(sch), displayName(pat))}
+		if v < 150000 {
+			p.Fix = "name the tables instead of " + displayName(pat) + " (schema publications need PostgreSQL 15), or use a FOR ALL TABLES publication"
+		}
+		e.Problems = append(e.Problems, p)
+	}
+	if len(e.Problems) > 0 {
+		return e
 	}
 	return nil
+}
+
+// patternsNeed15 refuses patterns on a server older than PostgreSQL 15, which cannot create a
+// publication FOR TABLES IN SCHEMA.
+func (s *Source) patternsNeed15(database string) error {
+	e := &cdc.StartError{Component: "pgcdc"}
+	for _, sch := range s.patterns {
+		pat := Table{Schema: sch, Name: AllTables}
+		e.Problems = append(e.Problems, cdc.StartProblem{Table: s.tableID(database, pat),
+			Problem: "a table pattern needs a publication FOR TABLES IN SCHEMA, which PostgreSQL 15 introduced",
+			Fix:     "name the tables instead of " + displayName(pat) + ", or create a FOR ALL TABLES publication beforehand"})
+	}
+	return e
 }
 
 // plainIdent is an identifier PostgreSQL reads back unchanged without quotes.
 var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
 
-// displayName writes a table as SQL would need it: parts quoted only when necessary.
+// displayName writes a table as SQL would need it, parts quoted only when necessary; a
+// pattern as schema.*.
 func displayName(t Table) string {
-	q := func(s string) string {
-		if plainIdent.MatchString(s) {
-			return s
-		}
-		return quoteIdent(s)
+	if t.IsPattern() {
+		return displayIdent(t.Schema) + ".*"
 	}
-	return q(t.Schema) + "." + q(t.Name)
+	return displayIdent(t.Schema) + "." + displayIdent(t.Name)
+}
+
+// displayIdent writes an identifier as SQL would need it: quoted only when necessary.
+func displayIdent(s string) string {
+	if plainIdent.MatchString(s) {
+		return s
+	}
+	return quoteIdent(s)
 }
 
 // notPublished is the refusal of captured tables an existing publication does not publish.
@@ -110,24 +261,40 @@ func (s *Source) notPublished(database string, missing []Table) error {
 	return e
 }
 
-// inspect reads the captured tables' schemas (what Tables returns) and finds those with
-// TOASTable columns but no REPLICA IDENTITY FULL, logging one warning for each.
+// inspect reads the captured tables' schemas (what Tables returns; the catalog's also go into
+// the Source's cache, so the first relation messages need no catalog round trip) and finds
+// those with TOASTable columns but no REPLICA IDENTITY FULL, logging one warning for each. It
+// costs a few queries whatever the number of tables.
 func (s *Source) inspect(ctx context.Context, conn *pgx.Conn, database string, tables []Table) ([]*cdc.TableSchema, []ToastTable, error) {
 	cat := newCatalog(conn)
+	ids := make([]cdc.TableID, len(tables))
+	for i, t := range tables {
+		ids[i] = s.tableID(database, t)
+	}
+	loaded, err := cat.loadTables(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lists map[Table][]string
+	if len(loaded) > 0 {
+		if lists, err = publishedColumnLists(ctx, conn, s.opts.Publication); err != nil {
+			return nil, nil, err
+		}
+	}
 	schemas := make([]*cdc.TableSchema, 0, len(tables))
 	byName := make(map[Table]*cdc.TableSchema, len(tables))
-	for _, t := range tables {
-		id := s.tableID(database, t)
-		ti, err := cat.loadTable(ctx, id)
-		if errors.Is(err, errNoTable) {
+	for i, t := range tables {
+		ti := loaded[ids[i]]
+		if ti == nil {
 			continue // dropped since the publication was read; its events, if any, say more
 		}
-		if err != nil {
-			return nil, nil, err
+		s.remember(ti)
+		if ti.deferrablePK {
+			s.opts.Logger.Warn("pgcdc: deferrable primary key: versions may misorder changes of one key (see package doc, Limits)", "table", ids[i].String())
 		}
-		published, err := publishedColumns(ctx, conn, s.opts.Publication, id)
-		if err != nil {
-			return nil, nil, err
+		published, ok := lists[t]
+		if !ok {
+			continue // no longer published since the publication was read
 		}
 		if ti, err = cat.restrictTo(ctx, ti, published); err != nil {
 			return nil, nil, err
@@ -179,7 +346,19 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn, database string, t
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("pgcdc: read the captured tables' storage: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.toastWarned == nil {
+		s.toastWarned = map[string]string{}
+	}
 	for _, t := range toast {
+		// Once per table and column set for the Source's life: a reopened stream finds the
+		// same tables, and a warning per reconnection would drown the log.
+		key, cols := t.Table.String(), strings.Join(t.Columns, ",")+"/"+t.ReplicaIdentity
+		if s.toastWarned[key] == cols {
+			continue
+		}
+		s.toastWarned[key] = cols
 		s.opts.Logger.Warn("pgcdc: captured table has TOASTable columns without REPLICA IDENTITY FULL: an update that leaves "+
 			"such a value unchanged arrives without it, and the sink must fill it from the stored document (one read per "+
 			"such row); ALTER TABLE ... REPLICA IDENTITY FULL sends the old row instead and avoids those reads",

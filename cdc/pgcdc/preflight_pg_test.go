@@ -189,8 +189,22 @@ func TestOpenListsTablesAndToastRisks(t *testing.T) {
 		t.Fatalf("TOAST warnings %q, want one for %s", warned, def)
 	}
 
-	// After REPLICA IDENTITY FULL the table is no longer reported.
+	// A reopened stream (the runner reopening after a failure) reports the table again in
+	// ToastTables but does not log it again.
 	st.Close()
+	again, err := src.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if risks := pgcdc.ToastTables(again); len(risks) != 1 {
+		t.Fatalf("TOAST report of a reopened stream %+v", risks)
+	}
+	again.Close()
+	if n := strings.Count(logs.String(), "REPLICA IDENTITY FULL sends the old row"); n != 1 {
+		t.Fatalf("%d TOAST warnings after a reopening, want the first one only", n)
+	}
+
+	// After REPLICA IDENTITY FULL the table is no longer reported.
 	if err := execSQL(ctx, dsn, false, "ALTER TABLE "+quote(def)+" REPLICA IDENTITY FULL"); err != nil {
 		t.Fatal(err)
 	}

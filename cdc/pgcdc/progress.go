@@ -34,9 +34,15 @@ func (st *stream) progressTable(id cdc.TableID, done int) {
 	st.progMu.Unlock()
 }
 
-// progressEnd marks the snapshot read: every row is in the channel.
+// progressEnd marks the snapshot read: every row is in the channel. Its figures stay, with
+// Active false.
 func (st *stream) progressEnd() {
 	st.progMu.Lock()
-	st.progress = cdc.SnapshotProgress{}
+	p := &st.progress
+	p.Active, p.Table, p.TablesDone = false, cdc.TableID{}, p.TablesTotal
+	p.RowsDone = st.progRow0 + st.snapSent.Load()
+	if el := st.opts().Now().Sub(st.progT0).Seconds(); el > 0 {
+		p.RowsPerSecond = float64(st.snapSent.Load()) / el
+	}
 	st.progMu.Unlock()
 }

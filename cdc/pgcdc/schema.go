@@ -108,56 +108,94 @@ func newCatalog(q querier) *catalog {
 var errNoTable = errors.New("pgcdc: table not found in the catalog")
 
 const columnsSQL = `
-SELECT c.oid, a.attname, a.atttypid, a.atttypmod, a.attnotnull, format_type(a.atttypid, a.atttypmod)
-FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+SELECT n.nspname::text, c.relname::text, c.oid, a.attname::text, a.atttypid, a.atttypmod, a.attnotnull,
+	format_type(a.atttypid, a.atttypmod)
+FROM unnest($1::text[], $2::text[]) AS w(s, t)
+JOIN pg_catalog.pg_namespace n ON n.nspname = w.s
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = w.t
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
-WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-ORDER BY a.attnum`
+WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+ORDER BY 1, 2, a.attnum`
 
 const primaryKeySQL = `
-SELECT a.attname, con.condeferrable
+SELECT con.conrelid, a.attname::text, con.condeferrable
 FROM pg_catalog.pg_constraint con
 CROSS JOIN LATERAL unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
-WHERE con.conrelid = $1 AND con.contype = 'p'
-ORDER BY k.ord`
+WHERE con.conrelid = ANY($1::oid[]) AND con.contype = 'p'
+ORDER BY con.conrelid, k.ord`
 
 // loadTable reads a table's columns (generated columns excluded: pgoutput never sends them),
 // types and primary key from pg_catalog. Names are exact: no case folding, no quoting.
 func (c *catalog) loadTable(ctx context.Context, id cdc.TableID) (*tableInfo, error) {
-	rows, err := c.q.Query(ctx, columnsSQL, id.Schema, id.Table)
+	m, err := c.loadTables(ctx, []cdc.TableID{id})
 	if err != nil {
-		return nil, fmt.Errorf("pgcdc: load columns of %s: %w", id, err)
+		return nil, err
+	}
+	if ti := m[id]; ti != nil {
+		return ti, nil
+	}
+	return nil, fmt.Errorf("%w: %s", errNoTable, id)
+}
+
+// loadTables is loadTable for many tables in two catalog queries (and one per type not yet
+// resolved), whatever their number: a pattern may capture many tables. Tables the catalog
+// does not have are absent from the result.
+func (c *catalog) loadTables(ctx context.Context, ids []cdc.TableID) (map[cdc.TableID]*tableInfo, error) {
+	out := make(map[cdc.TableID]*tableInfo, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	what := "the captured tables"
+	if len(ids) == 1 {
+		what = ids[0].String()
+	}
+	schemas := make([]string, len(ids))
+	names := make([]string, len(ids))
+	byName := make(map[Table]cdc.TableID, len(ids))
+	for i, id := range ids {
+		schemas[i], names[i] = id.Schema, id.Table
+		byName[Table{Schema: id.Schema, Name: id.Table}] = id
 	}
 	type rawCol struct {
+		id      cdc.TableID
+		rel     uint32
 		name    string
 		oid     uint32
 		typmod  int32
 		notnull bool
 		format  string
 	}
-	var relOID uint32
+	rows, err := c.q.Query(ctx, columnsSQL, schemas, names)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: load columns of %s: %w", what, err)
+	}
 	var raw []rawCol
 	for rows.Next() {
 		var r rawCol
-		if err := rows.Scan(&relOID, &r.name, &r.oid, &r.typmod, &r.notnull, &r.format); err != nil {
+		var t Table
+		if err := rows.Scan(&t.Schema, &t.Name, &r.rel, &r.name, &r.oid, &r.typmod, &r.notnull, &r.format); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("pgcdc: load columns of %s: %w", id, err)
+			return nil, fmt.Errorf("pgcdc: load columns of %s: %w", what, err)
 		}
+		r.id = byName[t]
 		raw = append(raw, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgcdc: load columns of %s: %w", id, err)
+		return nil, fmt.Errorf("pgcdc: load columns of %s: %w", what, err)
 	}
-	if len(raw) == 0 {
-		return nil, fmt.Errorf("%w: %s", errNoTable, id)
-	}
-	ti := &tableInfo{schema: &cdc.TableSchema{ID: id}}
+	byRel := map[uint32]*tableInfo{}
+	var rels []uint32
 	for _, r := range raw {
+		ti := byRel[r.rel]
+		if ti == nil {
+			ti = &tableInfo{schema: &cdc.TableSchema{ID: r.id}}
+			byRel[r.rel] = ti
+			rels = append(rels, r.rel)
+		}
 		td, err := c.resolve(ctx, r.oid, r.typmod)
 		if err != nil {
-			return nil, fmt.Errorf("pgcdc: column %q of %s: %w", r.name, id, err)
+			return nil, fmt.Errorf("pgcdc: column %q of %s: %w", r.name, r.id, err)
 		}
 		col := td.col
 		col.Name, col.Nullable, col.SourceType = r.name, !r.notnull, r.format
@@ -167,16 +205,24 @@ func (c *catalog) loadTable(ctx context.Context, id cdc.TableID) (*tableInfo, er
 		ti.decoders = append(ti.decoders, td.decode)
 		ti.shared = append(ti.shared, td.shared)
 	}
-	pk, err := c.q.Query(ctx, primaryKeySQL, relOID)
+	if len(rels) == 0 {
+		return out, nil
+	}
+	pk, err := c.q.Query(ctx, primaryKeySQL, rels)
 	if err != nil {
-		return nil, fmt.Errorf("pgcdc: load primary key of %s: %w", id, err)
+		return nil, fmt.Errorf("pgcdc: load primary keys of %s: %w", what, err)
 	}
 	for pk.Next() {
+		var rel uint32
 		var name string
 		var deferrable bool
-		if err := pk.Scan(&name, &deferrable); err != nil {
+		if err := pk.Scan(&rel, &name, &deferrable); err != nil {
 			pk.Close()
-			return nil, fmt.Errorf("pgcdc: load primary key of %s: %w", id, err)
+			return nil, fmt.Errorf("pgcdc: load primary keys of %s: %w", what, err)
+		}
+		ti := byRel[rel]
+		if ti == nil {
+			continue
 		}
 		ti.deferrablePK = ti.deferrablePK || deferrable
 		if i := ti.schema.ColumnIndex(name); i >= 0 {
@@ -184,9 +230,12 @@ func (c *catalog) loadTable(ctx context.Context, id cdc.TableID) (*tableInfo, er
 		}
 	}
 	if err := pk.Err(); err != nil {
-		return nil, fmt.Errorf("pgcdc: load primary key of %s: %w", id, err)
+		return nil, fmt.Errorf("pgcdc: load primary keys of %s: %w", what, err)
 	}
-	return ti, nil
+	for _, ti := range byRel {
+		out[ti.schema.ID] = ti
+	}
+	return out, nil
 }
 
 // project builds the info for exactly the given columns (a relation message's, or a
@@ -425,12 +474,17 @@ func columnNames(s *cdc.TableSchema) []string {
 	return out
 }
 
+// attnamesSQL reads a published table's column list through to_jsonb, which has attnames
+// only from PostgreSQL 15 on (column lists): older servers give NULL, every column.
+const attnamesSQL = `SELECT t.schemaname::text, t.tablename::text, to_jsonb(t) -> 'attnames'
+	FROM pg_catalog.pg_publication_tables t WHERE t.pubname = $1`
+
 // publishedColumns returns the publication's column list for the table, or nil when it
 // publishes every column (PostgreSQL 15 column lists).
 func publishedColumns(ctx context.Context, q querier, publication string, id cdc.TableID) ([]string, error) {
+	var s, t string
 	var names []string
-	err := q.QueryRow(ctx, `SELECT attnames::text[] FROM pg_catalog.pg_publication_tables
-		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`, publication, id.Schema, id.Table).Scan(&names)
+	err := q.QueryRow(ctx, attnamesSQL+` AND t.schemaname = $2 AND t.tablename = $3`, publication, id.Schema, id.Table).Scan(&s, &t, &names)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgcdc: publication %q does not publish %s", publication, id)
 	}
@@ -438,6 +492,29 @@ func publishedColumns(ctx context.Context, q querier, publication string, id cdc
 		return nil, fmt.Errorf("pgcdc: columns published for %s: %w", id, err)
 	}
 	return names, nil
+}
+
+// publishedColumnLists returns the column list of every table the publication publishes
+// (nil: every column), in one query.
+func publishedColumnLists(ctx context.Context, q querier, publication string) (map[Table][]string, error) {
+	rows, err := q.Query(ctx, attnamesSQL, publication)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: columns published by %q: %w", publication, err)
+	}
+	out := map[Table][]string{}
+	for rows.Next() {
+		var t Table
+		var names []string
+		if err := rows.Scan(&t.Schema, &t.Name, &names); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgcdc: columns published by %q: %w", publication, err)
+		}
+		out[t] = names
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgcdc: columns published by %q: %w", publication, err)
+	}
+	return out, nil
 }
 
 // restrictTo narrows ti to the published columns, keeping catalog order.

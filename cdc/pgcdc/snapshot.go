@@ -49,16 +49,20 @@ func (st *stream) runSnapshot(ctx context.Context) error {
 	sp := st.plan.snapshot
 	r := &snapshotReader{st: st, plan: sp, done: slices.Clone(sp.state.Done), rows: sp.state.Rows}
 	cat := newCatalog(st.sql)
+	tables, err := st.snapshotTables(ctx)
+	if err != nil {
+		return err
+	}
 
 	var todo []Table
-	for _, t := range st.plan.tables {
+	for _, t := range tables {
 		if !slices.Contains(r.done, tableRef(t)) {
 			todo = append(todo, t)
 		}
 	}
 	var estimate float64
-	names := make([]string, len(st.plan.tables))
-	for i, t := range st.plan.tables {
+	names := make([]string, len(tables))
+	for i, t := range tables {
 		names[i] = quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	}
 	if len(names) > 0 {
@@ -69,7 +73,7 @@ func (st *stream) runSnapshot(ctx context.Context) error {
 			return fmt.Errorf("pgcdc: estimate snapshot rows: %w", err)
 		}
 	}
-	st.progressStart(len(st.plan.tables), len(r.done), r.rows, int64(estimate))
+	st.progressStart(len(tables), len(r.done), r.rows, int64(estimate))
 	st.opts().Logger.Info("pgcdc: snapshot", "tables", len(todo), "resumed", sp.state.Table != nil || len(r.done) > 0, "floor", sp.floor.String())
 
 	for _, t := range todo {

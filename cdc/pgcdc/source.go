@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -21,10 +22,19 @@ import (
 const Connector = "postgres"
 
 // Table names a captured table exactly as the catalog spells it: no quoting, no case folding.
+// A Name of AllTables is a pattern: every table of the schema (see doc.go, Table patterns).
 type Table struct {
 	Schema string // "public" when empty
 	Name   string
 }
+
+// AllTables as a Table's Name captures every table of the schema, those it has when Open runs
+// and those created later: Table{Schema: "sales", Name: pgcdc.AllTables} is sales.*. A table
+// literally named "*" cannot be captured by name.
+const AllTables = "*"
+
+// IsPattern reports whether t stands for every table of its schema (Name AllTables).
+func (t Table) IsPattern() bool { return t.Name == AllTables }
 
 // Options configure a Source. The zero value works: every field states its default.
 type Options struct {
@@ -37,16 +47,19 @@ type Options struct {
 	// Publication.
 	Slot string
 	// NoCreatePublication makes Open fail when the publication is missing. Default false: a
-	// missing publication is created for Tables (FOR ALL TABLES when Tables is empty), with
-	// publish = 'insert, update, delete, truncate'.
+	// missing publication is created for Tables (FOR TABLES IN SCHEMA for the patterns, FOR
+	// TABLE for the other tables, FOR ALL TABLES when Tables is empty), with publish =
+	// 'insert, update, delete, truncate'. An existing publication is never altered.
 	NoCreatePublication bool
 	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
 	NoCreateSlot bool
-	// Tables are the captured tables. Default: every table the publication publishes when Open
-	// runs. Changes of other tables the publication sends are dropped. Open fails with a
-	// *cdc.StartError naming each table that does not exist as spelled (with the table of
-	// another case as the fix, when there is one) or that an existing publication does not
-	// publish.
+	// Tables are the captured tables, each a table or a pattern (Name AllTables: every table
+	// of the schema, also those created later; PostgreSQL 15 or later, see doc.go, Table
+	// patterns). Default: every table the publication publishes, also those it publishes
+	// later. Changes of other tables the publication sends are dropped. Open fails with a
+	// *cdc.StartError naming each table or pattern schema that does not exist as spelled
+	// (with the name of another case as the fix, when there is one), and each that an
+	// existing publication does not publish (a pattern: does not publish as a whole schema).
 	Tables []Table
 	// Snapshot says what Open does without a checkpoint. Default cdc.SnapshotInitial.
 	Snapshot cdc.SnapshotMode
@@ -79,8 +92,18 @@ type Source struct {
 	replCfg *pgconn.Config
 	opts    Options
 
+	// named are the tables Options.Tables names, patterns the schemas it captures whole;
+	// both empty: every table the publication sends is captured.
+	named    []Table
+	patterns []string
+
 	mu      sync.Mutex
 	schemas map[cdc.TableID]*tableInfo // latest catalog schema per table
+	// toastWarned: the TOAST warnings logged, per table (its columns and replica identity).
+	toastWarned map[string]string
+
+	// open is the stream of the latest Open while it runs, for Lag (caughtUp).
+	open atomic.Pointer[stream]
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -150,15 +173,26 @@ func New(dsn string, opts Options) (_ *Source, err error) {
 		opts.Now = time.Now
 	}
 	opts.Tables = slices.Clone(opts.Tables)
-	for i := range opts.Tables {
-		if opts.Tables[i].Schema == "" {
-			opts.Tables[i].Schema = "public"
+	src := &Source{sqlCfg: sqlCfg, replCfg: replCfg, opts: opts, schemas: map[cdc.TableID]*tableInfo{}}
+	for i := range src.opts.Tables {
+		t := &src.opts.Tables[i]
+		if t.Schema == "" {
+			t.Schema = "public"
 		}
-		if opts.Tables[i].Name == "" {
+		switch {
+		case t.Name == "":
 			return nil, errors.New("pgcdc: a captured table has no name")
+		case t.Schema == AllTables:
+			return nil, errors.New("pgcdc: a table pattern names one schema (schema.*), not every schema")
+		case t.IsPattern():
+			if !slices.Contains(src.patterns, t.Schema) {
+				src.patterns = append(src.patterns, t.Schema)
+			}
+		case !slices.Contains(src.named, *t):
+			src.named = append(src.named, *t)
 		}
 	}
-	return &Source{sqlCfg: sqlCfg, replCfg: replCfg, opts: opts, schemas: map[cdc.TableID]*tableInfo{}}, nil
+	return src, nil
 }
 
 // Name is the source's name, as in every TableID.
@@ -263,37 +297,29 @@ func (s *Source) readSlot(ctx context.Context, conn *pgx.Conn, database string) 
 	return st, nil
 }
 
-// ensurePublication creates the publication when missing (and allowed) and returns the
-// captured tables: Options.Tables, each checked to be published, or every published table.
+// ensurePublication creates the publication when missing (and allowed) and returns the tables
+// captured as of Open: each named table of Options.Tables, checked to be published, and every
+// published table of a pattern's schema, each such schema checked to be published whole; or,
+// without Options.Tables, every published table. An existing publication is never altered
+// (doc.go, Table patterns).
 func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database string) ([]Table, error) {
 	pub := s.opts.Publication
-	var truncates *bool
-	err := conn.QueryRow(ctx, `SELECT pubtruncate FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&truncates)
+	var truncates, allTables bool
+	err := conn.QueryRow(ctx, `SELECT pubtruncate, puballtables FROM pg_catalog.pg_publication WHERE pubname = $1`, pub).Scan(&truncates, &allTables)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgcdc: read publication: %w", err)
 	}
-	if exists := err == nil; exists && truncates != nil && !*truncates {
-		// The server never sends what the publication does not publish: a TRUNCATE of a
-		// captured table then leaves the destination with rows the source no longer has.
-		s.opts.Logger.Warn("pgcdc: the publication does not publish TRUNCATE; truncated rows stay in the destination", "publication", pub)
-	} else if !exists {
-		if s.opts.NoCreatePublication {
-			return nil, fmt.Errorf("%w: %q", ErrPublicationMissing, pub)
+	if exists := err == nil; exists {
+		if !truncates {
+			// The server never sends what the publication does not publish: a TRUNCATE of a
+			// captured table then leaves the destination with rows the source no longer has.
+			s.opts.Logger.Warn("pgcdc: the publication does not publish TRUNCATE; truncated rows stay in the destination", "publication", pub)
 		}
-		target := "ALL TABLES"
-		if len(s.opts.Tables) > 0 {
-			names := make([]string, len(s.opts.Tables))
-			for i, t := range s.opts.Tables {
-				names[i] = quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
-			}
-			target = "TABLE " + strings.Join(names, ", ")
+		if err := s.checkSchemasPublished(ctx, conn, database, allTables); err != nil {
+			return nil, err
 		}
-		_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete, truncate')")
-		var pgErr *pgconn.PgError
-		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // another Open won the race
-			return nil, fmt.Errorf("pgcdc: create publication %q: %w", pub, err)
-		}
-		s.opts.Logger.Info("pgcdc: created publication", "publication", pub, "tables", len(s.opts.Tables))
+	} else if err := s.createPublication(ctx, conn, database); err != nil {
+		return nil, err
 	}
 	rows, err := conn.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables WHERE pubname = $1 ORDER BY 1, 2`, pub)
 	if err != nil {
@@ -315,15 +341,20 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database
 		return published, nil
 	}
 	var missing []Table
-	for _, t := range s.opts.Tables {
-		if !slices.Contains(published, t) && !slices.Contains(missing, t) {
+	for _, t := range s.named {
+		if !slices.Contains(published, t) {
 			missing = append(missing, t)
 		}
 	}
 	if len(missing) > 0 {
 		return nil, s.notPublished(database, missing)
 	}
-	out := slices.Clone(s.opts.Tables)
+	out := slices.Clone(s.named)
+	for _, t := range published {
+		if slices.Contains(s.patterns, t.Schema) {
+			out = append(out, t)
+		}
+	}
 	slices.SortFunc(out, func(a, b Table) int {
 		if c := strings.Compare(a.Schema, b.Schema); c != 0 {
 			return c
@@ -331,6 +362,69 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database
 		return strings.Compare(a.Name, b.Name)
 	})
 	return slices.Compact(out), nil
+}
+
+// createPublication creates the missing publication (unless Options.NoCreatePublication):
+// FOR TABLES IN SCHEMA for the patterns, which makes the server publish the tables created
+// there later, and FOR TABLE for the named tables outside those schemas; FOR ALL TABLES when
+// Options.Tables is empty.
+func (s *Source) createPublication(ctx context.Context, conn *pgx.Conn, database string) error {
+	pub := s.opts.Publication
+	if s.opts.NoCreatePublication {
+		return fmt.Errorf("%w: %q", ErrPublicationMissing, pub)
+	}
+	if len(s.patterns) > 0 {
+		v, err := serverVersion(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if v < 150000 {
+			return s.patternsNeed15(database)
+		}
+	}
+	target := s.publicationTarget()
+	_, err := conn.Exec(ctx, "CREATE PUBLICATION "+quoteIdent(pub)+" FOR "+target+" WITH (publish = 'insert, update, delete, truncate')")
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") { // another Open won the race
+		return fmt.Errorf("pgcdc: create publication %q: %w", pub, err)
+	}
+	s.opts.Logger.Info("pgcdc: created publication", "publication", pub, "tables", len(s.named), "schemas", len(s.patterns))
+	return nil
+}
+
+// publicationTarget is what a created publication publishes (after FOR): the patterns' schemas
+// whole, and the named tables outside them.
+func (s *Source) publicationTarget() string {
+	if len(s.opts.Tables) == 0 {
+		return "ALL TABLES"
+	}
+	var parts []string
+	if len(s.patterns) > 0 {
+		names := make([]string, len(s.patterns))
+		for i, sch := range s.patterns {
+			names[i] = quoteIdent(sch)
+		}
+		parts = append(parts, "TABLES IN SCHEMA "+strings.Join(names, ", "))
+	}
+	var names []string
+	for _, t := range s.named {
+		if !slices.Contains(s.patterns, t.Schema) {
+			names = append(names, quoteIdent(t.Schema)+"."+quoteIdent(t.Name))
+		}
+	}
+	if len(names) > 0 {
+		parts = append(parts, "TABLE "+strings.Join(names, ", "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// serverVersion is the server's server_version_num (150000 for 15.0).
+func serverVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("pgcdc: server version: %w", err)
+	}
+	return v, nil
 }
 
 // Open implements cdc.Source. Without a checkpoint it streams from the slot's confirmed
@@ -439,6 +533,7 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 		}
 	}
 	st := newStream(s, sqlConn, replConn, p)
+	s.open.Store(st)
 	go st.run()
 	if p.verify != nil {
 		var verr error

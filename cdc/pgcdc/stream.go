@@ -43,6 +43,10 @@ type stream struct {
 	// most delivered, which Ack enforces).
 	acked     atomic.Uint64
 	delivered atomic.Uint64
+	// caughtUp is the WAL end of the latest keepalive that found every delivered captured
+	// change acknowledged and no transaction being decoded: the stream had then taken in,
+	// and the sink stored, everything the server had sent (Lag; never reported to the server).
+	caughtUp atomic.Uint64
 	// ackedStream is set once a stream checkpoint was acknowledged: after an initial snapshot,
 	// idle checkpoints wait for it, since the snapshot's rows precede the stream's start.
 	ackedStream atomic.Bool
@@ -220,6 +224,7 @@ func (st *stream) run() {
 	st.sess.close()
 	ccancel()
 	cancel()
+	st.src.open.CompareAndSwap(st, nil)
 	close(st.events)
 	close(st.done)
 }

@@ -1,88 +1,102 @@
 // Command cdcmirror mirrors PostgreSQL or MySQL/MariaDB tables into Elasticsearch or
-// OpenSearch, one document per row, using only the library's public packages: a source from
-// cdc/pgcdc or cdc/mysqlcdc, the sink of package sink, a cdc.Runner, a statestore file and a
-// cdc.FileDLQ.
+// OpenSearch, one document per row. It is a thin command over package mirror, which builds
+// and supervises the pipelines; cdcmirror adds flags, signals, the progress display and the
+// metrics and health endpoints (package mirror/mirrorprom).
 //
-//	cdcmirror --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
+//	cdcmirror [run] --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
+//	cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
+//	cdcmirror drop --config FILE [--pipeline NAME] [--indices]
 //
-// postgres.yaml and mysql.yaml beside this file are complete configurations for
-// Elasticsearch, postgres-opensearch.yaml and mysql-opensearch.yaml for OpenSearch; `make demo`
-// runs the pair for one engine against the test servers (DEMO_ENGINE=opensearch picks
-// OpenSearch; see the demo subdirectory). The two pairs differ in the sink's url and mapping
-// options: the test servers' Elasticsearch build lacks scaled_float and unsigned_long, so its
-// files map DECIMAL and unsigned 64-bit columns to keyword, while OpenSearch 2.19 has both
-// and keeps the sink's numeric defaults.
+// postgres.yaml and mysql.yaml beside this file are complete one-pipeline configurations for
+// Elasticsearch, postgres-opensearch.yaml and mysql-opensearch.yaml for OpenSearch, and
+// pipelines.yaml runs a PostgreSQL and a MariaDB pipeline in one process; `make demo` runs
+// the pair for one engine against the test servers (DEMO_ENGINE=opensearch picks OpenSearch;
+// see the demo subdirectory). The Elasticsearch files map DECIMAL and unsigned 64-bit columns
+// to keyword, since the test servers' Elasticsearch build lacks scaled_float and
+// unsigned_long, while OpenSearch 2.19 has both and keeps the sink's numeric defaults.
 //
 // # Configuration
 //
-// A YAML file with pipeline: (the name that keys the checkpoint), source:, the specification's
-// sinks: list with exactly one entry (read by sink.ParseConfig, so every sink option applies),
-// state: (the bbolt state file: deployment identity, checkpoint, index ownership), dlq: (the
-// dead-letter file, JSON lines) and runner: (batch_max_events, batch_max_bytes,
-// batch_max_wait, backoff_min, backoff_max, stall_threshold; zero takes the runner's default).
+// The format of package mirror (mirror.ParseConfig): one pipeline at the top level --
+// pipeline: (its name, given once: it keys the checkpoint and owns the indices), source:, the
+// specification's sinks: list with one entry (read by sink.ParseConfig, so every sink option
+// applies), state: (the bbolt state file), dlq: (the dead-letter file, JSON lines) and
+// runner: (batch_max_events, batch_max_bytes, batch_max_wait, backoff_min, backoff_max,
+// stall_threshold, backpressure_threshold, lag_threshold, lag_interval; zero takes the
+// runner's default) -- or state: and pipelines:, a list of entries with name:, source:,
+// sinks:, dlq: and runner:, sharing the state file.
 //
-// source: has type (postgres or mysql), dsn, name (the source's name in each index's ownership
-// marker; default the type), tables, snapshot (initial or never); for postgres slot and
-// publication (created when missing), for mysql flavor (mariadb or mysql), server_id and
-// positioning (gtid or file). A PostgreSQL dsn is a libpq URL or key=value string; a MySQL dsn
-// is user:password@tcp(host:port)/db, and a table without a database is in the dsn's one.
+// source: has type (postgres or mysql), dsn, name (the source's name in each index's
+// ownership marker; default the type), tables (schema.table, schema.* for every table of a
+// schema including later ones, or a bare table), snapshot (initial or never); for postgres
+// slot and publication (created when missing), for mysql flavor (mariadb or mysql),
+// server_id (default derived from the pipeline's name) and positioning (gtid or file). A
+// PostgreSQL dsn is a libpq URL or key=value string; a MySQL dsn is
+// user:password@tcp(host:port)/db or mysql://user:password@host:port/db.
 //
-// ${NAME} in any value is replaced by the environment variable; an unset variable is an error
-// naming it, and "$${" is a literal "${". An unknown key is an error naming it and its line.
-// Errors never quote values (they may be secrets); the dsn and the sink's credentials are
-// never logged. Relative paths are relative to the working directory.
+// ${NAME} in any value is replaced by the environment variable; "$${" is a literal "${".
+// Every problem of the file -- unknown keys, bad values, missing settings -- is reported at
+// once, each with its line, and exits with status 2. Errors never quote values (they may be
+// secrets); the dsn and the sink's credentials are never logged. Relative paths are relative
+// to the working directory.
 //
 // # Start checks
 //
-// A configuration that cannot work stops cdcmirror at start, before any row is written,
-// with exit status 2 and one line per table saying what is wrong and the fix: a captured table
-// that does not exist as spelled (names are exact; a table of the same name in another case is
-// offered as the fix), one the publication does not publish, two tables whose rows would go
-// into one index (a static index, or {table} with tables whose names differ only in case), an
-// index name the template makes invalid, and a table with neither a primary key nor the
-// id_fields columns (such as pgbench_history). For the last, the sink option keyless:
-// dead_letter sends each of its rows to the dead-letter file instead. Dead letters and
-// truncates are logged at Warn (table, op, position, reason; the first of each kind at once,
-// then a count at most once a minute), never with row data. At start, PostgreSQL tables with
-// TOASTable columns and no REPLICA IDENTITY FULL are named in one Warn line each.
+// A configuration that cannot work stops its pipeline at start, before any row is written,
+// with one line per table saying what is wrong and the fix: a captured table that does not
+// exist as spelled (names are exact; a table of the same name in another case is offered as
+// the fix), one the publication does not publish, two tables whose rows would go into one
+// index (a static index, or {table} with tables whose names differ only in case), an index
+// name the template makes invalid, and a table with neither a primary key nor the id_fields
+// columns (such as pgbench_history). For the last, the sink option keyless: dead_letter sends
+// each of its rows to the dead-letter file instead. With several pipelines the others go on;
+// when every pipeline has stopped, cdcmirror exits, with status 2 when any was refused at
+// start. Dead letters and truncates are logged at Warn (table, op, position, reason; the
+// first of each kind at once, then a count at most once a minute), never with row data.
+//
+// # Supervision
+//
+// Each pipeline's runner reopens its stream from the stored checkpoint after every failure
+// that is not permanent (a lost connection, a server restarting, timeouts, 5xx answers), with
+// a bounded jittered backoff; a permanent failure (authentication, lost history, a fencing
+// conflict, a configuration that cannot work) stops that pipeline, is logged once and shows in
+// /healthz, /status and the metrics.
 //
 // # Progress and logs
 //
-// Logs (log/slog text) go to stderr. While the initial snapshot runs, a progress bar on stderr
+// Logs (log/slog text) go to stderr. While an initial snapshot runs, a progress bar on stderr
 // shows the table, rows read against the catalog's estimate, rows per second and the time
 // left, redrawn in place on a terminal (--progress auto, or always); when stderr is not a
-// terminal, a plain line every five seconds instead. Log lines wipe the bar rather than
-// garble it.
+// terminal, or several pipelines run, a plain line every five seconds instead (prefixed with
+// the pipeline's name when there are several). Log lines wipe the bar rather than garble it.
 //
-// # Metrics and health
+// # Metrics, health and status
 //
-// --metrics-addr serves /metrics (Prometheus text format, from a registry of its own, not
-// the global one) and /healthz (200 "ok", or 503 with the reason from cdc.Runner.Health).
-// Every metric carries a pipeline label; other labels have a handful of values.
+// --metrics-addr serves /metrics (Prometheus text format, from a registry of its own, not the
+// global one: the mirrorprom collector under the namespace cdcmirror, plus the Go runtime and
+// process collectors; see mirror/mirrorprom for every metric), /healthz (200 only when every
+// pipeline is healthy, else 503; one line per pipeline, "name: ok" or "name: reason") and
+// /status (every pipeline's cdc.Status as JSON: health, state, progress, snapshot, lag,
+// reconnects, last failure). Every metric carries a pipeline label.
 //
-//	cdcmirror_events_total                      events in batches that succeeded; rate() is events/s
-//	cdcmirror_batches_total, _checkpoints_total batches that succeeded, checkpoints saved
-//	cdcmirror_batch_duration_seconds            histogram: first offer to the sink to checkpoint
-//	cdcmirror_replication_lag_seconds           newest commit of the last streamed batch to its end
-//	cdcmirror_dead_letters_total                events written to the dead-letter file
-//	cdcmirror_backpressure_retries_total        batches offered again after backpressure
-//	cdcmirror_backpressure_wait_seconds_total   time spent waiting before those offers
-//	cdcmirror_bulk_requests_total{status}       _bulk requests by status class (2xx, 4xx, 5xx, none)
-//	cdcmirror_bulk_duration_seconds             histogram of _bulk round trips
-//	cdcmirror_bulk_request_bytes_total          _bulk body bytes
-//	cdcmirror_bulk_items_total{outcome}         applied, superseded, dead_lettered, retried
-//	cdcmirror_claims_total{index}               fence claims (first use, after a connection loss)
-//	cdcmirror_unchanged_values_total{from}      values the source left out as unchanged, found in the
-//	                                            batch or the index; unavailable: rows dead-lettered
-//	cdcmirror_snapshot_active, _rows_done, _rows_estimated, cdcmirror_pending_events, cdcmirror_healthy
+// status prints, per pipeline (or the one --pipeline names): when its checkpoint was saved,
+// how far the source's server is ahead of it (when the source measures lag), the PostgreSQL
+// slot (active and its walsender, positions) and publication, the indices it owns, and the
+// live health of a cdcmirror answering at --metrics-addr. While a cdcmirror runs it holds the
+// state file, so the stored figures come from its /status instead.
 //
-// plus the Go runtime and process collectors.
+// drop deletes a pipeline so that it starts over, snapshot included (mirror.Drop): the
+// PostgreSQL slot and publication (nothing on MySQL), with --indices its indices, then its
+// checkpoint and ownership records. --pipeline is required when the file has several. It is
+// refused while the pipeline runs. Without --indices the indices stay, and a restarted
+// pipeline is refused them (an index is never adopted) until they are deleted.
 //
 // # Stopping
 //
-// SIGINT or SIGTERM stops the runner: the batch in flight is abandoned, the checkpoint stays at
-// the last batch that completed, and the next start resumes there (replaying at most that
-// batch, which external versioning makes harmless). A second signal ends a shutdown that
-// hangs. Exit status: 0 after a signal, 1 when the pipeline failed, 2 for a bad command line or
-// configuration, including a pipeline refused at start (see Start checks).
+// SIGINT or SIGTERM stops every pipeline: the batch in flight is abandoned, each checkpoint
+// stays at the last batch that completed, and the next start resumes there (replaying at most
+// that batch, which external versioning makes harmless). A second signal ends a shutdown that
+// hangs. Exit status: 0 after a signal, 1 when every pipeline failed otherwise (or a status or
+// drop command failed), 2 for a bad command line or configuration, including pipelines
+// refused at start (see Start checks).
 package main

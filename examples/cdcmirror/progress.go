@@ -72,9 +72,10 @@ const (
 	plainInterval = 5 * time.Second
 )
 
-// progress reports a snapshot's progress from the runner: a bar redrawn in place on a
-// terminal, else a plain line per report. Nothing is shown when no snapshot runs.
+// progress reports a pipeline's snapshot progress from its runner: a bar redrawn in place on
+// a terminal, else a plain line per report. Nothing is shown when no snapshot runs.
 type progress struct {
+	name  string // the pipeline's, prefixing plain lines when several pipelines share the console
 	con   *console
 	bar   bool
 	every time.Duration // shortest time between two reports; 0: every tick
@@ -87,17 +88,21 @@ type progress struct {
 	last    cdc.SnapshotProgress
 }
 
-// run reports on every tick until stop is closed.
-func (p *progress) run(stop <-chan struct{}, tick <-chan time.Time) {
+// runProgress reports every pipeline's progress on every tick until stop is closed.
+func runProgress(ps []*progress, stop <-chan struct{}, tick <-chan time.Time) {
 	for {
 		select {
 		case <-stop:
-			if p.bar {
-				p.con.keepBar()
+			for _, p := range ps {
+				if p.bar {
+					p.con.keepBar()
+				}
 			}
 			return
 		case <-tick:
-			p.report()
+			for _, p := range ps {
+				p.report()
+			}
 		}
 	}
 }
@@ -118,7 +123,7 @@ func (p *progress) report() {
 		if p.bar {
 			p.con.drawBar(renderBar(s, 30))
 		} else {
-			p.con.println(renderLine(s))
+			p.con.println(p.prefix() + renderLine(s))
 		}
 	case p.active:
 		p.active = false
@@ -129,8 +134,15 @@ func (p *progress) report() {
 		if p.last.TablesTotal == 1 {
 			tables = "table"
 		}
-		p.con.println(fmt.Sprintf("snapshot: done, %d %s read in %s", p.last.TablesTotal, tables, now.Sub(p.started).Round(time.Second)))
+		p.con.println(fmt.Sprintf("%ssnapshot: done, %d %s read in %s", p.prefix(), p.last.TablesTotal, tables, now.Sub(p.started).Round(time.Second)))
 	}
+}
+
+func (p *progress) prefix() string {
+	if p.name == "" {
+		return ""
+	}
+	return p.name + ": "
 }
 
 // renderBar is the terminal form:

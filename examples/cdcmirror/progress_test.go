@@ -87,7 +87,7 @@ func reports(bar bool, every time.Duration, states ...cdc.SnapshotProgress) stri
 		read: func() cdc.SnapshotProgress { i++; return states[i-1] }}
 	tick := make(chan time.Time)
 	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { p.run(stop, tick); close(done) }()
+	go func() { runProgress([]*progress{p}, stop, tick); close(done) }()
 	for range states {
 		tick <- time.Time{}
 	}
@@ -134,6 +134,30 @@ func TestProgressPlainThrottled(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "snapshot: 0/100") || !strings.HasPrefix(lines[1], "snapshot: 3/100") ||
 		!strings.HasPrefix(lines[2], "snapshot: 6/100") {
 		t.Fatalf("throttled output:\n%s", out)
+	}
+}
+
+// With several pipelines each plain line names its pipeline.
+func TestProgressNamesThePipeline(t *testing.T) {
+	var out bytes.Buffer
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	states := map[string][]cdc.SnapshotProgress{"pg": {snap(10, 100, 10), {}}, "maria": {{}, {}}}
+	var ps []*progress
+	for _, name := range []string{"pg", "maria"} {
+		i := 0
+		ps = append(ps, &progress{name: name, con: &console{w: &out}, now: clock.now,
+			read: func() cdc.SnapshotProgress { i++; return states[name][i-1] }})
+	}
+	tick := make(chan time.Time)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { runProgress(ps, stop, tick); close(done) }()
+	tick <- time.Time{}
+	tick <- time.Time{}
+	close(stop)
+	<-done
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "pg: snapshot: 10/100") || !strings.HasPrefix(lines[1], "pg: snapshot: done") {
+		t.Fatalf("output:\n%s", out.String())
 	}
 }
 

@@ -7,31 +7,27 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/mirrortest"
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
 )
 
-// TestConfigKeyless: the sink's keyless key is accepted in the sinks: entry.
-func TestConfigKeyless(t *testing.T) {
-	setTestEnv(t)
-	c, err := parseConfig([]byte(strings.Replace(validConfig, "      index:", "      keyless: dead_letter\n      index:", 1)))
-	if err != nil || c.Sink.Keyless != "dead_letter" {
-		t.Fatalf("keyless: %q, %v", c.Sink.Keyless, err)
-	}
-}
-
 // TestExitStatusOfStartRefusal: a refusal prints every table and fix on lines of their own
-// and exits 2, like any configuration that cannot work; another failure exits 1.
+// and exits 2, like any configuration that cannot work -- also one refusal per pipeline when
+// several stopped; another failure exits 1.
 func TestExitStatusOfStartRefusal(t *testing.T) {
-	refusal := fmt.Errorf("cdc: pipeline \"p\": opening the source: %w", &cdc.StartError{Component: "pgcdc", Problems: []cdc.StartProblem{
-		{Table: cdc.TableID{Connector: "postgres", Source: "shop", Database: "db", Schema: "public", Table: "myorders"},
-			Problem: "the table does not exist", Fix: `did you mean public."MyOrders"?`}}})
+	refusal := func(table string) error {
+		return fmt.Errorf("cdc: pipeline \"p\": opening the source: %w", &cdc.StartError{Component: "pgcdc", Problems: []cdc.StartProblem{
+			{Table: cdc.TableID{Connector: "postgres", Source: "shop", Database: "db", Schema: "public", Table: table},
+				Problem: "the table does not exist", Fix: `did you mean public."MyOrders"?`}}})
+	}
 	var b bytes.Buffer
-	if code := exitStatus(&b, refusal); code != 2 {
+	if code := exitStatus(&b, refusal("myorders")); code != 2 {
 		t.Fatalf("exit status %d, want 2", code)
 	}
 	want := "cdcmirror: refusing to start, the configuration cannot work (pgcdc):\n" +
@@ -39,6 +35,12 @@ func TestExitStatusOfStartRefusal(t *testing.T) {
 		"    fix: did you mean public.\"MyOrders\"?\n"
 	if b.String() != want {
 		t.Fatalf("printed\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	joined := errors.Join(&mirror.PipelineError{Pipeline: "a", Err: refusal("a1")}, errors.New("other"),
+		&mirror.PipelineError{Pipeline: "b", Err: refusal("b1")})
+	if code := exitStatus(&b, joined); code != 2 || !strings.Contains(b.String(), "public.a1:") || !strings.Contains(b.String(), "public.b1:") {
+		t.Fatalf("joined refusals: exit status %d, printed\n%s", code, b.String())
 	}
 	b.Reset()
 	if code := exitStatus(&b, errors.New("boom")); code != 1 || b.String() != "cdcmirror: boom\n" {
@@ -50,7 +52,7 @@ func TestExitStatusOfStartRefusal(t *testing.T) {
 // and a captured table spelled in the wrong case: it returns at once with the source's
 // refusal (exit status 2) naming the table and the near match.
 func TestCommandRefusesMissingTables(t *testing.T) {
-	sfx := randomSuffix(t)
+	sfx := estest.RandomHex(t, 4)
 	run := func(t *testing.T, source string) string {
 		t.Helper()
 		url := os.Getenv(testenv.ElasticsearchURL)
@@ -59,22 +61,22 @@ func TestCommandRefusesMissingTables(t *testing.T) {
 		}
 		dir := t.TempDir()
 		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
-		cfg := "pipeline: h3pre-refusal\n" + source + `sinks:
+		cfg := "pipeline: mir-refusal\n" + source + `sinks:
   - type: elasticsearch
     config:
       id: es-refusal
       url: "` + url + `"
-      index: "h3pre-` + sfx + `-{table}"
+      index: "mir-` + sfx + `-{table}"
       auth: {type: none}
 state: ` + filepath.Join(dir, "state.db") + `
 dlq: ` + filepath.Join(dir, "dlq.jsonl") + "\n"
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		ctx, cancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
 		defer cancel()
 		var log syncBuffer
-		err := command(ctx, []string{"--config", cfgPath, "--metrics-addr", "", "--progress", "never"}, &log, nil)
+		err := command(ctx, []string{"--config", cfgPath, "--metrics-addr", "", "--progress", "never"}, &log, &log, nil)
 		if !errors.Is(err, cdc.ErrStart) {
 			t.Fatalf("command: %v, want a start refusal\n%s", err, log.String())
 		}
@@ -86,11 +88,11 @@ dlq: ` + filepath.Join(dir, "dlq.jsonl") + "\n"
 	}
 	t.Run("postgres", func(t *testing.T) {
 		dsn := testenv.Require(t, testenv.PostgresDSN)
-		table := "H3pre_Orders_" + sfx
-		db := pgDatabase{dsn: dsn, table: table}
-		db.exec(t, `CREATE TABLE "`+table+`" (id int PRIMARY KEY)`)
-		t.Cleanup(func() { db.exec(t, `DROP TABLE IF EXISTS "`+table+`"`) })
-		out := run(t, fmt.Sprintf("source:\n  type: postgres\n  dsn: \"${%s}\"\n  tables: [public.%s]\n  slot: h3pre_%s\n  publication: h3pre_%s\n",
+		table := "Mir_Orders_" + sfx
+		db := &mirrortest.Postgres{DSN: dsn, Table: table}
+		db.Exec(t, `CREATE TABLE "`+table+`" (id int PRIMARY KEY)`)
+		t.Cleanup(func() { db.Exec(t, `DROP TABLE IF EXISTS "`+table+`"`) })
+		out := run(t, fmt.Sprintf("source:\n  type: postgres\n  dsn: \"${%s}\"\n  tables: [public.%s]\n  slot: mir_%s\n  publication: mir_%s\n",
 			testenv.PostgresDSN, strings.ToLower(table), sfx, sfx))
 		if !strings.Contains(out, "public."+strings.ToLower(table)+": the table does not exist") ||
 			!strings.Contains(out, `fix: did you mean public."`+table+`"?`) {
@@ -99,22 +101,18 @@ dlq: ` + filepath.Join(dir, "dlq.jsonl") + "\n"
 	})
 	t.Run("mysql", func(t *testing.T) {
 		dsnText := testenv.Require(t, testenv.MySQLDSN)
-		dsn, err := parseMySQLDSN(dsnText)
+		dsn, err := testenv.ParseMySQLDSN(dsnText)
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := "h3pre_Orders_" + sfx
-		db := mysqlDatabase{dsn: dsn, table: table}
-		db.exec(t, "CREATE TABLE "+table+" (id INT PRIMARY KEY)")
-		t.Cleanup(func() { db.exec(t, "DROP TABLE IF EXISTS "+table) })
-		serverID, err := strconv.ParseUint(sfx, 16, 32)
-		if err != nil {
-			t.Fatal(err)
-		}
+		table := "mir_Orders_" + sfx
+		db := &mirrortest.MySQL{DSN: dsn, Table: table}
+		db.Exec(t, "CREATE TABLE "+table+" (id INT PRIMARY KEY)")
+		t.Cleanup(func() { db.Exec(t, "DROP TABLE IF EXISTS "+table) })
 		out := run(t, fmt.Sprintf("source:\n  type: mysql\n  dsn: \"${%s}\"\n  tables: [%s]\n  server_id: %d\n",
-			testenv.MySQLDSN, strings.ToLower(table), 1<<24+serverID%(1<<29)))
+			testenv.MySQLDSN, strings.ToLower(table), mirrortest.ServerID(t)))
 		if !strings.Contains(out, strings.ToLower(table)+": the table does not exist") ||
-			!strings.Contains(out, "fix: did you mean `"+dsn.db+"`.`"+table+"`?") {
+			!strings.Contains(out, "fix: did you mean `"+dsn.DB+"`.`"+table+"`?") {
 			t.Fatalf("printed:\n%s", out)
 		}
 	})

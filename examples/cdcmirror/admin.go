@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tributary-dev/tributary/mirror"
+)
+
+// drop deletes one pipeline (mirror.Drop) and says what went.
+func drop(ctx context.Context, w io.Writer, cfg *mirror.Config, name string, indices bool) error {
+	rep, err := mirror.Drop(ctx, cfg, name, &mirror.DropOptions{Indices: indices})
+	if rep != nil {
+		fmt.Fprintf(w, "pipeline %s:\n", name)
+		if rep.Slot != "" {
+			fmt.Fprintf(w, "  dropped replication slot %s\n", rep.Slot)
+		}
+		if rep.Publication != "" {
+			fmt.Fprintf(w, "  dropped publication %s\n", rep.Publication)
+		}
+		for _, ix := range rep.Indices {
+			fmt.Fprintf(w, "  deleted index %s\n", ix)
+		}
+		if rep.Checkpoint {
+			fmt.Fprintln(w, "  deleted its checkpoint and ownership records")
+		} else if err == nil {
+			fmt.Fprintln(w, "  had no checkpoint")
+		}
+		if len(rep.IndicesLeft) > 0 {
+			fmt.Fprintf(w, "  left its indices %s in place: a restarted pipeline is refused them until they are deleted (drop --indices)\n",
+				strings.Join(rep.IndicesLeft, ", "))
+		}
+	}
+	return err
+}
+
+// status prints, per pipeline, what the state file and the source's server say
+// (mirror.Inspect) and, when a cdcmirror answers at addr, its live view.
+func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string, addr string) error {
+	live, liveErr := liveStatus(ctx, addr)
+	for _, name := range names {
+		rep, err := mirror.Inspect(ctx, cfg, name, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "pipeline %s (%s)\n", name, rep.Source)
+		switch {
+		case rep.StateInUse:
+			fmt.Fprintln(w, "  checkpoint: unknown here (a running cdcmirror holds the state file)")
+		case !rep.Checkpoint:
+			fmt.Fprintln(w, "  checkpoint: none stored (the next run starts with the snapshot, or at the source's current position)")
+		case rep.CheckpointSaved.IsZero():
+			fmt.Fprintln(w, "  checkpoint: stored")
+		default:
+			fmt.Fprintf(w, "  checkpoint: saved %s (%s ago)\n", rep.CheckpointSaved.UTC().Format(time.RFC3339), ago(rep.CheckpointSaved))
+		}
+		switch {
+		case rep.LagErr != nil:
+			fmt.Fprintf(w, "  lag: not measured: %v\n", rep.LagErr)
+		case rep.Lag != nil:
+			fmt.Fprintf(w, "  lag: %d bytes of change log behind the server", rep.Lag.Bytes)
+			if rep.Lag.Retained >= 0 {
+				fmt.Fprintf(w, "; the server retains %d bytes for the pipeline", rep.Lag.Retained)
+			}
+			fmt.Fprintln(w)
+		case !rep.StateInUse:
+			fmt.Fprintln(w, "  lag: the source does not report it")
+		}
+		if s := rep.Slot; s != nil {
+			switch {
+			case rep.SlotErr != nil:
+				fmt.Fprintf(w, "  slot %s: unknown: %v\n", s.Slot, rep.SlotErr)
+			case !s.SlotExists:
+				fmt.Fprintf(w, "  slot %s: missing (created by the next run)\n", s.Slot)
+			default:
+				state := "inactive"
+				if s.Active {
+					state = fmt.Sprintf("active (walsender pid %d)", s.ActivePID)
+				}
+				fmt.Fprintf(w, "  slot %s: %s, restart %s, confirmed %s, wal %s\n", s.Slot, state, s.RestartLSN, s.ConfirmedLSN, s.WALStatus)
+			}
+			if rep.SlotErr == nil {
+				pub := "missing"
+				if s.PublicationExists {
+					pub = "exists"
+				}
+				fmt.Fprintf(w, "  publication %s: %s\n", s.Publication, pub)
+			}
+		}
+		switch {
+		case rep.StateInUse:
+		case len(rep.Indices) == 0:
+			fmt.Fprintln(w, "  indices: none owned yet")
+		default:
+			fmt.Fprintf(w, "  indices: %s\n", strings.Join(rep.Indices, ", "))
+		}
+		printLive(w, name, live, liveErr, addr)
+	}
+	return nil
+}
+
+func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr string) {
+	if addr == "" {
+		return
+	}
+	if liveErr != nil {
+		fmt.Fprintf(w, "  live: no running cdcmirror answers at %s\n", addr)
+		return
+	}
+	for _, p := range live.Pipelines {
+		if p.Pipeline != name {
+			continue
+		}
+		health := "healthy"
+		if !p.Healthy {
+			health = "unhealthy: " + p.Reason
+		}
+		fmt.Fprintf(w, "  live (%s): %s, %s, %d events, %d pending, %d reconnects\n", addr, health, p.State, p.Events, p.Pending, p.Reconnects)
+		if p.Lag != nil {
+			fmt.Fprintf(w, "  live lag: %.0fs, %d bytes", p.Lag.Seconds, p.Lag.Bytes)
+			if p.Lag.Error != "" {
+				fmt.Fprintf(w, " (last measurement failed: %s)", p.Lag.Error)
+			}
+			fmt.Fprintln(w)
+		}
+		return
+	}
+	fmt.Fprintf(w, "  live: the cdcmirror at %s does not run this pipeline\n", addr)
+}
+
+// liveStatus asks a running cdcmirror for its /status.
+func liveStatus(ctx context.Context, addr string) (*statusDoc, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/status: %s", res.Status)
+	}
+	var doc statusDoc
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("/status: %w", err)
+	}
+	return &doc, nil
+}
+
+func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/mirror/mirrorprom"
+)
+
+// validConfig is a complete configuration that needs no server before Run.
+const validConfig = `
+pipeline: orders
+source:
+  type: postgres
+  dsn: "postgres://u:pw@127.0.0.1:1/db"
+  tables: [public.orders]
+  slot: s1
+sinks:
+  - type: elasticsearch
+    config: {id: es, url: "http://127.0.0.1:1", index: "cdc-{table}", auth: {type: none}}
+state: STATE
+dlq: DLQ
+`
+
+// A bad command line or configuration is a usage error (exit status 2), before anything opens.
+func TestCommandUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	good, bad, two := dir+"/good.yaml", dir+"/bad.yaml", dir+"/two.yaml"
+	valid := strings.NewReplacer("STATE", dir+"/state.db", "DLQ", dir+"/dlq").Replace(validConfig)
+	pipelines := "state: " + dir + "/state.db\npipelines:\n" +
+		"  - name: a\n" + indent(valid[strings.Index(valid, "source:"):strings.Index(valid, "state:")]) + "    dlq: " + dir + "/a.dlq\n" +
+		"  - name: b\n" + indent(strings.Replace(valid[strings.Index(valid, "source:"):strings.Index(valid, "state:")], "s1", "s2", 1)) + "    dlq: " + dir + "/b.dlq\n"
+	for path, text := range map[string]string{good: valid, bad: strings.Replace(valid, "  slot: s1", "  slto: s1", 1), two: pipelines} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--config is required"},
+		{[]string{"--config", good, "--progress", "sometimes"}, "--progress must be"},
+		{[]string{"--config", dir + "/missing.yaml"}, "missing.yaml"},
+		{[]string{"--config", bad}, `bad.yaml: line 7: unknown key "slto"`},
+		{[]string{"run", "--config", good, "extra"}, `unexpected argument "extra"`},
+		{[]string{"status", "--config", good, "--progress", "never"}, "flag provided but not defined: -progress"},
+		{[]string{"status", "--config", good, "--pipeline", "nope"}, `no pipeline "nope"`},
+		{[]string{"drop", "--config", two}, "--pipeline is required: the configuration has 2 pipelines [a b]"},
+		{[]string{"drop", "--config", good, "--pipeline", "nope"}, `no pipeline "nope"`},
+	} {
+		var out strings.Builder
+		err := command(t.Context(), tc.args, &out, &out, nil)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want a usage error containing %q", tc.args, err, tc.want)
+		}
+		if code := exitStatus(io.Discard, err); code != 2 {
+			t.Errorf("%q: exit status %d", tc.args, code)
+		}
+	}
+	if _, err := os.Stat(dir + "/state.db"); !os.IsNotExist(err) {
+		t.Errorf("a usage error created the state file (%v)", err)
+	}
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("    " + l)
+		}
+	}
+	return b.String()
+}
+
+// fakeMirror is a statusSource with set answers.
+type fakeMirror struct{ st []cdc.Status }
+
+func (f *fakeMirror) Status() []cdc.Status { return f.st }
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// /healthz is 200 only while every pipeline is healthy and lists each pipeline's health;
+// /status and /metrics report every pipeline.
+func TestEndpoints(t *testing.T) {
+	at := time.Unix(1700000000, 0).UTC()
+	m := &fakeMirror{st: []cdc.Status{
+		{Pipeline: "pg", Health: cdc.Health{Healthy: true}, State: "streaming",
+			Progress: cdc.Progress{Events: 12, LastCheckpoint: at, Snapshot: cdc.SnapshotProgress{TablesDone: 1, TablesTotal: 1, RowsDone: 10}}},
+		{Pipeline: "maria", Health: cdc.Health{Healthy: true}, State: "streaming",
+			Lag: cdc.Lag{Seconds: 3, Bytes: 100, Retained: -1, MeasuredAt: at}},
+	}}
+	c := mirrorprom.New(&mirrorprom.Options{Namespace: "cdcmirror"})
+	c.Watch(m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mux := newMux(reg, m)
+	if code, body := get(t, mux, "/healthz"); code != 200 || body != "pg: ok\nmaria: ok\n" {
+		t.Fatalf("healthy: %d %q", code, body)
+	}
+	m.st[1].Health = cdc.Health{Class: cdc.HealthReconnecting, Reason: "reconnecting (attempt 3): connection refused"}
+	m.st[1].State, m.st[1].Reconnects, m.st[1].LastFailure = "reconnecting", 3, errors.New("connection refused")
+	m.st[1].Lag.Err = errors.New("dial: connection refused")
+	if code, body := get(t, mux, "/healthz"); code != 503 || body != "pg: ok\nmaria: reconnecting (attempt 3): connection refused\n" {
+		t.Fatalf("one unhealthy: %d %q", code, body)
+	}
+	code, body := get(t, mux, "/status")
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(body), &doc); code != 200 || err != nil || len(doc.Pipelines) != 2 {
+		t.Fatalf("/status: %d %v\n%s", code, err, body)
+	}
+	pg, maria := doc.Pipelines[0], doc.Pipelines[1]
+	if pg.Pipeline != "pg" || !pg.Healthy || pg.Events != 12 || pg.LastCheckpoint == nil || !pg.LastCheckpoint.Equal(at) ||
+		pg.Snapshot == nil || pg.Snapshot.RowsDone != 10 || pg.Lag != nil || pg.LastBatch != nil {
+		t.Errorf("/status pg: %+v", pg)
+	}
+	if maria.Healthy || !strings.HasPrefix(maria.Reason, "reconnecting") || maria.State != "reconnecting" || maria.Reconnects != 3 ||
+		maria.LastFailure != "connection refused" || maria.Lag == nil || maria.Lag.Seconds != 3 || maria.Lag.Error == "" || maria.Snapshot != nil {
+		t.Errorf("/status maria: %+v (lag %+v)", maria, maria.Lag)
+	}
+	_, text := get(t, mux, "/metrics")
+	metrics := parseMetrics(t, strings.NewReader(text))
+	for name, want := range map[string]float64{
+		`cdcmirror_healthy{pipeline="pg"}`:                                1,
+		`cdcmirror_healthy{pipeline="maria"}`:                             0,
+		`cdcmirror_health_reason{pipeline="maria",reason="reconnecting"}`: 1,
+		`cdcmirror_events_total{pipeline="pg"}`:                           12,
+	} {
+		if v, ok := metrics[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+}
+
+// parseMetrics reads the exposition text into "name{labels}" -> value.
+func parseMetrics(t *testing.T, body io.Reader) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// syncBuffer is a log sink shared by the command's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

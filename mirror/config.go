@@ -1,0 +1,378 @@
+package mirror
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tributary-dev/tributary/sink"
+)
+
+// Config is a mirror: one state file shared by one or more pipelines. Build it in Go or read
+// it from YAML with ParseConfig or LoadConfig; Open validates it either way.
+type Config struct {
+	// State is the path of the bbolt state file (statestore): the deployment identity and,
+	// per pipeline, its checkpoint and its indices' ownership records. Required.
+	State string
+	// Pipelines are the pipelines the mirror runs, each supervised on its own. At least one;
+	// names are unique.
+	Pipelines []PipelineConfig
+
+	// single: read from a file that holds one pipeline at the top level, so problems are
+	// named by that file's keys (pipeline:, source:, ...) instead of pipelines[i].
+	single bool
+}
+
+// PipelineConfig is one pipeline: a source feeding one sink.
+type PipelineConfig struct {
+	// Name is given once: it keys the checkpoint and the ownership records in the state file,
+	// is the owner's pipeline in each index's marker, and names the pipeline in logs, metrics
+	// and dead letters. Letters, digits, '_', '.' and '-', at most 100. Required.
+	Name string
+	// Source is what the pipeline reads.
+	Source SourceConfig
+	// Sink is the specification's Elasticsearch/OpenSearch sink (one sinks: entry).
+	Sink sink.Config
+	// DLQ is the path of the dead-letter file (JSON lines). Required; one per pipeline.
+	DLQ string
+	// Runner tunes batching, backoff and health; zero fields take cdc.RunnerOptions' defaults.
+	Runner RunnerConfig
+}
+
+// SourceConfig is a PostgreSQL or MySQL/MariaDB source; both types share the vocabulary, and
+// each type's own settings are refused on the other.
+type SourceConfig struct {
+	// Type is postgres or mysql (MariaDB included). Required.
+	Type string
+	// DSN: PostgreSQL a libpq URL or key=value string; MySQL user:password@tcp(host:port)/db
+	// or mysql://user:password@host:port/db (percent-escapes decoded). Required; never
+	// logged or quoted in errors.
+	DSN sink.Secret
+	// Name is TableID.Source of every event, so the source's name in each index's marker.
+	// Default the type.
+	Name string
+	// Tables are the captured tables: schema.table (MySQL: db.table), schema.* for every
+	// table of a schema, including tables created later, or a bare table (PostgreSQL: in
+	// public; MySQL: in the DSN's database). PostgreSQL: default every table the publication
+	// publishes. MySQL: required.
+	Tables []string
+	// Snapshot is initial (the default: read the tables once, then stream) or never.
+	Snapshot string
+
+	// PostgreSQL: the replication slot and the publication, created when missing. Default
+	// tributary_<name> for both.
+	Slot, Publication string
+
+	// MySQL and MariaDB: Flavor is mariadb (default) or mysql; ServerID the replica id the
+	// reader registers with (default derived from the pipeline's name, so pipelines of one
+	// file differ); Positioning gtid or file (default gtid on MariaDB, file on MySQL).
+	Flavor      string
+	ServerID    uint32
+	Positioning string
+}
+
+// RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
+type RunnerConfig struct {
+	BatchMaxEvents int
+	BatchMaxBytes  int
+	BatchMaxWait   time.Duration
+	// BackoffMin and BackoffMax bound the jittered waits before a pushed-back batch is offered
+	// again and before a failed stream is reopened.
+	BackoffMin, BackoffMax time.Duration
+	// StallThreshold: events waiting this long with no batch succeeding make the pipeline
+	// unhealthy.
+	StallThreshold time.Duration
+	// BackpressureThreshold: a batch pushed back for longer makes the pipeline unhealthy.
+	BackpressureThreshold time.Duration
+	// LagThreshold: lag beyond it makes the pipeline unhealthy; LagInterval is how often
+	// lag is measured.
+	LagThreshold, LagInterval time.Duration
+}
+
+// Pipeline returns the pipeline of that name, nil when there is none.
+func (c *Config) Pipeline(name string) *PipelineConfig {
+	for i := range c.Pipelines {
+		if c.Pipelines[i].Name == name {
+			return &c.Pipelines[i]
+		}
+	}
+	return nil
+}
+
+// Names returns the pipelines' names in configuration order.
+func (c *Config) Names() []string {
+	out := make([]string, len(c.Pipelines))
+	for i, p := range c.Pipelines {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// ConfigError lists every problem of a configuration, in file order when it was read from
+// one. Problems name keys, lines and environment variables, never values: values may be
+// secrets.
+type ConfigError struct {
+	Problems []ConfigProblem
+}
+
+// ConfigProblem is one thing wrong with a configuration.
+type ConfigProblem struct {
+	// Line is the line of the key in the file (0: a Config built in Go, or unknown).
+	Line int
+	// Key is where the problem is: "source.slot", "pipelines[1].runner.backoff_max", ""
+	// for the whole file.
+	Key     string
+	Problem string
+}
+
+func (p ConfigProblem) String() string {
+	var b strings.Builder
+	if p.Line > 0 {
+		b.WriteString("line " + strconv.Itoa(p.Line) + ": ")
+	}
+	if p.Key != "" {
+		b.WriteString(p.Key + ": ")
+	}
+	b.WriteString(p.Problem)
+	return b.String()
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0].String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems in the configuration:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  " + p.String())
+	}
+	return b.String()
+}
+
+var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// Validate reports every problem of c at once as a *ConfigError; Open calls it. It checks the
+// sink entries as sink.New would, but connects to nothing.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+	v.validate()
+	return v.err()
+}
+
+type validator struct {
+	c        *Config
+	problems []ConfigProblem
+}
+
+func (v *validator) bad(key, format string, args ...any) {
+	v.problems = append(v.problems, ConfigProblem{Key: key, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) err() error {
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: v.problems}
+}
+
+// key names a setting of pipeline i the way the configuration writes it.
+func (v *validator) key(i int, sub string) string {
+	if v.c.single {
+		if sub == "name" {
+			return "pipeline"
+		}
+		return sub
+	}
+	return "pipelines[" + strconv.Itoa(i) + "]." + sub
+}
+
+func (v *validator) validate() {
+	c := v.c
+	if c.State == "" {
+		v.bad("state", "is required (the path of the bbolt state file)")
+	}
+	if len(c.Pipelines) == 0 {
+		v.bad("pipelines", "needs at least one pipeline")
+	}
+	names := map[string]int{}
+	dlqs := map[string]int{}
+	slots := map[[2]string]int{}
+	for i := range c.Pipelines {
+		p := &c.Pipelines[i]
+		switch {
+		case p.Name == "":
+			v.bad(v.key(i, "name"), "is required (it keys the checkpoint in the state file)")
+		case !pipelineName.MatchString(p.Name):
+			v.bad(v.key(i, "name"), "use letters, digits, '_', '.' and '-' (at most 100)")
+		default:
+			if j, dup := names[p.Name]; dup {
+				v.bad(v.key(i, "name"), "pipelines[%d] has the same name; names must be unique", j)
+			}
+			names[p.Name] = i
+		}
+		v.source(i, &p.Source)
+		sc := p.Sink
+		if err := sc.Normalize(); err != nil {
+			v.bad(v.key(i, "sinks[0]"), "%v", err)
+		}
+		if p.DLQ == "" {
+			v.bad(v.key(i, "dlq"), "is required (the path of the dead-letter file)")
+		} else {
+			abs, err := filepath.Abs(p.DLQ)
+			if err != nil {
+				abs = filepath.Clean(p.DLQ)
+			}
+			if j, dup := dlqs[abs]; dup {
+				v.bad(v.key(i, "dlq"), "pipelines[%d] uses the same dead-letter file; each pipeline needs its own", j)
+			}
+			dlqs[abs] = i
+		}
+		if p.Source.Type == "postgres" {
+			k := [2]string{string(p.Source.DSN), effectiveSlot(&p.Source)}
+			if j, dup := slots[k]; dup {
+				v.bad(v.key(i, "source.slot"), "pipelines[%d] reads the same slot of the same database; give each pipeline its own slot: and publication:", j)
+			}
+			slots[k] = i
+		}
+		v.runner(i, &p.Runner)
+	}
+}
+
+func (v *validator) source(i int, s *SourceConfig) {
+	key := func(sub string) string { return v.key(i, "source."+sub) }
+	if reflect.ValueOf(*s).IsZero() {
+		v.bad(v.key(i, "source"), "is required")
+		return
+	}
+	if s.DSN == "" {
+		v.bad(key("dsn"), "is required")
+	}
+	switch s.Snapshot {
+	case "", "initial", "never":
+	default:
+		v.bad(key("snapshot"), "must be initial or never")
+	}
+	for j, t := range s.Tables {
+		if _, _, err := splitTable(t); err != nil {
+			v.bad(key("tables["+strconv.Itoa(j)+"]"), "%v", err)
+		}
+	}
+	only := func(typ string, keys map[string]bool) {
+		set := make([]string, 0, len(keys))
+		for k, ok := range keys {
+			if ok {
+				set = append(set, k)
+			}
+		}
+		sort.Strings(set)
+		for _, k := range set {
+			v.bad(key(k), "is a %s setting", typ)
+		}
+	}
+	switch s.Type {
+	case "postgres":
+		only("mysql", map[string]bool{"flavor": s.Flavor != "", "server_id": s.ServerID != 0, "positioning": s.Positioning != ""})
+		if s.Slot != "" && !slotName.MatchString(s.Slot) {
+			v.bad(key("slot"), "use a-z, 0-9 and '_' (at most 63)")
+		}
+	case "mysql":
+		only("postgres", map[string]bool{"slot": s.Slot != "", "publication": s.Publication != ""})
+		if len(s.Tables) == 0 {
+			v.bad(key("tables"), "MySQL needs the captured tables listed")
+		}
+		if !slices.Contains([]string{"", "mariadb", "mysql"}, s.Flavor) {
+			v.bad(key("flavor"), "must be mariadb or mysql")
+		}
+		if !slices.Contains([]string{"", "gtid", "file"}, s.Positioning) {
+			v.bad(key("positioning"), "must be gtid or file")
+		}
+		if s.DSN != "" {
+			d, err := parseMySQLDSN(string(s.DSN))
+			if err != nil {
+				v.bad(key("dsn"), "%v", err)
+			} else if d.db == "" {
+				for j, t := range s.Tables {
+					if db, _, err := splitTable(t); err == nil && db == "" {
+						v.bad(key("tables["+strconv.Itoa(j)+"]"), "a table without its database (db.table) needs one in the DSN (.../db)")
+					}
+				}
+			}
+		}
+	case "":
+		v.bad(key("type"), "is required (postgres or mysql)")
+	default:
+		v.bad(key("type"), "must be postgres or mysql")
+	}
+}
+
+func (v *validator) runner(i int, r *RunnerConfig) {
+	key := func(sub string) string { return v.key(i, "runner."+sub) }
+	for name, d := range map[string]time.Duration{
+		"batch_max_wait": r.BatchMaxWait, "backoff_min": r.BackoffMin, "backoff_max": r.BackoffMax,
+		"stall_threshold": r.StallThreshold, "backpressure_threshold": r.BackpressureThreshold,
+		"lag_threshold": r.LagThreshold, "lag_interval": r.LagInterval,
+	} {
+		if d < 0 {
+			v.bad(key(name), "must not be negative")
+		}
+	}
+	if r.BatchMaxEvents < 0 {
+		v.bad(key("batch_max_events"), "must not be negative")
+	}
+	if r.BatchMaxBytes < 0 {
+		v.bad(key("batch_max_bytes"), "must not be negative")
+	}
+	if r.BackoffMin > 0 && r.BackoffMax > 0 && r.BackoffMax < r.BackoffMin {
+		v.bad(key("backoff_max"), "is below backoff_min")
+	}
+}
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// effectiveSlot is the slot pgcdc uses for s: its own, or tributary_<name> as pgcdc derives it.
+func effectiveSlot(s *SourceConfig) string {
+	if s.Slot != "" {
+		return s.Slot
+	}
+	name := s.Name
+	if name == "" {
+		name = s.Type
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if len(out) > 50 {
+		out = out[:50]
+	}
+	return "tributary_" + out
+}
+
+// splitTable reads "schema.table", "schema.*", "table" or "*": the schema (MySQL: the
+// database; "" when not given) and the table, "*" for every table.
+func splitTable(t string) (schema, table string, err error) {
+	schema, table, ok := strings.Cut(t, ".")
+	if !ok {
+		schema, table = "", t
+	}
+	switch {
+	case table == "" || (ok && schema == "") || strings.Contains(table, "."):
+		return "", "", fmt.Errorf("write schema.table, schema.* or table")
+	case strings.Contains(schema, "*"):
+		return "", "", fmt.Errorf("a schema cannot be a pattern; write schema.*")
+	case table != "*" && strings.Contains(table, "*"):
+		return "", "", fmt.Errorf("only a whole table name can be a pattern (schema.*)")
+	}
+	return schema, table, nil
+}

@@ -1,0 +1,370 @@
+package mirror
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/yamlenv"
+	"github.com/tributary-dev/tributary/sink"
+)
+
+// LoadConfig reads and validates a configuration file (ParseConfig); errors start with the
+// path.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig reads a YAML configuration and validates it. Two forms:
+//
+//	# one pipeline                     # several, sharing the state file
+//	pipeline: orders                   state: mirror.state
+//	source: {...}                      pipelines:
+//	sinks: [{type: elasticsearch, ...}]  - name: orders
+//	state: mirror.state                    source: {...}
+//	dlq: orders.dlq.jsonl                  sinks: [...]
+//	runner: {...}                          dlq: orders.dlq.jsonl
+//	                                       runner: {...}
+//
+// Each sinks: entry is read by sink.ParseConfig (every sink option applies, and its own
+// ${ENV} expansion). ${NAME} in any other value is replaced by the environment variable (an
+// unset one is an error naming it; "$${" is a literal "${"). Every problem -- unknown keys,
+// values of the wrong type or out of range, missing settings -- is reported at once in a
+// *ConfigError, each with its line; values are never quoted, since they may be secrets.
+func ParseConfig(b []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, &ConfigError{Problems: []ConfigProblem{{Problem: strings.TrimPrefix(config.ScrubYAMLError(err).Error(), "yaml: ")}}}
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, &ConfigError{Problems: []ConfigProblem{{Problem: "the configuration must be a YAML mapping (state: and pipelines:, or pipeline:, source:, sinks:, state:, dlq:, runner:)"}}}
+	}
+	p := &parser{lines: map[string]int{}, failed: map[string]bool{}}
+	c := p.document(root.Content[0])
+	v := &validator{c: c}
+	v.validate()
+	// A value that failed to read is reported once, not again as missing.
+	for _, vp := range v.problems {
+		if p.failedAt(vp.Key) {
+			continue
+		}
+		vp.Line = p.lineOf(vp.Key)
+		p.problems = append(p.problems, vp)
+	}
+	if len(p.problems) > 0 {
+		sort.SliceStable(p.problems, func(i, j int) bool { return p.problems[i].Line < p.problems[j].Line })
+		return nil, &ConfigError{Problems: p.problems}
+	}
+	return c, nil
+}
+
+// parser reads the YAML tree into a Config, collecting problems instead of stopping at the
+// first. It remembers the line of every key it read, by the key's path, for the validator's
+// problems.
+type parser struct {
+	problems []ConfigProblem
+	lines    map[string]int
+	failed   map[string]bool // paths whose value could not be read
+}
+
+func (p *parser) bad(line int, key, format string, args ...any) {
+	p.problems = append(p.problems, ConfigProblem{Line: line, Key: key, Problem: fmt.Sprintf(format, args...)})
+	p.failed[key] = true
+}
+
+// lineOf finds the line of key, or of its nearest enclosing key.
+func (p *parser) lineOf(key string) int {
+	for k := key; k != ""; {
+		if l, ok := p.lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+func (p *parser) failedAt(key string) bool {
+	for k := range p.failed {
+		if key == k || strings.HasPrefix(key, k+".") || strings.HasPrefix(key, k+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// field is one known key of a mapping and how to read its value.
+type field struct {
+	name string
+	read func(n *yaml.Node, key string)
+}
+
+// mapping reads a mapping node: each key to its field, unknown keys reported with the known
+// ones. prefix is the mapping's own path ("" at the top, else "source." etc).
+func (p *parser) mapping(n *yaml.Node, prefix string, fields []field) {
+	where := strings.TrimSuffix(prefix, ".")
+	if n.Kind != yaml.MappingNode {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return
+		}
+		p.bad(n.Line, where, "must be a mapping")
+		return
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key := prefix + k.Value
+		j := -1
+		for fi, f := range fields {
+			if f.name == k.Value {
+				j = fi
+			}
+		}
+		if j < 0 {
+			in := ""
+			if where != "" {
+				in = " in " + where + ":"
+			}
+			p.problems = append(p.problems, ConfigProblem{Line: k.Line,
+				Problem: fmt.Sprintf("unknown key %q%s (known: %s)", k.Value, in, strings.Join(names, ", "))})
+			continue
+		}
+		if seen[k.Value] {
+			p.bad(k.Line, key, "is given twice")
+			continue
+		}
+		seen[k.Value] = true
+		p.lines[key] = k.Line
+		fields[j].read(val, key)
+	}
+}
+
+// expand applies ${ENV} to a scalar value; false when it failed (reported).
+func (p *parser) expand(n *yaml.Node, key string) bool {
+	if err := yamlenv.ExpandNode(n); err != nil {
+		p.bad(n.Line, key, "%v", strings.TrimPrefix(err.Error(), "line "+strconv.Itoa(n.Line)+": "))
+		return false
+	}
+	return true
+}
+
+func (p *parser) scalar(n *yaml.Node, key, want string) bool {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.bad(n.Line, key, "must be %s", want)
+		return false
+	}
+	return p.expand(n, key)
+}
+
+func (p *parser) str(dst *string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if p.scalar(n, key, "text") {
+			*dst = n.Value
+		}
+	}
+}
+
+func (p *parser) secret(dst *sink.Secret) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if p.scalar(n, key, "text") {
+			*dst = sink.Secret(n.Value)
+		}
+	}
+}
+
+func (p *parser) integer(dst *int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if !p.scalar(n, key, "a whole number") {
+			return
+		}
+		v, err := strconv.ParseInt(n.Value, 10, 0)
+		if err != nil {
+			p.bad(n.Line, key, "must be a whole number")
+			return
+		}
+		*dst = int(v)
+	}
+}
+
+func (p *parser) uint32(dst *uint32) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if !p.scalar(n, key, "a whole number") {
+			return
+		}
+		v, err := strconv.ParseUint(n.Value, 10, 32)
+		if err != nil || v == 0 {
+			p.bad(n.Line, key, "must be a whole number from 1 to 4294967295")
+			return
+		}
+		*dst = uint32(v)
+	}
+}
+
+func (p *parser) duration(dst *time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if !p.scalar(n, key, `a duration such as "30s"`) {
+			return
+		}
+		v, err := time.ParseDuration(n.Value)
+		if err != nil {
+			p.bad(n.Line, key, `not a duration (use e.g. "500ms", "30s", "5m")`)
+			return
+		}
+		*dst = v
+	}
+}
+
+func (p *parser) strings(dst *[]string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if n.Kind != yaml.SequenceNode {
+			p.bad(n.Line, key, "must be a list")
+			return
+		}
+		for i, e := range n.Content {
+			ek := key + "[" + strconv.Itoa(i) + "]"
+			p.lines[ek] = e.Line
+			var s string
+			p.str(&s)(e, ek)
+			*dst = append(*dst, s)
+		}
+	}
+}
+
+// document reads the top level: either one pipeline (pipeline:, source:, ...) or
+// pipelines:.
+func (p *parser) document(n *yaml.Node) *Config {
+	c := &Config{}
+	var single PipelineConfig
+	var list *yaml.Node
+	hasSingle := false
+	singleKey := func(read func(*yaml.Node, string)) func(*yaml.Node, string) {
+		return func(n *yaml.Node, key string) { hasSingle = true; read(n, key) }
+	}
+	p.mapping(n, "", []field{
+		{"state", p.str(&c.State)},
+		{"pipelines", func(n *yaml.Node, _ string) { list = n }},
+		{"pipeline", singleKey(p.str(&single.Name))},
+		{"source", singleKey(func(n *yaml.Node, key string) { p.source(n, key, &single.Source) })},
+		{"sinks", singleKey(func(n *yaml.Node, key string) { p.sinks(n, key, &single.Sink) })},
+		{"dlq", singleKey(p.str(&single.DLQ))},
+		{"runner", singleKey(func(n *yaml.Node, key string) { p.runner(n, key, &single.Runner) })},
+	})
+	switch {
+	case list != nil && hasSingle:
+		p.bad(list.Line, "pipelines", "with pipelines:, write name:, source:, sinks:, dlq: and runner: in each entry, not at the top level")
+	case list != nil:
+		p.pipelines(list, c)
+	default:
+		c.single = true
+		c.Pipelines = []PipelineConfig{single}
+		if _, ok := p.lines["sinks"]; !ok {
+			p.bad(0, "sinks", "needs one entry (type: elasticsearch)")
+		}
+	}
+	return c
+}
+
+func (p *parser) pipelines(n *yaml.Node, c *Config) {
+	if n.Kind != yaml.SequenceNode {
+		p.bad(n.Line, "pipelines", "must be a list")
+		return
+	}
+	if len(n.Content) == 0 {
+		p.bad(n.Line, "pipelines", "needs at least one pipeline")
+		return
+	}
+	c.Pipelines = make([]PipelineConfig, len(n.Content))
+	for i, e := range n.Content {
+		pc := &c.Pipelines[i]
+		prefix := "pipelines[" + strconv.Itoa(i) + "]"
+		p.lines[prefix] = e.Line
+		p.mapping(e, prefix+".", []field{
+			{"name", p.str(&pc.Name)},
+			{"source", func(n *yaml.Node, key string) { p.source(n, key, &pc.Source) }},
+			{"sinks", func(n *yaml.Node, key string) { p.sinks(n, key, &pc.Sink) }},
+			{"dlq", p.str(&pc.DLQ)},
+			{"runner", func(n *yaml.Node, key string) { p.runner(n, key, &pc.Runner) }},
+		})
+		if _, ok := p.lines[prefix+".sinks"]; !ok {
+			p.bad(e.Line, prefix+".sinks", "needs one entry (type: elasticsearch)")
+		}
+	}
+}
+
+func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
+	p.mapping(n, key+".", []field{
+		{"type", p.str(&s.Type)},
+		{"dsn", p.secret(&s.DSN)},
+		{"name", p.str(&s.Name)},
+		{"tables", p.strings(&s.Tables)},
+		{"snapshot", p.str(&s.Snapshot)},
+		{"slot", p.str(&s.Slot)},
+		{"publication", p.str(&s.Publication)},
+		{"flavor", p.str(&s.Flavor)},
+		{"server_id", p.uint32(&s.ServerID)},
+		{"positioning", p.str(&s.Positioning)},
+	})
+}
+
+func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {
+	p.mapping(n, key+".", []field{
+		{"batch_max_events", p.integer(&r.BatchMaxEvents)},
+		{"batch_max_bytes", p.integer(&r.BatchMaxBytes)},
+		{"batch_max_wait", p.duration(&r.BatchMaxWait)},
+		{"backoff_min", p.duration(&r.BackoffMin)},
+		{"backoff_max", p.duration(&r.BackoffMax)},
+		{"stall_threshold", p.duration(&r.StallThreshold)},
+		{"backpressure_threshold", p.duration(&r.BackpressureThreshold)},
+		{"lag_threshold", p.duration(&r.LagThreshold)},
+		{"lag_interval", p.duration(&r.LagInterval)},
+	})
+}
+
+// sinks reads the sinks: list: exactly one entry, which sink.ParseConfig reads (with its own
+// ${ENV} expansion: expanding here as well would turn a literal "$${" into a reference). Its
+// error is reported at the entry's line.
+func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
+	if n.Kind != yaml.SequenceNode {
+		p.bad(n.Line, key, "must be a list of sink entries")
+		return
+	}
+	switch len(n.Content) {
+	case 0:
+		p.bad(n.Line, key, "needs one entry (type: elasticsearch)")
+		return
+	case 1:
+	default:
+		p.bad(n.Line, key, "a pipeline has one sink; write one pipeline per sink")
+		return
+	}
+	entryKey := key + "[0]"
+	p.lines[entryKey] = n.Content[0].Line
+	b, err := yaml.Marshal(n.Content[0])
+	if err == nil {
+		*dst, err = sink.ParseConfig(b)
+	}
+	if err != nil {
+		p.bad(n.Content[0].Line, entryKey, "%v", err)
+	}
+}

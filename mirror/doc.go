@@ -1,0 +1,64 @@
+// Package mirror is the CDC half's composition root: one Config names a state file and one or
+// more pipelines, each a PostgreSQL or MySQL/MariaDB source mirrored into Elasticsearch or
+// OpenSearch, and Open builds everything from it -- the state file (statestore), per pipeline
+// its dead-letter file (cdc.FileDLQ), sink (package sink), source (cdc/pgcdc or cdc/mysqlcdc)
+// and runner (cdc.Runner). It is the only workflow that imports the source adapters.
+//
+//	cfg, err := mirror.LoadConfig("mirror.yaml") // or a Config built in Go
+//	m, err := mirror.Open(cfg, &mirror.Options{Logger: log})
+//	defer m.Close()
+//	err = m.Run(ctx) // until ctx ends
+//
+// # Configuration
+//
+// A Config holds State (the bbolt file every pipeline shares: deployment identity, and per
+// pipeline its checkpoint and its indices' ownership records) and Pipelines. A pipeline's
+// Name is given once: mirror hands it to the sink (sink.Options.Pipeline, the owner in each
+// index's marker) and to the runner (cdc.RunnerOptions.Pipeline, the checkpoint's key), which
+// must agree. Both source types share one vocabulary: type, dsn, name, tables
+// (schema.table, schema.* -- every table of the schema, also those created later -- or a
+// bare table), snapshot (initial or never); PostgreSQL adds slot and publication, MySQL
+// flavor, server_id and positioning, and each type's own keys are refused on the other.
+// Runner settings map onto cdc.RunnerOptions (see RunnerConfig).
+//
+// ParseConfig and LoadConfig read YAML: one pipeline at the top level (pipeline:, source:,
+// sinks:, state:, dlq:, runner:, the format examples/cdcmirror has always read) or state:
+// and pipelines:, a list of entries with name:, source:, sinks:, dlq: and runner:. sinks: is
+// the specification's list with one entry, read by sink.ParseConfig. ${NAME} is expanded from
+// the environment (internal/yamlenv). Every problem is reported at once, each with its line
+// (*ConfigError); problems never quote values, which may be secrets. Validate applies the
+// same checks to a Config built in Go, naming keys as the list form writes them.
+//
+// Names must be unique, so must dead-letter files, and two PostgreSQL pipelines on one
+// database need slots of their own. A MySQL pipeline's default server_id is derived from the
+// pipeline's name, so pipelines of one file never share one.
+//
+// # Running
+//
+// Run runs each pipeline in a goroutine of its own. Each cdc.Runner supervises its stream:
+// a failure that is not permanent (cdc.IsPermanent) reopens it from the stored checkpoint. A
+// pipeline that stops anyway is logged once and shows in Status (its Health says why), and
+// the others go on; Run returns nil when ctx ends, or, once every pipeline has stopped, their
+// errors joined, each a *PipelineError. Status returns every runner's cdc.Status at any time:
+// metrics exporters (package mirrorprom) read it at scrape time, so gauges stay current while
+// a pipeline is idle or disconnected. Options.Observe hands each pipeline's runner and sink
+// an observer for per-batch and per-request measurements.
+//
+// # Deleting a pipeline
+//
+// Drop removes a pipeline so that it starts over, snapshot included: the PostgreSQL slot and
+// publication (MySQL keeps nothing for a reader), with DropOptions.Indices the indices the
+// pipeline created (each only after its ownership marker proved it the pipeline's; the write
+// alias goes with it; the sink creates no templates), then its checkpoint and ownership
+// records (statestore.Store.DeletePipeline). It refuses with ErrRunning while the pipeline
+// runs: a running mirror holds the state file's lock, or the slot is active. Without
+// Indices the indices stay and a restarted pipeline is refused them (an index is never
+// adopted) until they are deleted; DropReport.IndicesLeft names them. The dead-letter file is
+// left alone.
+//
+// # Inspecting
+//
+// Inspect reports on a pipeline from outside a running mirror: whether a checkpoint is stored
+// and when it was saved, the indices it owns, the source's lag behind the server
+// (cdc.LagReporter) and, on PostgreSQL, the slot (active, walsender, positions).
+package mirror

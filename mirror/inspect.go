@@ -1,0 +1,98 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/pgcdc"
+	"github.com/tributary-dev/tributary/esfence"
+)
+
+// InspectOptions configure Inspect. The zero value (or nil) gives the defaults.
+type InspectOptions struct {
+	// LockTimeout bounds the wait for the state file's lock. Default 2s.
+	LockTimeout time.Duration
+}
+
+// Report is what Inspect finds about one pipeline from outside a running mirror: its stored
+// state and what its source's server says. A running mirror's own view is its Status.
+type Report struct {
+	Pipeline, Source string // the pipeline's name and its source's type
+	// StateInUse is set when a running mirror holds the state file: the stored state and the
+	// lag are then unknown here (ask that mirror).
+	StateInUse bool
+	// Checkpoint says whether a checkpoint is stored, CheckpointSaved when it was last saved
+	// (zero when unknown).
+	Checkpoint      bool
+	CheckpointSaved time.Time
+	// Indices are the indices the pipeline's ownership records name.
+	Indices []string
+	// Lag is the source's measurement of how far the stored checkpoint trails the server
+	// (cdc.LagReporter); nil when the source cannot measure it or the state is in use. LagErr
+	// is set when the measurement failed.
+	Lag    *cdc.SourceLag
+	LagErr error
+	// Slot is the PostgreSQL slot's and publication's state (nil for MySQL); SlotErr is set
+	// when it could not be read.
+	Slot    *pgcdc.SlotInfo
+	SlotErr error
+}
+
+// Inspect reports on the pipeline named pipeline of cfg: its stored checkpoint and ownership
+// records, the source's lag behind the server, and for PostgreSQL the slot. It does not
+// create a missing state file, and a running mirror holding the file is no error
+// (Report.StateInUse). Failures to reach the source are in the report, not the error.
+func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOptions) (*Report, error) {
+	var o InspectOptions
+	if opts != nil {
+		o = *opts
+	}
+	pc, st, err := openForPipeline(cfg, pipeline, o.LockTimeout)
+	inUse := errors.Is(err, ErrRunning)
+	if err != nil && !inUse {
+		return nil, err
+	}
+	if pc == nil {
+		pc = cfg.Pipeline(pipeline)
+	}
+	rep := &Report{Pipeline: pipeline, Source: pc.Source.Type, StateInUse: inUse}
+	var cp cdc.Checkpoint
+	if st != nil {
+		defer st.Close()
+		if cp, err = st.LoadCheckpoint(ctx, pipeline); err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		rep.Checkpoint = cp != nil
+		if rep.CheckpointSaved, err = st.CheckpointSaved(ctx, pipeline); err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		recs, err := st.List(ctx, pipeline, esfence.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		for _, r := range recs {
+			rep.Indices = append(rep.Indices, r.Key)
+		}
+	}
+	src, err := newSource(pc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+	}
+	if pg, ok := src.(*pgcdc.Source); ok {
+		info, err := pg.SlotInfo(ctx)
+		rep.Slot, rep.SlotErr = &info, err
+	}
+	if lr, ok := src.(cdc.LagReporter); ok && !inUse {
+		lag, err := lr.Lag(ctx, cp)
+		if err != nil {
+			rep.LagErr = err
+		} else {
+			rep.Lag = &lag
+		}
+	}
+	return rep, nil
+}

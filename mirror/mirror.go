@@ -1,0 +1,241 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/sink"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// Options configure Open. The zero value (or nil) gives the documented defaults.
+type Options struct {
+	// Logger receives operational events of every pipeline (never row data or credentials);
+	// each line carries the pipeline's name. Default: discarded.
+	Logger *slog.Logger
+	// Observe, when set, is called once per pipeline by Open for the observers its runner and
+	// its sink report measurements to (either may be nil): what a metrics exporter such as
+	// package mirrorprom hooks in with. Default: none.
+	Observe func(pipeline string) (cdc.Observer, sink.Observer)
+}
+
+// Mirror is a configuration's pipelines with everything they own: the state file, and per
+// pipeline its dead-letter file, sink, source and runner.
+type Mirror struct {
+	state   *statestore.DB
+	pipes   []*pipeline
+	log     *slog.Logger
+	running atomic.Bool
+	closed  atomic.Bool
+}
+
+// runner is what Run and Status need of a cdc.Runner (tests substitute fakes).
+type runner interface {
+	Run(ctx context.Context) error
+	Status() cdc.Status
+}
+
+type pipeline struct {
+	name   string
+	dlq    *cdc.FileDLQ
+	sink   *sink.Sink
+	runner runner
+}
+
+// Open validates cfg and builds every pipeline: it opens the state file (once, for all of
+// them) and the dead-letter files, and builds sinks, sources and runners. Nothing connects to
+// a server until Run. On error everything opened is closed again.
+func Open(cfg *Config, opts *Options) (_ *Mirror, err error) {
+	if cfg == nil {
+		return nil, errors.New("mirror: nil Config")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Mirror{log: o.Logger}
+	defer func() {
+		if err != nil {
+			_ = m.Close()
+		}
+	}()
+	if m.state, err = statestore.Open(cfg.State, nil); err != nil {
+		return nil, fmt.Errorf("mirror: state file: %w", err)
+	}
+	for i := range cfg.Pipelines {
+		p, err := m.open(&cfg.Pipelines[i], o)
+		if p != nil {
+			m.pipes = append(m.pipes, p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", cfg.Pipelines[i].Name, err)
+		}
+	}
+	return m, nil
+}
+
+// open builds one pipeline; what it returns is closed by Close even on error.
+func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
+	var runObs cdc.Observer
+	var sinkObs sink.Observer
+	if o.Observe != nil {
+		runObs, sinkObs = o.Observe(pc.Name)
+	}
+	log := o.Logger
+	p := &pipeline{name: pc.Name}
+	var err error
+	if p.dlq, err = cdc.OpenFileDLQ(pc.DLQ, nil); err != nil {
+		return p, fmt.Errorf("dead-letter file: %w", err)
+	}
+	if p.sink, err = sink.New(pc.Sink, sink.Options{Pipeline: pc.Name, State: m.state, Observer: sinkObs}); err != nil {
+		return p, err
+	}
+	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type))
+	if err != nil {
+		return p, err
+	}
+	if p.runner, err = cdc.NewRunner(src, p.sink, m.state, p.dlq, runnerOptions(pc, log, runObs)); err != nil {
+		return p, err
+	}
+	tables := "every published table"
+	if len(pc.Source.Tables) > 0 {
+		tables = strings.Join(pc.Source.Tables, ", ")
+	}
+	log.Info("pipeline configured", "pipeline", pc.Name, "source", pc.Source.Type, "tables", tables,
+		"sink", pc.Sink.ID, "index", pc.Sink.Index, "dlq", pc.DLQ)
+	return p, nil
+}
+
+// runnerOptions maps the runner: settings onto cdc.RunnerOptions; the pipeline's name is the
+// one the sink got.
+func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.RunnerOptions {
+	r := pc.Runner
+	return &cdc.RunnerOptions{
+		Pipeline:       pc.Name,
+		BatchMaxEvents: r.BatchMaxEvents,
+		BatchMaxBytes:  r.BatchMaxBytes,
+		BatchMaxWait:   r.BatchMaxWait,
+		BackoffMin:     r.BackoffMin,
+		BackoffMax:     r.BackoffMax,
+		StallThreshold: r.StallThreshold,
+
+		BackpressureThreshold: r.BackpressureThreshold,
+		LagThreshold:          r.LagThreshold,
+		LagInterval:           r.LagInterval,
+
+		Logger:   log,
+		Observer: obs,
+	}
+}
+
+// Pipelines returns the pipelines' names in configuration order.
+func (m *Mirror) Pipelines() []string {
+	out := make([]string, len(m.pipes))
+	for i, p := range m.pipes {
+		out[i] = p.name
+	}
+	return out
+}
+
+// Status returns every pipeline's status (cdc.Runner.Status), in configuration order; safe to
+// call at any time from any goroutine, also before Run and after it returned.
+func (m *Mirror) Status() []cdc.Status {
+	out := make([]cdc.Status, len(m.pipes))
+	for i, p := range m.pipes {
+		out[i] = p.runner.Status()
+	}
+	return out
+}
+
+// Run runs every pipeline in a goroutine of its own until ctx ends, then returns nil. Each
+// runner supervises its stream (a failure that is not permanent reopens it from the stored
+// checkpoint); a pipeline that stops anyway -- a permanent failure such as a start refusal, an
+// authentication failure, lost history or a fencing conflict -- is logged once and shows in
+// Status, and the other pipelines go on. When every pipeline has stopped, Run returns their
+// errors joined (errors.Join), each a *PipelineError naming its pipeline. Run may be called
+// again after it returned, not concurrently.
+func (m *Mirror) Run(ctx context.Context) error {
+	if m.closed.Load() {
+		return errors.New("mirror: Run after Close")
+	}
+	if !m.running.CompareAndSwap(false, true) {
+		return errors.New("mirror: Run called while running")
+	}
+	defer m.running.Store(false)
+	errs := make([]error, len(m.pipes))
+	var left atomic.Int64
+	left.Store(int64(len(m.pipes)))
+	var wg sync.WaitGroup
+	for i, p := range m.pipes {
+		wg.Go(func() {
+			err := p.runner.Run(ctx)
+			running := left.Add(-1)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				errs[i] = &PipelineError{Pipeline: p.name, Err: err}
+			}
+			// The runner logged why (once); this says what it means for the mirror.
+			if running > 0 {
+				m.log.Warn("pipeline stopped; the other pipelines go on", "pipeline", p.name, "running", running)
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// PipelineError is why one pipeline stopped.
+type PipelineError struct {
+	Pipeline string
+	Err      error
+}
+
+// Error names the pipeline once: the runner's errors already do.
+func (e *PipelineError) Error() string {
+	msg := e.Err.Error()
+	if strings.Contains(msg, "pipeline "+strconv.Quote(e.Pipeline)) {
+		return msg
+	}
+	return "pipeline " + strconv.Quote(e.Pipeline) + ": " + msg
+}
+
+func (e *PipelineError) Unwrap() error { return e.Err }
+
+// Close releases what Open opened: sinks, dead-letter files and the state file. Call it after
+// Run returned. Later calls do nothing.
+func (m *Mirror) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for _, p := range m.pipes {
+		if p.sink != nil {
+			errs = append(errs, p.sink.Close())
+		}
+		if p.dlq != nil {
+			errs = append(errs, p.dlq.Close())
+		}
+	}
+	if m.state != nil {
+		errs = append(errs, m.state.Close())
+	}
+	return errors.Join(errs...)
+}

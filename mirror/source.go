@@ -1,0 +1,146 @@
+package mirror
+
+import (
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
+	"github.com/tributary-dev/tributary/cdc/pgcdc"
+)
+
+// newSource builds pipeline p's source. Nothing connects yet: the runner opens it.
+func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
+	c := &p.Source
+	mode := cdc.SnapshotInitial
+	if c.Snapshot == "never" {
+		mode = cdc.SnapshotNever
+	}
+	name := c.Name
+	if name == "" {
+		name = c.Type
+	}
+	switch c.Type {
+	case "postgres":
+		return newPostgres(p, name, mode, log)
+	case "mysql":
+		dsn, err := parseMySQLDSN(string(c.DSN))
+		if err != nil {
+			return nil, err
+		}
+		o := mysqlcdc.Options{Flavor: mysqlcdc.Flavor(c.Flavor), ServerID: c.ServerID, Snapshot: mode, SourceName: name, Logger: log}
+		if o.ServerID == 0 {
+			o.ServerID = serverID(p.Name)
+		}
+		switch c.Positioning {
+		case "gtid":
+			o.Positioning = mysqlcdc.PositionGTID
+		case "file":
+			o.Positioning = mysqlcdc.PositionFile
+		}
+		for _, t := range c.Tables {
+			db, table, err := splitTable(t)
+			if err != nil {
+				return nil, err
+			}
+			if db == "" {
+				db = dsn.db
+			}
+			if db == "" {
+				return nil, errors.New("source.tables: a table without a database (db.table) needs one in the DSN (.../db)")
+			}
+			// "*" is passed through: mysqlcdc captures every table of the database.
+			o.Tables = append(o.Tables, mysqlcdc.TableName{Database: db, Table: table})
+		}
+		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, o)
+	}
+	return nil, errors.New("source.type: must be postgres or mysql")
+}
+
+func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slog.Logger) (*pgcdc.Source, error) {
+	c := &p.Source
+	o := pgcdc.Options{Name: name, Slot: c.Slot, Publication: c.Publication, Snapshot: mode, Logger: log}
+	for _, t := range c.Tables {
+		schema, table, err := splitTable(t)
+		if err != nil {
+			return nil, err
+		}
+		// "*" is passed through: pgcdc captures every table of the schema.
+		o.Tables = append(o.Tables, pgcdc.Table{Schema: schema, Name: table})
+	}
+	return pgcdc.New(string(c.DSN), o)
+}
+
+// serverID derives a MySQL replica id from the pipeline's name, in [1<<24, 1<<31): pipelines
+// of one file get different ids without configuring them (mysqlcdc derives its default from
+// the source's name, which pipelines may share).
+func serverID(pipeline string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("mirror/" + pipeline))
+	return 1<<24 + h.Sum32()%(1<<31-1<<24)
+}
+
+// mysqlDSN is what a binlog reader needs of a MySQL DSN.
+type mysqlDSN struct{ user, password, addr, db string }
+
+var errMySQLDSN = errors.New("a MySQL DSN is user:password@tcp(host:port)/db or mysql://user:password@host:port/db")
+
+// parseMySQLDSN reads the Go driver's form, user:password@tcp(host:port)/db?params (the
+// password may hold '@' and ':'; the last '@' ends it), or the URL form
+// mysql://user:password@host:port/db (percent-escapes decoded). Parameters are not used;
+// tls is refused, since the binlog reader does not speak TLS. Errors never quote the DSN,
+// which holds the password.
+func parseMySQLDSN(s string) (mysqlDSN, error) {
+	var d mysqlDSN
+	var params string
+	if rest, ok := strings.CutPrefix(s, "mysql://"); ok {
+		u, err := url.Parse("mysql://" + rest)
+		if err != nil || u.User == nil || u.Host == "" || u.Opaque != "" {
+			return d, errMySQLDSN
+		}
+		d.user = u.User.Username()
+		d.password, _ = u.User.Password()
+		d.addr = u.Host
+		if u.Port() == "" {
+			d.addr = net.JoinHostPort(u.Hostname(), "3306")
+		}
+		d.db = strings.TrimPrefix(u.Path, "/")
+		params = u.RawQuery
+	} else {
+		at := strings.LastIndex(s, "@")
+		if at < 0 {
+			return d, errMySQLDSN
+		}
+		d.user, d.password, _ = strings.Cut(s[:at], ":")
+		rest, ok := strings.CutPrefix(s[at+1:], "tcp(")
+		if !ok {
+			return d, errMySQLDSN
+		}
+		d.addr, rest, ok = strings.Cut(rest, ")")
+		if !ok || d.addr == "" {
+			return d, errMySQLDSN
+		}
+		if rest != "" {
+			if rest, ok = strings.CutPrefix(rest, "/"); !ok {
+				return d, errMySQLDSN
+			}
+			d.db, params, _ = strings.Cut(rest, "?")
+		}
+	}
+	if d.user == "" || strings.Contains(d.db, "/") {
+		return d, errMySQLDSN
+	}
+	if _, _, err := net.SplitHostPort(d.addr); err != nil {
+		return d, errors.New("a MySQL DSN's address is host:port")
+	}
+	if q, err := url.ParseQuery(params); err == nil {
+		if v := q.Get("tls"); v != "" && v != "false" {
+			return d, errors.New("the binlog reader does not support TLS (tls= in the DSN)")
+		}
+	}
+	return d, nil
+}
