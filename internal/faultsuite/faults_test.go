@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -28,8 +29,8 @@ type fault struct {
 // pushed back (backpressure, reported beyond the suite's one-second threshold) or, for an
 // error the sink does not call backpressure, a stream reopened.
 var (
-	sourceLost = healthWant{unhealthy: []string{"reconnecting"}, reconnect: true}
-	engineLost = healthWant{unhealthy: []string{"backpressure", "reconnecting"}}
+	sourceLost = healthWant{unhealthy: []string{cdc.HealthReconnecting}, reconnect: true}
+	engineLost = healthWant{unhealthy: []string{cdc.HealthBackpressure, cdc.HealthReconnecting}}
 )
 
 // control runs `testenv ARGS...` on the servers; its output comes back in the error.
@@ -92,7 +93,7 @@ func terminateWalsender() fault {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		return h.waitFor(30*time.Second, "a walsender to terminate", func() (bool, error) {
-			return pg.terminateWalsender(ctx, h.cfg.source.slot)
+			return pg.terminateWalsender(ctx, h.cfg.Pipelines[0].Source.Slot)
 		})
 	}}
 }
@@ -110,7 +111,7 @@ func (h *harness) proxyOf(target string) *faultproxy.TCPProxy {
 // through it are reset -- what a partition long enough for the peers' timeouts leaves.
 // Before that the pipeline must have noticed on its own.
 func partition(target string, d time.Duration) fault {
-	w := healthWant{unhealthy: []string{"reconnecting", "lagging"}, reconnect: true, during: true}
+	w := healthWant{unhealthy: []string{cdc.HealthReconnecting, cdc.HealthLagging}, reconnect: true, during: true}
 	if target == "engine" {
 		w = engineLost
 		w.during = true

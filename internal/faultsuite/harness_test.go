@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
 	"github.com/tributary-dev/tributary/sink"
 )
 
@@ -69,8 +69,8 @@ type harness struct {
 	// srcProxy and engProxy sit between the pipeline and its servers (proxied cases only).
 	srcProxy, engProxy *faultproxy.TCPProxy
 	tables             []*tableDef
-	indices            []string // per table
-	cfg                pipelineConfig
+	indices            []string       // per table
+	cfg                *mirror.Config // one pipeline
 	pipe               *pipeline
 	logs               *logBuffer
 	rec                *recorder
@@ -160,26 +160,23 @@ func newHarness(t *testing.T, srv *testenv.Servers, spec caseSpec) *harness {
 
 	dir := t.TempDir()
 	name := "flt-" + h.sfx
-	hash := fnv.New32a()
-	hash.Write([]byte(name))
-	h.cfg = pipelineConfig{
-		name:   name,
-		source: h.db.sourceConfig(h.sfx, h.tables, srcAddr),
-		sink: sink.Config{ID: "flt", URL: sinkURL, Index: prefix + "-{table}", Auth: sink.Auth{Type: sink.AuthNone},
+	pc := mirror.PipelineConfig{
+		Name:   name,
+		Source: h.db.sourceConfig(h.sfx, h.tables, srcAddr),
+		Sink: sink.Config{ID: "flt", URL: sinkURL, Index: prefix + "-{table}", Auth: sink.Auth{Type: sink.AuthNone},
 			Shards: 1, Replicas: estest.Ptr(0),
 			RequestTimeout: sink.Duration(10 * time.Second), ConnectTimeout: sink.Duration(5 * time.Second)},
-		state: filepath.Join(dir, "state.db"),
-		dlq:   filepath.Join(dir, "dlq.jsonl"),
-		runner: runnerConfig{batchMaxEvents: 100, batchMaxWait: 200 * time.Millisecond,
-			backpressureThreshold: time.Second, lagThreshold: 5 * time.Second, lagPeriod: time.Second},
+		DLQ: filepath.Join(dir, "dlq.jsonl"),
+		Runner: mirror.RunnerConfig{BatchMaxEvents: 100, BatchMaxWait: 200 * time.Millisecond,
+			BackpressureThreshold: time.Second, LagThreshold: 5 * time.Second, LagInterval: time.Second},
 	}
-	h.cfg.source.serverID = 1<<24 + hash.Sum32()%(1<<30)
 	if spec.engine == estest.Elasticsearch {
 		// The Elasticsearch test build has neither scaled_float nor unsigned_long.
-		h.cfg.sink.Mapping = sink.MappingConfig{Decimal: "keyword", Uint64: "keyword"}
+		pc.Sink.Mapping = sink.MappingConfig{Decimal: "keyword", Uint64: "keyword"}
 	}
+	h.cfg = &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{pc}}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	p, err := openPipeline(&h.cfg, log)
+	p, err := openPipeline(h.cfg, log)
 	if err != nil {
 		t.Fatalf("%s: building the pipeline: %v", spec, err)
 	}
@@ -367,7 +364,7 @@ func (h *harness) checkHealth(w healthWant) []string {
 // deadLetters lists the dead letters' reasons: the suite's values are all mirrorable, so any
 // is a failure.
 func (h *harness) deadLetters() []string {
-	f, err := os.Open(h.cfg.dlq)
+	f, err := os.Open(h.cfg.Pipelines[0].DLQ)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -470,7 +467,7 @@ func (h *harness) finish() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := h.pipe.drop(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			h.t.Errorf("%s: dropping the pipeline's slot and publication: %v", h.spec, err)
+			h.t.Errorf("%s: dropping the pipeline (mirror.Drop): %v", h.spec, err)
 		}
 		h.pipe = nil
 	}

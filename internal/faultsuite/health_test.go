@@ -19,7 +19,7 @@ type sample struct {
 	at         time.Time
 	healthy    bool
 	state      string
-	class      string // the reason's first word: reconnecting, backpressure, lagging, stalled, ...
+	class      string // Health.Class: ok, reconnecting, backpressure, lagging, stalled, ...
 	reason     string
 	reconnects int64
 }
@@ -64,21 +64,10 @@ func startRecorder(status func() cdc.Status) *recorder {
 	return r
 }
 
-// reasonClass is a health reason's first word ("reconnecting (attempt 2, ...)": reconnecting).
-func reasonClass(reason string) string {
-	if strings.HasPrefix(reason, "not running") {
-		return "not running"
-	}
-	if i := strings.IndexAny(reason, " :("); i >= 0 {
-		return reason[:i]
-	}
-	return reason
-}
-
 func (r *recorder) poll() {
 	st := r.status()
 	s := sample{at: time.Now(), healthy: st.Health.Healthy, state: st.State, reason: st.Health.Reason,
-		class: reasonClass(st.Health.Reason), reconnects: st.Reconnects}
+		class: st.Health.Class, reconnects: st.Reconnects}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.samples); n > 0 {

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
+	"github.com/tributary-dev/tributary/sink"
 )
 
 // sourceDB is one source server as the suite drives it: the tables' DDL, literals, writes
@@ -34,7 +36,7 @@ type sourceDB interface {
 	// readRows returns every row of t by _id: per column its text (nil for NULL).
 	readRows(ctx context.Context, t *tableDef) (map[string][]*string, error)
 	// sourceConfig is the pipeline's source reaching the server at addr.
-	sourceConfig(sfx string, tables []*tableDef, addr string) sourceConfig
+	sourceConfig(sfx string, tables []*tableDef, addr string) mirror.SourceConfig
 }
 
 // txConn is one writer's connection.
@@ -222,12 +224,12 @@ func (p *postgres) readRows(ctx context.Context, t *tableDef) (map[string][]*str
 	return out, rows.Err()
 }
 
-func (p *postgres) sourceConfig(sfx string, tables []*tableDef, addr string) sourceConfig {
+func (p *postgres) sourceConfig(sfx string, tables []*tableDef, addr string) mirror.SourceConfig {
 	u := *p.u
 	u.Host = addr
-	sc := sourceConfig{typ: "postgres", dsn: u.String(), slot: "flt_" + sfx, publication: "flt_" + sfx}
+	sc := mirror.SourceConfig{Type: "postgres", DSN: sink.Secret(u.String()), Slot: "flt_" + sfx, Publication: "flt_" + sfx}
 	for _, t := range tables {
-		sc.tables = append(sc.tables, "public."+t.name)
+		sc.Tables = append(sc.Tables, "public."+t.name)
 	}
 	return sc
 }
@@ -418,10 +420,10 @@ func (d *mariadb) readRows(ctx context.Context, t *tableDef) (map[string][]*stri
 	return out, nil
 }
 
-func (d *mariadb) sourceConfig(sfx string, tables []*tableDef, addr string) sourceConfig {
-	sc := sourceConfig{typ: "mysql", dsn: fmt.Sprintf("%s:%s@tcp(%s)/%s", d.m.User, d.m.Password, addr, d.m.DB)}
+func (d *mariadb) sourceConfig(sfx string, tables []*tableDef, addr string) mirror.SourceConfig {
+	sc := mirror.SourceConfig{Type: "mysql", DSN: sink.Secret(fmt.Sprintf("%s:%s@tcp(%s)/%s", d.m.User, d.m.Password, addr, d.m.DB))}
 	for _, t := range tables {
-		sc.tables = append(sc.tables, d.m.DB+"."+t.name)
+		sc.Tables = append(sc.Tables, d.m.DB+"."+t.name)
 	}
 	return sc
 }
