@@ -436,37 +436,21 @@ func (h *harness) report(name string, res result) {
 }
 
 // finish stops the pipeline (bounded: a Run that does not return is a failure) and drops
-// what it left on its source; the proxies close last.
+// what it left: slot and publication, indices, state; the proxies close last.
 func (h *harness) finish() {
 	for _, p := range []*faultproxy.TCPProxy{h.srcProxy, h.engProxy} {
 		if p != nil {
 			_ = p.Heal() // a case that failed during a fault
 		}
 	}
-	if h.load != nil {
-		h.load.Stop()
-	}
-	if h.rec != nil {
-		h.rec.Stop()
-	}
-	if h.cancel != nil {
-		h.cancel()
-		select {
-		case <-h.done:
-			if h.runErr != nil {
-				h.t.Errorf("%s: the pipeline stopped: %v", h.spec, h.runErr)
-			}
-		case <-time.After(stopDeadline):
-			h.t.Errorf("%s: the pipeline's Run did not return within %v of its context ending; log:%s", h.spec, stopDeadline, h.logs)
-			return // its files and connections stay: closing them under a running pipeline proves nothing
-		}
-		h.cancel = nil
+	if !h.stopRun() {
+		return // its files and connections stay: closing them under a running pipeline proves nothing
 	}
 	if h.pipe != nil {
 		h.pipe.close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := h.pipe.drop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := h.pipe.drop(ctx); err != nil {
 			h.t.Errorf("%s: dropping the pipeline (mirror.Drop): %v", h.spec, err)
 		}
 		h.pipe = nil
@@ -476,4 +460,31 @@ func (h *harness) finish() {
 			_ = p.Close()
 		}
 	}
+	h.srcProxy, h.engProxy = nil, nil
+}
+
+// stopRun stops the load, the recorder and the pipeline's run; it reports whether Run
+// returned within stopDeadline.
+func (h *harness) stopRun() bool {
+	if h.load != nil {
+		h.load.Stop()
+	}
+	if h.rec != nil {
+		h.rec.Stop()
+	}
+	if h.cancel == nil {
+		return true
+	}
+	h.cancel()
+	select {
+	case <-h.done:
+		if h.runErr != nil {
+			h.t.Errorf("%s: the pipeline stopped: %v", h.spec, h.runErr)
+		}
+	case <-time.After(stopDeadline):
+		h.t.Errorf("%s: the pipeline's Run did not return within %v of its context ending; log:%s", h.spec, stopDeadline, h.logs)
+		return false
+	}
+	h.cancel = nil
+	return true
 }
