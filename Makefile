@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench check test test-all fault differential fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench check test test-all fault soak differential fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -57,6 +57,16 @@ fault: ## fault tests (TestFault*): server restarts, outages and partitions unde
 	@test -f .testenv/env || { echo "fault: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && TRIBUTARY_FAULTS=1 \
 	  $(GO) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke)
+	$(TESTENV) up
+
+# The soak: randomized fault schedules (internal/faultsuite) for as long as asked; it restarts the
+# shared servers like `make fault`. SOAK_SCHEDULES (20), SOAK_SEED to repeat a run.
+SOAK_SCHEDULES ?= 20
+soak: ## randomized fault schedules under load, each ending with a row-by-row comparison: SOAK_SCHEDULES (20), SOAK_SEED
+	@test -f .testenv/env || { echo "soak: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
+	set -a && . .testenv/env && set +a && TRIBUTARY_FAULTS=1 TRIBUTARY_SOAK_SCHEDULES=$(SOAK_SCHEDULES) \
+	  $(if $(SOAK_SEED),TRIBUTARY_SOAK_SEED=$(SOAK_SEED)) \
+	  $(GO) test -count=1 -timeout 24h -v -run '^TestFaultSoak$$' ./internal/faultsuite/
 	$(TESTENV) up
 
 # The long run of internal/difftest's randomized differential test (make check runs 24 cases).

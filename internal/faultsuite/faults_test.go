@@ -26,11 +26,12 @@ type fault struct {
 
 // What the pipeline must report about a fault of its source and of its sink: a lost source
 // is a stream reopened (the runner says reconnecting meanwhile); a lost engine is a batch
-// pushed back (backpressure, reported beyond the suite's one-second threshold) or, for an
+// pushed back (sink_unavailable at once for a lost or failing engine, backpressure beyond the
+// suite's one-second threshold for throttling) or, for an
 // error the sink does not call backpressure, a stream reopened.
 var (
 	sourceLost = healthWant{unhealthy: []string{cdc.HealthReconnecting}, reconnect: true}
-	engineLost = healthWant{unhealthy: []string{cdc.HealthBackpressure, cdc.HealthReconnecting}}
+	engineLost = healthWant{unhealthy: []string{cdc.HealthUnavailable, cdc.HealthBackpressure, cdc.HealthReconnecting}}
 )
 
 // control runs `testenv ARGS...` on the servers; its output comes back in the error.
@@ -135,6 +136,7 @@ func resets(target string, d time.Duration) fault {
 	switch {
 	case target == "engine" && d >= 3*time.Second:
 		w = engineLost
+		w.ifMet = true
 	case target == "engine":
 		w = healthWant{}
 	case d < time.Second:
