@@ -73,8 +73,10 @@
 // [Stream] that implements [TableLister] lists its tables as of Open, a [Sink] that
 // implements [TableChecker] checks them; the runner calls the checker right after Open and
 // before reading any event, and a refusal stops the pipeline with its checkpoint unchanged.
-// Tables a stream only meets later (a PostgreSQL FOR ALL TABLES publication gaining a table)
-// are the sink's to check on their first write, with the same error type.
+// The check runs once per Run, not on reopenings. Tables a stream only meets later (a table
+// created in a captured schema, a FOR ALL TABLES publication gaining one) are the sink's to
+// check on their first write: it dead-letters the rows of one it could never write, with the
+// reason and the fix, and never stops the pipeline for it.
 //
 // # Dead letters
 //

@@ -114,15 +114,10 @@ func lagOf(file string, pos uint32, logs []binlogFile, at *checkpoint) (cdc.Sour
 	if lag.Applied > lag.Head {
 		return lag, errors.New("mysqlcdc: the checkpoint lies beyond the end of the server's binlog (it belongs to another server, or the binlog was reset)")
 	}
-	k := slices.IndexFunc(through, func(f binlogFile) bool { return f.name == at.File })
-	if k < 0 {
+	if !slices.ContainsFunc(through, func(f binlogFile) bool { return f.name == at.File }) {
 		return lag, fmt.Errorf("mysqlcdc: the server no longer has the checkpoint's binlog file %s (purged)", at.File)
 	}
-	lag.Bytes = through[k].size - int64(at.Pos)
-	for _, f := range through[k+1:] {
-		lag.Bytes += f.size
-	}
-	lag.Bytes = max(lag.Bytes, 0)
+	lag.Bytes = bytesBetween(lag.Applied, file, pos, logs)
 	return lag, nil
 }
 
