@@ -64,7 +64,7 @@ func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
 			if it.res.Err != nil || it.res.Outcome != 0 {
 				continue // settled by the read round
 			}
-			w, ok := s.prepareWrite(ctx, it)
+			w, ok := s.prepareWrite(ctx, in, it)
 			if ok {
 				writes = append(writes, w)
 				writers = append(writers, it)
@@ -157,7 +157,7 @@ func (s *Service) readRound(ctx context.Context, in *instance, todo []*item) {
 
 // prepareWrite turns a put or delete into its write, and runs a merge's program to decide its
 // write. ok is false when the item is settled without a write.
-func (s *Service) prepareWrite(ctx context.Context, it *item) (w driver.Write, ok bool) {
+func (s *Service) prepareWrite(ctx context.Context, in *instance, it *item) (w driver.Write, ok bool) {
 	op := it.op
 	switch op.Kind {
 	case OpPut:
@@ -170,7 +170,7 @@ func (s *Service) prepareWrite(ctx context.Context, it *item) (w driver.Write, o
 		Program:  op.Program,
 		Current:  it.current,
 		Incoming: op.Doc,
-		Context:  MergeContext{Addr: op.Addr, Time: it.now, Attempt: it.attempt},
+		Context:  MergeContext{Addr: op.Addr, Time: in.mergeTime(it.now), Attempt: it.attempt},
 	})
 	if err != nil {
 		kind := KindOf(err)
@@ -297,4 +297,13 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind
 		}
 		idx = again
 	}
+}
+
+// mergeTime is t as merge programs for this store see it: truncated to the precision the
+// backend keeps (driver.TimePrecisioner), so a record stamped with it is stored exactly.
+func (in *instance) mergeTime(t time.Time) time.Time {
+	if in.timePrec > 0 {
+		return t.Truncate(in.timePrec)
+	}
+	return t
 }

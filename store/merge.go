@@ -34,7 +34,9 @@ type MergeCall struct {
 // MergeContext is what a merge program may know about its request.
 type MergeContext struct {
 	Addr Address
-	// Time is when the store accepted the request; the same on every attempt.
+	// Time is when the store accepted the request; the same on every attempt. It is truncated
+	// to the precision the record's backend keeps for date-times (milliseconds on MongoDB,
+	// see driver.TimePrecisioner), so a program may store it as a date-time on every backend.
 	Time time.Time
 	// Attempt counts runs for this operation, from 1.
 	Attempt int

@@ -186,6 +186,7 @@ type instance struct {
 	name      string
 	adapter   driver.Store
 	validator driver.AddressValidator
+	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
 	queue     queue.Publisher // nil: accepted-mode writes fail with ErrUnavailable
 }
@@ -206,6 +207,9 @@ func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
 		}
 		in := &instance{name: name, adapter: a, queue: s.opts.Queues[name]}
 		in.validator, _ = a.(driver.AddressValidator)
+		if tp, ok := a.(driver.TimePrecisioner); ok {
+			in.timePrec = tp.TimePrecision()
+		}
 		if !s.opts.Coalesce.Disabled {
 			in.coalescer = newCoalescer(s, in)
 		}

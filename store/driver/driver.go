@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -153,4 +154,12 @@ type Store interface {
 // portable layer calls it for every address of a request before anything is written.
 type AddressValidator interface {
 	ValidateAddress(Address) error
+}
+
+// TimePrecisioner is optionally implemented by adapters whose native date-time type keeps less
+// than nanoseconds (BSON datetimes keep milliseconds). The portable layer truncates the times it
+// hands to merge programs for this store (MergeContext.Time) to that precision, so a program
+// that stamps a record with its context time writes a value the backend keeps exactly.
+type TimePrecisioner interface {
+	TimePrecision() time.Duration
 }
