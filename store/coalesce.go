@@ -21,10 +21,8 @@ type coalescer struct {
 }
 
 type pending struct {
-	ctx  context.Context
-	it   *item
-	res  Result // the batch writes here; submit copies it out only once done
-	done chan struct{}
+	it  *item
+	res Result // the batch writes here; submit copies it out only once done
 }
 
 func newCoalescer(s *Service, in *instance) *coalescer {
@@ -43,8 +41,9 @@ func newCoalescer(s *Service, in *instance) *coalescer {
 // When ctx ends first the operation may still run: the caller gets ctx's error and does not
 // learn the outcome.
 func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
-	p := &pending{ctx: ctx, it: it, done: make(chan struct{})}
+	p := &pending{it: it}
 	it.res = &p.res
+	it.call = newCall(1)
 	select {
 	case c.reqs <- p:
 	default:
@@ -56,7 +55,7 @@ func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-it.call.done:
 		*res = p.res
 		return nil
 	case <-ctx.Done():
@@ -122,20 +121,16 @@ func (c *coalescer) collect() {
 func (c *coalescer) runBatch(batch []*pending) {
 	defer c.wg.Done()
 	defer func() { <-c.sem }()
-	items := make([]*item, 0, len(batch))
-	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.it.fail(opError(p.it.op.Kind, p.it.op.Addr, err)) // its caller has gone: skip it
-			continue
-		}
-		items = append(items, p.it)
+	// The batch holds its slot until every call settled, also those queued behind
+	// another executor's operations on the same record: the slots bound the work in flight.
+	all := newCall(len(batch))
+	items := make([]*item, len(batch))
+	for i, p := range batch {
+		p.it.call.parent = all
+		items[i] = p.it
 	}
-	if len(items) > 0 {
-		c.s.run(c.s.base, c.in, items)
-	}
-	for _, p := range batch {
-		close(p.done)
-	}
+	c.s.execute(c.in, items)
+	<-all.done
 }
 
 // close stops the collector after the queued calls have run and waits for every batch.

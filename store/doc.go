@@ -34,18 +34,49 @@
 //
 // # Ordering and concurrency
 //
-// Operations on the same record run in request order; operations on different records of one
-// store run together as one adapter batch per dependency wave (the k-th operation on a record
-// is in wave k). Different stores run concurrently and independently. A multi-record request is
-// not a transaction.
+// Operations on the same record run in order: the order of the request, and across requests
+// and coalesced calls of one Service the order in which they reached it. Every path that runs
+// operations (Do, coalesced calls, Apply) queues them on their record's lane; one executor at a
+// time owns a lane and runs what is queued on it, so within one Service operations on one
+// record never race each other through compare-and-set. Operations on different records of one
+// store run together: each round sends at most one read call (for the records whose state the
+// round needs and does not know) and one write call with at most one write per record.
+// Different stores run concurrently and independently. A multi-record request is not a
+// transaction.
+//
+// # Combining
+//
+// The operations queued on one record run as one segment on the state in memory: each sees
+// the state the one before it left (merge programs run one after another on the previous
+// result, preconditions are checked against it), and the segment ends in ONE write of its net
+// result, conditional on the state it started from (the revision read, if-absent, or the
+// first operation's own precondition when the segment starts with a put or delete, which needs
+// no read). A hot record so costs one round trip per round, not one per operation. Each
+// operation's Result is what it did in that sequence; only the operations whose state the
+// write stored carry its Revision -- an operation whose state a later operation of the same
+// write replaced reports the zero Revision, since that state was never stored. A segment
+// ends before a read that follows a change (reads report stored revisions: the read is
+// answered by the write itself, with no read call). When the write loses to another writer,
+// the whole segment runs again on a fresh read; when the backend refuses the combined
+// document (KindInvalid, KindTooLarge), the operations run again one write each, so the
+// refusal goes to the operation that caused it; any other failure (unavailable after its
+// retries, a missing dataset, canceled) fails every operation the write carried. A state that
+// a later operation of the same write replaces is never sent, so the backend never judges
+// it: only stored states can be refused. A state the lane remembers from an earlier round
+// answers only the operations queued before the call that learned it began; otherwise it is
+// proved by the conditional write, or read again.
 //
 // # Merges
 //
-// A merge reads the current record, asks the configured [Merger] for the new state and writes
-// it with a revision (or if-absent) precondition; when another writer got there first, it reads
-// and merges again with jittered exponential backoff, up to Options.MergeAttempts. A merge
-// program may therefore run more than once (and again after a queue redelivery): it must be a
-// pure function of current record, incoming document and context.
+// A merge reads the current record (or uses the state its segment reached), asks the
+// configured [Merger] for the new state and writes it with a revision (or if-absent)
+// precondition; when another writer -- another process -- got there first, it reads and merges
+// again with jittered exponential backoff, for up to Options.MergeBudget (default 10s) from its
+// first run, then fails with ErrConflict. A merge program may therefore run more than once
+// (and again after a queue redelivery): it must be a pure function of current record,
+// incoming document and context. MergeContext.Time is truncated to the date-time precision of
+// the record's backend (milliseconds on MongoDB), so a program may store it as a date-time
+// everywhere.
 //
 // # Coalescing
 //

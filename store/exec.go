@@ -1,214 +1,546 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
-// item is one operation on its way through a store: the op, where its result goes, and the
-// state of a merge between attempts.
+// call counts the operations of one caller (a Do, an Apply, one coalesced call or batch) that
+// are still to settle; done closes when the last one has, and then the parent is told.
+type call struct {
+	left   atomic.Int64
+	done   chan struct{}
+	parent *call
+}
+
+func newCall(n int) *call {
+	c := &call{done: make(chan struct{})}
+	c.left.Store(int64(n))
+	if n == 0 {
+		close(c.done)
+	}
+	return c
+}
+
+func (c *call) finish() {
+	if c.left.Add(-1) == 0 {
+		close(c.done)
+		if c.parent != nil {
+			c.parent.finish()
+		}
+	}
+}
+
+// item is one operation on its way through a store: the op, where its result goes, who waits
+// for it, and the state of a merge between runs.
 type item struct {
 	op      Op
 	res     *Result
-	now     time.Time
+	call    *call
+	ctx     context.Context // the caller's: once it ends, the operation is no longer sent
+	now     time.Time       // acceptance time, merge programs' context time
 	visible bool
 
+	settled bool
 	attempt int       // merge runs so far
-	current *Document // merge: the record read this round (nil when absent)
-	curRev  []byte
+	start   time.Time // first run, the start of a merge's budget against other writers
+	epoch   uint64    // its lane's epoch when it was queued (see lane)
+
+	// one round's evaluation
+	tent    Result // the tentative result
+	changes int    // state changes in its segment up to and including it
 }
 
-func (it *item) fail(err *Error) { *it.res = Result{Err: err} }
+// settle stores the final result and tells the caller. It is called exactly once per item.
+func (it *item) settle(r Result) {
+	*it.res = r
+	it.settled = true
+	it.call.finish()
+}
 
-// run executes the items of one store in dependency waves: the k-th operation on an address goes
-// to wave k, so operations on one record keep their request order while a wave holds at most
-// one operation per record and runs as one batch.
-func (s *Service) run(ctx context.Context, in *instance, items []*item) {
-	var waves [][]*item
-	seen := make(map[Address]int, len(items))
-	for _, it := range items {
-		w := seen[it.op.Addr]
-		seen[it.op.Addr] = w + 1
-		if w == len(waves) {
-			waves = append(waves, nil)
+func (it *item) fail(err *Error) { it.settle(Result{Err: err}) }
+
+// needsState says whether the operation depends on the record's current state: reads, merges
+// and if-absent deletes (a check that writes nothing). Puts and other deletes can be sent
+// "blind", carrying their own precondition.
+func (it *item) needsState() bool {
+	return it.op.Kind == OpRead || it.op.Kind == OpMerge || (it.op.Kind == OpDelete && it.op.If.kind == driver.IfAbsent)
+}
+
+// roundCtx is the context the adapter calls of a round run under: the Service's own, which
+// outlives callers; an operation whose caller has gone is dropped before it is sent.
+func (s *Service) roundCtx() context.Context { return s.base }
+
+// round is one lane's part of an executor round: the queued items it looked at, the segment
+// it runs, and what it learned.
+type round struct {
+	l     *lane
+	q     []*item // the lane's queue when the round began
+	live  []*item // q without the operations whose callers have gone
+	epoch uint64  // the lane's epoch for this round's adapter calls
+
+	mode    baseMode
+	readErr error
+
+	rest    []*item // what stays queued after the round
+	seg     []*item // the segment: live[:len(seg)]
+	base    recState
+	cur     recState
+	changes int
+	first   int // index in seg of the first state change, -1 when none
+	unsafe  int // index in seg of the first item the unvalidated base may not answer, -1 when none
+	write   *driver.Write
+	wres    driver.WriteResult
+	visible bool
+}
+
+type baseMode uint8
+
+const (
+	baseBlind baseMode = iota + 1 // the segment starts with a put or delete carrying its own condition
+	baseWarm                      // the state the lane learned from an earlier call
+	baseFresh                     // read in this round
+)
+
+// runRound runs one segment per lane: one read call for the lanes that need the current state,
+// the merge programs and preconditions in memory, then one write call with at most one write
+// per record, and settles or requeues every item.
+func (x *executor) runRound(work []*round) {
+	s, in := x.s, x.in
+	ctx := s.roundCtx()
+	var addrs []Address
+	var readers []*round
+	for _, r := range work {
+		r.live = r.q
+		for i, it := range r.q {
+			if it.ctx != nil && it.ctx.Err() != nil { // a caller has gone: drop what it queued
+				r.live = x.dropGone(r.q, i)
+				break
+			}
 		}
-		waves[w] = append(waves[w], it)
+		if len(r.live) == 0 {
+			continue
+		}
+		first := r.live[0]
+		switch {
+		case !first.needsState():
+			r.mode = baseBlind
+		case r.l.st.known && !r.l.needFresh:
+			r.mode = baseWarm
+		default:
+			r.mode = baseFresh
+			addrs = append(addrs, r.l.addr)
+			readers = append(readers, r)
+		}
 	}
-	for _, wave := range waves {
-		s.runWave(ctx, in, wave)
+	if len(addrs) > 0 {
+		results := s.readWithRetry(ctx, in, addrs)
+		for i, r := range readers {
+			rr := results[i]
+			if rr.Err != nil {
+				r.readErr = rr.Err
+				r.l.st = recState{}
+				continue
+			}
+			r.l.st = recState{known: true, exists: rr.Found, doc: rr.Doc, rev: rr.Revision, epoch: r.epoch}
+			r.l.needFresh = false
+		}
+	}
+	var writes []driver.Write
+	var writers []*round
+	visible := false
+	for _, r := range work {
+		if len(r.live) == 0 || r.readErr != nil {
+			continue
+		}
+		x.evaluate(r)
+		if r.write != nil {
+			writes = append(writes, *r.write)
+			writers = append(writers, r)
+			visible = visible || r.visible
+		}
+	}
+	if len(writes) > 0 {
+		results := s.writeWithRetry(ctx, in, writes, driver.WriteOptions{Visible: visible})
+		for i, r := range writers {
+			r.wres = results[i]
+		}
+	}
+	requeued := 0
+	for _, r := range work {
+		requeued += x.conclude(r)
+	}
+	if obs := s.opts.Observer; obs != nil && requeued > 0 {
+		obs.Retry(Retry{Store: in.name, Reason: RetryMergeConflict, Call: CallWrite, Ops: requeued})
 	}
 }
 
-// runWave runs operations on distinct records: one read round for reads and merges, one write
-// round for puts, deletes and merge results, then again for the merges whose conditional write
-// lost a race, with backoff, until they succeed or run out of attempts.
-func (s *Service) runWave(ctx context.Context, in *instance, wave []*item) {
-	todo := wave
-	for round := 0; len(todo) > 0; round++ {
-		if round > 0 {
-			if err := sleep(ctx, s.backoff(round)); err != nil {
-				for _, it := range todo {
-					it.fail(opError(it.op.Kind, it.op.Addr, err))
+// dropGone returns q without the operations whose callers have gone (the first at index i),
+// failing those: they are never sent.
+func (x *executor) dropGone(q []*item, i int) []*item {
+	live := append(make([]*item, 0, len(q)), q[:i]...)
+	for _, it := range q[i:] {
+		if it.ctx != nil && it.ctx.Err() != nil {
+			it.fail(opError(it.op.Kind, it.op.Addr, it.ctx.Err()))
+			continue
+		}
+		live = append(live, it)
+	}
+	return live
+}
+
+// evaluate builds the round's segment from the front of the lane's queue and runs it in memory:
+// each operation sees the state the one before it left, and the segment's net effect becomes
+// one write, conditional on the state it started from. The segment ends before a read that
+// follows a change (a read reports a stored revision), and, in solo mode, before a second
+// change.
+func (x *executor) evaluate(r *round) {
+	x.evaluateUpTo(r, len(r.live))
+	if r.mode == baseBlind && r.seg[0].op.If.kind == driver.IfAbsent && !r.cur.exists && len(r.seg) > 1 {
+		// Created if absent and deleted again: no write expresses that check, so the
+		// if-absent put is written on its own.
+		x.evaluateUpTo(r, 1)
+	}
+}
+
+func (x *executor) evaluateUpTo(r *round, limit int) {
+	l := r.l
+	r.seg, r.changes, r.first, r.unsafe, r.write, r.visible = r.live[:0], 0, -1, -1, nil, false
+	switch r.mode {
+	case baseBlind:
+		r.base = recState{}
+	default:
+		r.base = l.st
+	}
+	r.cur = r.base
+	solo := l.soloUntil != nil && !l.soloUntil.settled
+	for i, it := range r.live[:limit] {
+		if i > 0 {
+			if it.op.Kind == OpRead && r.changes > 0 {
+				break
+			}
+			if solo && r.changes > 0 && it.op.Kind != OpRead && !(it.op.Kind == OpDelete && it.op.If.kind == driver.IfAbsent) {
+				break
+			}
+		}
+		if r.mode == baseWarm && r.unsafe < 0 && it.epoch >= r.base.epoch {
+			r.unsafe = i // queued after the call that taught the lane its state began
+		}
+		r.seg = r.live[:i+1]
+		if r.mode == baseBlind && i == 0 {
+			x.applyBlind(r, it)
+		} else {
+			x.apply(r, it)
+		}
+		it.changes = r.changes
+		r.visible = r.visible || it.visible
+	}
+	if r.changes == 0 || (r.mode != baseBlind && !r.base.exists && !r.cur.exists) {
+		return // nothing to store: the state the segment ends in is the state it started from
+	}
+	var cond driver.Condition
+	switch {
+	case r.mode == baseBlind:
+		cond = condition(r.seg[0].op.If)
+	case r.base.exists:
+		cond = driver.Condition{Kind: driver.IfRevision, Revision: r.base.rev}
+	default:
+		cond = driver.Condition{Kind: driver.IfAbsent}
+	}
+	w := driver.Write{Kind: driver.Delete, Addr: l.addr, Cond: cond}
+	if r.cur.exists {
+		w = driver.Write{Kind: driver.Put, Addr: l.addr, Doc: r.cur.doc, Cond: cond}
+	}
+	r.write = &w
+}
+
+// applyBlind runs the segment's first operation, a put or delete whose outcome only its write
+// will tell.
+func (x *executor) applyBlind(r *round, it *item) {
+	r.changes, r.first = 1, 0
+	if it.op.Kind == OpPut {
+		r.cur = recState{known: true, exists: true, doc: it.op.Doc}
+	} else {
+		r.cur = recState{known: true}
+	}
+	it.tent = Result{}
+}
+
+// apply runs one operation on the segment's current state and records its tentative result.
+func (x *executor) apply(r *round, it *item) {
+	op := &it.op
+	cur := &r.cur
+	unchangedRev := func() []byte { // the revision of the state as it is now, if it is stored
+		if r.changes == 0 {
+			return cur.rev
+		}
+		return nil // decided after the write (see conclude)
+	}
+	change := func(next recState, res Result) {
+		if r.first < 0 {
+			r.first = len(r.seg) - 1
+		}
+		r.changes++
+		*cur = next
+		it.tent = res
+	}
+	fail := func(err *Error) { it.tent = Result{Err: err} }
+	switch op.Kind {
+	case OpRead:
+		if cur.exists {
+			it.tent = Result{Outcome: Found, Doc: cur.doc, Revision: revisionOf(cur.rev)}
+		} else {
+			it.tent = Result{Outcome: NotFound}
+		}
+	case OpPut, OpDelete:
+		switch op.If.kind {
+		case driver.IfAbsent:
+			if cur.exists {
+				fail(newOpError(KindAlreadyExists, op.Kind, op.Addr, "the record exists"))
+				return
+			}
+			if op.Kind == OpDelete { // a check that writes nothing
+				it.tent = Result{Outcome: NotFound}
+				return
+			}
+		case driver.IfRevision:
+			if !cur.exists || r.changes > 0 || !bytes.Equal(cur.rev, op.If.rev.bytes()) {
+				msg := "the record is at another revision"
+				if !cur.exists {
+					msg = "the record does not exist"
 				}
+				fail(newOpError(KindConflict, op.Kind, op.Addr, msg))
 				return
 			}
 		}
-		s.readRound(ctx, in, todo)
-		var writes []driver.Write
-		var writers []*item
-		for _, it := range todo {
-			if it.res.Err != nil || it.res.Outcome != 0 {
-				continue // settled by the read round
+		if op.Kind == OpPut {
+			out := Updated
+			if !cur.exists {
+				out = Created
 			}
-			w, ok := s.prepareWrite(ctx, in, it)
-			if ok {
-				writes = append(writes, w)
-				writers = append(writers, it)
-			}
-		}
-		todo = todo[:0:0]
-		if len(writes) == 0 {
+			change(recState{known: true, exists: true, doc: op.Doc}, Result{Outcome: out})
 			return
 		}
-		visible := false
-		for _, it := range writers {
-			visible = visible || it.visible
+		if !cur.exists {
+			it.tent = Result{Outcome: NotFound}
+			return
 		}
-		results := s.writeWithRetry(ctx, in, writes, driver.WriteOptions{Visible: visible})
-		requeued := 0
-		for i, it := range writers {
-			r := results[i]
-			if r.Err != nil {
-				k := driver.KindOf(r.Err)
-				if it.op.Kind == OpMerge && (k == KindConflict || k == KindAlreadyExists) && it.attempt < s.opts.MergeAttempts {
-					*it.res = Result{}
-					todo = append(todo, it) // another writer changed the record: merge again
-					requeued++
-					continue
-				}
-				if it.op.Kind == OpMerge && (k == KindConflict || k == KindAlreadyExists) {
-					s.opts.Logger.Warn("store: merge gave up: the record kept changing",
-						slog.String("store", in.name), slog.String("address", it.op.Addr.String()), slog.Int("attempts", it.attempt))
-					it.fail(&Error{Kind: KindConflict, Op: OpMerge, Addr: it.op.Addr, Err: errors.New("the record kept changing under the merge; gave up after the last attempt")})
-					continue
-				}
-				it.fail(opError(it.op.Kind, it.op.Addr, r.Err))
-				continue
-			}
-			res := Result{Outcome: r.Outcome, Revision: revisionOf(r.Revision)}
-			if it.op.Kind == OpMerge && writes[i].Kind == driver.Put {
-				res.Doc = writes[i].Doc
-			}
-			*it.res = res
-		}
-		if obs := s.opts.Observer; obs != nil && requeued > 0 {
-			obs.Retry(Retry{Store: in.name, Reason: RetryMergeConflict, Call: CallWrite, Ops: requeued})
-		}
+		change(recState{known: true}, Result{Outcome: Deleted})
+	case OpMerge:
+		x.merge(r, it, unchangedRev, change, fail)
 	}
 }
 
-// readRound reads the records the items need: reads, merges and if-absent deletes. It settles
-// reads and if-absent deletes, and loads merges' current state.
-func (s *Service) readRound(ctx context.Context, in *instance, todo []*item) {
-	var addrs []Address
-	var readers []*item
-	for _, it := range todo {
-		if it.op.Kind == OpRead || it.op.Kind == OpMerge || (it.op.Kind == OpDelete && it.op.If.kind == driver.IfAbsent) {
-			addrs = append(addrs, it.op.Addr)
-			readers = append(readers, it)
-		}
-	}
-	if len(addrs) == 0 {
-		return
-	}
-	results := s.readWithRetry(ctx, in, addrs)
-	for i, it := range readers {
-		r := results[i]
-		if r.Err != nil {
-			it.fail(opError(it.op.Kind, it.op.Addr, r.Err))
-			continue
-		}
-		switch it.op.Kind {
-		case OpRead:
-			if r.Found {
-				*it.res = Result{Outcome: Found, Doc: r.Doc, Revision: revisionOf(r.Revision)}
-			} else {
-				*it.res = Result{Outcome: NotFound}
-			}
-		case OpDelete: // IfAbsent: a check that writes nothing
-			if r.Found {
-				it.fail(newOpError(KindAlreadyExists, OpDelete, it.op.Addr, "the record exists"))
-			} else {
-				*it.res = Result{Outcome: NotFound}
-			}
-		case OpMerge:
-			it.current, it.curRev = nil, nil
-			if r.Found {
-				doc := r.Doc
-				it.current, it.curRev = &doc, r.Revision
-			}
-		}
-	}
-}
-
-// prepareWrite turns a put or delete into its write, and runs a merge's program to decide its
-// write. ok is false when the item is settled without a write.
-func (s *Service) prepareWrite(ctx context.Context, in *instance, it *item) (w driver.Write, ok bool) {
-	op := it.op
-	switch op.Kind {
-	case OpPut:
-		return driver.Write{Kind: driver.Put, Addr: op.Addr, Doc: op.Doc, Cond: condition(op.If)}, true
-	case OpDelete:
-		return driver.Write{Kind: driver.Delete, Addr: op.Addr, Cond: condition(op.If)}, true
-	}
+func (x *executor) merge(r *round, it *item, unchangedRev func() []byte, change func(recState, Result), fail func(*Error)) {
+	s, op, cur := x.s, &it.op, &r.cur
 	it.attempt++
+	if it.start.IsZero() {
+		it.start = time.Now()
+	}
+	var current *Document
+	if cur.exists {
+		d := cur.doc
+		current = &d
+	}
+	ctx := it.ctx
+	if ctx == nil {
+		ctx = s.base
+	}
 	out, err := s.opts.Merger.Merge(ctx, &MergeCall{
 		Program:  op.Program,
-		Current:  it.current,
+		Current:  current,
 		Incoming: op.Doc,
-		Context:  MergeContext{Addr: op.Addr, Time: in.mergeTime(it.now), Attempt: it.attempt},
+		Context:  MergeContext{Addr: op.Addr, Time: x.in.mergeTime(it.now), Attempt: it.attempt},
 	})
 	if err != nil {
 		kind := KindOf(err)
 		if kind == KindInternal && !errors.As(err, new(*driver.Error)) && !errors.As(err, new(*Error)) {
 			kind = KindInvalid // a program failing on its input fails again on a retry
 		}
-		it.fail(&Error{Kind: kind, Op: OpMerge, Addr: op.Addr, Err: err})
-		return w, false
-	}
-	cond := driver.Condition{Kind: driver.IfAbsent}
-	if it.current != nil {
-		cond = driver.Condition{Kind: driver.IfRevision, Revision: it.curRev}
+		fail(&Error{Kind: kind, Op: OpMerge, Addr: op.Addr, Err: err})
+		return
 	}
 	switch out.Action {
 	case MergeWrite:
 		if err := validateDocument(out.Doc, s.opts.MaxDocumentBytes); err != nil {
 			e := opError(OpMerge, op.Addr, err)
 			e.Err = errors.New("the merge program's result: " + e.Err.Error())
-			it.fail(e)
-			return w, false
+			fail(e)
+			return
 		}
-		return driver.Write{Kind: driver.Put, Addr: op.Addr, Doc: out.Doc, Cond: cond}, true
+		outcome := Updated
+		if !cur.exists {
+			outcome = Created
+		}
+		change(recState{known: true, exists: true, doc: out.Doc}, Result{Outcome: outcome, Doc: out.Doc})
 	case MergeDelete:
-		if it.current == nil {
-			*it.res = Result{Outcome: NotFound}
-			return w, false
+		if !cur.exists {
+			it.tent = Result{Outcome: NotFound}
+			return
 		}
-		return driver.Write{Kind: driver.Delete, Addr: op.Addr, Cond: cond}, true
+		change(recState{known: true}, Result{Outcome: Deleted})
 	case MergeUnchanged:
-		if it.current == nil {
-			*it.res = Result{Outcome: NotFound}
+		if !cur.exists {
+			it.tent = Result{Outcome: NotFound}
 		} else {
-			*it.res = Result{Outcome: Unchanged, Doc: *it.current, Revision: revisionOf(it.curRev)}
+			it.tent = Result{Outcome: Unchanged, Doc: cur.doc, Revision: revisionOf(unchangedRev())}
 		}
-		return w, false
+	default:
+		fail(newOpError(KindInvalid, OpMerge, op.Addr, "the merger returned an unknown action"))
 	}
-	it.fail(newOpError(KindInvalid, OpMerge, op.Addr, "the merger returned an unknown action"))
-	return w, false
+}
+
+// conclude settles what the round decided for one lane and leaves the rest queued. It returns
+// how many merges run again because another writer changed the record first.
+func (x *executor) conclude(r *round) (requeued int) {
+	l := r.l
+	if len(r.live) == 0 {
+		x.requeue(r)
+		return 0
+	}
+	if r.readErr != nil {
+		// Every queued operation needs the backend the read could not reach; they fail
+		// together rather than one read attempt after another.
+		for _, it := range r.live {
+			it.fail(opError(it.op.Kind, it.op.Addr, r.readErr))
+		}
+		x.requeue(r)
+		return 0
+	}
+	n := len(r.seg)
+	if r.write == nil {
+		if r.unsafe >= 0 {
+			// Nothing was written, so nothing proved the remembered state current for the
+			// operations queued after it was learned: they run again on a fresh read.
+			n = r.unsafe
+			l.needFresh = true
+		}
+		for _, it := range r.seg[:n] {
+			x.settleTentative(r, it, nil)
+		}
+		x.requeue(r)
+		return 0
+	}
+	wr := r.wres
+	if wr.Err == nil {
+		if r.mode == baseBlind {
+			// The write's outcome tells whether the record existed before it, and so what
+			// the first operation did.
+			first := r.seg[0]
+			existed := wr.Outcome == Updated || wr.Outcome == Deleted
+			switch {
+			case first.op.Kind == OpPut && existed:
+				first.tent = Result{Outcome: Updated}
+			case first.op.Kind == OpPut:
+				first.tent = Result{Outcome: Created}
+			case existed:
+				first.tent = Result{Outcome: Deleted}
+			default:
+				first.tent = Result{Outcome: NotFound}
+			}
+		}
+		for _, it := range r.seg {
+			x.settleTentative(r, it, wr.Revision)
+		}
+		l.st = recState{known: true, exists: r.cur.exists, doc: r.cur.doc, rev: wr.Revision, epoch: r.epoch}
+		l.needFresh, l.conflicts = false, 0
+		x.requeue(r)
+		return 0
+	}
+	l.st = recState{}
+	kind := driver.KindOf(wr.Err)
+	from := r.first // the operations the failed write carried: the first change and after
+	if r.mode == baseWarm {
+		from = 0 // a remembered state proved stale or unproved: nothing before counts either
+	}
+	for _, it := range r.seg[:from] {
+		x.settleTentative(r, it, nil)
+	}
+	switch {
+	case kind == KindConflict || kind == KindAlreadyExists:
+		if r.mode == baseBlind {
+			// The first operation's own precondition failed; the rest never ran.
+			first := r.seg[0]
+			first.fail(opError(first.op.Kind, first.op.Addr, wr.Err))
+			x.requeue(r)
+			return 0
+		}
+		// Another writer changed the record between the read and the write: everything the
+		// write carried runs again on a fresh read, merges within their budget.
+		kept := r.seg[from:n:n]
+		for _, it := range kept {
+			if it.op.Kind != OpMerge {
+				continue
+			}
+			if time.Since(it.start) >= x.s.opts.MergeBudget {
+				x.s.opts.Logger.Warn("store: merge gave up: the record kept changing",
+					slog.String("store", x.in.name), slog.String("address", it.op.Addr.String()), slog.Int("attempts", it.attempt))
+				it.fail(&Error{Kind: KindConflict, Op: OpMerge, Addr: it.op.Addr, Err: errors.New("the record kept changing under the merge; gave up after its retry budget")})
+				continue
+			}
+			requeued++
+		}
+		l.conflicts++
+		l.retryAt = time.Now().Add(x.s.backoff(l.conflicts))
+		x.requeue(r)
+		return requeued
+	case (kind == KindInvalid || kind == KindTooLarge) && r.changes > 1:
+		// The store refused the combined result; which operation made it unacceptable is
+		// unknown, so these operations run again one write each.
+		l.soloUntil = r.seg[n-1]
+		x.requeue(r)
+		return 0
+	case kind == KindInvalid || kind == KindTooLarge:
+		// One change: it is the one refused; what came after it ran on a state never stored.
+		it := r.seg[r.first]
+		it.fail(opError(it.op.Kind, it.op.Addr, wr.Err))
+		x.requeue(r)
+		return 0
+	}
+	// Unavailable after its retries, canceled, a missing dataset, an unknown outcome: every
+	// operation the write carried shares its fate.
+	for _, it := range r.seg[from:] {
+		it.fail(opError(it.op.Kind, it.op.Addr, wr.Err))
+	}
+	x.requeue(r)
+	return 0
+}
+
+// settleTentative settles an item with the result its segment computed, giving it the stored
+// revision when the state it left is the one the write stored (no later change).
+func (x *executor) settleTentative(r *round, it *item, stored []byte) {
+	res := it.tent
+	it.tent = Result{}
+	if res.Err == nil && it.changes > 0 && res.Outcome != Deleted && res.Outcome != NotFound {
+		if it.changes == r.changes && stored != nil {
+			res.Revision = revisionOf(stored)
+		} else {
+			res.Revision = Revision{} // a state later operations of its write replaced: never stored
+		}
+	}
+	it.settle(res)
+}
+
+// requeue keeps the round's unsettled items, in order, for the front of the lane's queue
+// (before what arrived meanwhile; see executor.drive).
+func (x *executor) requeue(r *round) {
+	var rest []*item
+	for _, it := range r.live {
+		if !it.settled {
+			if rest == nil {
+				rest = make([]*item, 0, len(r.live))
+			}
+			it.tent = Result{}
+			rest = append(rest, it)
+		}
+	}
+	r.rest = rest
 }
 
 func condition(p Precondition) driver.Condition {

@@ -72,8 +72,9 @@ const (
 	// RetryUnavailable: the adapter reported the operations unavailable (they had no
 	// effect); they are sent again after a backoff, up to Options.RetryAttempts calls.
 	RetryUnavailable RetryReason = iota + 1
-	// RetryMergeConflict: merges whose conditional write lost to another writer (a
-	// compare-and-set retry); they read, run and write again, up to Options.MergeAttempts.
+	// RetryMergeConflict: merges whose conditional write lost to another writer -- another
+	// process: a Service never races itself (a compare-and-set retry); they read, run and
+	// write again, within Options.MergeBudget.
 	RetryMergeConflict
 )
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
 )
 
 // Apply runs records a queue delivered, on the synchronous path: it is Do with WaitApplied --
@@ -16,7 +15,8 @@ import (
 //     and the others run. Operations on one record still run in the order of recs.
 //
 // There is no limit on len(recs). The error is for the whole call: ErrClosed after Close, or
-// ctx's error when ctx ended before the call could start.
+// ctx's error when ctx ended before the call finished (records already sent may still take
+// effect, as with Do).
 func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -26,13 +26,15 @@ func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 	}
 	defer s.inflight.Done()
 	results := make([]Result, len(recs))
+	out := make([]Result, len(recs))
+	c := newCall(len(recs))
 	// One array of items and, per store, one list sized for the rest of the records: a worker
 	// applies hundreds of records per call, usually of one store.
 	items := make([]item, len(recs))
 	byStore := make(map[*instance][]*item, 1)
 	for i := range recs {
 		it := &items[i]
-		*it = item{op: recs[i].Op, res: &results[i], now: recs[i].AcceptedAt}
+		*it = item{op: recs[i].Op, res: &out[i], call: c, ctx: ctx, now: recs[i].AcceptedAt}
 		if it.op.Kind == OpRead {
 			it.fail(newOpError(KindInvalid, OpRead, it.op.Addr, "a queue record holds a write, not a read"))
 			continue
@@ -48,8 +50,12 @@ func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 		}
 		byStore[in] = append(list, it)
 	}
-	var wg sync.WaitGroup
-	s.runStores(ctx, byStore, &wg)
-	wg.Wait()
-	return results, nil
+	s.runStores(byStore)
+	select {
+	case <-c.done:
+		copy(results, out)
+		return results, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

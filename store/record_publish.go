@@ -75,7 +75,7 @@ func (s *Service) publish(ctx context.Context, in *instance, requestID string, a
 	err := in.queue.Publish(ctx, msgs)
 	if err == nil {
 		for _, a := range acc {
-			*a.it.res = Result{Outcome: Accepted}
+			a.it.settle(Result{Outcome: Accepted})
 		}
 		return
 	}
@@ -90,7 +90,7 @@ func (s *Service) publish(ctx context.Context, in *instance, requestID string, a
 			e = perMsg.Errs[j]
 		}
 		if e == nil {
-			*a.it.res = Result{Outcome: Accepted}
+			a.it.settle(Result{Outcome: Accepted})
 			continue
 		}
 		failed++

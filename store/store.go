@@ -25,8 +25,9 @@ type Store interface {
 	// transaction: each operation succeeds or fails on its own (see Result).
 	//
 	// The error is for the whole call: a *RequestError when validation refused the request
-	// before anything was written, ErrClosed after Close, or the context's error when ctx ended
-	// before the call could start.
+	// before anything ran, ErrClosed after Close, or the context's error when ctx ended before
+	// the call finished. Operations not yet sent to a backend when ctx ends are dropped; those
+	// already sent may still take effect, and their outcome is not reported.
 	Do(ctx context.Context, ops []Op, mode Completion) ([]Result, error)
 	// Close stops accepting calls, waits for the calls in flight (until ctx ends) and closes
 	// every adapter.
@@ -70,9 +71,12 @@ type Options struct {
 	MaxDocumentBytes int
 	// MaxOps limits the operations of one request. Default 10000.
 	MaxOps int
-	// MergeAttempts bounds how often one merge runs when other writers keep changing its record
-	// first; then the merge fails with ErrConflict. Default 16.
-	MergeAttempts int
+	// MergeBudget bounds how long one merge keeps running again when other writers (other
+	// processes: operations on one record within this Service never race each other) keep
+	// changing its record between its read and its write; then the merge fails with
+	// ErrConflict. The time counts from the merge's first run, not from its queueing.
+	// Default 10s.
+	MergeBudget time.Duration
 	// RetryAttempts bounds how often a read or write is sent while the adapter reports it
 	// unavailable (which means it had no effect). Default 3.
 	RetryAttempts int
@@ -135,11 +139,13 @@ func (o *Options) withDefaults() Options {
 	}
 	def(&c.MaxDocumentBytes, DefaultMaxDocumentBytes)
 	def(&c.MaxOps, 10000)
-	def(&c.MergeAttempts, 16)
 	def(&c.RetryAttempts, 3)
 	def(&c.Coalesce.MaxBatch, 256)
 	def(&c.Coalesce.QueueLimit, 4096)
 	def(&c.Coalesce.MaxInFlight, 4)
+	if c.MergeBudget <= 0 {
+		c.MergeBudget = 10 * time.Second
+	}
 	if c.BackoffBase <= 0 {
 		c.BackoffBase = 2 * time.Millisecond
 	}
@@ -177,7 +183,8 @@ type Service struct {
 
 	mu       sync.RWMutex // guards closed against calls starting
 	closed   bool
-	inflight sync.WaitGroup
+	inflight sync.WaitGroup  // calls in Do and Apply
+	running  sync.WaitGroup  // executors of explicit requests, which may outlive their calls
 	base     context.Context // outlives callers: coalesced batches run under it
 	stop     context.CancelFunc
 }
@@ -189,6 +196,9 @@ type instance struct {
 	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
 	queue     queue.Publisher // nil: accepted-mode writes fail with ErrUnavailable
+
+	laneMu sync.Mutex
+	lanes  map[Address]*lane // the records with operations queued or running (see lane)
 }
 
 // New returns a Service over the given adapters, keyed by store name.
@@ -205,7 +215,7 @@ func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
 		if name == "" || a == nil {
 			return nil, fmt.Errorf("store: adapter %q: empty name or nil adapter", name)
 		}
-		in := &instance{name: name, adapter: a, queue: s.opts.Queues[name]}
+		in := &instance{name: name, adapter: a, queue: s.opts.Queues[name], lanes: make(map[Address]*lane)}
 		in.validator, _ = a.(driver.AddressValidator)
 		if tp, ok := a.(driver.TimePrecisioner); ok {
 			in.timePrec = tp.TimePrecision()
@@ -248,16 +258,22 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 	if len(ops) == 1 && !(mode == ReturnAccepted && ops[0].Kind != OpRead) {
 		in := s.stores[ops[0].Addr.Store]
 		if in.coalescer != nil {
-			if err := in.coalescer.submit(ctx, &item{op: ops[0], now: now, visible: mode == WaitVisible}, &results[0]); err != nil {
+			if err := in.coalescer.submit(ctx, &item{op: ops[0], ctx: ctx, now: now, visible: mode == WaitVisible}, &results[0]); err != nil {
 				return nil, err
 			}
 			return results, nil
 		}
 	}
+	// The operations write into their own array: when ctx ends first, Do returns at once
+	// and the operations already sent settle there, unseen.
+	out := make([]Result, len(ops))
+	items := make([]item, len(ops))
+	c := newCall(len(ops))
 	byStore := make(map[*instance][]*item)
 	var accepted map[*instance][]acceptedOp
 	for i := range ops {
-		it := &item{op: ops[i], res: &results[i], now: now, visible: mode == WaitVisible}
+		it := &items[i]
+		*it = item{op: ops[i], res: &out[i], call: c, ctx: ctx, now: now, visible: mode == WaitVisible}
 		in := s.stores[it.op.Addr.Store]
 		if mode == ReturnAccepted && it.op.Kind != OpRead {
 			if in.queue == nil {
@@ -272,29 +288,33 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		}
 		byStore[in] = append(byStore[in], it)
 	}
-	var wg sync.WaitGroup
 	if accepted != nil {
 		rid := s.newRequestID()
 		for in, acc := range accepted {
-			wg.Add(1)
+			s.running.Add(1)
 			go func() {
-				defer wg.Done()
+				defer s.running.Done()
 				s.publish(ctx, in, rid, acc)
 			}()
 		}
 	}
-	s.runStores(ctx, byStore, &wg)
-	wg.Wait()
-	return results, nil
+	s.runStores(byStore)
+	select {
+	case <-c.done:
+		copy(results, out)
+		return results, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
-// runStores runs each store's items in a goroutine of its own, counted in wg.
-func (s *Service) runStores(ctx context.Context, byStore map[*instance][]*item, wg *sync.WaitGroup) {
+// runStores runs each store's items in an executor goroutine of its own.
+func (s *Service) runStores(byStore map[*instance][]*item) {
 	for in, items := range byStore {
-		wg.Add(1)
+		s.running.Add(1)
 		go func() {
-			defer wg.Done()
-			s.run(ctx, in, items)
+			defer s.running.Done()
+			s.execute(in, items)
 		}()
 	}
 }
@@ -327,6 +347,7 @@ func (s *Service) Close(ctx context.Context) error {
 				in.coalescer.close()
 			}
 		}
+		s.running.Wait()
 		close(drained)
 	}()
 	var err error

@@ -121,7 +121,7 @@ func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *
 		Observer:         storeObserver{m: rt.m},
 		MaxDocumentBytes: cfg.Limits.MaxDocumentBytes,
 		MaxOps:           cfg.Limits.MaxItems,
-		MergeAttempts:    cfg.Service.MergeAttempts,
+		MergeBudget:      cfg.Service.MergeBudget,
 		RetryAttempts:    cfg.Service.RetryAttempts,
 		BackoffBase:      cfg.Service.BackoffBase,
 		BackoffMax:       cfg.Service.BackoffMax,

@@ -48,7 +48,7 @@ type limitsConfig struct {
 }
 
 type serviceConfig struct {
-	MergeAttempts int           `yaml:"merge_attempts"`
+	MergeBudget   time.Duration `yaml:"merge_budget"`
 	RetryAttempts int           `yaml:"retry_attempts"`
 	BackoffBase   time.Duration `yaml:"backoff_base"`
 	BackoffMax    time.Duration `yaml:"backoff_max"`
@@ -469,7 +469,7 @@ func (c *config) validate() error {
 	if c.Limits.MaxDocumentBytes > 0 && c.Limits.MaxDocumentBytes > c.Limits.MaxRequestBytes {
 		bad("limits.max_document_bytes", "is larger than limits.max_request_bytes, so no request could carry such a document")
 	}
-	positive("service.merge_attempts", int64(c.Service.MergeAttempts))
+	positive("service.merge_budget", int64(c.Service.MergeBudget))
 	positive("service.retry_attempts", int64(c.Service.RetryAttempts))
 	positive("service.backoff_base", int64(c.Service.BackoffBase))
 	positive("service.backoff_max", int64(c.Service.BackoffMax))

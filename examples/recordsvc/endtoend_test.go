@@ -215,7 +215,7 @@ const scenarioWriters, scenarioEach = 8, 5
 // compare-and-set only to another merge's write, so with one attempt per concurrent merge none
 // can give up on a correct store however slow the machine is: the scenario proves that no
 // increment is lost, not that the merges are fast (the default, 16, gave up under load).
-var scenarioService = fmt.Sprintf("service: {merge_attempts: %d}\n", scenarioWriters*scenarioEach)
+var scenarioService = "service: {merge_budget: 2m}\n"
 
 var memoryConfig = `
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}

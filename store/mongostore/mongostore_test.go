@@ -131,7 +131,7 @@ var incrementer = store.MergeFunc(func(_ context.Context, c *store.MergeCall) (s
 
 func service(t *testing.T, a driver.Store, coalesce bool) *store.Service {
 	t.Helper()
-	opts := &store.Options{Merger: incrementer, MergeAttempts: 64}
+	opts := &store.Options{Merger: incrementer, MergeBudget: 2 * time.Minute}
 	opts.Coalesce.Disabled = !coalesce
 	s, err := store.New(map[string]driver.Store{"m": a}, opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/driver"
 )
 
 type behaviour struct {
@@ -35,6 +36,8 @@ var behaviours = []behaviour{
 	{"AcceptedWithoutQueue", testAcceptedWithoutQueue},
 	{"CoalescedSingleCalls", testCoalesced},
 	{"MergeContention", testContention},
+	{"HotRecordOneService", testHotRecord},
+	{"CombinedSequence", testCombinedSequence},
 }
 
 func testOutcomes(ctx context.Context, t *testing.T, e *env) {
@@ -383,4 +386,99 @@ func testContention(ctx context.Context, t *testing.T, e *env) {
 	}
 	got := e.one(ctx, t, store.Read(a))
 	sameJSON(t, "counter", got.Doc.JSON, map[string]any{"n": workers * each})
+}
+
+// testHotRecord: hotClients concurrent one-operation merges on one record through ONE Service
+// with the default options (the default merge budget included). Operations on one record never
+// race each other within a Service, so not one merge may be refused nor retried after a lost
+// compare-and-set, however slow the machine.
+func testHotRecord(ctx context.Context, t *testing.T, e *env) {
+	obs := &conflictCounter{}
+	s, err := store.New(map[string]driver.Store{storeName: unclosable{e.h.Adapter}}, &store.Options{Merger: merger{}, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close(ctx) }()
+	a := e.key("hot")
+	inc := doc(t, map[string]any{"by": 1})
+	var failures atomic.Int64
+	var first atomic.Value
+	parallel(hotClients, func(int) {
+		for range hotEach {
+			res, err := s.Do(ctx, []store.Op{store.Merge(a, "increment", inc)}, store.WaitApplied)
+			if err == nil {
+				err = res[0].Err
+			}
+			if err != nil {
+				failures.Add(1)
+				first.CompareAndSwap(nil, err)
+			}
+		}
+	})
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("%d of %d merges failed in one Service, first: %v", n, hotClients*hotEach, first.Load())
+	}
+	if n := obs.conflicts.Load(); n > 0 {
+		t.Fatalf("%d merges lost a compare-and-set to their own Service", n)
+	}
+	got := e.one(ctx, t, store.Read(a))
+	sameJSON(t, "counter", got.Doc.JSON, map[string]any{"n": hotClients * hotEach})
+}
+
+const hotClients, hotEach = 40, 10
+
+// conflictCounter counts merges retried after a lost compare-and-set.
+type conflictCounter struct {
+	store.NopObserver
+	conflicts atomic.Int64
+}
+
+func (c *conflictCounter) Retry(r store.Retry) {
+	if r.Reason == store.RetryMergeConflict {
+		c.conflicts.Add(int64(r.Ops))
+	}
+}
+
+// testCombinedSequence: one request holding a sequence of operations on one record, which the
+// Service runs as segments on the state in memory with one conditional write each, gives the
+// results the operations give one at a time, and the record ends as they leave it.
+func testCombinedSequence(ctx context.Context, t *testing.T, e *env) {
+	a := e.key("sequence")
+	inc := doc(t, map[string]any{"by": 1})
+	res := e.do(ctx, t, store.WaitApplied,
+		store.Merge(a, "increment", inc), // 0: created n=1
+		store.Merge(a, "increment", inc), // 1: n=2
+		store.Put(a, doc(t, map[string]any{"n": 10})).WithPrecondition(store.IfAbsent()), // 2: exists
+		store.Merge(a, "keep", inc),      // 3: unchanged
+		store.Read(a),                    // 4: n=2, after a write
+		store.Merge(a, "increment", inc), // 5: n=3
+		store.Merge(a, "delete", inc),    // 6: deleted
+		store.Merge(a, "increment", inc), // 7: created n=1
+		store.Merge(a, "fail", inc),      // 8: invalid
+		store.Merge(a, "increment", inc), // 9: n=2
+	)
+	wantOK(t, "first merge", res[0], store.Created)
+	wantOK(t, "second merge", res[1], store.Updated)
+	wantErr(t, "put if absent", res[2], store.ErrAlreadyExists)
+	wantOK(t, "keep", res[3], store.Unchanged)
+	wantOK(t, "read", res[4], store.Found)
+	sameJSON(t, "read", res[4].Doc.JSON, map[string]any{"n": 2})
+	if res[4].Revision.IsZero() {
+		t.Fatal("the read after the writes reports no revision")
+	}
+	wantOK(t, "third merge", res[5], store.Updated)
+	wantOK(t, "delete merge", res[6], store.Deleted)
+	wantOK(t, "merge after delete", res[7], store.Created)
+	wantErr(t, "failing merge", res[8], store.ErrInvalid)
+	wantOK(t, "last merge", res[9], store.Updated)
+	sameJSON(t, "last merge", res[9].Doc.JSON, map[string]any{"n": 2})
+	got := e.one(ctx, t, store.Read(a))
+	wantOK(t, "read at the end", got, store.Found)
+	sameJSON(t, "at the end", got.Doc.JSON, map[string]any{"n": 2})
+	if !got.Revision.Equal(res[9].Revision) {
+		t.Fatalf("the record is at %v, the last merge reported %v", got.Revision, res[9].Revision)
+	}
+	// A stale revision from before the request conflicts; the current one applies.
+	wantErr(t, "put at the read's revision", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"n": 0})).WithPrecondition(store.IfRevision(res[4].Revision))), store.ErrConflict)
+	wantOK(t, "put at the current revision", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"n": 0})).WithPrecondition(store.IfRevision(got.Revision))), store.Updated)
 }

@@ -13,7 +13,9 @@
 // Subtests are named by behaviour, so `go test -v` shows TestConformance/<backend>/<Behaviour>.
 //
 // No behaviour depends on the machine's speed. In particular the suite's services get a merge
-// budget (store.Options.MergeAttempts) as large as the contention behaviour's number of merges,
-// which a correct adapter can never exhaust, so MergeContention fails only when an update is
-// lost or refused.
+// budget (store.Options.MergeBudget) as long as a behaviour's own bound, so MergeContention --
+// two Services on one record, as two processes -- fails only when an update is lost; and
+// HotRecordOneService, many concurrent merges of one record through ONE Service with the
+// default options, demands that none is refused or retried: within a Service, operations on
+// one record are serialized and never race each other.
 package storetest
