@@ -2,7 +2,9 @@
 // runs the same number of puts (or reads) first as one-item RPCs from many concurrent
 // clients, which the service coalesces into backend batches, then as explicit batches, and
 // prints items per second for each and their ratio. It is a measurement, not a test: it is
-// not part of make check.
+// not part of make check. With --op hot-merge it measures the hot-record case instead:
+// --clients callers each make --each one-item merge RPCs on ONE record, and it prints merges/s,
+// refusals, latency percentiles and whether the counter equals the merges that succeeded.
 //
 //	go run ./examples/recordsvc/load --config examples/recordsvc/memory.yaml
 //	go run ./examples/recordsvc/load --addr 127.0.0.1:8080 --store main --dataset things
@@ -16,6 +18,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +66,8 @@ func run() error {
 	flag.StringVar(&p.store, "store", "main", "store name")
 	flag.StringVar(&p.namespace, "namespace", "load", "namespace")
 	flag.StringVar(&p.dataset, "dataset", "", "dataset (default a fresh name)")
-	flag.StringVar(&p.op, "op", "put", "put or read")
+	flag.StringVar(&p.op, "op", "put", "put, read, or hot-merge (--clients callers each run --each one-item merges on ONE record)")
+	each := flag.Int("each", 20, "hot-merge: merges per client")
 	flag.IntVar(&p.clients, "clients", 64, "concurrent clients")
 	flag.IntVar(&p.batch, "batch", 64, "items per explicit batch")
 	flag.IntVar(&p.items, "items", 20000, "items per phase")
@@ -77,8 +82,8 @@ func run() error {
 	if (*addr == "") == (*config == "") {
 		return errors.New("give exactly one of --addr and --config")
 	}
-	if p.op != "put" && p.op != "read" {
-		return errors.New("--op must be put or read")
+	if p.op != "put" && p.op != "read" && p.op != "hot-merge" {
+		return errors.New("--op must be put, read or hot-merge")
 	}
 	if *createIndex != "" {
 		if err := index(http.MethodPut, *createIndex, p.dataset); err != nil {
@@ -101,6 +106,14 @@ func run() error {
 	defer conn.Close()
 	cl := recordv1.NewRecordServiceClient(conn)
 	ctx := context.Background()
+	if p.op == "hot-merge" {
+		for r := 1; r <= *rounds; r++ {
+			if err := hotMerge(ctx, cl, p, fmt.Sprintf("hot-%d-%d", time.Now().UnixNano(), r), *each); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if p.op == "read" {
 		// Reads need records: write every key once.
 		if _, err := phase(ctx, cl, p, "put", p.batch, 8, p.keys); err != nil {
@@ -186,6 +199,73 @@ func call(ctx context.Context, cl recordv1.RecordServiceClient, p params, op str
 		if r.Error != nil {
 			return fmt.Errorf("%s: %s", r.Error.Kind, r.Error.Message)
 		}
+	}
+	return nil
+}
+
+// hotIncrement is the hot-merge program: it adds one to the record's counter.
+const hotIncrement = `return function(current, incoming, context)
+  if current == nil then return {n = 1} end
+  current.n = current.n + 1
+  return current
+end`
+
+// hotMerge runs p.clients callers each making each one-item merge RPCs on one record, then
+// reads the record: it prints merges/s, the merges refused (with the first refusal), the
+// 50th/99th percentile latency, and whether the counter equals the merges that succeeded.
+func hotMerge(ctx context.Context, cl recordv1.RecordServiceClient, p params, key string, each int) error {
+	a := &recordv1.Address{Store: p.store, Namespace: p.namespace, Dataset: p.dataset, Key: &recordv1.Key{Kind: &recordv1.Key_String_{String_: key}}}
+	req := &recordv1.WriteRequest{Items: []*recordv1.WriteItem{{Address: a, Op: &recordv1.WriteItem_Merge{Merge: &recordv1.Merge{
+		Incoming: &recordv1.Document{Json: []byte(`{}`)}, Program: &recordv1.Merge_Source{Source: hotIncrement}}}}}}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var refused atomic.Int64
+	var first atomic.Value
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range p.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]time.Duration, 0, each)
+			for range each {
+				t0 := time.Now()
+				resp, err := cl.Write(ctx, req)
+				mine = append(mine, time.Since(t0))
+				if err == nil && resp.Results[0].Error != nil {
+					err = fmt.Errorf("%s: %s", resp.Results[0].Error.Kind, resp.Results[0].Error.Message)
+				}
+				if err != nil {
+					refused.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(lat)
+	total := p.clients * each
+	fmt.Printf("hot-merge %d clients x %d merges on one record: %.0f merges/s, p50 %v, p99 %v, refused %d",
+		p.clients, each, float64(total)/elapsed.Seconds(), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), refused.Load())
+	if f := first.Load(); f != nil {
+		fmt.Printf(" (first: %s)", f)
+	}
+	resp, err := cl.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{a}})
+	if err != nil {
+		return err
+	}
+	var got struct{ N int64 }
+	if r := resp.Results[0]; r.Error == nil && r.Document != nil {
+		_ = json.Unmarshal(r.Document.Json, &got)
+	}
+	want := int64(total) - refused.Load()
+	fmt.Printf("; counter %d (succeeded %d)\n", got.N, want)
+	if got.N != want {
+		return fmt.Errorf("hot-merge: the counter is %d but %d merges succeeded: an update was lost", got.N, want)
 	}
 	return nil
 }
