@@ -34,6 +34,7 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	@if [ -f .testenv/env ]; then set -a && . .testenv/env && set +a && \
 	  $(GO) test -run '^$$' -bench BenchmarkAdapterVsRaw -benchtime 3s ./store/searchstore/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkBatchReadConditionalWrite ./store/mongostore/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkHotRecord -benchtime 1x ./luamerge/ && \
 	  $(GO) test -run '^$$' -bench 'BenchmarkSink' -benchmem ./sink/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream -benchtime 10x ./cdc/pgcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \

@@ -53,11 +53,14 @@ type executor struct {
 // caller waits for its items through their calls, not for execute.
 func (s *Service) execute(in *instance, items []*item) {
 	x := &executor{s: s, in: in, lanes: make([]*lane, 0, len(items))}
-	slab := make([]lane, len(items)) // one allocation for the lanes this call may create
+	var slab []lane // lanes are allocated a few at a time: most calls touch distinct records
 	in.laneMu.Lock()
-	for _, it := range items {
+	for i, it := range items {
 		l := in.lanes[it.op.Addr]
 		if l == nil {
+			if len(slab) == 0 {
+				slab = make([]lane, min(len(items)-i, 32))
+			}
 			l = &slab[0]
 			slab = slab[1:]
 			l.addr, l.owner = it.op.Addr, x
