@@ -95,7 +95,8 @@ type round struct {
 	changes int
 	first   int // index in seg of the first state change, -1 when none
 	unsafe  int // index in seg of the first item the unvalidated base may not answer, -1 when none
-	write   *driver.Write
+	write   driver.Write
+	writes  bool // the segment ends in write
 	wres    driver.WriteResult
 	visible bool
 }
@@ -160,8 +161,11 @@ func (x *executor) runRound(work []*round) {
 			continue
 		}
 		x.evaluate(r)
-		if r.write != nil {
-			writes = append(writes, *r.write)
+		if r.writes {
+			if writes == nil {
+				writes, writers = make([]driver.Write, 0, len(work)), make([]*round, 0, len(work))
+			}
+			writes = append(writes, r.write)
 			writers = append(writers, r)
 			visible = visible || r.visible
 		}
@@ -211,7 +215,7 @@ func (x *executor) evaluate(r *round) {
 
 func (x *executor) evaluateUpTo(r *round, limit int) {
 	l := r.l
-	r.seg, r.changes, r.first, r.unsafe, r.write, r.visible = r.live[:0], 0, -1, -1, nil, false
+	r.seg, r.changes, r.first, r.unsafe, r.writes, r.visible = r.live[:0], 0, -1, -1, false, false
 	switch r.mode {
 	case baseBlind:
 		r.base = recState{}
@@ -253,11 +257,11 @@ func (x *executor) evaluateUpTo(r *round, limit int) {
 	default:
 		cond = driver.Condition{Kind: driver.IfAbsent}
 	}
-	w := driver.Write{Kind: driver.Delete, Addr: l.addr, Cond: cond}
+	r.write = driver.Write{Kind: driver.Delete, Addr: l.addr, Cond: cond}
 	if r.cur.exists {
-		w = driver.Write{Kind: driver.Put, Addr: l.addr, Doc: r.cur.doc, Cond: cond}
+		r.write = driver.Write{Kind: driver.Put, Addr: l.addr, Doc: r.cur.doc, Cond: cond}
 	}
-	r.write = &w
+	r.writes = true
 }
 
 // applyBlind runs the segment's first operation, a put or delete whose outcome only its write
@@ -414,7 +418,7 @@ func (x *executor) conclude(r *round) (requeued int) {
 		return 0
 	}
 	n := len(r.seg)
-	if r.write == nil {
+	if !r.writes {
 		if r.unsafe >= 0 {
 			// Nothing was written, so nothing proved the remembered state current for the
 			// operations queued after it was learned: they run again on a fresh read.
