@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/store/driver"
 )
@@ -30,6 +31,12 @@ func (k kindSentinel) Error() string { return "store: " + ErrorKind(k).String() 
 
 // Error is the failure of one operation: its kind, the operation and the record address (never
 // document contents), and the cause.
+//
+// Its text says once what failed and why: "store: ", the operation and the address when they
+// are set, then the cause -- "store: put main/crm/people/\"ada\": document is a JSON array,
+// not an object". An unset Op or Addr is left out rather than printed empty, and a cause that
+// is itself an *Error adds only what it says beyond the enclosing one, without a second
+// "store: ".
 type Error struct {
 	Kind ErrorKind
 	Op   OpKind
@@ -38,7 +45,76 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return "store: " + e.Op.String() + " " + e.Addr.String() + ": " + e.Err.Error()
+	var b strings.Builder
+	b.WriteString("store: ")
+	e.appendText(&b, 0, Address{})
+	return b.String()
+}
+
+// appendText writes the operation and the address unless unset or already said by an enclosing
+// *Error (outerOp, outerAddr), then the cause.
+func (e *Error) appendText(b *strings.Builder, outerOp OpKind, outerAddr Address) {
+	head := false
+	if e.Op >= OpRead && e.Op <= OpDelete && e.Op != outerOp {
+		b.WriteString(e.Op.String())
+		head = true
+	}
+	if e.Addr != (Address{}) && e.Addr != outerAddr {
+		if head {
+			b.WriteByte(' ')
+		}
+		b.WriteString(addressText(e.Addr))
+		head = true
+	}
+	if head {
+		b.WriteString(": ")
+	}
+	if e.Op != 0 {
+		outerOp = e.Op
+	}
+	if e.Addr != (Address{}) {
+		outerAddr = e.Addr
+	}
+	switch c := e.Err.(type) {
+	case nil:
+		b.WriteString(e.Kind.String())
+	case *Error:
+		c.appendText(b, outerOp, outerAddr)
+	case kindSentinel:
+		b.WriteString(ErrorKind(c).String())
+	case *driver.Error:
+		// An adapter's message says what went wrong; its kind is e.Kind, not repeated here.
+		if c.Err == nil {
+			b.WriteString(c.Kind.String())
+		} else {
+			b.WriteString(strings.TrimPrefix(c.Err.Error(), "store: "))
+		}
+	default:
+		b.WriteString(strings.TrimPrefix(c.Error(), "store: "))
+	}
+}
+
+// maxAddressText bounds an address in an error text: an address refused for its oversized key
+// would otherwise print the whole key.
+const maxAddressText = 1024
+
+// addressText renders an address for an error: without the key part when the key is missing
+// (the cause says so), cut short when very long.
+func addressText(a Address) string {
+	var s string
+	if a.Key.Kind() == 0 {
+		s = a.Store + "/" + a.Namespace + "/" + a.Dataset
+	} else {
+		s = a.String()
+	}
+	if len(s) > maxAddressText {
+		cut := maxAddressText
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
 }
 
 // Unwrap returns the cause (a *driver.Error, a context error, a merge program's error, ...).
@@ -65,13 +141,20 @@ func KindOf(err error) ErrorKind {
 	return driver.KindOf(err)
 }
 
+// opError returns err as the failure of op on addr. An *Error that already names them is
+// returned as it is; one that names neither (or only the same ones) gets them filled in, rather
+// than being wrapped in another *Error, so the text says each once.
 func opError(op OpKind, addr Address, err error) *Error {
 	if err == nil {
 		return nil
 	}
-	var e *Error
-	if errors.As(err, &e) && e.Addr == addr {
-		return e
+	if e, ok := err.(*Error); ok {
+		if e.Op == op && e.Addr == addr {
+			return e
+		}
+		if (e.Op == 0 || e.Op == op) && (e.Addr == (Address{}) || e.Addr == addr) {
+			return &Error{Kind: e.Kind, Op: op, Addr: addr, Err: e.Err}
+		}
 	}
 	return &Error{Kind: KindOf(err), Op: op, Addr: addr, Err: err}
 }
@@ -80,8 +163,13 @@ func newOpError(kind ErrorKind, op OpKind, addr Address, msg string) *Error {
 	return &Error{Kind: kind, Op: op, Addr: addr, Err: errors.New(msg)}
 }
 
-// RequestError refuses a whole request before anything was written: it lists every operation
-// that failed validation, by its index in the request.
+// RequestError refuses a whole request before any of its operations ran -- nothing was read,
+// written or published: it lists every operation that failed validation, by its index in the
+// request (-1 for a fault of the request as a whole, such as too many operations).
+//
+// Its text names at most three items:
+//
+//	store: request refused before any operation ran: operation 2: put main/crm/people/"ada": document is not valid JSON: syntax error at byte 17; and 4 more
 type RequestError struct {
 	Items []ItemError
 }
@@ -94,7 +182,7 @@ type ItemError struct {
 
 func (e *RequestError) Error() string {
 	var b strings.Builder
-	b.WriteString("store: request refused, nothing written: ")
+	b.WriteString("store: request refused before any operation ran: ")
 	for i, it := range e.Items {
 		if i == 3 {
 			b.WriteString("; and " + strconv.Itoa(len(e.Items)-3) + " more")
@@ -103,7 +191,14 @@ func (e *RequestError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString("operation " + strconv.Itoa(it.Index) + ": " + it.Err.Error())
+		if it.Index >= 0 {
+			b.WriteString("operation " + strconv.Itoa(it.Index) + ": ")
+		}
+		if it.Err == nil {
+			b.WriteString("invalid")
+			continue
+		}
+		it.Err.appendText(&b, 0, Address{})
 	}
 	return b.String()
 }

@@ -46,7 +46,10 @@ func DecodeRecord(value []byte) (Record, error) {
 }
 
 // Decode reads a record AppendRecord wrote. A value that is not a well-formed record of a
-// known version fails with a *Error of kind KindInvalid whose message never quotes the value.
+// known version fails with a *Error of kind KindInvalid whose message never quotes the value:
+// "store: queue record is malformed: ..." with a byte offset or the member at fault, and with
+// the operation and address once they are read ("store: merge m/ns/ds/\"k\": queue record is
+// malformed: the program does not match program_sha256").
 // The record shares no memory with value. Member names are matched exactly; unknown members
 // are skipped; a repeated member counts once, the last time; a null member is an absent one.
 // Documents are delimited here and validated when the record is applied (Service.Apply),
@@ -109,6 +112,9 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	if op.Addr.Key, err = decodeRecordKey(w.keyType, w.key); err != nil {
 		return err
 	}
+	op.Addr.Store, op.Addr.Namespace, op.Addr.Dataset = intern(&d.store, w.store), intern(&d.namespace, w.namespace), intern(&d.dataset, w.dataset)
+	// From here on the record's operation and address are known, and its errors name them.
+	malformed := func(msg string) error { return malformedOp(op.Kind, op.Addr, msg) }
 	switch string(w.cond) {
 	case "":
 	case "absent":
@@ -150,7 +156,6 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 		return malformed("only merges carry a program")
 	}
 	r.RequestID, r.Index, r.AcceptedAt = intern(&d.request, w.request), int(w.index), d.at
-	op.Addr.Store, op.Addr.Namespace, op.Addr.Dataset = intern(&d.store, w.store), intern(&d.namespace, w.namespace), intern(&d.dataset, w.dataset)
 	return nil
 }
 
@@ -180,8 +185,11 @@ func decodeRecordKey(kind, v []byte) (Key, error) {
 	return Key{}, malformed("key_type is not string, int64, bytes or objectid")
 }
 
-func malformed(msg string) *Error {
-	return &Error{Kind: KindInvalid, Err: errors.New("malformed queue record: " + msg)}
+func malformed(msg string) error { return malformedOp(0, Address{}, msg) }
+
+// malformedOp is malformed for a record whose operation and address are known.
+func malformedOp(op OpKind, addr Address, msg string) error {
+	return &Error{Kind: KindInvalid, Op: op, Addr: addr, Err: errors.New("queue record is malformed: " + msg)}
 }
 
 // wireRecord holds the members of a record as scanned.
@@ -232,7 +240,7 @@ var memberNames, memberQuoted = func() (names, quoted [memberUnknown]string) {
 func scanRecord(w *wireRecord, b []byte, share bool) error {
 	s := scanner{b: b, share: share}
 	if !s.consume('{') {
-		return s.fail("not a JSON object")
+		return s.fail("it is not a JSON object")
 	}
 	if s.consume('}') {
 		return s.end()
@@ -400,7 +408,7 @@ type scanner struct {
 }
 
 func (s *scanner) fail(msg string) error {
-	return malformed("not a record: " + msg + " at byte " + strconv.Itoa(s.i))
+	return malformed(msg + " at byte " + strconv.Itoa(s.i))
 }
 
 func (s *scanner) end() error {

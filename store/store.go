@@ -373,7 +373,7 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 		return &RequestError{Items: []ItemError{{Index: -1, Err: &Error{Kind: KindInvalid, Err: fmt.Errorf("unknown completion mode %d", mode)}}}}
 	}
 	if len(ops) > s.opts.MaxOps {
-		return &RequestError{Items: []ItemError{{Index: -1, Err: &Error{Kind: KindTooLarge, Err: fmt.Errorf("request has %d operations, more than the limit of %d", len(ops), s.opts.MaxOps)}}}}
+		return &RequestError{Items: []ItemError{{Index: -1, Err: &Error{Kind: KindTooLarge, Err: fmt.Errorf("the request has %d operations, more than the limit of %d", len(ops), s.opts.MaxOps)}}}}
 	}
 	var bad []ItemError
 	for i := range ops {
@@ -394,14 +394,14 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 func (s *Service) validateOp(op *Op) *Error {
 	invalid := func(msg string) *Error { return newOpError(KindInvalid, op.Kind, op.Addr, msg) }
 	if op.Kind < OpRead || op.Kind > OpDelete {
-		return invalid("unknown operation kind")
+		return invalid(fmt.Sprintf("unknown operation kind %d", op.Kind))
 	}
 	if err := op.Addr.Validate(); err != nil {
 		return invalid(err.Error())
 	}
 	in, ok := s.stores[op.Addr.Store]
 	if !ok {
-		return invalid("no store named " + op.Addr.Store + " is configured")
+		return invalid(fmt.Sprintf("no store named %q is configured", op.Addr.Store))
 	}
 	if in.validator != nil {
 		if err := in.validator.ValidateAddress(op.Addr); err != nil {
@@ -412,7 +412,7 @@ func (s *Service) validateOp(op *Op) *Error {
 	case driver.Unconditional:
 	case driver.IfRevision:
 		if op.If.rev.IsZero() {
-			return invalid("IfRevision with the zero revision")
+			return invalid("an IfRevision precondition with the zero revision")
 		}
 		fallthrough
 	case driver.IfAbsent:

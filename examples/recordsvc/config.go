@@ -533,10 +533,51 @@ func (c *config) validate() error {
 		}
 		s.validate(field, bad)
 	}
+	c.checkTopicsOwned(names, bad)
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// checkTopicsOwned refuses a record topic that is another store's record or dead-letter topic
+// on the same queue (the in-process broker, or Kafka with the same brokers): each store's
+// worker applies its own store's records only and dead-letters any other's, so two stores'
+// workers on one topic would dead-letter each other's records, and a worker reading another
+// store's dead letters would dead-letter them again. Dead-letter topics may be shared.
+func (c *config) checkTopicsOwned(names []string, bad func(field, format string, args ...any)) {
+	recordTopics := map[string]string{} // queue and topic -> the store whose records it carries
+	deadTopics := map[string]string{}   // queue and topic -> the first store dead-lettering there
+	queueOf := func(q *queueConfig) string {
+		if q.Kind != "kafka" {
+			return q.Kind
+		}
+		brokers := slices.Clone(q.Brokers)
+		sort.Strings(brokers)
+		return "kafka " + strings.Join(brokers, ",")
+	}
+	for _, name := range names {
+		if s := c.Stores[name]; s != nil && s.Queue != nil {
+			q := s.Queue
+			at := queueOf(q) + "\x00"
+			if other, ok := recordTopics[at+q.Topic]; ok {
+				bad("stores."+name+".queue.topic", "is also the topic of stores.%s: a topic carries the records of one store, and each store's worker dead-letters the records of any other", other)
+			} else {
+				recordTopics[at+q.Topic] = name
+			}
+			if _, ok := deadTopics[at+q.DeadLetterTopic]; !ok {
+				deadTopics[at+q.DeadLetterTopic] = name
+			}
+		}
+	}
+	for _, name := range names {
+		if s := c.Stores[name]; s != nil && s.Queue != nil {
+			q := s.Queue
+			if other, ok := recordTopics[queueOf(q)+"\x00"+q.DeadLetterTopic]; ok && other != name {
+				bad("stores."+name+".queue.dead_letter_topic", "is the record topic of stores.%s, whose worker would dead-letter these dead letters again", other)
+			}
+		}
+	}
 }
 
 func (s *storeConfig) validate(field string, bad func(field, format string, args ...any)) {

@@ -49,10 +49,29 @@ func TestConfigInvalidValuesNamed(t *testing.T) {
 		{"shutdown: {drain_delay: -1s}\nstores: {m: {kind: memory}}", "shutdown.drain_delay: must not be negative"},
 		{"stores: {m: {kind: memory, queue: {kind: memory, session_timeout: 6s}}}", "stores.m.queue.session_timeout: is a setting of kind kafka only"},
 		{"stores: {m: {kind: memory, queue: {kind: kafka, brokers: [\"h:1\"], session_timeout: -6s}}}", "stores.m.queue.session_timeout: must not be negative"},
+		{"stores: {a: {kind: memory, queue: {kind: memory, topic: t}}, b: {kind: memory, queue: {kind: memory, topic: t}}}",
+			"stores.b.queue.topic: is also the topic of stores.a: a topic carries the records of one store"},
+		{"stores: {a: {kind: memory, queue: {kind: kafka, brokers: ['h:1', 'h:2'], topic: t}}, b: {kind: memory, queue: {kind: kafka, brokers: ['h:2', 'h:1'], topic: t}}}",
+			"stores.b.queue.topic: is also the topic of stores.a"},
+		{"stores: {a: {kind: memory, queue: {kind: memory}}, b: {kind: memory, queue: {kind: memory, dead_letter_topic: tributary.records.a}}}",
+			"stores.b.queue.dead_letter_topic: is the record topic of stores.a"},
 	} {
 		_, err := parseConfig([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// Stores may share a dead-letter topic, and a topic name on different Kafka brokers.
+func TestConfigTopicsSharedOnlyWhereSafe(t *testing.T) {
+	for _, y := range []string{
+		"stores: {a: {kind: memory, queue: {kind: memory, dead_letter_topic: d}}, b: {kind: memory, queue: {kind: memory, dead_letter_topic: d}}}",
+		"stores: {a: {kind: memory, queue: {kind: kafka, brokers: ['h:1'], topic: t}}, b: {kind: memory, queue: {kind: kafka, brokers: ['g:1'], topic: t}}}",
+		"stores: {a: {kind: memory, queue: {kind: memory, topic: t}}, b: {kind: memory, queue: {kind: kafka, brokers: ['g:1'], topic: t}}}",
+	} {
+		if _, err := parseConfig([]byte(y)); err != nil {
+			t.Errorf("%q: %v, want it accepted", y, err)
 		}
 	}
 }

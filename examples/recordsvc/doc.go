@@ -36,8 +36,10 @@
 // # Modes
 //
 // The configuration's mode: (default server), overridden by --mode. server serves the gRPC API; accepted-mode writes go to each store's queue. worker serves no
-// API: it runs one store/worker.Worker per store with a queue, applying queued records
-// through the Service, with dead letters to the store's dead-letter topic. all does both in
+// API: it runs one store/worker.Worker per store with a queue, applying that store's queued
+// records through the Service, with dead letters to the store's dead-letter topic; a record of
+// another store on the topic is dead-lettered (other_store), never applied, and no two stores
+// may share a record topic. all does both in
 // one process, and is the only mode an in-process (memory) queue works in. A worker-only
 // process has no gRPC listener, hence no health service: its dependency checks show in the
 // recordsvc_dependency_healthy metric.

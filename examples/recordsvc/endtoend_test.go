@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,6 +24,8 @@ import (
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/worker"
 )
 
 // addVisits is the Lua merge the scenarios run: it creates the record or adds to its counter.
@@ -533,6 +536,86 @@ stores:
 		t.Error("worker mode opened a gRPC listener")
 	}
 	accepted(t, api, work.metrics, "main", "acc", index)
+}
+
+// TestEndToEndKafkaWorkerAppliesItsOwnStoreOnly: a record for store es, which has no queue,
+// published on store async's Kafka topic (as a misconfigured publisher would) is
+// dead-lettered by async's worker with reason other_store and never applied to es, although
+// the process configures es; async's own accepted writes are applied.
+func TestEndToEndKafkaWorkerAppliesItsOwnStoreOnly(t *testing.T) {
+	brokers := testenv.Require(t, testenv.KafkaBrokers)
+	topic := uniqueName("errtext-own-store")
+	deleteTopics(t, brokers, topic, topic+".dlq")
+	s := startService(t, fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  async:
+    kind: memory
+    queue: %s
+  es: {kind: memory}
+`, kafkaQueue(brokers, topic)), modeAll)
+	ctx := testCtx(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.ConsumeTopics(topic+".dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	stray := store.Address{Store: "es", Namespace: "acc", Dataset: "things", Key: store.StringKey("stray")}
+	value := store.AppendRecord(nil, &store.Record{RequestID: "0123456789abcdef0123456789abcdef", AcceptedAt: time.Now(),
+		Op: store.Put(stray, store.Document{JSON: []byte(`{"name":"stray"}`)})}, "")
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: store.RecordKey(stray), Value: value}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	own := addr("async", "acc", "things", "own")
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED,
+		Items: []*recordv1.WriteItem{put(own, doc(`{"name":"own"}`), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "accepted put", w.Results, recordv1.Outcome_OUTCOME_ACCEPTED)
+	eventually(t, ctx, "the worker applies async's own record", func() bool {
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{own}})
+		return err == nil && r.Results[0].Outcome == recordv1.Outcome_OUTCOME_FOUND
+	})
+
+	// The stray record arrives in the dead-letter topic, unchanged, with its reason.
+	var dead *kgo.Record
+	for dead == nil {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no dead letter arrived within the test's bound")
+		}
+		if errs := f.Errors(); len(errs) > 0 {
+			t.Fatalf("reading the dead-letter topic: %v", errs[0].Err)
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			if dead == nil {
+				dead = r
+			}
+		})
+	}
+	headers := map[string]string{}
+	for _, h := range dead.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	if headers[worker.HeaderReason] != worker.ReasonOtherStore || headers[worker.HeaderErrorKind] != "invalid" ||
+		headers[worker.HeaderAttempts] != "0" || headers[worker.HeaderTopic] != topic {
+		t.Errorf("dead letter headers %v, want reason other_store, kind invalid, attempts 0, source topic %s", headers, topic)
+	}
+	if !bytes.Equal(dead.Value, value) || !bytes.Equal(dead.Key, store.RecordKey(stray)) {
+		t.Error("the dead letter is not the stray record as published")
+	}
+	// Dead-lettered before its offset was committed, and never applied.
+	r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{addr("es", "acc", "things", "stray")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "the stray record's address in es", r.Results, recordv1.Outcome_OUTCOME_NOT_FOUND)
+	eventually(t, ctx, "the dead letter is counted", func() bool {
+		v, _ := scrape(t, s.metrics, `recordsvc_worker_records_total{result="dead_lettered",store="async"}`)
+		return v == 1
+	})
 }
 
 func kafkaQueue(brokers, topic string) string {

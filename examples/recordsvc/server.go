@@ -38,7 +38,7 @@ func (b *badItems) err() error {
 	if len(b.v) == 0 {
 		return nil
 	}
-	return invalidArgument(fmt.Sprintf("request refused, nothing written: %d invalid item(s), first %s: %s", len(b.v), b.v[0].Field, b.v[0].Description), b.v)
+	return invalidArgument(fmt.Sprintf("request refused before any item ran: %d invalid item(s), first %s: %s", len(b.v), b.v[0].Field, b.v[0].Description), b.v)
 }
 
 func invalidArgument(msg string, v []*errdetails.BadRequest_FieldViolation) error {

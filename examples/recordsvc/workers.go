@@ -12,7 +12,8 @@ import (
 )
 
 // workerSet is one store/worker.Worker per store with a queue: each consumes its store's
-// topic and applies the records through the Service (the synchronous path).
+// topic and applies that store's records through the Service (the synchronous path); records
+// of any other store on the topic are dead-lettered.
 type workerSet struct {
 	log     *slog.Logger
 	cancel  context.CancelFunc // abandons the fetches in hand when stop runs out of time
@@ -81,7 +82,9 @@ func (ws *workerSet) add(ctx context.Context, rt *runtime, name string, q *queue
 	}
 	ws.parts = append(ws.parts, dlq.Close)
 	wc := q.Worker
-	return worker.New(c, rt.svc, dlq, &worker.Options{
+	// The worker applies the records of its own store only: a record of another store on
+	// this topic is dead-lettered (reason other_store), never applied.
+	return worker.New(name, c, rt.svc, dlq, &worker.Options{
 		MaxAttempts: wc.MaxAttempts, BackoffBase: wc.BackoffBase, BackoffMax: wc.BackoffMax,
 		CommitTimeout: wc.CommitTimeout,
 		Observer:      workerObserver{store: name, m: rt.m},

@@ -146,7 +146,7 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 		obs := &doneAt{n: len(part), done: make(chan struct{})}
 		finished := obs.done
 		gate := gatedConsumer{Consumer: consumer, open: make(chan struct{})}
-		w, err := worker.New(gate, ta, dlq, &worker.Options{Observer: obs})
+		w, err := worker.New("m", gate, ta, dlq, &worker.Options{Observer: obs})
 		if err != nil {
 			b.Fatal(err)
 		}

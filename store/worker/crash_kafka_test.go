@@ -454,7 +454,7 @@ func runCrashChild(raw string) {
 	}
 	// Dead letters and failures go to stderr, which the test shows.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := worker.New(c, &announcing{Applier: svc}, dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: log})
+	w, err := worker.New("s", c, &announcing{Applier: svc}, dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: log})
 	if err != nil {
 		fail("worker", err)
 	}

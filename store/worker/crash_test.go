@@ -130,7 +130,7 @@ func TestWorkerCrashRestartLosesNothing(t *testing.T) {
 			// Every crashing worker dies by this timer at the latest.
 			timer = time.AfterFunc(time.Duration(rng.IntN(3000))*time.Microsecond, die)
 		}
-		w, err := worker.New(m, applier, dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
+		w, err := worker.New("m", m, applier, dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,15 +3,28 @@
 // same synchronous path as a WaitApplied call (store.Service.Apply), so queued and direct
 // writes share validation, ordering, merges and retries.
 //
-//	w, err := worker.New(consumer, svc, deadLetters, nil)
+//	w, err := worker.New("orders", consumer, svc, deadLetters, nil) // the worker of store "orders"
 //	go w.Run(ctx)
 //	...
 //	w.Stop(ctx) // finishes the fetch in hand, commits, returns
 //
+// # Which records a worker applies
+//
+// A worker belongs to one store: the store whose queue it consumes, named in New. It applies
+// the records of that store only. A record of any other store that turns up on its topic --
+// published there by mistake, by a misconfigured service, or by hand -- is dead-lettered with
+// reason other_store (error kind invalid, attempts 0) and never applied, even when the applier
+// configures that store: a record on the wrong topic is out of order with its store's own
+// records, and a store without a queue has no worker meant to apply its records at all. When
+// several stores publish to one queue on purpose (one publisher in store.Options.Queues for
+// them all), name the others in Options.AlsoApply; one worker then applies them all, and no
+// other worker may consume that topic. New refuses a store the applier does not configure
+// when the applier can say (a Stores method, as *store.Service has).
+//
 // # Processing a fetch
 //
-// Each fetch is decoded; a message that is not a record this worker reads goes to the
-// dead-letter queue. The records form dependency waves -- the k-th record of one address in
+// Each fetch is decoded; a message that is not a record this worker reads, or a record of a
+// store it does not apply, goes to the dead-letter queue. The records form dependency waves -- the k-th record of one address in
 // the fetch is in wave k -- and each wave is one Apply call, so records of different
 // addresses are applied together as adapter batches while the mutations of one record keep
 // their queue order (which is their submission order: one address, one partition). A record
@@ -34,15 +47,13 @@
 // is what at-least-once delivery means anyway); KindCanceled while the worker runs on; and
 // KindConflict of a merge, which means it gave up under contention. Everything else is
 // permanent: a failed precondition (KindConflict, KindAlreadyExists), an invalid record or
-// document, a failing merge program, a missing dataset -- and a record naming a store the
-// applier does not configure, so configure the worker's service with every store whose queue
-// it consumes.
+// document, a failing merge program, a missing dataset.
 //
-// Malformed messages, permanent failures and exhausted retries are copied to the dead-letter
-// publisher -- key, value and headers unchanged, plus the headers HeaderReason,
-// HeaderErrorKind, HeaderTopic, HeaderPartition, HeaderOffset and HeaderAttempts -- and only
-// once the dead-letter queue acknowledged them are they finished, so their offsets are never
-// committed before they are safe. Headers never carry error messages (an adapter's message
+// Malformed messages, records of other stores, permanent failures and exhausted retries are
+// copied to the dead-letter publisher -- key, value and headers unchanged, plus the headers
+// HeaderReason, HeaderErrorKind, HeaderTopic, HeaderPartition, HeaderOffset and
+// HeaderAttempts -- and only once the dead-letter queue acknowledged them are they finished,
+// so their offsets are never committed before they are safe. Headers never carry error messages (an adapter's message
 // might quote a value); the log does, with the record's address and position. A dead letter
 // that cannot be written after MaxAttempts stops Run with an error: the consumer then
 // redelivers from the last commit.

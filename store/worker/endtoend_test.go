@@ -142,7 +142,7 @@ func runEndToEnd(t *testing.T, env kafkaEnv, be backend) {
 	}
 
 	c := env.consumer(t, topic, uniqueName("e2e"))
-	w, err := worker.New(c, svc, env.publisher(t, dlqTopic), nil)
+	w, err := worker.New("m", c, svc, env.publisher(t, dlqTopic), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

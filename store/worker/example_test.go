@@ -28,7 +28,7 @@ func Example() {
 	consumer, _ := broker.Consumer("mutations", "workers")
 	deadLetters, _ := broker.Publisher("mutations-dead")
 	applied := make(chan struct{}, 1)
-	w, _ := worker.New(consumer, svc, deadLetters, &worker.Options{Observer: observerFunc(func(worker.FetchStats) {
+	w, _ := worker.New("main", consumer, svc, deadLetters, &worker.Options{Observer: observerFunc(func(worker.FetchStats) {
 		applied <- struct{}{}
 	})})
 	go w.Run(ctx)

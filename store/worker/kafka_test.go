@@ -148,7 +148,7 @@ func newKafkaRig(t *testing.T, env kafkaEnv, adapter driver.Store) *kafkaRig {
 func (r *kafkaRig) run(t *testing.T, applier worker.Applier) (kill func(), stop func() error) {
 	c := r.env.consumer(t, r.topic, r.group)
 	m := &mortal{Consumer: c}
-	w, err := worker.New(m, applier, r.dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	w, err := worker.New("m", m, applier, r.dlq, &worker.Options{BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

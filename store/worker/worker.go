@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,12 @@ type Applier interface {
 
 // Options configure a Worker. The zero value (or nil) gives the documented defaults.
 type Options struct {
+	// AlsoApply names further stores, besides the worker's own (New's storeName), whose records
+	// the worker applies: for a queue that several stores publish to (store.Options.Queues
+	// giving them one publisher). Records of any other store are dead-lettered (reason
+	// other_store), never applied. Default none: the worker applies its own store's records
+	// only.
+	AlsoApply []string
 	// MaxAttempts bounds how often one record is applied while it fails retryably; then it
 	// is dead-lettered (reason retries_exhausted). Writing dead letters and committing are
 	// retried as often before Run gives up. Default 8.
@@ -106,8 +113,9 @@ func (noObserver) FetchDone(FetchStats) {}
 // Dead-letter message headers, added after the original message's headers. Values are
 // decimal for numbers. They never carry document data or credentials.
 const (
-	// HeaderReason is "malformed" (the value is not a record this worker reads), "failed"
-	// (a permanent failure) or "retries_exhausted".
+	// HeaderReason is "malformed" (the value is not a record this worker reads),
+	// "other_store" (a record of a store this worker does not apply), "failed" (a permanent
+	// failure) or "retries_exhausted".
 	HeaderReason = "tributary-dlq-reason"
 	// HeaderErrorKind is the store.ErrorKind of the last failure ("invalid", "conflict", ...).
 	HeaderErrorKind = "tributary-dlq-error-kind"
@@ -115,13 +123,15 @@ const (
 	HeaderTopic     = "tributary-dlq-source-topic"
 	HeaderPartition = "tributary-dlq-source-partition"
 	HeaderOffset    = "tributary-dlq-source-offset"
-	// HeaderAttempts counts the applications tried (0 for a malformed record).
+	// HeaderAttempts counts the applications tried (0 for a record never applied: malformed,
+	// or of another store).
 	HeaderAttempts = "tributary-dlq-attempts"
 )
 
 // Dead-letter reasons.
 const (
 	ReasonMalformed        = "malformed"
+	ReasonOtherStore       = "other_store"
 	ReasonFailed           = "failed"
 	ReasonRetriesExhausted = "retries_exhausted"
 )
@@ -134,6 +144,10 @@ type Worker struct {
 	o    Options
 	log  *slog.Logger
 	rand sync.Mutex
+
+	// The stores whose records the worker applies: its own, then Options.AlsoApply.
+	store string
+	also  []string
 
 	// Owned by the reading goroutine: the decoder and the table grouping a fetch into waves.
 	dec   store.RecordDecoder
@@ -148,17 +162,45 @@ type Worker struct {
 	done     chan struct{}
 }
 
-// New returns a worker that applies the records consumer delivers through applier and writes
-// the records it cannot apply to deadLetter. The worker does not close the consumer or the
-// publisher: close them after Run returned.
-func New(consumer queue.Consumer, applier Applier, deadLetter queue.Publisher, opts *Options) (*Worker, error) {
+// New returns the worker of the store named storeName: it applies the records of that store (and
+// of Options.AlsoApply) that consumer delivers through applier, and writes the records it
+// cannot apply -- and those of any other store -- to deadLetter. When applier has a
+// Stores() []string method (*store.Service does), every store the worker applies must be
+// among them. The worker does not close the consumer or the publisher: close them after Run
+// returned.
+func New(storeName string, consumer queue.Consumer, applier Applier, deadLetter queue.Publisher, opts *Options) (*Worker, error) {
 	if consumer == nil || applier == nil || deadLetter == nil {
 		return nil, errors.New("worker: New needs a consumer, an applier and a dead-letter publisher")
 	}
+	if storeName == "" {
+		return nil, errors.New("worker: New needs the name of the store whose queue the worker consumes")
+	}
 	o := opts.withDefaults()
-	return &Worker{c: consumer, a: applier, dlq: deadLetter, o: o, log: o.Logger,
+	also := make([]string, 0, len(o.AlsoApply))
+	for _, name := range o.AlsoApply {
+		if name == "" {
+			return nil, errors.New("worker: Options.AlsoApply holds an empty store name")
+		}
+		if name != storeName && !slices.Contains(also, name) {
+			also = append(also, name)
+		}
+	}
+	if st, ok := applier.(interface{ Stores() []string }); ok {
+		configured := st.Stores()
+		for _, name := range append([]string{storeName}, also...) {
+			if !slices.Contains(configured, name) {
+				return nil, fmt.Errorf("worker: store %q is not configured in the applier, so its records could never be applied", name)
+			}
+		}
+	}
+	return &Worker{c: consumer, a: applier, dlq: deadLetter, o: o, log: o.Logger, store: storeName, also: also,
 		depth: addrTable{seed: maphash.MakeSeed()}, spare: make(chan *fetched, 2),
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// applies reports whether the worker applies the records of the named store.
+func (w *Worker) applies(store string) bool {
+	return store == w.store || slices.Contains(w.also, store)
 }
 
 // Run consumes until Stop is called or ctx ends. After Stop, it finishes the fetch in hand
@@ -274,7 +316,7 @@ type deadLetter struct {
 type fetched struct {
 	records int
 	waves   []wave       // len is the number of waves; beyond it, spare capacity
-	dead    []deadLetter // malformed messages
+	dead    []deadLetter // messages not applied: malformed, or of another store
 	err     error
 }
 
@@ -337,8 +379,9 @@ func (w *Worker) readAhead(ctx context.Context, out chan<- *fetched) {
 }
 
 // decode decodes a fetch and groups its records into dependency waves: the k-th record of an
-// address is in wave k. Malformed messages become dead letters. The records' documents share
-// the messages' memory: the worker holds every message until it finished it anyway.
+// address is in wave k. Malformed messages and records of stores the worker does not apply
+// become dead letters. The records' documents share the messages' memory: the worker holds
+// every message until it finished it anyway.
 func (w *Worker) decode(msgs []queue.Message) *fetched {
 	var f *fetched
 	select {
@@ -354,6 +397,13 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 			w.log.Warn("worker: malformed record", slog.String("topic", m.Topic), slog.Int("partition", int(m.Partition)),
 				slog.Int64("offset", m.Offset), slog.String("error", err.Error()))
 			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonMalformed, kind: store.KindInvalid.String()})
+			continue
+		}
+		if !w.applies(rec.Op.Addr.Store) {
+			w.log.Warn("worker: dead-lettering a record of a store this worker does not apply",
+				slog.String("record", rec.String()), slog.String("worker_store", w.store),
+				slog.String("topic", m.Topic), slog.Int("partition", int(m.Partition)), slog.Int64("offset", m.Offset))
+			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonOtherStore, kind: store.KindInvalid.String()})
 			continue
 		}
 		var wave0 []store.Record
@@ -427,7 +477,7 @@ func (t *addrTable) add(a *store.Address, wave0 []store.Record) int {
 }
 
 // process applies one fetch: each wave is applied -- with retries of the records that failed
-// retryably -- and its failures (and the fetch's malformed messages) dead-lettered before the
+// retryably -- and its failures (and the fetch's messages not applied) dead-lettered before the
 // next wave starts, so a record's mutations apply in their queue order and a poison record
 // holds up only the records after it, only until it is dead-lettered.
 func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
@@ -445,7 +495,7 @@ func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
 		stats.DeadLettered += len(dead)
 		dead = nil
 	}
-	if err := w.writeDeadLetters(ctx, dead); err != nil { // a fetch of malformed messages only
+	if err := w.writeDeadLetters(ctx, dead); err != nil { // a fetch of no record to apply
 		return stats, err
 	}
 	stats.DeadLettered += len(dead)

@@ -140,7 +140,7 @@ func (r *rig) worker(t testing.TB, opts *worker.Options) (stop func() error) {
 	if opts.BackoffBase == 0 {
 		opts.BackoffBase, opts.BackoffMax = time.Millisecond, 5*time.Millisecond
 	}
-	w, err := worker.New(c, r.svc, dlq, opts)
+	w, err := worker.New("m", c, r.svc, dlq, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +539,7 @@ func TestWorkerStopDrainsTheFetchInHand(t *testing.T) {
 	c, _ := r.b.Consumer(topic, group)
 	dlq, _ := r.b.Publisher(dlqTopic)
 	g := &gated{Applier: r.svc, entered: make(chan struct{}, 1), release: make(chan struct{})}
-	w, err := worker.New(c, g, dlq, nil)
+	w, err := worker.New("m", c, g, dlq, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,8 +575,118 @@ func TestWorkerStopDrainsTheFetchInHand(t *testing.T) {
 }
 
 func TestNewNeedsItsParts(t *testing.T) {
-	if _, err := worker.New(nil, nil, nil, nil); err == nil {
+	if _, err := worker.New("m", nil, nil, nil, nil); err == nil {
 		t.Fatal("New without a consumer, applier and dead-letter publisher succeeded")
+	}
+	r := newRig(t, nil, 1)
+	c, _ := r.b.Consumer(topic, group)
+	dlq, _ := r.b.Publisher(dlqTopic)
+	for name, c := range map[string]struct {
+		store string
+		opts  *worker.Options
+		want  string
+	}{
+		"no store":           {"", nil, "worker: New needs the name of the store whose queue the worker consumes"},
+		"unconfigured store": {"es", nil, `worker: store "es" is not configured in the applier, so its records could never be applied`},
+		"unconfigured also":  {"m", &worker.Options{AlsoApply: []string{"m", "es"}}, `worker: store "es" is not configured in the applier, so its records could never be applied`},
+		"empty also":         {"m", &worker.Options{AlsoApply: []string{""}}, "worker: Options.AlsoApply holds an empty store name"},
+	} {
+		_, err := worker.New(c.store, &struct{ queue.Consumer }{}, r.svc, dlq, c.opts)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: New = %v, want %q", name, err, c.want)
+		}
+	}
+	_ = c.Close()
+}
+
+// TestWorkerAppliesItsOwnStoreOnly: a record of another store on the worker's topic -- here
+// one for "es", a store of the same service that has no queue -- is dead-lettered with
+// reason other_store, never applied, while the records of the worker's store around it are;
+// listed in Options.AlsoApply, the same record is applied.
+func TestWorkerAppliesItsOwnStoreOnly(t *testing.T) {
+	for _, also := range []bool{false, true} {
+		t.Run(fmt.Sprintf("also_apply=%v", also), func(t *testing.T) {
+			b := memqueue.New(&memqueue.Options{Partitions: 1})
+			pub, err := b.Publisher(topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc, err := store.New(map[string]driver.Store{"m": memstore.New(), "es": memstore.New()}, &store.Options{
+				Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close(context.Background())
+			at := time.Now()
+			foreign := store.Address{Store: "es", Namespace: "ns", Dataset: "ds", Key: store.StringKey("k")}
+			var msgs []queue.Message
+			for i, op := range []store.Op{
+				store.Put(key("before"), jsonDoc(t, counter{N: 1})),
+				store.Put(foreign, jsonDoc(t, counter{N: 7})),
+				store.Put(key("after"), jsonDoc(t, counter{N: 2})),
+			} {
+				value := store.AppendRecord(nil, &store.Record{RequestID: "r", Index: i, AcceptedAt: at, Op: op}, "")
+				msgs = append(msgs, queue.Message{Key: store.RecordKey(op.Addr), Value: value})
+			}
+			if err := pub.Publish(context.Background(), msgs); err != nil {
+				t.Fatal(err)
+			}
+			c, _ := b.Consumer(topic, group)
+			dlq, _ := b.Publisher(dlqTopic)
+			opts := &worker.Options{BackoffBase: time.Millisecond}
+			if also {
+				opts.AlsoApply = []string{"es"}
+			}
+			w, err := worker.New("m", c, svc, dlq, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(context.Background()) }()
+			deadline := time.Now().Add(time.Minute) // a hang guard, not a speed assertion
+			for b.Committed(topic, group)[0] != int64(len(msgs)) {
+				if time.Now().After(deadline) {
+					t.Fatal("the worker did not commit the three records")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := w.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			_ = c.Close()
+			res, err := svc.Do(context.Background(), []store.Op{store.Read(key("before")), store.Read(foreign), store.Read(key("after"))}, store.WaitApplied)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantForeign := store.NotFound
+			if also {
+				wantForeign = store.Found
+			}
+			if res[0].Outcome != store.Found || res[1].Outcome != wantForeign || res[2].Outcome != store.Found {
+				t.Fatalf("after the worker: %v %v %v, want found, %v, found", res[0].Outcome, res[1].Outcome, res[2].Outcome, wantForeign)
+			}
+			dead := b.Messages(dlqTopic)
+			if also {
+				if len(dead) != 0 {
+					t.Fatalf("%d dead letters, want none", len(dead))
+				}
+				return
+			}
+			if len(dead) != 1 {
+				t.Fatalf("%d dead letters, want the record of store es", len(dead))
+			}
+			d := dead[0]
+			if header(d, worker.HeaderReason) != worker.ReasonOtherStore || header(d, worker.HeaderErrorKind) != "invalid" ||
+				header(d, worker.HeaderAttempts) != "0" || header(d, worker.HeaderOffset) != "1" {
+				t.Errorf("dead letter headers %q, want reason other_store, kind invalid, attempts 0, offset 1", d.Headers)
+			}
+			if string(d.Value) != string(msgs[1].Value) || string(d.Key) != string(msgs[1].Key) {
+				t.Error("the dead letter is not a copy of the record")
+			}
+		})
 	}
 }
 
@@ -590,7 +700,7 @@ func TestWorkerDeadLetterFailureStopsBeforeCommittingThePoison(t *testing.T) {
 	r.b.FailNext(memqueue.OpPublish, down)
 	c, _ := r.b.Consumer(topic, group)
 	dlq, _ := r.b.Publisher(dlqTopic)
-	w, err := worker.New(c, r.svc, dlq, &worker.Options{MaxAttempts: 2, BackoffBase: time.Millisecond})
+	w, err := worker.New("m", c, r.svc, dlq, &worker.Options{MaxAttempts: 2, BackoffBase: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
