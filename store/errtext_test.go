@@ -196,7 +196,8 @@ func TestOperationErrorTexts(t *testing.T) {
 		}
 		checkText(t, c.name, res[0].Err, c.want)
 	}
-	// A stale revision, from a record deleted since.
+	// A stale revision, from a record deleted since (earlier in the same request: the Service
+	// checks it against the state the delete left, in memory).
 	res, err := s.Do(ctx, []store.Op{store.Read(a)}, store.WaitApplied)
 	if err != nil || res[0].Err != nil {
 		t.Fatal(err, res[0].Err)
@@ -205,7 +206,7 @@ func TestOperationErrorTexts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkText(t, "stale revision", res[1].Err, `store: put main/ns/ds/"k": memstore: the record is not at the given revision`)
+	checkText(t, "stale revision", res[1].Err, `store: put main/ns/ds/"k": the record does not exist`)
 	// A Service without a queue for the store fails accepted-mode writes on their own.
 	plain, err := store.New(map[string]driver.Store{"main": memstore.New()}, nil)
 	if err != nil {
