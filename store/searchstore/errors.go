@@ -31,11 +31,18 @@ type BackendError struct {
 
 func (e *BackendError) Error() string {
 	var b strings.Builder
-	b.WriteString("status ")
-	b.WriteString(strconv.Itoa(e.Status))
+	if e.Status != 0 { // per-document errors of an _mget carry no status of their own
+		b.WriteString("status ")
+		b.WriteString(strconv.Itoa(e.Status))
+	}
 	if e.Type != "" {
-		b.WriteString(" ")
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
 		b.WriteString(e.Type)
+	}
+	if b.Len() == 0 {
+		b.WriteString("the server gave no reason")
 	}
 	for _, c := range e.CausedBy {
 		b.WriteString(", caused by ")
