@@ -167,6 +167,40 @@ func TestBridgeNumberClassification(t *testing.T) {
 			t.Errorf("%s: plain %v, want %v", c.lit, plain, c.plain)
 		}
 	}
-	// Plain numbers come back in shortest form: the same value, not always the same text.
-	wantDoc(t, newEngine(t, nil), identity, `{"a":1.50,"b":1e2,"c":2.5E-3,"d":1e21,"e":1e-7}`, `{}`, `{"a":1.5,"b":100,"c":0.0025,"d":1e21,"e":1e-07}`)
+	// Untouched numbers come back with their own text; numbers the program computes, moves or
+	// builds are written in shortest form.
+	e := newEngine(t, nil)
+	wantDoc(t, e, identity, `{"a":1.50,"b":1e2,"c":2.5E-3,"d":1e21,"e":1e-7}`, `{}`, `{"a":1.50,"b":1e2,"c":2.5E-3,"d":1e21,"e":1e-7}`)
+	wantDoc(t, e, fn(`return {a = current.a * 1, b = current.b + 0, c = {current.c}, e = -current.e}`),
+		`{"a":1.50,"b":1e2,"c":2.5E-3,"e":1e-7}`, `{}`, `{"a":1.5,"b":100,"c":[0.0025],"e":-1e-07}`)
+}
+
+// A number the program leaves in its place is written back with the text it was read with, so
+// 1.0 stays 1.0 and -0.0 stays -0.0 (MongoDB stores 1.0 as a double, 1 as an int32; the search
+// engines keep _source as written). The slot remembers the text while it holds the same
+// float64: assigning the same number keeps it, any other number (0 for -0.0 included) does not.
+func TestBridgeKeepsUntouchedNumberText(t *testing.T) {
+	e := newEngine(t, nil)
+	cur := `{"f":1.0,"z":-0.0,"n":1,"e":1e0,"k":1.5e3,"E":2E+2,"half":0.50,"m":-0,"big":9007199254740993,` +
+		`"arr":[1.0,-0.0,2,{"d":3.0e0}],"obj":{"x":10.0,"y":[0.10]}}`
+	wantDoc(t, e, fn(`current.n = current.n + 1 return current`), cur, `{}`,
+		`{"f":1.0,"z":-0.0,"n":2,"e":1e0,"k":1.5e3,"E":2E+2,"half":0.50,"m":-0,"big":9007199254740993,`+
+			`"arr":[1.0,-0.0,2,{"d":3.0e0}],"obj":{"x":10.0,"y":[0.10]}}`)
+	wantDoc(t, e, fn(`
+	  current.f = 1            -- the same number: still 1.0
+	  current.z = 0            -- +0 is another float64 than -0
+	  current.e = current.e + 1
+	  current.arr[1] = 2       -- another number in the slot
+	  current.obj.x = nil      -- gone
+	  current.copy = current.k -- a new slot: shortest form
+	  table.insert(current.obj.y, 1, 7)
+	  return current`), cur, `{}`,
+		`{"f":1.0,"z":0,"n":1,"e":2,"k":1.5e3,"E":2E+2,"half":0.50,"m":-0,"big":9007199254740993,`+
+			`"arr":[2,-0.0,2,{"d":3.0e0}],"obj":{"y":[7,0.1]},"copy":1500}`)
+	// A table moved elsewhere keeps its texts: they belong to the table's slots.
+	wantDoc(t, e, fn(`return {moved = current.obj, inc = incoming}`), cur, `{"v":5.0}`,
+		`{"inc":{"v":5.0},"moved":{"x":10.0,"y":[0.10]}}`)
+	// A repeated member name: the last value wins, with its own text.
+	wantDoc(t, e, identity, `{"a":1.0,"a":1}`, `{}`, `{"a":1}`)
+	wantDoc(t, e, identity, `{"a":1,"a":1.0}`, `{}`, `{"a":1.0}`)
 }

@@ -20,6 +20,10 @@ type decoder struct {
 	pos   int
 	depth int
 	what  string // "current document" or "incoming document", for errors
+	// lit is the text of the number value() just pushed when it is not the text the encoder
+	// would write for that number (1.0, -0.0, 1e3, 1.50), so its table slot can remember it;
+	// "" otherwise.
+	lit string
 }
 
 func (r *run) pushDocument(l *lua.State, data []byte, what string) *ProgramError {
@@ -59,11 +63,16 @@ func (d *decoder) value() *ProgramError {
 		return d.fail("unexpected end")
 	}
 	l := d.l
+	d.lit = ""
 	switch c := d.data[d.pos]; {
 	case c == '{':
-		return d.object()
+		err := d.object()
+		d.lit = ""
+		return err
 	case c == '[':
-		return d.array()
+		err := d.array()
+		d.lit = ""
+		return err
 	case c == '"':
 		s, err := d.str()
 		if err != nil {
@@ -102,6 +111,9 @@ func (d *decoder) value() *ProgramError {
 		if f, ok := numberValue(lit); ok {
 			d.r.charge(l, chargeNumber)
 			l.PushNumber(f)
+			if !canonicalNumber(lit, f) {
+				d.lit = lit
+			}
 		} else {
 			d.r.pushExact(l, lit)
 		}
@@ -155,6 +167,7 @@ func (d *decoder) object() *ProgramError {
 			if err := d.value(); err != nil {
 				return err
 			}
+			d.r.rememberLiteral(l, -3, numberSlot{name: k}, d.lit)
 			l.RawSet(-3) // a repeated name: the last one wins, as in encoding/json
 			d.space()
 			if d.pos < len(d.data) && d.data[d.pos] == ',' {
@@ -213,6 +226,7 @@ func (d *decoder) array() *ProgramError {
 				return err
 			}
 			d.r.charge(l, chargeSlot)
+			d.r.rememberLiteral(l, -2, numberSlot{index: i}, d.lit)
 			l.RawSetInt(-2, i)
 			d.space()
 			if d.pos < len(d.data) && d.data[d.pos] == ',' {

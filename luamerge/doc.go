@@ -22,7 +22,8 @@
 // current is the stored document as a table, or nil when there is no record; incoming is the
 // operation's document; context holds store, namespace, dataset, key, key_type ("string",
 // "int64", "bytes", "objectid"), time (when the store accepted the request, RFC 3339 in UTC,
-// the same on every attempt) and attempt (1 on the first run). The key is a string for string
+// the same on every attempt, truncated to the date-time precision of the record's backend --
+// milliseconds on MongoDB, see Date-times below) and attempt (1 on the first run). The key is a string for string
 // keys, the raw bytes for bytes keys, 24 hex digits for ObjectIDs and a number for int64 keys
 // (an exact number beyond ±2^53, see below).
 //
@@ -151,10 +152,16 @@
 //   - JSON null is json.null, a unique value distinct from nil: a member set to json.null is
 //     written as null, a member set to nil is absent. json.isnull(v) asks.
 //   - Numbers: a number float64 holds exactly enough to write the same value back, and whose
-//     magnitude is at most 2^53, is a Lua number (written back in shortest form, so 1.50
-//     becomes 1.5). Any other number -- an integer beyond ±2^53, or a decimal with more
-//     precision than float64 -- is an exact number: a userdata that keeps the literal and is
-//     written back bit for bit. Arithmetic on it raises an error instead of rounding; it
+//     magnitude is at most 2^53, is a Lua number. One the program leaves in its place -- the
+//     member or element it was decoded into still holds the same float64, -0 and 0 being
+//     different -- is written back with its own text, so 1.0 stays 1.0, -0.0 stays -0.0, 1e3
+//     stays 1e3 and 1.50 stays 1.50; that keeps its type on a backend that types numbers by
+//     their text (MongoDB stores 1.0 as a double, 1 as an int32) and its text where the text
+//     is what is stored (memstore, the search engines' _source). A number the program
+//     computes, builds or moves elsewhere is written in shortest form (1.5, 100, 1e-07), also
+//     when it came from a decoded one. Any other number -- an integer beyond ±2^53, or a
+//     decimal with more precision than float64 -- is an exact number: a userdata that keeps
+//     the literal and is written back bit for bit, wherever the program puts it. Arithmetic on it raises an error instead of rounding; it
 //     compares exactly (==, <, <=) with exact and plain numbers; tostring gives the literal,
 //     and .. concatenates it. json.number("12345678901234567890") makes one.
 //   - Key order: members of a decoded object are written in their original order, members the
@@ -166,6 +173,14 @@
 //     the result holds the same string there -- an untouched or copied-in-place date-time
 //     keeps its mark. A date-time moved to another place, or a new one, is marked only when
 //     the program wraps it: json.datetime(context.time) is written as the string and marked.
+//     What a backend keeps of a marked date-time: memstore the string as given; searchstore
+//     the string, exactly, in _source (a date field of the index mapping indexes it to the
+//     millisecond, a date_nanos field to the nanosecond), and it reads back unmarked;
+//     mongostore a BSON datetime, milliseconds in UTC, and it refuses a finer one. context.time
+//     is truncated to the record's backend precision (store.MergeContext.Time,
+//     driver.TimePrecisioner), so json.datetime(context.time) is stored exactly on every
+//     backend; a finer date-time built otherwise (json.datetime of a string with
+//     microseconds) fails the merge's write on MongoDB.
 //
 // Tables are read raw when they are written back: metatables (__index, __pairs, ...) never
 // run, and the program cannot make the bridge execute code.

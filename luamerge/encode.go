@@ -92,6 +92,10 @@ func (e *encoder) value(idx int) *ProgramError {
 	default:
 		return e.fail("is a " + lua.TypeNameOf(l, idx) + ", which JSON cannot hold")
 	}
+	return e.checkSize()
+}
+
+func (e *encoder) checkSize() *ProgramError {
 	if len(e.buf) > e.r.opts.MaxOutputBytes {
 		return &ProgramError{Kind: driver.KindTooLarge, Limit: limitOutputSize,
 			Reason: "the result is larger than " + strconv.Itoa(e.r.opts.MaxOutputBytes) + " bytes"}
@@ -150,12 +154,12 @@ func (e *encoder) table(idx int) *ProgramError {
 		if maxInt != ints {
 			return e.fail("is an array with holes (indexes must run 1..n)")
 		}
-		return e.array(idx, ints)
+		return e.array(idx, t, ints)
 	}
-	return e.object(idx, names, order)
+	return e.object(idx, t, names, order)
 }
 
-func (e *encoder) array(idx, n int) *ProgramError {
+func (e *encoder) array(idx int, t any, n int) *ProgramError {
 	l := e.l
 	e.buf = append(e.buf, '[')
 	for i := 1; i <= n; i++ {
@@ -164,7 +168,7 @@ func (e *encoder) array(idx, n int) *ProgramError {
 		}
 		e.path = append(e.path, pathToken{index: i - 1})
 		l.RawGetInt(idx, i)
-		err := e.value(l.Top())
+		err := e.member(t, numberSlot{index: i})
 		l.Pop(1)
 		e.path = e.path[:len(e.path)-1]
 		if err != nil {
@@ -177,7 +181,7 @@ func (e *encoder) array(idx, n int) *ProgramError {
 
 // object writes members in the decoded document's order, then members the program added,
 // sorted, so output is deterministic although Lua tables have no order.
-func (e *encoder) object(idx int, names, order []string) *ProgramError {
+func (e *encoder) object(idx int, t any, names, order []string) *ProgramError {
 	sort.Strings(names)
 	keys := names
 	if len(order) > 0 {
@@ -209,7 +213,7 @@ func (e *encoder) object(idx int, names, order []string) *ProgramError {
 		e.path = append(e.path, pathToken{key: k, index: -1})
 		l.PushString(k)
 		l.RawGet(idx)
-		err := e.value(l.Top())
+		err := e.member(t, numberSlot{name: k, index: 0})
 		l.Pop(1)
 		e.path = e.path[:len(e.path)-1]
 		if err != nil {
@@ -218,6 +222,17 @@ func (e *encoder) object(idx int, names, order []string) *ProgramError {
 	}
 	e.buf = append(e.buf, '}')
 	return nil
+}
+
+// member encodes the value on top of the stack, the slot of table t: with its decoded text when
+// the slot still holds the number it was decoded with (see numberSlot).
+func (e *encoder) member(t any, slot numberSlot) *ProgramError {
+	slot.t = t
+	if lit, ok := e.r.literal(e.l, slot, e.l.Top()); ok {
+		e.buf = append(e.buf, lit...)
+		return e.checkSize()
+	}
+	return e.value(e.l.Top())
 }
 
 // appendNumber writes f as encoding/json does: integers and moderate magnitudes in plain

@@ -38,9 +38,11 @@ type run struct {
 	// not return a function); it travels as a Lua error to the top.
 	failure *ProgramError
 
-	// JSON bridge state: which tables are arrays, and the key order of decoded objects.
-	arrays map[any]struct{}
-	order  map[any][]string
+	// JSON bridge state: which tables are arrays, the key order of decoded objects, and the
+	// decoded text of numbers whose text is not the one the encoder writes (see numberSlot).
+	arrays   map[any]struct{}
+	order    map[any][]string
+	literals map[numberSlot]numberText
 }
 
 // The registry slots of the bridge's values, past go-lua's own (main thread, globals).
@@ -146,7 +148,7 @@ func (r *run) charge(l *lua.State, n int64) {
 	if r.seen == nil {
 		r.seen = make(map[uintptr]struct{}, 256)
 	}
-	r.mem = measureVM(r.l, budget, r.seen, r.arrays, r.order)
+	r.mem = measureVM(r.l, budget, r.seen, r.arrays, r.order, r.literals)
 	if r.mem+n > budget || r.mem > budget-budget/8 {
 		r.trip(l, limitMemory, driver.KindTooLarge, "the program needed more than "+strconv.FormatInt(r.opts.MaxMemoryBytes, 10)+" bytes of memory")
 	}

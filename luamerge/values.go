@@ -41,6 +41,67 @@ func numberValue(lit string) (float64, bool) {
 	return f, sameDecimal(lit, strconv.FormatFloat(f, 'e', -1, 64))
 }
 
+// canonicalNumber reports whether lit is the text the encoder writes for f (appendNumber).
+func canonicalNumber(lit string, f float64) bool {
+	if isPlainInteger(lit) {
+		return true // plain numbers' integers are at most 2^53: written back digit for digit
+	}
+	var buf [32]byte
+	return string(appendNumber(buf[:0], f)) == lit
+}
+
+// A numberSlot is a member (name) or an element (index, from 1) of a table t. The bridge keeps
+// the decoded text of a number whose text is not the shortest form the encoder would write
+// (1.0, -0.0, 1e3, 1.50) by the slot it was decoded into: while the slot still holds that
+// number, the number is written back with its own text, so a value the program did not touch
+// keeps its spelling -- and with it its type on a backend that types numbers by their spelling
+// (MongoDB: 1.0 is a double, 1 an int32).
+type numberSlot struct {
+	t     any
+	name  string
+	index int
+}
+
+// numberText is a decoded number's text and the bits of the float64 it decoded to.
+type numberText struct {
+	bits uint64
+	text string
+}
+
+// rememberLiteral records lit, the text of the number on top of the stack, for the slot of the
+// table at idx the number is about to be stored in; an empty lit forgets the slot (a repeated
+// member name replaces an earlier value).
+func (r *run) rememberLiteral(l *lua.State, idx int, slot numberSlot, lit string) {
+	if lit == "" {
+		if len(r.literals) > 0 {
+			slot.t = l.ToValue(idx)
+			delete(r.literals, slot)
+		}
+		return
+	}
+	slot.t = l.ToValue(idx)
+	f, _ := l.ToNumber(-1)
+	r.charge(l, chargeEntry+chargeString+int64(len(lit)))
+	if r.literals == nil {
+		r.literals = make(map[numberSlot]numberText)
+	}
+	r.literals[slot] = numberText{bits: math.Float64bits(f), text: lit}
+}
+
+// literal returns the decoded text of the number at the absolute stack index idx when the slot
+// still holds the number it was decoded with (the same float64 bits: 0 and -0 differ).
+func (r *run) literal(l *lua.State, slot numberSlot, idx int) (string, bool) {
+	if len(r.literals) == 0 || l.TypeOf(idx) != lua.TypeNumber {
+		return "", false
+	}
+	n, ok := r.literals[slot]
+	if !ok {
+		return "", false
+	}
+	f, _ := l.ToNumber(idx)
+	return n.text, math.Float64bits(f) == n.bits
+}
+
 func isPlainInteger(s string) bool {
 	if strings.HasPrefix(s, "-") {
 		s = s[1:]

@@ -10,6 +10,11 @@
 // never reused, not even by a record that was deleted and created again. Every write is visible
 // when Write returns, so the visible completion mode costs nothing.
 //
+// Documents are kept as the JSON bytes given, with their date-time pointers: a read returns
+// exactly the text written, numbers and marked date-times included (any precision: the string
+// as given). The Store implements no driver.TimePrecisioner, so merge context times reach
+// programs at full (nanosecond) precision.
+//
 // # Deviations
 //
 // None known from the store contract. Each Read or Write call is atomic as a whole, which is

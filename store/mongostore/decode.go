@@ -23,6 +23,7 @@ type decoder struct {
 	times []string
 	meta  string
 	depth int
+	hints typeHints // the values whose BSON type their JSON text does not give back
 }
 
 // bsonTypeNames names the types a read refuses, for the error message.
@@ -33,11 +34,28 @@ var bsonTypeNames = map[byte]string{
 
 // decodeDocument renders the stored document raw (including _id and metadata) as JSON.
 func decodeDocument(raw []byte, meta string) (driver.Document, error) {
+	doc, _, err := decodeDocumentHints(raw, meta)
+	return doc, err
+}
+
+// decodeDocumentHints is decodeDocument that also returns the type hints of the document: the
+// pointers of the values whose JSON text the encoder would store as another BSON type (see
+// typeHints); nil when there are none, as for every document this adapter wrote.
+func decodeDocumentHints(raw []byte, meta string) (driver.Document, typeHints, error) {
 	d := decoder{out: make([]byte, 0, len(raw)+len(raw)/4), meta: meta}
 	if err := d.document(raw, true); err != nil {
-		return driver.Document{}, err
+		return driver.Document{}, nil, err
 	}
-	return driver.Document{JSON: d.out, Times: d.times}, nil
+	return driver.Document{JSON: d.out, Times: d.times}, d.hints, nil
+}
+
+// hint records that the value at the current path has BSON type t, which its JSON text does
+// not give back.
+func (d *decoder) hint(t byte) {
+	if d.hints == nil {
+		d.hints = make(typeHints)
+	}
+	d.hints[string(d.path)] = t
 }
 
 func (d *decoder) document(doc []byte, top bool) error {
@@ -178,11 +196,18 @@ func (d *decoder) value(t byte, v []byte) error {
 		d.out = strconv.AppendUint(d.out, uint64(binary.LittleEndian.Uint32(v)), 10)
 		d.out = append(d.out, "}}"...)
 	case bsonInt64:
-		d.out = strconv.AppendInt(d.out, int64(binary.LittleEndian.Uint64(v)), 10)
+		n := int64(binary.LittleEndian.Uint64(v))
+		d.out = strconv.AppendInt(d.out, n, 10)
+		if n >= math.MinInt32 && n <= math.MaxInt32 {
+			d.hint(bsonInt64) // its text is an int32's
+		}
 	case bsonDecimal128:
 		lo, hi := binary.LittleEndian.Uint64(v), binary.LittleEndian.Uint64(v[8:])
 		if s, ok := decimalJSON(hi, lo); ok {
 			d.out = append(d.out, s...)
+			if !decimalTextKeepsType(s, hi, lo) {
+				d.hint(bsonDecimal128)
+			}
 			break
 		}
 		switch {

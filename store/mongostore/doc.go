@@ -31,13 +31,34 @@
 //     BSON datetimes. A string that merely looks like a date stays a string. Reads turn every
 //     BSON datetime back into an RFC 3339 string and mark its pointer.
 //   - Integers (no fraction, no exponent) become int32 when they fit, int64 when they fit that.
+//     "-0" is the exception: it becomes the double -0.0, so that its sign survives.
 //   - Other numbers become doubles when the shortest form of the nearest double is the same
-//     decimal value (0.1, 2.5e-8, 1e300; 5.0 and -0 too, as doubles), and Decimal128 otherwise
-//     (integers beyond int64, more digits than a double keeps, exponents beyond a double's
-//     range), keeping the literal's own digits when they fit. A number that needs more than 34
-//     significant digits has no exact BSON form and is refused (KindInvalid).
-//   - Reads write int32 and int64 as integers, doubles always with a fraction or an exponent
-//     (5.0, 1e+21) so that they come back as doubles, and Decimal128 as its exact decimal.
+//     decimal value (0.1, 2.5e-8, 1e300; 1.0, 1e0, 1.5e3 and -0.0 too, as doubles), and
+//     Decimal128 otherwise (integers beyond int64, more digits than a double keeps, exponents
+//     beyond a double's range), keeping the literal's own digits when they fit. A number that
+//     needs more than 34 significant digits has no exact BSON form and is refused (KindInvalid).
+//   - Reads write int32 and int64 as integers, doubles in shortest form always with a fraction
+//     or an exponent (1.0, -0.0, 1500.0, 0.000001, 1e-7, 1e+21, -1e+300) so that they come back
+//     as the same double, and Decimal128 as its exact decimal. Every int32, every double, every
+//     int64 beyond the int32 range and every Decimal128 the rules above would store as a
+//     Decimal128 again is thus written back as the same BSON value, bit for bit.
+//   - Two kinds of values only other applications write have no JSON text of their own under
+//     these rules: an int64 within the int32 range (5 reads as 5, which is stored as an int32),
+//     and a Decimal128 whose text the rules would not store as that same Decimal128 (5, 1.50
+//     or 0.1 become an int32 and doubles). Reads remember the JSON Pointers of such values,
+//     with the revision read, for the last reads of each record (a bounded cache: 4 MiB in all,
+//     oldest records out first; a record that needs more is not remembered). A put conditioned
+//     on that revision (IfRevision: the write of a merge, or of any read-modify-write through
+//     the same Store) stores a number at such a pointer with the type the read found whenever
+//     that type holds it exactly -- an int64 for an integer within int64 except -0, a
+//     Decimal128 for a number of at most 34 significant digits within its exponent range --
+//     whether or not the number changed; any other value there follows the rules above. So an
+//     int64 counter another application keeps stays an int64 through merges that increment
+//     it, and its untouched Decimal128 prices stay Decimal128s. Unconditional and if-absent
+//     puts, puts conditioned on a revision this Store did not read (another process, a
+//     forgotten entry) and values at other pointers follow the rules above alone. The pointer
+//     is the value's position: a value moved to another member or array index is stored by
+//     the rules.
 //   - BSON types JSON lacks are read as MongoDB Extended JSON v2 objects in canonical form --
 //     {"$oid": ...}, {"$binary": {"base64": ..., "subType": ...}}, {"$timestamp": ...},
 //     {"$regularExpression": ...}, {"$minKey": 1}, {"$maxKey": 1}, and {"$numberDouble": ...}
@@ -114,11 +135,14 @@
 // replaceOnes, and no request the adapter sends has more than one update statement; without
 // it, a Write with more than about 100 unconditional puts to one collection hangs FerretDB 1.24
 // (the test server's relay refuses update commands of more than 50 statements instead, which
-// fails those puts with KindInvalid, nothing applied). FerretDB also cannot store Decimal128, NaN, infinities, MinKey or MaxKey (some of them
-// make it drop the connection), so documents needing them are refused as KindInvalid before
-// sending. Without the option, a bulk reply that does not account for every put is reported as
-// KindInternal (the put may or may not have been applied), never as a guessed outcome. FerretDB
-// also stores -0.0 as 0.0, scans the whole collection for an $in (a multi-record read costs a
+// fails those puts with KindInvalid, nothing applied). FerretDB also cannot store Decimal128, NaN,
+// infinities, MinKey or MaxKey (some of them make it drop the connection), and stores the double
+// -0.0 as 0.0, so with the option documents needing them -- -0.0 and -0 included, at any depth
+// -- are refused as KindInvalid before sending rather than changed. (Lua arithmetic can yield
+// -0, as in 0 * -1; a program for FerretDB adds 0 to such a result, -0 + 0 being 0.) Without
+// the option, a bulk reply that does not account for every put is reported as KindInternal (the
+// put may or may not have been applied), never as a guessed outcome, and -0.0 silently becomes
+// 0.0. FerretDB also scans the whole collection for an $in (a multi-record read costs a
 // collection scan there), refuses '$'-prefixed and dotted member names at every level, and
 // its filtered updates are atomic only behind a relay that serializes writes (tools/ferretdb).
 //
@@ -127,14 +151,21 @@
 //   - Date-times: BSON datetimes keep milliseconds since the epoch and no offset. A marked
 //     date-time finer than a millisecond is refused (KindInvalid); an offset is folded into UTC,
 //     so "2026-01-01T01:00:00+01:00" reads back as "2026-01-01T00:00:00Z" (the same instant),
-//     and fractions lose trailing zeros (".100Z" reads back as ".1Z").
+//     and fractions lose trailing zeros (".100Z" reads back as ".1Z"). Store implements
+//     driver.TimePrecisioner with time.Millisecond, so the Service truncates the times it hands
+//     to merge programs (MergeContext.Time, luamerge's context.time) to the millisecond, and a
+//     program's json.datetime(context.time) is stored exactly and reads back as the same
+//     instant, marked. Date-times in documents given to puts are not truncated: a finer one is
+//     refused as above.
 //   - Documents the store contract accepts but BSON cannot hold, or that would collide with the
 //     adapter's own fields, are refused (see Documents): a top-level _id, '$'-prefixed or
 //     metadata-named member, NUL in a member name, duplicate member names, lone surrogates,
 //     nesting beyond 100 levels, numbers beyond 34 significant digits, BSON over 16 MiB.
-//   - Numbers keep their value but not always their spelling: 1E2 reads back as 100.0, a
-//     Decimal128 may read back in exponent form. A Decimal128 (or int64) another application
-//     stored is written back as a double (or int32) when that type holds the value exactly.
+//   - Numbers keep their value and their BSON type but not always their spelling: 1E2 reads
+//     back as 100.0, 2.50 as 2.5, a Decimal128 may read back in exponent form. An int64 within
+//     the int32 range or a Decimal128 another application stored keeps its type only through
+//     writes conditioned on a revision this Store read (see Documents); any other write stores
+//     it as an int32 or a double when that type holds the value exactly.
 //   - Legacy records: a write conditioned on the legacy revision applies to whatever record
 //     without the metadata field holds that _id, so a record another application deletes and
 //     inserts again between a read and a write is not detected. Records written through the

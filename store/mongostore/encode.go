@@ -24,12 +24,15 @@ type encoder struct {
 	pos   int
 	out   []byte
 	times map[string]bool // marked pointers, nil when there are none
-	path  []byte          // RFC 6901 pointer of the value being encoded (only kept when times != nil)
+	path  []byte          // RFC 6901 pointer of the value being encoded (only kept when times or hints != nil)
 	found int             // marked pointers met so far
 	depth int
 	meta  string // the metadata field name, reserved at the top level
 	// ferret refuses the values FerretDB 1.x cannot store (see Options.FerretDB).
 	ferret bool
+	// hints are the BSON types a read found at pointers where the JSON text alone does not
+	// give that type back (see typeHints); nil when the write has none.
+	hints typeHints
 }
 
 func invalid(msg string) error { return driver.NewError(driver.KindInvalid, "mongostore: "+msg, nil) }
@@ -39,10 +42,15 @@ var errSyntax = invalid("document is not valid JSON")
 // encodeBody returns the BSON elements (no length prefix or terminator) of the JSON object
 // doc.JSON. Member names and values never appear in its errors.
 func encodeBody(doc driver.Document, meta string, ferret bool, dst []byte) ([]byte, error) {
+	return encodeBodyHinted(doc, meta, ferret, nil, dst)
+}
+
+// encodeBodyHinted is encodeBody with the type hints of the read the write is conditioned on.
+func encodeBodyHinted(doc driver.Document, meta string, ferret bool, hints typeHints, dst []byte) ([]byte, error) {
 	if !utf8.Valid(doc.JSON) {
 		return nil, invalid("document is not valid UTF-8")
 	}
-	e := encoder{src: doc.JSON, out: dst, meta: meta, ferret: ferret, depth: 1}
+	e := encoder{src: doc.JSON, out: dst, meta: meta, ferret: ferret, depth: 1, hints: hints}
 	if len(doc.Times) > 0 {
 		e.times = make(map[string]bool, len(doc.Times))
 		for _, p := range doc.Times {
@@ -51,6 +59,9 @@ func encodeBody(doc driver.Document, meta string, ferret bool, dst []byte) ([]by
 			}
 			e.times[p] = true
 		}
+	}
+	if len(e.hints) == 0 {
+		e.hints = nil
 	}
 	e.skipSpace()
 	if e.pos >= len(e.src) || e.src[e.pos] != '{' {
@@ -156,7 +167,7 @@ func (e *encoder) members(top bool) (objectInfo, error) {
 		}
 		e.pos++
 		mark := len(e.path)
-		if e.times != nil {
+		if e.times != nil || e.hints != nil {
 			e.path = append(e.path, '/')
 			e.path = appendPointerToken(e.path, e.out[keyStart:keyStart+len(key)])
 		}
@@ -193,7 +204,7 @@ func (e *encoder) elements() error {
 		e.out = strconv.AppendInt(e.out, int64(i), 10)
 		e.out = append(e.out, 0)
 		mark := len(e.path)
-		if e.times != nil {
+		if e.times != nil || e.hints != nil {
 			e.path = append(e.path, '/')
 			e.path = strconv.AppendInt(e.path, int64(i), 10)
 		}
@@ -444,15 +455,35 @@ func (e *encoder) number(typePos int) error {
 		}
 	}
 	lit := string(e.src[start:e.pos])
+	if e.hints != nil {
+		if t, ok := e.hints[string(e.path)]; ok {
+			if out, ok := appendHinted(e.out, typePos, t, lit, integer); ok {
+				e.out = out
+				return nil
+			}
+		}
+	}
+	valStart := len(e.out)
 	var err error
 	e.out, err = appendNumber(e.out, typePos, lit, integer)
-	if err == nil && e.ferret && e.out[typePos] == bsonDecimal128 {
-		return errFerretDecimal
+	if err == nil && e.ferret {
+		switch {
+		case e.out[typePos] == bsonDecimal128:
+			return errFerretDecimal
+		case e.out[typePos] == bsonDouble && binary.LittleEndian.Uint64(e.out[valStart:]) == negativeZero:
+			return errFerretNegativeZero
+		}
 	}
 	return err
 }
 
-var errFerretDecimal = invalid("a number needs Decimal128 to be stored exactly, and FerretDB 1.x has no Decimal128")
+var (
+	errFerretDecimal      = invalid("a number needs Decimal128 to be stored exactly, and FerretDB 1.x has no Decimal128")
+	errFerretNegativeZero = invalid("a number is -0 (the double -0.0), and FerretDB 1.x stores it as 0.0")
+)
+
+// negativeZero is the bit pattern of the double -0.0.
+const negativeZero = 1 << 63
 
 // appendNumber appends the BSON value of the JSON number lit and sets its type at out[typePos].
 func appendNumber(out []byte, typePos int, lit string, integer bool) ([]byte, error) {

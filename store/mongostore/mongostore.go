@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -53,12 +54,19 @@ type Store struct {
 
 	closed atomic.Bool
 	randMu sync.Mutex
+	hints  hintCache // the BSON types of recent reads' values their JSON text does not give back
 }
 
 var (
 	_ driver.Store            = (*Store)(nil)
 	_ driver.AddressValidator = (*Store)(nil)
+	_ driver.TimePrecisioner  = (*Store)(nil)
 )
+
+// TimePrecision implements driver.TimePrecisioner: BSON datetimes keep milliseconds, so the
+// portable layer truncates merge context times to the millisecond and a program's
+// json.datetime(context.time) is stored exactly.
+func (s *Store) TimePrecision() time.Duration { return time.Millisecond }
 
 // New returns a Store over client, which the caller has connected (mongo.Connect) and keeps
 // owning unless Options.DisconnectOnClose is set.
@@ -162,11 +170,12 @@ func (s *Store) readCollection(ctx context.Context, c collName, idx []int, addrs
 			out[i] = driver.ReadResult{Err: err}
 			continue
 		}
-		doc, err := decodeDocument(raw, s.opts.MetadataField)
+		doc, hints, err := decodeDocumentHints(raw, s.opts.MetadataField)
 		if err != nil {
 			out[i] = driver.ReadResult{Err: err}
 			continue
 		}
+		s.hints.record(c.ns, c.ds, k, rev, hints)
 		out[i] = driver.ReadResult{Found: true, Doc: doc, Revision: rev}
 	}
 	if err := cur.Err(); err != nil {

@@ -143,7 +143,13 @@ func (s *Store) prepare(i int, w driver.Write, tokens *[]byte) (*request, error)
 			r.kind = kindReplace
 			r.filter = filterFor(w.Addr.Key, meta, rev)
 		}
-		buf, err := encodeBody(w.Doc, meta, s.opts.FerretDB, buf)
+		var hints typeHints
+		if rev != nil {
+			// A read-modify-write: values keep the BSON types its read found where their JSON
+			// text alone would give another type (typeHints).
+			hints = s.hints.lookup(w.Addr.Namespace, w.Addr.Dataset, w.Addr.Key, w.Cond.Revision)
+		}
+		buf, err := encodeBodyHinted(w.Doc, meta, s.opts.FerretDB, hints, buf)
 		if err != nil {
 			return nil, err
 		}

@@ -90,7 +90,11 @@
 // # Deviations
 //
 //   - Date-time pointers are not stored: a read returns the date-time values as the strings
-//     they are, with no pointers (the conformance harness declares PlainTimes).
+//     they are, with no pointers (the conformance harness declares PlainTimes). The string
+//     itself is kept exactly in _source, whatever its precision; what searches see depends on
+//     the index mapping: a date field indexes the instant to the millisecond, a date_nanos
+//     field to the nanosecond. The Store implements no driver.TimePrecisioner, so merge context
+//     times (luamerge's context.time) keep their nanoseconds in _source.
 //   - A document whose JSON has line breaks between tokens is stored with each line feed
 //     replaced by a space: _bulk bodies are one document per line. The JSON value is unchanged.
 //   - The namespace is not part of the stored identity: two addresses that differ only in
