@@ -160,6 +160,9 @@ type AddressValidator interface {
 // than nanoseconds (BSON datetimes keep milliseconds). The portable layer truncates the times it
 // hands to merge programs for this store (MergeContext.Time) to that precision, so a program
 // that stamps a record with its context time writes a value the backend keeps exactly.
+//
+// A wrapper around an adapter hides its optional interfaces (AddressValidator,
+// TimePrecisioner) unless it forwards them.
 type TimePrecisioner interface {
 	TimePrecision() time.Duration
 }

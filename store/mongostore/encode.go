@@ -33,6 +33,8 @@ type encoder struct {
 	// hints are the BSON types a read found at pointers where the JSON text alone does not
 	// give that type back (see typeHints); nil when the write has none.
 	hints typeHints
+	// applied are the hints the document's values took (a value whose type a hint kept).
+	applied typeHints
 }
 
 func invalid(msg string) error { return driver.NewError(driver.KindInvalid, "mongostore: "+msg, nil) }
@@ -42,20 +44,22 @@ var errSyntax = invalid("document is not valid JSON")
 // encodeBody returns the BSON elements (no length prefix or terminator) of the JSON object
 // doc.JSON. Member names and values never appear in its errors.
 func encodeBody(doc driver.Document, meta string, ferret bool, dst []byte) ([]byte, error) {
-	return encodeBodyHinted(doc, meta, ferret, nil, dst)
+	out, _, err := encodeBodyHinted(doc, meta, ferret, nil, dst)
+	return out, err
 }
 
-// encodeBodyHinted is encodeBody with the type hints of the read the write is conditioned on.
-func encodeBodyHinted(doc driver.Document, meta string, ferret bool, hints typeHints, dst []byte) ([]byte, error) {
+// encodeBodyHinted is encodeBody with the type hints of the read the write is conditioned on;
+// it also returns the hints the document's values took, which hold for the record it writes.
+func encodeBodyHinted(doc driver.Document, meta string, ferret bool, hints typeHints, dst []byte) ([]byte, typeHints, error) {
 	if !utf8.Valid(doc.JSON) {
-		return nil, invalid("document is not valid UTF-8")
+		return nil, nil, invalid("document is not valid UTF-8")
 	}
 	e := encoder{src: doc.JSON, out: dst, meta: meta, ferret: ferret, depth: 1, hints: hints}
 	if len(doc.Times) > 0 {
 		e.times = make(map[string]bool, len(doc.Times))
 		for _, p := range doc.Times {
 			if p == "" || p[0] != '/' {
-				return nil, invalid("date-time pointer " + strconv.Quote(p) + " is not a JSON Pointer to a member")
+				return nil, nil, invalid("date-time pointer " + strconv.Quote(p) + " is not a JSON Pointer to a member")
 			}
 			e.times[p] = true
 		}
@@ -65,20 +69,20 @@ func encodeBodyHinted(doc driver.Document, meta string, ferret bool, hints typeH
 	}
 	e.skipSpace()
 	if e.pos >= len(e.src) || e.src[e.pos] != '{' {
-		return nil, invalid("document is not a JSON object")
+		return nil, nil, invalid("document is not a JSON object")
 	}
 	e.pos++
 	if _, err := e.members(true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e.skipSpace()
 	if e.pos != len(e.src) {
-		return nil, errSyntax
+		return nil, nil, errSyntax
 	}
 	if e.found != len(e.times) {
-		return nil, invalid("a date-time pointer names no value in the document")
+		return nil, nil, invalid("a date-time pointer names no value in the document")
 	}
-	return e.out, nil
+	return e.out, e.applied, nil
 }
 
 func (e *encoder) skipSpace() {
@@ -459,6 +463,10 @@ func (e *encoder) number(typePos int) error {
 		if t, ok := e.hints[string(e.path)]; ok {
 			if out, ok := appendHinted(e.out, typePos, t, lit, integer); ok {
 				e.out = out
+				if e.applied == nil {
+					e.applied = make(typeHints, len(e.hints))
+				}
+				e.applied[string(e.path)] = t
 				return nil
 			}
 		}

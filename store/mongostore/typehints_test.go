@@ -46,7 +46,7 @@ func reencode(t *testing.T, raw []byte, hinted bool) ([]byte, string) {
 		hints = nil
 	}
 	buf := appendID(make([]byte, 4), driver.NewStringKey("k"))
-	buf, err = encodeBodyHinted(doc, testMeta, false, hints, buf)
+	buf, _, err = encodeBodyHinted(doc, testMeta, false, hints, buf)
 	if err != nil {
 		t.Fatalf("encode %s: %v", doc.JSON, err)
 	}
@@ -171,7 +171,7 @@ func TestTypeHintsKeepTypesJSONCannotTell(t *testing.T) {
 	enc := func(js string) bson.Raw {
 		t.Helper()
 		buf := appendID(make([]byte, 4), driver.NewStringKey("k"))
-		buf, err := encodeBodyHinted(driver.Document{JSON: []byte(js)}, testMeta, false, hints, buf)
+		buf, _, err := encodeBodyHinted(driver.Document{JSON: []byte(js)}, testMeta, false, hints, buf)
 		if err != nil {
 			t.Fatalf("%s: %v", js, err)
 		}

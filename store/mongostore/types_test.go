@@ -212,6 +212,20 @@ func TestMergeKeepsOtherApplicationsTypes(t *testing.T) {
 			t.Fatalf("merge %d wrote no revision: %v", round, err)
 		}
 	}
+	// The Service starts a later round from the revision its own write returned, not from a
+	// read (a read queued behind a write is answered by the write): the types hold for it too.
+	res, err := s.Do(ctxFor(t), []store.Op{
+		store.Merge(at, incrementN, store.Document{JSON: []byte(`{}`)}),
+		store.Read(at),
+		store.Merge(at, incrementN, store.Document{JSON: []byte(`{}`)}),
+	}, store.WaitApplied)
+	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
+		t.Fatalf("merge, read, merge: %v %+v", err, res)
+	}
+	raw := rawDoc(t, coll, "r")
+	wantInt(t, raw, bson.TypeInt64, 14, "n")
+	wantInt(t, raw, bson.TypeInt64, 5, "small")
+	wantInt(t, raw, bson.TypeInt64, 0, "list", "2", "deep")
 	// An unconditional put has no read behind it: the ordinary rule applies.
 	if p := do(t, s, store.Put(at, store.Document{JSON: []byte(`{"small":5}`)})); p.Err != nil {
 		t.Fatal(p.Err)

@@ -23,6 +23,9 @@ type request struct {
 	filter []byte // upsert, replace, delete: which record (and at which revision)
 	doc    []byte // upsert, replace: the replacement; insert: the document with its _id
 	token  []byte // puts: the revision token stored with the document
+	// replace: the type hints the document took, kept for its new revision (typeHints)
+	ns, ds string
+	hints  typeHints
 }
 
 type collGroup struct {
@@ -149,9 +152,12 @@ func (s *Store) prepare(i int, w driver.Write, tokens *[]byte) (*request, error)
 			// text alone would give another type (typeHints).
 			hints = s.hints.lookup(w.Addr.Namespace, w.Addr.Dataset, w.Addr.Key, w.Cond.Revision)
 		}
-		buf, err := encodeBodyHinted(w.Doc, meta, s.opts.FerretDB, hints, buf)
+		buf, applied, err := encodeBodyHinted(w.Doc, meta, s.opts.FerretDB, hints, buf)
 		if err != nil {
 			return nil, err
+		}
+		if applied != nil {
+			r.ns, r.ds, r.hints = w.Addr.Namespace, w.Addr.Dataset, applied
 		}
 		buf = appendMeta(buf, meta, r.token)
 		buf = append(buf, 0)
@@ -301,7 +307,13 @@ func (s *Store) single(ctx context.Context, coll *mongo.Collection, r *request) 
 		if res.MatchedCount == 0 {
 			return driver.WriteResult{Err: driver.NewError(driver.KindConflict, "mongostore: the record is not at the given revision", nil)}
 		}
-		return driver.WriteResult{Outcome: driver.Updated, Revision: tokenRevision(r.token)}
+		rev := tokenRevision(r.token)
+		if r.hints != nil {
+			// The next read-modify-write may start from this write's revision rather than a
+			// read (the Service remembers what it wrote): the types the values kept hold for it.
+			s.hints.record(r.ns, r.ds, r.key, rev, r.hints)
+		}
+		return driver.WriteResult{Outcome: driver.Updated, Revision: rev}
 	case r.cond == driver.IfAbsent:
 		// A delete that requires absence deletes nothing: it only checks.
 		err := coll.FindOne(ctx, bson.Raw(r.filter), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()

@@ -218,3 +218,19 @@ func parallel(n int, f func(i int)) {
 type unclosable struct{ driver.Store }
 
 func (unclosable) Close(context.Context) error { return nil }
+
+// ValidateAddress and TimePrecision forward the adapter's optional capabilities, which an
+// embedded interface would hide.
+func (u unclosable) ValidateAddress(a driver.Address) error {
+	if v, ok := u.Store.(driver.AddressValidator); ok {
+		return v.ValidateAddress(a)
+	}
+	return nil
+}
+
+func (u unclosable) TimePrecision() time.Duration {
+	if p, ok := u.Store.(driver.TimePrecisioner); ok {
+		return p.TimePrecision()
+	}
+	return 0
+}
