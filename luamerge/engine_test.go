@@ -51,7 +51,8 @@ func TestMergeSeesContext(t *testing.T) {
 	}
 }
 
-// Errors name the record and the program line, and never carry document contents.
+// Errors carry the record (ProgramError.Addr) and name the program line, and never carry
+// document contents.
 func TestErrorsCarryLineAndAddressNotContents(t *testing.T) {
 	e := newEngine(t, nil)
 	secret := `{"password":"hunter2-secret","n":{"deep":"also-secret"}}`
@@ -67,7 +68,13 @@ func TestErrorsCarryLineAndAddressNotContents(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := mergeJSON(t, e, c.program, secret, secret)
-			pe := checkFail(t, err, store.ErrInvalid, testAddr.String())
+			pe := checkFail(t, err, store.ErrInvalid, "lua merge program")
+			if pe.Addr != testAddr {
+				t.Errorf("error for %v, want the record %v", pe.Addr, testAddr)
+			}
+			if strings.Contains(err.Error(), testAddr.String()) {
+				t.Errorf("the message names the address, which the store's error around it names already: %v", err)
+			}
 			if c.line > 0 && pe.Line != c.line {
 				t.Errorf("line %d, want %d: %v", pe.Line, c.line, err)
 			}

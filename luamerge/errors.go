@@ -40,11 +40,10 @@ type ProgramError struct {
 	Reason string
 }
 
+// Error names the line and the reason, not Addr: the store's own error around it names the
+// address once (and a caller of Engine.Merge knows which record it passed).
 func (e *ProgramError) Error() string {
 	s := "lua merge program"
-	if e.Addr != (store.Address{}) {
-		s += " for " + e.Addr.String()
-	}
 	if e.Line > 0 {
 		s += ", line " + strconv.Itoa(e.Line)
 	}
