@@ -17,5 +17,8 @@
 // # Errors
 //
 // Failures are *Error values classified by Kind; Retryable tells the caller whether to try
-// again. Error messages name topics, never message contents or credentials.
+// again. A failed message of a Publish is either not written (Unavailable and the other kinds)
+// or of unknown outcome (OutcomeUnknown: sent, unanswered within the publisher's bound; it may
+// have been written and may still be). Publish answers within its implementation's bound even
+// when a broker hangs. Error messages name topics, never message contents or credentials.
 package queue

@@ -32,8 +32,12 @@ type Message struct {
 // (for Kafka: by all in-sync replicas). Messages with equal keys land in one partition and are
 // delivered in the order of the msgs slice, and of successive Publish calls that did not
 // overlap in time. On failure Publish returns a *PublishError naming each message that is
-// not known to be written; such a message may still have been written (at-least-once), so a
-// caller that retries it may cause a duplicate, never a loss.
+// not known to be written, each with a classified error. Kind OutcomeUnknown says the message
+// may have been written (it was sent and no answer came in time) and may still be, later; a
+// caller that retries it may cause a duplicate, never a loss. The other kinds say it was not
+// written, as far as the publisher can tell (an implementation that cannot tell reports
+// OutcomeUnknown). An implementation bounds how long Publish waits (kafkaqueue: its
+// DeliveryTimeout), whatever the broker does.
 type Publisher interface {
 	Publish(ctx context.Context, msgs []Message) error
 	// Close waits for messages in flight and releases the publisher.
@@ -81,9 +85,13 @@ const (
 	Denied
 	// Internal: anything else.
 	Internal
+	// OutcomeUnknown: the message was handed to the queue and no answer came within the
+	// publisher's bound (a hung broker, a context that ended while it was in flight), so it may
+	// have been written, and may still be written later. Retrying may write it twice.
+	OutcomeUnknown
 )
 
-var kindNames = [...]string{"", "unavailable", "not_found", "invalid", "denied", "internal"}
+var kindNames = [...]string{"", "unavailable", "not_found", "invalid", "denied", "internal", "outcome_unknown"}
 
 func (k Kind) String() string {
 	if k != 0 && int(k) < len(kindNames) {
@@ -118,12 +126,17 @@ func KindOf(err error) Kind {
 	return Internal
 }
 
-// Retryable reports whether retrying the failed call later may succeed.
-func Retryable(err error) bool { return KindOf(err) == Unavailable }
+// Retryable reports whether retrying the failed call later may succeed: Unavailable, and
+// OutcomeUnknown (whose retry may write a message twice, which at-least-once delivery allows).
+func Retryable(err error) bool {
+	k := KindOf(err)
+	return k == Unavailable || k == OutcomeUnknown
+}
 
 // PublishError reports which messages of a Publish call are not known to be written.
 type PublishError struct {
-	// Errs has one entry per message of the call: nil for a message durably written.
+	// Errs has one entry per message of the call: nil for a message durably written, else its
+	// failure (KindOf OutcomeUnknown: it may have been written).
 	Errs []error
 }
 
@@ -137,7 +150,7 @@ func (e *PublishError) Error() string {
 			n++
 		}
 	}
-	return fmt.Sprintf("queue: %d of %d messages not written; first: %v", n, len(e.Errs), first)
+	return fmt.Sprintf("queue: %d of %d messages not known to be written; first: %v", n, len(e.Errs), first)
 }
 
 // Unwrap returns the failures, so errors.Is and errors.As see each of them.

@@ -27,9 +27,10 @@
 //
 // Every failure is a [*Error] of one closed set of kinds, checked with errors.Is against
 // [ErrNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
-// [ErrUnavailable] (the only retryable kind, reported only when the operation cannot have taken
-// effect), [ErrCanceled] and [ErrInternal]; the backend's own error stays reachable with
-// errors.As. A request with any malformed operation is refused whole, before anything is
+// [ErrUnavailable] (retryable, reported only when the operation cannot have taken effect),
+// [ErrOutcomeUnknown] (retryable, but the operation may have taken effect, and may still: a
+// retry may apply it twice), [ErrCanceled] and [ErrInternal]; ErrorKind.Retryable is true for
+// the two retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
 // written, with a [*RequestError] naming each bad operation.
 //
 // # Ordering and concurrency
@@ -111,9 +112,13 @@
 // in one Publish call, bypassing the coalescer (the publisher batches). The request is
 // validated first, as in every mode: a malformed operation refuses it whole and nothing is
 // published. An operation then comes back Accepted once the queue acknowledged it durably,
-// or fails on its own: [ErrUnavailable] when the queue could not take it (retryable; a retry
-// may enqueue it twice, which at-least-once delivery allows anyway), [ErrInvalid] when the
-// queue refused it (too large). A store without a queue fails accepted-mode writes with
+// or fails on its own: [ErrUnavailable] when the queue could not take it (retryable: it was
+// not enqueued), [ErrOutcomeUnknown] when it was handed to the queue and no answer came
+// within the publisher's bound (kafkaqueue: Config.DeliveryTimeout, also when a broker hangs)
+// or before ctx ended -- it may have been enqueued, and may still be, after the call returned
+// (retryable; a retry may enqueue it twice, which at-least-once delivery allows anyway) --
+// and [ErrInvalid] when the queue refused it (too large). Every accepted-mode write answers
+// within that bound. A store without a queue fails accepted-mode writes with
 // [ErrUnavailable]. Reads in an accepted-mode request run synchronously and do not see the
 // request's queued writes.
 //

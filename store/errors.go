@@ -20,6 +20,9 @@ var (
 	ErrTooLarge      error = kindSentinel(KindTooLarge)
 	ErrUnavailable   error = kindSentinel(KindUnavailable)
 	ErrCanceled      error = kindSentinel(KindCanceled)
+	// ErrOutcomeUnknown: retryable, but the operation may have taken effect (see
+	// KindOutcomeUnknown); ErrUnavailable means it certainly did not.
+	ErrOutcomeUnknown error = kindSentinel(KindOutcomeUnknown)
 )
 
 // ErrClosed is returned by calls made after Close.

@@ -100,22 +100,32 @@ func (s *Service) publish(ctx context.Context, in *instance, requestID string, a
 		slog.Int("failed", failed), slog.Int("operations", len(acc)), slog.String("error", err.Error()))
 }
 
-// publishFailure classifies a failed publish for the caller. A message the queue could not
-// take is ErrUnavailable, the retryable kind, also when the queue cannot promise the message
-// was not written: in accepted mode a retry may enqueue an operation twice, which the
-// at-least-once delivery of queued operations allows anyway, while not retrying would lose it.
+// publishFailure classifies a failed publish for the caller. A message the queue says it may
+// have written (queue.OutcomeUnknown: sent and unanswered within the publisher's bound, or in
+// flight when ctx ended) is ErrOutcomeUnknown, and so is a bare context error from the
+// publisher's own deadline: retryable, and a retry may enqueue the operation twice, which the
+// at-least-once delivery of queued operations allows anyway, while not retrying might lose it.
+// A message the queue could not take is ErrUnavailable, which promises it was not enqueued.
 func publishFailure(ctx context.Context, op Op, err error) *Error {
 	kind := KindInternal
-	switch {
-	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	ctxErr := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	_, classified := errors.AsType[*queue.Error](err)
+	switch qk := queue.KindOf(err); {
+	case qk == queue.OutcomeUnknown:
+		kind = KindOutcomeUnknown
+	case ctxErr && ctx.Err() != nil:
 		kind = KindCanceled
-	default:
-		switch queue.KindOf(err) {
+	case classified:
+		switch qk {
 		case queue.Unavailable, queue.NotFound:
 			kind = KindUnavailable
 		case queue.Invalid:
 			kind = KindInvalid
 		}
+	case ctxErr:
+		// The publisher's own deadline, not the caller's: it stopped waiting for messages it
+		// had taken, so it cannot promise they were not written.
+		kind = KindOutcomeUnknown
 	}
 	return &Error{Kind: kind, Op: op.Kind, Addr: op.Addr, Err: err}
 }

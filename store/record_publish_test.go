@@ -196,3 +196,74 @@ func TestQueuesMustNameConfiguredStores(t *testing.T) {
 		t.Fatal("New accepted a queue for a store it does not have")
 	}
 }
+
+// failingPublisher fails every message of every Publish with err, or with err(ctx) when set.
+type failingPublisher struct {
+	err func(ctx context.Context) error
+}
+
+func (p failingPublisher) Publish(ctx context.Context, msgs []queue.Message) error {
+	errs := make([]error, len(msgs))
+	for i := range errs {
+		errs[i] = p.err(ctx)
+	}
+	return &queue.PublishError{Errs: errs}
+}
+
+func (failingPublisher) Close() error { return nil }
+
+// TestAcceptedModeFailureKinds: what a publish failure becomes for the caller. A message the
+// queue may have written is ErrOutcomeUnknown (retryable, distinct from ErrUnavailable, which
+// promises it was not written), also when the caller's context ended meanwhile and when the
+// publisher's own deadline ended without a classified error; a context error of the caller's
+// context is ErrCanceled.
+func TestAcceptedModeFailureKinds(t *testing.T) {
+	unknown := &queue.Error{Kind: queue.OutcomeUnknown, Queue: "t", Err: errors.New("no answer within the delivery timeout")}
+	cases := []struct {
+		name     string
+		cancel   bool // the caller's context ends during Publish
+		err      error
+		want     error
+		wantKind store.ErrorKind
+	}{
+		{"unavailable", false, &queue.Error{Kind: queue.Unavailable, Queue: "t", Err: errors.New("connection refused")}, store.ErrUnavailable, store.KindUnavailable},
+		{"missing topic", false, &queue.Error{Kind: queue.NotFound, Queue: "t", Err: errors.New("no topic")}, store.ErrUnavailable, store.KindUnavailable},
+		{"outcome unknown", false, unknown, store.ErrOutcomeUnknown, store.KindOutcomeUnknown},
+		{"outcome unknown, caller gone", true, &queue.Error{Kind: queue.OutcomeUnknown, Queue: "t", Err: fmt.Errorf("in flight: %w", context.Canceled)}, store.ErrOutcomeUnknown, store.KindOutcomeUnknown},
+		{"caller's context", true, context.Canceled, store.ErrCanceled, store.KindCanceled},
+		{"publisher's own deadline", false, context.DeadlineExceeded, store.ErrOutcomeUnknown, store.KindOutcomeUnknown},
+		{"invalid", false, &queue.Error{Kind: queue.Invalid, Queue: "t", Err: errors.New("too large")}, store.ErrInvalid, store.KindInvalid},
+		{"denied", false, &queue.Error{Kind: queue.Denied, Queue: "t", Err: errors.New("not authorized")}, store.ErrInternal, store.KindInternal},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			pub := failingPublisher{err: func(context.Context) error {
+				if c.cancel {
+					cancel()
+				}
+				return c.err
+			}}
+			s, err := store.New(map[string]driver.Store{"q": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"q": pub}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			res, err := s.Do(ctx, []store.Op{store.Put(addr("q", "x"), store.Document{JSON: []byte(`{"a":1}`)})}, store.ReturnAccepted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := res[0].Err
+			if !errors.Is(e, c.want) || store.KindOf(e) != c.wantKind {
+				t.Fatalf("publish failing with %v: %v (kind %v), want %v", c.err, e, store.KindOf(e), c.wantKind)
+			}
+			if retry := c.wantKind == store.KindUnavailable || c.wantKind == store.KindOutcomeUnknown; store.KindOf(e).Retryable() != retry {
+				t.Fatalf("kind %v: Retryable() = %v, want %v", c.wantKind, !retry, retry)
+			}
+			if c.wantKind == store.KindOutcomeUnknown && errors.Is(e, store.ErrUnavailable) {
+				t.Fatal("an outcome-unknown failure also matches ErrUnavailable")
+			}
+		})
+	}
+}

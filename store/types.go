@@ -48,12 +48,13 @@ const (
 
 // Error kinds.
 const (
-	KindInternal      = driver.KindInternal
-	KindNotFound      = driver.KindNotFound
-	KindAlreadyExists = driver.KindAlreadyExists
-	KindConflict      = driver.KindConflict
-	KindInvalid       = driver.KindInvalid
-	KindTooLarge      = driver.KindTooLarge
-	KindUnavailable   = driver.KindUnavailable
-	KindCanceled      = driver.KindCanceled
+	KindInternal       = driver.KindInternal
+	KindNotFound       = driver.KindNotFound
+	KindAlreadyExists  = driver.KindAlreadyExists
+	KindConflict       = driver.KindConflict
+	KindInvalid        = driver.KindInvalid
+	KindTooLarge       = driver.KindTooLarge
+	KindUnavailable    = driver.KindUnavailable
+	KindCanceled       = driver.KindCanceled
+	KindOutcomeUnknown = driver.KindOutcomeUnknown
 )

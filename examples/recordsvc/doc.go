@@ -19,7 +19,11 @@
 // result per item in request order. A request with a malformed item is refused whole with
 // INVALID_ARGUMENT and a google.rpc.BadRequest detail naming each bad item; nothing is
 // written. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
-// retryable is true only for ERROR_KIND_UNAVAILABLE. Revisions travel as opaque bytes;
+// retryable is true for ERROR_KIND_UNAVAILABLE (the item had no effect) and
+// ERROR_KIND_OUTCOME_UNKNOWN (it may have had one: an accepted-mode item whose queue did not
+// answer within delivery_timeout, or before the call ended). An accepted-mode item answers
+// within its queue's delivery_timeout even when a broker hangs, so a client deadline above it
+// never fires on an item that took effect. Revisions travel as opaque bytes;
 // documents as JSON object text plus the JSON Pointers of their date-time strings. A merge
 // names its program inline or by index into the request's programs list, so a batch carries a
 // shared program once. Requests and responses are limited to 64 MiB by default

@@ -94,7 +94,7 @@ func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) erro
 	}
 	if e := res[0].Err; e != nil {
 		switch store.KindOf(e) {
-		case store.KindUnavailable, store.KindInternal, store.KindCanceled:
+		case store.KindUnavailable, store.KindOutcomeUnknown, store.KindInternal, store.KindCanceled:
 			return e
 		}
 	}

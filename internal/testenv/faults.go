@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// Faults is the gate of the fault tests: tests that stop, restart or kill the shared servers.
-// They run in a phase of their own (`make fault`, part of `make check`), one package at a time,
-// after every other test, so that no other test sees its server go away; `make test-all` leaves
-// the variable unset. Its value is the testenv script that controls the servers.
+// Faults is the gate of the fault tests: tests that stop, restart, kill or pause (SIGSTOP) the
+// shared servers. They run in a phase of their own (`make fault`, part of `make check`), one
+// package at a time, after every other test, so that no other test sees its server go away;
+// `make test-all` leaves the variable unset. Its value is the testenv script that controls the servers.
 const Faults = "TRIBUTARY_FAULTS"
 
 // Servers controls the shared test servers through scripts/testenv/testenv.
@@ -43,8 +43,8 @@ func RequireFaults(t testing.TB) *Servers {
 	return &Servers{script: script, t: t}
 }
 
-// Run runs `testenv ARGS...` (e.g. "restart", "postgres", "--mode", "fast") and fails the test
-// when it fails; it is bounded by ten minutes.
+// Run runs `testenv ARGS...` (e.g. "restart", "postgres", "--mode", "fast", or "pause",
+// "kafka") and fails the test when it fails; it is bounded by ten minutes.
 func (s *Servers) Run(args ...string) {
 	s.t.Helper()
 	if out, err := s.Output(args...); err != nil {

@@ -40,10 +40,15 @@ type Config struct {
 	// RequestTimeout bounds how long a metadata, admin or group request, including the
 	// topic check at construction, is retried before it fails. Default 30s.
 	RequestTimeout time.Duration
-	// DeliveryTimeout bounds how long Publish keeps trying to deliver a message before it
-	// reports it as not written (Unavailable). A message already sent is never abandoned
-	// before the broker answers: the idempotent producer cannot tell whether it was written.
-	// Default 30s.
+	// DeliveryTimeout bounds every Publish call, whatever the brokers do (down, hung,
+	// unreachable). A message not sent by about DeliveryTimeout less a slack (a fifth of it, at
+	// most 1s) is failed and reported not written (Unavailable); a message still unanswered
+	// when DeliveryTimeout has passed is reported OutcomeUnknown: it may have been sent, and
+	// then the idempotent producer keeps it until the broker answers, so it may still be
+	// written, in its order. It also sets the producer's hung-connection detection: the
+	// broker's produce timeout and franz-go's request timeout overhead are half of it each (at
+	// most 10s, the overhead at least 1s), so a broker that stops answering costs the producer
+	// its connection after about DeliveryTimeout. Default 30s.
 	DeliveryTimeout time.Duration
 
 	// CreateTopic, when set, creates the topic at construction if it does not exist. Default:

@@ -6,14 +6,28 @@
 // # Publishing
 //
 // The producer is idempotent and waits for all in-sync replicas (acks=all); batching and
-// linger are franz-go's defaults. Publish hands the messages to ProduceSync and returns when
-// every one was acknowledged or given up on; a failure is a *queue.PublishError with one
-// classified error per message. Messages of one partition fail together and in order, so a
-// failed message is never followed by a written later message of its partition from the
-// same call. A message sent but not answered is not abandoned early (the idempotent producer
-// could not tell whether it was written), so Publish can outlive its ctx by the time the
-// broker takes to answer; Config.DeliveryTimeout bounds how long undelivered messages are
-// retried.
+// linger are franz-go's defaults, and a call's records are flushed as soon as all are buffered
+// (ProduceSync, on a goroutine of its own; each record's answer reaches its call through a
+// produce hook). Publish copies the messages (a record may outlive the call, below), hands
+// them to the client and returns when every one was acknowledged or failed -- or when
+// Config.DeliveryTimeout has passed or ctx ended, whichever comes first, so a hung broker (a
+// stopped process, a black-holed host) delays a Publish by at most the DeliveryTimeout. A
+// failure is a *queue.PublishError with one classified error per message. Messages of one
+// partition fail together and in order, so a failed message is never followed by a written
+// later message of its partition from the same call.
+//
+// The idempotent producer never gives up a record it sent before the broker answered, since
+// it cannot tell whether the broker wrote it; so every failure franz-go reports is a record
+// not written. Records that can be failed safely (not sent, and not queued behind a sent
+// one) and are not sent by the DeliveryTimeout less a slack (a fifth of it, at most 1s) are
+// failed then: Unavailable. A record still unanswered when Publish returns is
+// queue.OutcomeUnknown. If it was sent, franz-go keeps it until the broker answers, so it may
+// be written later -- in its order in its partition, before the messages of later calls; if
+// not, it is dropped at the first chance (Publish cancels its records' context on return).
+// The DeliveryTimeout also sets how soon the client drops a connection whose broker stopped
+// answering (the produce request timeout and the request timeout overhead, half of it each,
+// at most 10s each): then it retries the unanswered records on a new connection, to the
+// partition's current leader.
 //
 // # Consuming
 //
@@ -56,7 +70,8 @@
 // Errors are *queue.Error values naming the topic: a missing topic is NotFound (at
 // construction unless Config.CreateTopic is set, and from Publish if it disappears);
 // refused connections, timeouts, retriable broker errors and failed group commits during
-// a rebalance are Unavailable; authentication and authorization failures and untrusted
+// a rebalance are Unavailable; a published message unanswered within the DeliveryTimeout,
+// or when ctx ends, is OutcomeUnknown (above); authentication and authorization failures and untrusted
 // certificates are Denied; a message or configuration the broker refuses (too large,
 // invalid settings) is Invalid. Context errors come back bare; a closed client is
 // queue.ErrClosed. No error or log line carries message contents or credentials.

@@ -351,8 +351,27 @@ server_start() {
 
 usage_die() { echo "$0: $*" >&2; exit 2; }
 
+# proc_paused PID succeeds when PID is stopped by a signal (state T in /proc/PID/stat).
+proc_paused() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" = T ]
+}
+
+# server_signal STOP|CONT pauses or continues the server process (testenv pause|resume).
+server_signal() {
+  local pids
+  pids=$(server_pids)
+  [ -n "$pids" ] || die "not running"
+  # shellcheck disable=SC2086 # one pid per word
+  kill -"$1" $pids
+  log "SIG$1 sent to pid ${pids//$'\n'/ }"
+}
+
 # main_dispatch handles the command line of a server script:
 #   up | down | status | env | modes | stop [--mode M] [--timeout S] | start | restart [--mode M] [--timeout S]
+#   | pause | resume
 main_dispatch() {
   local cmd=${1:-} mode='' secs=60 rc=0
   [ $# -gt 0 ] && shift
@@ -386,12 +405,16 @@ main_dispatch() {
       else
         local pids
         pids=$(server_pids)
-        if [ -n "$pids" ]; then echo "$TESTENV_NAME: stopped (pid ${pids//$'\n'/ } runs but does not answer)"; else echo "$TESTENV_NAME: stopped"; fi
+        if [ -n "$pids" ] && proc_paused "${pids%%$'\n'*}"; then
+          echo "$TESTENV_NAME: paused (pid ${pids//$'\n'/ } is SIGSTOPped: testenv resume $TESTENV_NAME)"
+        elif [ -n "$pids" ]; then echo "$TESTENV_NAME: stopped (pid ${pids//$'\n'/ } runs but does not answer)"; else echo "$TESTENV_NAME: stopped"; fi
         return 3
       fi
       ;;
     env) print_env ;;
     modes) echo "$STOP_MODES" ;;
-    *) usage_die "usage: up|down|stop [--mode M] [--timeout S]|start|restart [--mode M] [--timeout S]|status|env|modes" ;;
+    pause) server_signal STOP ;;
+    resume) server_signal CONT ;;
+    *) usage_die "usage: up|down|stop [--mode M] [--timeout S]|start|restart [--mode M] [--timeout S]|status|env|modes|pause|resume" ;;
   esac
 }

@@ -30,9 +30,16 @@ const (
 	KindUnavailable
 	// KindCanceled: the caller's context ended first.
 	KindCanceled
+	// KindOutcomeUnknown: retryable, but the operation may have taken effect -- it was sent and
+	// no answer came within its bound (a hung queue broker, a context that ended while it was
+	// in flight). It may still take effect later. Unlike KindUnavailable, which promises the
+	// operation had no effect, a retry may apply it twice: fine for accepted-mode writes, whose
+	// delivery is at-least-once anyway, and for unconditional puts and deletes; a conditional
+	// write retried may fail its precondition because the first attempt took effect.
+	KindOutcomeUnknown
 )
 
-var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled"}
+var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled", "outcome unknown"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -41,8 +48,13 @@ func (k ErrorKind) String() string {
 	return "ErrorKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Retryable reports whether an operation that failed with this kind may be sent again as it is.
-func (k ErrorKind) Retryable() bool { return k == KindUnavailable }
+// Retryable reports whether an operation that failed with this kind may be sent again as it is
+// and then succeed: true for KindUnavailable (it had no effect, so a retry cannot apply it
+// twice) and for KindOutcomeUnknown (it may have taken effect, so a retry may apply it twice;
+// the caller learns nothing better by waiting, and at-least-once is what retrying a lost answer
+// means anywhere). A caller that must never apply an operation twice retries only
+// KindUnavailable.
+func (k ErrorKind) Retryable() bool { return k == KindUnavailable || k == KindOutcomeUnknown }
 
 // Error is an adapter error with its kind. Err, the backend's own error, stays reachable with
 // errors.As and errors.Unwrap.

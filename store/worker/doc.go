@@ -43,8 +43,8 @@
 //
 // # Failures
 //
-// Retryable: store.KindUnavailable; KindInternal (the outcome is unknown, and applying again
-// is what at-least-once delivery means anyway); KindCanceled while the worker runs on; and
+// Retryable: store.KindUnavailable; KindOutcomeUnknown and KindInternal (the outcome may be
+// unknown, and applying again is what at-least-once delivery means anyway); KindCanceled while the worker runs on; and
 // KindConflict of a merge, which means it gave up under contention. Everything else is
 // permanent: a failed precondition (KindConflict, KindAlreadyExists), an invalid record or
 // document, a failing merge program, a missing dataset.

@@ -589,11 +589,12 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 }
 
 // retryable says whether applying a record again may succeed: the store was unavailable, the
-// outcome is unknown (at-least-once allows a second application), or a merge gave up under
-// contention. A failed precondition, an invalid record or a failing program fails again.
+// outcome is unknown (KindOutcomeUnknown, or KindInternal, which may be one: at-least-once
+// allows a second application), or a merge gave up under contention. A failed precondition,
+// an invalid record or a failing program fails again.
 func retryable(op store.OpKind, err error) bool {
 	switch store.KindOf(err) {
-	case store.KindUnavailable, store.KindInternal, store.KindCanceled:
+	case store.KindUnavailable, store.KindOutcomeUnknown, store.KindInternal, store.KindCanceled:
 		return true
 	case store.KindConflict:
 		return op == store.OpMerge

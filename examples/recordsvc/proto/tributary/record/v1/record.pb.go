@@ -154,7 +154,8 @@ type ErrorKind int32
 
 const (
 	ErrorKind_ERROR_KIND_UNSPECIFIED ErrorKind = 0
-	// A permanent failure that fits no other kind, or an outcome that is unknown.
+	// A permanent failure that fits no other kind (a synchronous write whose answer a backend
+	// lost is one too: its outcome is unknown).
 	ErrorKind_ERROR_KIND_INTERNAL ErrorKind = 1
 	// The dataset (index, collection) does not exist.
 	ErrorKind_ERROR_KIND_NOT_FOUND ErrorKind = 2
@@ -171,6 +172,11 @@ const (
 	ErrorKind_ERROR_KIND_UNAVAILABLE ErrorKind = 7
 	// The call ended (deadline, cancellation) first.
 	ErrorKind_ERROR_KIND_CANCELED ErrorKind = 8
+	// Retryable, but the item may have taken effect, and may still: it was handed to the store's
+	// queue and no answer came within the queue's delivery_timeout (a hung broker) or before the
+	// call ended. A retry may apply it twice (RETURN_AFTER_ACCEPTED delivers at least once
+	// anyway).
+	ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN ErrorKind = 9
 )
 
 // Enum value maps for ErrorKind.
@@ -185,17 +191,19 @@ var (
 		6: "ERROR_KIND_TOO_LARGE",
 		7: "ERROR_KIND_UNAVAILABLE",
 		8: "ERROR_KIND_CANCELED",
+		9: "ERROR_KIND_OUTCOME_UNKNOWN",
 	}
 	ErrorKind_value = map[string]int32{
-		"ERROR_KIND_UNSPECIFIED":    0,
-		"ERROR_KIND_INTERNAL":       1,
-		"ERROR_KIND_NOT_FOUND":      2,
-		"ERROR_KIND_ALREADY_EXISTS": 3,
-		"ERROR_KIND_CONFLICT":       4,
-		"ERROR_KIND_INVALID":        5,
-		"ERROR_KIND_TOO_LARGE":      6,
-		"ERROR_KIND_UNAVAILABLE":    7,
-		"ERROR_KIND_CANCELED":       8,
+		"ERROR_KIND_UNSPECIFIED":     0,
+		"ERROR_KIND_INTERNAL":        1,
+		"ERROR_KIND_NOT_FOUND":       2,
+		"ERROR_KIND_ALREADY_EXISTS":  3,
+		"ERROR_KIND_CONFLICT":        4,
+		"ERROR_KIND_INVALID":         5,
+		"ERROR_KIND_TOO_LARGE":       6,
+		"ERROR_KIND_UNAVAILABLE":     7,
+		"ERROR_KIND_CANCELED":        8,
+		"ERROR_KIND_OUTCOME_UNKNOWN": 9,
 	}
 )
 
@@ -601,7 +609,8 @@ type Error struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Kind    ErrorKind              `protobuf:"varint,1,opt,name=kind,proto3,enum=tributary.record.v1.ErrorKind" json:"kind,omitempty"`
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// Whether the same item may be sent again as it is (only ERROR_KIND_UNAVAILABLE).
+	// Whether the same item may be sent again as it is: ERROR_KIND_UNAVAILABLE (it had no
+	// effect) and ERROR_KIND_OUTCOME_UNKNOWN (it may have had one).
 	Retryable     bool `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1397,7 +1406,7 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x0fOUTCOME_UPDATED\x10\x04\x12\x13\n" +
 	"\x0fOUTCOME_DELETED\x10\x05\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x06\x12\x14\n" +
-	"\x10OUTCOME_ACCEPTED\x10\a*\xf9\x01\n" +
+	"\x10OUTCOME_ACCEPTED\x10\a*\x99\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\x01\x12\x18\n" +
@@ -1407,7 +1416,8 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x12ERROR_KIND_INVALID\x10\x05\x12\x18\n" +
 	"\x14ERROR_KIND_TOO_LARGE\x10\x06\x12\x1a\n" +
 	"\x16ERROR_KIND_UNAVAILABLE\x10\a\x12\x17\n" +
-	"\x13ERROR_KIND_CANCELED\x10\b2\xff\x01\n" +
+	"\x13ERROR_KIND_CANCELED\x10\b\x12\x1e\n" +
+	"\x1aERROR_KIND_OUTCOME_UNKNOWN\x10\t2\xff\x01\n" +
 	"\rRecordService\x12K\n" +
 	"\x04Read\x12 .tributary.record.v1.ReadRequest\x1a!.tributary.record.v1.ReadResponse\x12N\n" +
 	"\x05Write\x12!.tributary.record.v1.WriteRequest\x1a\".tributary.record.v1.WriteResponse\x12Q\n" +
