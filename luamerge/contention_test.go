@@ -11,6 +11,7 @@ import (
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
+	"github.com/tributary-dev/tributary/store/storetest"
 )
 
 // increment is the contention program: it adds incoming.by to the stored counter.
@@ -64,7 +65,7 @@ func TestLuaContention(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			a, ns, ds := b.adapter(t)
 			one := newLuaService(t, a, true)
-			two := newLuaService(t, unclosable{a}, false)
+			two := newLuaService(t, storetest.Shared(a), false)
 			// A bound for a broken run, not a speed requirement.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
@@ -149,25 +150,4 @@ func TestLuaFailureLeavesRecordUntouched(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unclosable lets a second service share an adapter without closing it.
-type unclosable struct{ driver.Store }
-
-func (unclosable) Close(context.Context) error { return nil }
-
-// ValidateAddress and TimePrecision forward the adapter's optional capabilities, which an
-// embedded interface would hide.
-func (u unclosable) ValidateAddress(a driver.Address) error {
-	if v, ok := u.Store.(driver.AddressValidator); ok {
-		return v.ValidateAddress(a)
-	}
-	return nil
-}
-
-func (u unclosable) TimePrecision() time.Duration {
-	if p, ok := u.Store.(driver.TimePrecisioner); ok {
-		return p.TimePrecision()
-	}
-	return 0
 }

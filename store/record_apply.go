@@ -51,11 +51,5 @@ func (s *Service) Apply(ctx context.Context, recs []Record) ([]Result, error) {
 		byStore[in] = append(list, it)
 	}
 	s.runStores(byStore)
-	select {
-	case <-c.done:
-		copy(results, out)
-		return results, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return await(ctx, c, results, out)
 }

@@ -299,6 +299,12 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		}
 	}
 	s.runStores(byStore)
+	return await(ctx, c, results, out)
+}
+
+// await waits for c and returns the results copied from out, where the operations settle, or
+// ctx's error when ctx ends first (the operations then settle in out, unseen).
+func await(ctx context.Context, c *call, results, out []Result) ([]Result, error) {
 	select {
 	case <-c.done:
 		copy(results, out)

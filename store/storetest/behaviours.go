@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -363,26 +364,13 @@ func testContention(ctx context.Context, t *testing.T, e *env) {
 	const workers, each = contentionWorkers, contentionEach
 	a := e.key("counter")
 	inc := doc(t, map[string]any{"by": 1})
-	var failures atomic.Int64
-	var first atomic.Value
-	parallel(workers, func(w int) {
-		svc := e.s
+	if n, first := increments(ctx, workers, each, a, inc, func(w int) *store.Service {
 		if w%2 == 1 {
-			svc = e.direct
+			return e.direct
 		}
-		for range each {
-			res, err := svc.Do(ctx, []store.Op{store.Merge(a, "increment", inc)}, store.WaitApplied)
-			if err == nil {
-				err = res[0].Err
-			}
-			if err != nil {
-				failures.Add(1)
-				first.CompareAndSwap(nil, err)
-			}
-		}
-	})
-	if n := failures.Load(); n > 0 {
-		t.Fatalf("%d merges failed, first: %v", n, first.Load())
+		return e.s
+	}); n > 0 {
+		t.Fatalf("%d merges failed, first: %v", n, first)
 	}
 	got := e.one(ctx, t, store.Read(a))
 	sameJSON(t, "counter", got.Doc.JSON, map[string]any{"n": workers * each})
@@ -401,22 +389,8 @@ func testHotRecord(ctx context.Context, t *testing.T, e *env) {
 	defer func() { _ = s.Close(ctx) }()
 	a := e.key("hot")
 	inc := doc(t, map[string]any{"by": 1})
-	var failures atomic.Int64
-	var first atomic.Value
-	parallel(hotClients, func(int) {
-		for range hotEach {
-			res, err := s.Do(ctx, []store.Op{store.Merge(a, "increment", inc)}, store.WaitApplied)
-			if err == nil {
-				err = res[0].Err
-			}
-			if err != nil {
-				failures.Add(1)
-				first.CompareAndSwap(nil, err)
-			}
-		}
-	})
-	if n := failures.Load(); n > 0 {
-		t.Fatalf("%d of %d merges failed in one Service, first: %v", n, hotClients*hotEach, first.Load())
+	if n, first := increments(ctx, hotClients, hotEach, a, inc, func(int) *store.Service { return s }); n > 0 {
+		t.Fatalf("%d of %d merges failed in one Service, first: %v", n, hotClients*hotEach, first)
 	}
 	if n := obs.conflicts.Load(); n > 0 {
 		t.Fatalf("%d merges lost a compare-and-set to their own Service", n)
@@ -481,4 +455,28 @@ func testCombinedSequence(ctx context.Context, t *testing.T, e *env) {
 	// A stale revision from before the request conflicts; the current one applies.
 	wantErr(t, "put at the read's revision", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"n": 0})).WithPrecondition(store.IfRevision(res[4].Revision))), store.ErrConflict)
 	wantOK(t, "put at the current revision", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"n": 0})).WithPrecondition(store.IfRevision(got.Revision))), store.Updated)
+}
+
+// increments runs workers goroutines, each making each one-operation increment merges of a
+// through svc(worker), and returns how many failed and the first failure.
+func increments(ctx context.Context, workers, each int, a store.Address, inc store.Document, svc func(worker int) *store.Service) (int64, error) {
+	var mu sync.Mutex
+	var failures int64
+	var first error
+	parallel(workers, func(w int) {
+		for range each {
+			res, err := svc(w).Do(ctx, []store.Op{store.Merge(a, "increment", inc)}, store.WaitApplied)
+			if err == nil {
+				err = res[0].Err
+			}
+			if err != nil {
+				mu.Lock()
+				if failures++; first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}
+	})
+	return failures, first
 }

@@ -214,13 +214,15 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// unclosable shares an adapter without letting a second service close it.
+// Shared returns a for a second Service over the same adapter, as a second process would have:
+// its Close does nothing (the first Service closes a), and it keeps a's optional capabilities
+// (driver.AddressValidator, driver.TimePrecisioner), which an embedding wrapper would hide.
+func Shared(a driver.Store) driver.Store { return unclosable{a} }
+
 type unclosable struct{ driver.Store }
 
 func (unclosable) Close(context.Context) error { return nil }
 
-// ValidateAddress and TimePrecision forward the adapter's optional capabilities, which an
-// embedded interface would hide.
 func (u unclosable) ValidateAddress(a driver.Address) error {
 	if v, ok := u.Store.(driver.AddressValidator); ok {
 		return v.ValidateAddress(a)
