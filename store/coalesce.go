@@ -21,8 +21,10 @@ type coalescer struct {
 }
 
 type pending struct {
-	it  *item
-	res Result // the batch writes here; submit copies it out only once done
+	it   *item
+	res  Result // the batch writes here; submit copies it out only once done
+	item item   // it's storage: one allocation per call
+	call call
 }
 
 func newCoalescer(s *Service, in *instance) *coalescer {
@@ -40,10 +42,12 @@ func newCoalescer(s *Service, in *instance) *coalescer {
 // submit queues one operation and waits for its result, which it stores in *res, or for ctx.
 // When ctx ends first the operation may still run: the caller gets ctx's error and does not
 // learn the outcome.
-func (c *coalescer) submit(ctx context.Context, it *item, res *Result) error {
-	p := &pending{it: it}
-	it.res = &p.res
-	it.call = newCall(1)
+func (c *coalescer) submit(ctx context.Context, op Op, now time.Time, visible bool, res *Result) error {
+	p := &pending{}
+	p.item = item{op: op, ctx: ctx, now: now, visible: visible, res: &p.res, call: &p.call}
+	p.call.init(1)
+	it := &p.item
+	p.it = it
 	select {
 	case c.reqs <- p:
 	default:

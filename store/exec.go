@@ -20,12 +20,17 @@ type call struct {
 }
 
 func newCall(n int) *call {
-	c := &call{done: make(chan struct{})}
+	c := &call{}
+	c.init(n)
+	return c
+}
+
+func (c *call) init(n int) {
+	c.done = make(chan struct{})
 	c.left.Store(int64(n))
 	if n == 0 {
 		close(c.done)
 	}
-	return c
 }
 
 func (c *call) finish() {

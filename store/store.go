@@ -258,7 +258,7 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 	if len(ops) == 1 && !(mode == ReturnAccepted && ops[0].Kind != OpRead) {
 		in := s.stores[ops[0].Addr.Store]
 		if in.coalescer != nil {
-			if err := in.coalescer.submit(ctx, &item{op: ops[0], ctx: ctx, now: now, visible: mode == WaitVisible}, &results[0]); err != nil {
+			if err := in.coalescer.submit(ctx, ops[0], now, mode == WaitVisible, &results[0]); err != nil {
 				return nil, err
 			}
 			return results, nil
