@@ -109,13 +109,26 @@
 // # Errors
 //
 // A write is KindUnavailable (retryable) only when it cannot have been applied: no server
-// could be selected, no connection checked out or established, the client is closed, the
-// server refused the command as not primary or labelled it NoWritesPerformed, one write of a
-// bulk failed with a transient code (write conflict, interruption), or an upsert lost the race
-// for a new _id to a concurrent insert. A connection that broke after the command was sent,
-// a timeout while waiting for the reply and a write concern error are KindInternal: the write
-// may have been applied. The caller's context ending is KindCanceled. Reads change nothing, so
-// every transient read failure is KindUnavailable.
+// could be selected, no connection checked out or established, the client is closed, too
+// little of the context's time was left to send it, the server refused the command as not
+// primary or labelled it NoWritesPerformed, one write of a bulk failed with a transient code
+// (write conflict, interruption), or an upsert lost the race for a new _id to a concurrent
+// insert.
+//
+// A write is KindOutcomeUnknown (retryable, but it may have been applied, and may still be:
+// a retry may apply it twice, and an if-absent put retried can answer AlreadyExists for its
+// own first attempt) when it was sent and no reply says what became of it: the connection
+// broke or timed out after the command was sent, the caller's context ended while it was in
+// flight, the command failed as a whole with a transient code (interrupted, stepped down,
+// shutting down, out of time), a write concern error (the write was applied on the primary
+// but not confirmed, so it may yet be rolled back), or a bulk reply that does not account for
+// the put (see FerretDB). The Service reports it and does not resend it.
+//
+// KindCanceled is the caller's context ending before the command was sent; KindInternal a
+// permanent failure (unauthorized, an unknown server code, a write concern that can never be
+// satisfied, a malformed reply). Reads change nothing, so a read never has an unknown outcome:
+// every transient read failure, a lost reply included, is KindUnavailable, and the caller's
+// context ending is KindCanceled.
 //
 // A duplicate key on a unique secondary index is KindInvalid. MongoDB names the index in its
 // error; FerretDB 1.x does not, and then one find tells whether the _id exists.
@@ -140,11 +153,12 @@
 // -0.0 as 0.0, so with the option documents needing them -- -0.0 and -0 included, at any depth
 // -- are refused as KindInvalid before sending rather than changed. (Lua arithmetic can yield
 // -0, as in 0 * -1; a program for FerretDB adds 0 to such a result, -0 + 0 being 0.) Without
-// the option, a bulk reply that does not account for every put is reported as KindInternal (the
-// put may or may not have been applied), never as a guessed outcome, and -0.0 silently becomes
-// 0.0. FerretDB also scans the whole collection for an $in (a multi-record read costs a
-// collection scan there), refuses '$'-prefixed and dotted member names at every level, and
-// its filtered updates are atomic only behind a relay that serializes writes (tools/ferretdb).
+// the option, a bulk reply that does not account for every put is reported as
+// KindOutcomeUnknown (the put may or may not have been applied), never as a guessed outcome,
+// and -0.0 silently becomes 0.0. FerretDB also scans the whole collection for an $in (a
+// multi-record read costs a collection scan there), refuses '$'-prefixed and dotted member
+// names at every level, and its filtered updates are atomic only behind a relay that
+// serializes writes (tools/ferretdb).
 //
 // # Deviations
 //

@@ -74,9 +74,10 @@ func withWCE(s string, wce *mongo.WriteConcernError) string {
 }
 
 // notSent reports whether err is one the driver returns only before it sent the command: no
-// server could be selected, no connection could be checked out or established, or the client
-// is closed. Failures on a connection that carried the command come back wrapped in a
-// CommandError (labelled NetworkError) instead, and may have taken effect.
+// server could be selected, no connection could be checked out or established, the client
+// is closed, or too little of the context's time was left to try. Failures on a connection
+// that carried the command come back wrapped in a CommandError (labelled NetworkError)
+// instead, and may have taken effect.
 func notSent(err error) bool {
 	var se mongo.ServerError
 	if errors.As(err, &se) {
@@ -89,7 +90,8 @@ func notSent(err error) bool {
 	var rpe mdriver.RetryablePoolError
 	return errors.As(err, &sse) || errors.As(err, &wqe) || errors.As(err, &ce) ||
 		errors.As(err, &pe) || errors.As(err, &rpe) ||
-		errors.Is(err, mongo.ErrClientDisconnected) || errors.Is(err, topology.ErrServerClosed)
+		errors.Is(err, mongo.ErrClientDisconnected) || errors.Is(err, topology.ErrServerClosed) ||
+		errors.Is(err, mdriver.ErrDeadlineWouldBeExceeded)
 }
 
 // Server error codes by what they tell about an operation.
@@ -111,24 +113,45 @@ func codeSet(codes ...int) map[int]bool {
 }
 
 // callErrKind classifies an error that ended a whole command (not one write of a bulk).
-// A write is Unavailable only when it cannot have been applied; a read, which changes nothing,
-// is Unavailable whenever the failure is transient.
+//
+// A write is KindUnavailable only when it cannot have been applied (not sent, refused as not
+// primary, labelled NoWritesPerformed). It is KindOutcomeUnknown when the command went out and
+// failed in a way that may have left it applied and that sending it again may cure: the
+// connection broke or timed out after sending, the caller's context ended while it was in
+// flight, the command failed as a whole with a transient code (interrupted, stepped down,
+// shutting down, out of time), or its write concern failed after it was applied. Otherwise
+// (refused for good: unauthorized, an unknown code, an error of the driver's own) it is
+// KindInternal.
+//
+// A read, which changes nothing, is KindUnavailable whenever the failure is transient, and
+// KindCanceled when the caller's context ended.
 func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
+	var se mongo.ServerError
+	carried := errors.As(err, &se) && !se.HasErrorLabel(mdriver.NoWritesPerformed)
 	if ctx.Err() != nil {
+		// The driver checks the context before it sends, and wraps every failure of a
+		// connection that carried the command as a server error (a NetworkError).
+		if write && carried {
+			return driver.KindOutcomeUnknown
+		}
 		return driver.KindCanceled
 	}
 	if notSent(err) {
 		return driver.KindUnavailable
 	}
-	var se mongo.ServerError
-	if errors.As(err, &se) {
+	if se != nil {
+		if k, ok := writeConcernKind(err); write && ok {
+			return k
+		}
 		var ce mongo.CommandError
 		if errors.As(err, &ce) && ce.Code != 0 {
 			switch {
-			case !write && transientCodes[int(ce.Code)]:
-				return driver.KindUnavailable
 			case write && (ce.Code == 10107 || ce.Code == 13435 || ce.Code == 13436):
 				// Not (or no longer) primary: the server refused the write before running it.
+				return driver.KindUnavailable
+			case transientCodes[int(ce.Code)] && write:
+				return driver.KindOutcomeUnknown
+			case transientCodes[int(ce.Code)]:
 				return driver.KindUnavailable
 			case tooLargeCodes[int(ce.Code)]:
 				return driver.KindTooLarge
@@ -136,15 +159,51 @@ func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
 				return driver.KindInvalid
 			}
 		}
-		if !write && (se.HasErrorLabel("NetworkError") || mongo.IsTimeout(err)) {
-			return driver.KindUnavailable
+		switch {
+		case !(se.HasErrorLabel("NetworkError") || mongo.IsTimeout(err)):
+			return driver.KindInternal
+		case write:
+			return driver.KindOutcomeUnknown
 		}
-		return driver.KindInternal
-	}
-	if !write && (mongo.IsTimeout(err) || mongo.IsNetworkError(err)) {
 		return driver.KindUnavailable
 	}
-	return driver.KindInternal
+	switch {
+	case !(mongo.IsTimeout(err) || mongo.IsNetworkError(err)):
+		return driver.KindInternal
+	case write:
+		// Conservative: a timeout or network error the driver did not wrap as a server error
+		// is not known to have struck before sending.
+		return driver.KindOutcomeUnknown
+	}
+	return driver.KindUnavailable
+}
+
+// Write concern codes that no retry cures: the write concern itself is unknown or cannot be
+// satisfied by the deployment.
+const (
+	codeUnknownReplWriteConcern   = 79
+	codeUnsatisfiableWriteConcern = 100
+)
+
+// writeConcernKind classifies a write concern error of err, if it has one (ok): the write was
+// applied on the primary but not confirmed as the write concern asks, so it may yet be rolled
+// back: KindOutcomeUnknown, or KindInternal when the write concern can never be satisfied.
+func writeConcernKind(err error) (k driver.ErrorKind, ok bool) {
+	var wce *mongo.WriteConcernError
+	var bwe mongo.BulkWriteException
+	var we mongo.WriteException
+	switch {
+	case errors.As(err, &bwe) && bwe.WriteConcernError != nil:
+		wce = bwe.WriteConcernError
+	case errors.As(err, &we) && we.WriteConcernError != nil:
+		wce = we.WriteConcernError
+	default:
+		return 0, false
+	}
+	if wce.Code == codeUnknownReplWriteConcern || wce.Code == codeUnsatisfiableWriteConcern {
+		return driver.KindInternal, true
+	}
+	return driver.KindOutcomeUnknown, true
 }
 
 // writeKind says which request a write became; duplicate keys mean different things for each.

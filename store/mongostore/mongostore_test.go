@@ -19,6 +19,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/tributary-dev/tributary/internal/faultproxy"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
@@ -564,8 +565,8 @@ func TestUniqueSecondaryIndex(t *testing.T) {
 
 // FerretDB 1.x stops a bulk update at its first failing statement, unordered or not, and then
 // leaves every count out of its reply. Without Options.FerretDB the adapter notices and reports
-// the puts the reply does not account for as of unknown effect (internal), never a guessed
-// outcome.
+// the puts the reply does not account for as of unknown outcome (KindOutcomeUnknown), never a
+// guessed one.
 func TestFerretDBBulkReplyWithoutCounts(t *testing.T) {
 	srv := connect(t)
 	if !srv.ferret {
@@ -594,8 +595,8 @@ func TestFerretDBBulkReplyWithoutCounts(t *testing.T) {
 	if driver.KindOf(res[0].Err) != driver.KindInvalid {
 		t.Errorf("put refused by the unique index: %+v, want invalid", res[0])
 	}
-	if driver.KindOf(res[1].Err) != driver.KindInternal || !strings.Contains(res[1].Err.Error(), "Options.FerretDB") {
-		t.Errorf("put after a failure in the bulk: %+v, want an internal error naming Options.FerretDB", res[1])
+	if driver.KindOf(res[1].Err) != driver.KindOutcomeUnknown || !strings.Contains(res[1].Err.Error(), "Options.FerretDB") {
+		t.Errorf("put after a failure in the bulk: %+v, want an outcome-unknown error naming Options.FerretDB", res[1])
 	}
 	// In FerretDB mode the same puts go out one by one, and each gets its own answer.
 	res, err = srv.store(t, nil).Write(ctx, []driver.Write{
@@ -679,4 +680,129 @@ func TestNamesAreValidatedBeforeWriting(t *testing.T) {
 	if n, _ := srv.db.Collection("c").CountDocuments(ctx, bson.D{}); n != 0 {
 		t.Fatalf("%d documents written by a refused request", n)
 	}
+}
+
+// A reply lost after the server got the command: a TCP proxy (internal/faultproxy) between
+// the driver and the server swallows it, then resets the connection or the caller gives up.
+// A write is then of unknown outcome (the server did apply it), never Internal or Unavailable;
+// a read is Unavailable; the Service reports the write and does not resend it.
+func TestDroppedAnswer(t *testing.T) {
+	srv := connect(t)
+	uri := testenv.Require(t, testenv.MongoURI)
+	ctx := ctxFor(t)
+	target := options.Client().ApplyURI(uri).Hosts
+	if len(target) != 1 {
+		t.Skipf("the test proxies one server; the URI names %d", len(target))
+	}
+	coll := srv.db.Collection("dropped")
+	// lost runs op through a proxy that swallows the reply to it, then resets the connection
+	// (or, with leave, ends op's context instead), and returns op's error.
+	lost := func(t *testing.T, leave bool, op func(context.Context, driver.Store) error) error {
+		t.Helper()
+		p, err := faultproxy.NewTCP(target[0], faultproxy.TCPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		// Monitoring stays quiet for a minute (the only traffic is op's), and the driver
+		// retries nothing, so op's error is the lost reply's.
+		client, err := mongo.Connect(options.Client().ApplyURI(uri).SetHosts([]string{p.Addr()}).SetDirect(true).
+			SetHeartbeatInterval(time.Minute).SetRetryWrites(false).SetRetryReads(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+		a, err := mongostore.New(client, &mongostore.Options{FerretDB: srv.ferret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A read first, so that op finds a connection made and the server known.
+		if _, err := a.Read(ctx, []driver.Address{addr(srv, "dropped", sk("warm"))}); err != nil {
+			t.Fatal(err)
+		}
+		before := p.Stats().DroppedToClient
+		p.SetBlackhole(faultproxy.ToClient)
+		opCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- op(opCtx, a) }()
+		if err := p.Wait(ctx, func(s faultproxy.TCPStats) bool { return s.DroppedToClient > before }); err != nil {
+			t.Fatal(err)
+		}
+		p.SetBlackhole(faultproxy.None)
+		if leave {
+			cancel()
+		} else if p.ResetAll() == 0 {
+			t.Fatal("no connection to reset")
+		}
+		return <-done
+	}
+	write := func(w driver.Write) func(context.Context, driver.Store) error {
+		return func(ctx context.Context, a driver.Store) error {
+			res, err := a.Write(ctx, []driver.Write{w}, driver.WriteOptions{})
+			if err != nil {
+				return err
+			}
+			return res[0].Err
+		}
+	}
+	applied := func(t *testing.T, id string) {
+		t.Helper()
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err(); err != nil {
+			t.Fatalf("the server did not apply the write (%v): the test proves nothing", err)
+		}
+	}
+	wantKind := func(t *testing.T, what string, err error, want driver.ErrorKind) {
+		t.Helper()
+		if err == nil || driver.KindOf(err) != want {
+			t.Fatalf("%s: %v (kind %v), want %v", what, err, driver.KindOf(err), want)
+		}
+	}
+	doc := driver.Document{JSON: []byte(`{"v":1}`)}
+
+	t.Run("put", func(t *testing.T) {
+		err := lost(t, false, write(driver.Write{Kind: driver.Put, Addr: addr(srv, "dropped", sk("put")), Doc: doc}))
+		wantKind(t, "put whose reply was lost", err, driver.KindOutcomeUnknown)
+		applied(t, "put")
+	})
+	t.Run("if-absent put", func(t *testing.T) {
+		err := lost(t, false, write(driver.Write{Kind: driver.Put, Addr: addr(srv, "dropped", sk("absent")), Doc: doc, Cond: driver.Condition{Kind: driver.IfAbsent}}))
+		wantKind(t, "if-absent put whose reply was lost", err, driver.KindOutcomeUnknown)
+		applied(t, "absent")
+	})
+	t.Run("caller left", func(t *testing.T) {
+		err := lost(t, true, write(driver.Write{Kind: driver.Put, Addr: addr(srv, "dropped", sk("left")), Doc: doc}))
+		wantKind(t, "put whose caller left while it was in flight", err, driver.KindOutcomeUnknown)
+		applied(t, "left")
+	})
+	t.Run("read", func(t *testing.T) {
+		err := lost(t, false, func(ctx context.Context, a driver.Store) error {
+			res, err := a.Read(ctx, []driver.Address{addr(srv, "dropped", sk("put"))})
+			if err != nil {
+				return err
+			}
+			return res[0].Err
+		})
+		wantKind(t, "read whose reply was lost", err, driver.KindUnavailable)
+	})
+	t.Run("through the store", func(t *testing.T) {
+		// An if-absent put the Service sent again would find its own first attempt and answer
+		// AlreadyExists; reported as of unknown outcome, it was sent once.
+		err := lost(t, false, func(ctx context.Context, a driver.Store) error {
+			s, err := store.New(map[string]driver.Store{"m": a}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
+			if err != nil {
+				return err
+			}
+			defer s.Close(context.Background())
+			res, err := s.Do(ctx, []store.Op{store.Put(addr(srv, "dropped", sk("svc")), store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
+			if err != nil {
+				return err
+			}
+			return res[0].Err
+		})
+		if !errors.Is(err, store.ErrOutcomeUnknown) {
+			t.Fatalf("if-absent put through the store: %v, want ErrOutcomeUnknown", err)
+		}
+		applied(t, "svc")
+	})
 }

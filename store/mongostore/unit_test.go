@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -192,16 +193,24 @@ func TestCallErrorClassification(t *testing.T) {
 		{"handshake", live, topology.ConnectionError{Wrapped: errors.New("refused")}, driver.KindUnavailable, driver.KindUnavailable},
 		{"pool closed", live, topology.ErrPoolClosed, driver.KindUnavailable, driver.KindUnavailable},
 		{"client disconnected", live, mongo.ErrClientDisconnected, driver.KindUnavailable, driver.KindUnavailable},
-		{"network error mid-flight", live, netErr, driver.KindInternal, driver.KindUnavailable},
+		{"network error mid-flight", live, netErr, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"network timeout mid-flight", live, mongo.CommandError{Labels: []string{"NetworkError"}, Wrapped: context.DeadlineExceeded}, driver.KindOutcomeUnknown, driver.KindUnavailable},
 		{"no writes performed", live, mongo.CommandError{Code: 91, Labels: []string{mdriver.NoWritesPerformed}}, driver.KindUnavailable, driver.KindUnavailable},
 		{"not primary", live, mongo.CommandError{Code: 10107}, driver.KindUnavailable, driver.KindUnavailable},
-		{"interrupted", live, mongo.CommandError{Code: 11601}, driver.KindInternal, driver.KindUnavailable},
+		{"interrupted", live, mongo.CommandError{Code: 11601}, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"stepped down", live, mongo.CommandError{Code: 189}, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"out of time", live, mongo.CommandError{Code: 50}, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"deadline would be exceeded", live, fmt.Errorf("%w: rtt", mdriver.ErrDeadlineWouldBeExceeded), driver.KindUnavailable, driver.KindUnavailable},
+		{"malformed reply", live, errors.New("malformed wire message: insufficient bytes"), driver.KindInternal, driver.KindInternal},
 		{"unauthorized", live, mongo.CommandError{Code: 13}, driver.KindInternal, driver.KindInternal},
 		{"invalid namespace", live, mongo.CommandError{Code: 73}, driver.KindInvalid, driver.KindInvalid},
 		{"too large", live, mongo.CommandError{Code: 10334}, driver.KindTooLarge, driver.KindTooLarge},
-		{"write concern", live, mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}}, driver.KindInternal, driver.KindInternal},
-		{"client timeout", live, context.DeadlineExceeded, driver.KindInternal, driver.KindUnavailable},
-		{"caller canceled", dead, netErr, driver.KindCanceled, driver.KindCanceled},
+		{"write concern", live, mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}}, driver.KindOutcomeUnknown, driver.KindInternal},
+		{"bulk write concern", live, mongo.BulkWriteException{WriteConcernError: &mongo.WriteConcernError{Code: 91}}, driver.KindOutcomeUnknown, driver.KindInternal},
+		{"unsatisfiable write concern", live, mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 100}}, driver.KindInternal, driver.KindInternal},
+		{"client timeout", live, context.DeadlineExceeded, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"caller canceled in flight", dead, netErr, driver.KindOutcomeUnknown, driver.KindCanceled},
+		{"caller canceled before the round trip", dead, context.Canceled, driver.KindCanceled, driver.KindCanceled},
 		{"caller canceled before sending", dead, topology.ServerSelectionError{}, driver.KindCanceled, driver.KindCanceled},
 	} {
 		if k := callErrKind(tc.ctx, tc.err, true); k != tc.write {

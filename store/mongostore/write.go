@@ -210,8 +210,8 @@ func (s *Store) bulk(ctx context.Context, coll *mongo.Collection, reqs []*reques
 			failed[we.Index] = itemError(reqs[we.Index].kind, we.Code, we.Message, we.Raw, err)
 		}
 		s.resolveDuplicates(ctx, coll, reqs, unsure, failed, err)
-		if bwe.WriteConcernError != nil {
-			wceErr = newBackendError(driver.KindInternal, "the write was applied but its write concern failed", err)
+		if k, ok := writeConcernKind(err); ok {
+			wceErr = newBackendError(k, "the write was applied but its write concern failed", err)
 		}
 	}
 	// Created or updated: the reply lists the upserted _ids. Its indexes are not used, because
@@ -231,7 +231,7 @@ func (s *Store) bulk(ctx context.Context, coll *mongo.Collection, reqs []*reques
 	// then leaves every count out. Say so rather than guess.
 	var unknown error
 	if reqs[0].kind == kindUpsert && (res == nil || res.MatchedCount+res.UpsertedCount != int64(len(reqs)-len(failed))) {
-		unknown = driver.NewError(driver.KindInternal, "mongostore: the server's bulk reply does not account for this put, which may or may not "+
+		unknown = driver.NewError(driver.KindOutcomeUnknown, "mongostore: the server's bulk reply does not account for this put, which may or may not "+
 			"have been applied (FerretDB 1.x replies so when another put of the bulk fails; set Options.FerretDB)", nil)
 	}
 	for j, r := range reqs {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -331,8 +332,9 @@ func TestWholeRequestRefusalIsUnavailable(t *testing.T) {
 	})
 }
 
-// A _bulk the server applied but whose answer was lost has an unknown outcome: KindInternal,
-// not retried. A lost _mget answer is retryable, since a read changes nothing.
+// A _bulk the server applied but whose answer was lost has an unknown outcome:
+// KindOutcomeUnknown (retryable by its caller's choice), which the Service reports and does
+// not resend. A lost _mget answer is KindUnavailable, since a read changes nothing.
 func TestDroppedAnswer(t *testing.T) {
 	eachEngine(t, func(t *testing.T, srv *server) {
 		index := srv.createIndex(t, "dropped")
@@ -342,12 +344,25 @@ func TestDroppedAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := mustWrite(t, a, driver.Write{Kind: driver.Put, Addr: k, Doc: driver.Document{JSON: []byte(`{"v":1}`)}, Cond: driver.Condition{Kind: driver.IfAbsent}})
-		wantKind(t, "put whose answer was lost", r.Err, driver.KindInternal)
+		wantKind(t, "put whose answer was lost", r.Err, driver.KindOutcomeUnknown)
 		if !strings.Contains(r.Err.Error(), "outcome is unknown") {
 			t.Fatalf("error %v does not say the outcome is unknown", r.Err)
 		}
 		if src, found := srv.getSource(t, index, "k"); !found || src != `{"v":1}` {
 			t.Fatalf("the server did not apply the put (found %v, %s): the test proves nothing", found, src)
+		}
+		// A 5xx other than 503 (here after the server applied the _bulk) says as little.
+		for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusGatewayTimeout} {
+			if _, err := p.AddRule(faultproxy.Rule{Method: http.MethodPost, PathPrefix: "/_bulk", Times: 1, Action: faultproxy.ForwardThenRespond,
+				Response: faultproxy.Response{Status: status}}); err != nil {
+				t.Fatal(err)
+			}
+			id := "s" + strconv.Itoa(status)
+			r := mustWrite(t, a, driver.Write{Kind: driver.Put, Addr: addr(index, driver.NewStringKey(id)), Doc: driver.Document{JSON: []byte(`{"v":1}`)}})
+			wantKind(t, http.StatusText(status)+" after the put was applied", r.Err, driver.KindOutcomeUnknown)
+			if _, found := srv.getSource(t, index, id); !found {
+				t.Fatalf("%d: the server did not apply the put: the test proves nothing", status)
+			}
 		}
 
 		// Through the store: reported, not retried (a retry of this create would answer
@@ -359,8 +374,8 @@ func TestDroppedAnswer(t *testing.T) {
 		svc := service(t, a)
 		k2 := addr(index, driver.NewStringKey("k2"))
 		res, err := svc.Do(ctxT(t), []store.Op{store.Put(k2, store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
-		if err != nil || !errors.Is(res[0].Err, store.ErrInternal) {
-			t.Fatalf("put through the store: %+v, %v; want ErrInternal", res, err)
+		if err != nil || !errors.Is(res[0].Err, store.ErrOutcomeUnknown) || !store.KindOf(res[0].Err).Retryable() {
+			t.Fatalf("put through the store: %+v, %v; want ErrOutcomeUnknown", res, err)
 		}
 		if n := bulkRequests(p); n != 1 {
 			t.Fatalf("%d _bulk requests, want 1: an outcome-unknown write must not be retried", n)

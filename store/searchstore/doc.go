@@ -69,6 +69,14 @@
 // Every failure carries a driver.ErrorKind; the server's status and error types stay reachable
 // as a [*BackendError] (never its reason texts, which can quote document values).
 //
+// The rule for writes: KindUnavailable only when the write cannot have been applied (nothing
+// was sent, or the server refused it before executing it); KindOutcomeUnknown (retryable, but
+// it may have been applied, and a retry may apply it twice: an IfAbsent put retried can answer
+// AlreadyExists for its own first attempt) whenever a _bulk was or may have been sent and no
+// answer says what became of the write; KindInternal for a permanent failure. Reads change
+// nothing, so a read never has an unknown outcome: a read failing where a write's outcome
+// would be unknown is KindUnavailable.
+//
 //	per _bulk item
 //	  409 on create                        KindAlreadyExists
 //	  409 otherwise (stale revision)       KindConflict
@@ -76,16 +84,36 @@
 //	  404 index_not_found_exception        KindNotFound
 //	  413, *_too_long / *_too_large types  KindTooLarge
 //	  400 (mapping, parsing, arguments)    KindInvalid
-//	  anything else                        KindInternal, outcome unknown
+//	  another 4xx (401, 403 blocks)        KindInternal: not applied
+//	  5xx (unavailable shards, an          KindOutcomeUnknown
+//	  exception while executing it), an
+//	  error with a status of no failure
 //	whole request
 //	  cannot connect                       KindUnavailable: nothing was sent
 //	  429, 503                             KindUnavailable: refused before execution
 //	  413                                  KindTooLarge
 //	  400                                  KindInvalid
-//	  caller's context ended               KindCanceled
-//	  anything else after sending a _bulk  KindInternal, outcome unknown (timeout, connection
-//	                                       lost mid-answer, 5xx): retrying could apply it twice
-//	  a failed _mget or dataset check      KindUnavailable (reads change nothing), except 4xx
+//	  401, 403, another 4xx or a 3xx,      KindInternal: not executed, and will not be
+//	  a certificate that does not verify
+//	  caller's context ended before        KindCanceled: nothing was sent
+//	  sending
+//	  after sending a _bulk: a timeout     KindOutcomeUnknown
+//	  (Options.Timeout), the caller's
+//	  context ending, a connection lost
+//	  before or during the answer, 408,
+//	  another 5xx, a 2xx answer that does
+//	  not account for every write (not
+//	  JSON, too few items, an item without
+//	  an action or with an unexpected result)
+//	  an applied write whose answer lacks  KindInternal
+//	  _seq_no or _primary_term
+//	  a failed _mget or dataset check      KindUnavailable (reads change nothing; a write
+//	                                       behind a failed check is not sent), except 4xx as
+//	                                       above, KindCanceled when the caller left and
+//	                                       KindInternal for an answer that cannot be decoded
+//
+// The Service resends only KindUnavailable writes; a KindOutcomeUnknown one is reported to its
+// caller, who decides whether to send it again.
 //
 // # Deviations
 //

@@ -2,12 +2,20 @@ package searchstore
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
+	"net"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -201,9 +209,11 @@ func TestClassifyItem(t *testing.T) {
 		{"index", 400, errJSON("mapper_parsing_exception", ""), driver.KindInvalid},
 		{"index", 400, errJSON("illegal_argument_exception", "max_bytes_length_exceeded_exception"), driver.KindTooLarge},
 		{"index", 413, nil, driver.KindTooLarge},
-		{"index", 500, errJSON("exception", ""), driver.KindInternal},
-		{"index", 503, errJSON("unavailable_shards_exception", ""), driver.KindInternal},
+		{"index", 500, errJSON("exception", ""), driver.KindOutcomeUnknown},
+		{"index", 503, errJSON("unavailable_shards_exception", ""), driver.KindOutcomeUnknown},
+		{"delete", 200, errJSON("exception", ""), driver.KindOutcomeUnknown},
 		{"index", 403, errJSON("cluster_block_exception", ""), driver.KindInternal},
+		{"create", 401, errJSON("security_exception", ""), driver.KindInternal},
 	} {
 		err := classifyItem(tc.action, tc.status, tc.err)
 		if err.Kind != tc.want {
@@ -211,6 +221,9 @@ func TestClassifyItem(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), secret) {
 			t.Errorf("error message carries the server's reason: %v", err)
+		}
+		if (tc.want == driver.KindOutcomeUnknown) != strings.Contains(err.Error(), "outcome is unknown") {
+			t.Errorf("%s %d: %v says the outcome is unknown if and only if it is not", tc.action, tc.status, err)
 		}
 		var be *BackendError
 		if !errors.As(err, &be) || be.Status != tc.status {
@@ -242,22 +255,63 @@ func TestClassifyStatus(t *testing.T) {
 		{404, body("index_not_found_exception"), readOnly, driver.KindNotFound},
 		{401, body("security_exception"), mutating, driver.KindInternal},
 		{403, body("security_exception"), readOnly, driver.KindInternal},
-		{500, body("exception"), mutating, driver.KindInternal},
-		{502, []byte("<html>bad gateway</html>"), mutating, driver.KindInternal},
-		{504, nil, mutating, driver.KindInternal},
+		{500, body("exception"), mutating, driver.KindOutcomeUnknown},
+		{502, []byte("<html>bad gateway</html>"), mutating, driver.KindOutcomeUnknown},
+		{504, nil, mutating, driver.KindOutcomeUnknown},
+		{408, nil, mutating, driver.KindOutcomeUnknown},
+		{405, nil, mutating, driver.KindInternal},
 		{500, body("exception"), readOnly, driver.KindUnavailable},
 		{504, nil, readOnly, driver.KindUnavailable},
+		{408, nil, readOnly, driver.KindUnavailable},
 	} {
 		err := classifyStatus(tc.status, tc.body, tc.kind, "req")
 		if err.Kind != tc.want {
 			t.Errorf("status %d (kind %d): %v, want %v", tc.status, tc.kind, err.Kind, tc.want)
 		}
-		if tc.kind == mutating && tc.want == driver.KindInternal && tc.status >= 500 && !strings.Contains(err.Error(), "outcome is unknown") {
-			t.Errorf("status %d on a write: %v does not say the outcome is unknown", tc.status, err)
+		if (tc.want == driver.KindOutcomeUnknown) != strings.Contains(err.Error(), "outcome is unknown") {
+			t.Errorf("status %d (kind %d): %v says the outcome is unknown if and only if it is not", tc.status, tc.kind, err)
 		}
 	}
 	// A bare-string error, as some endpoints send, still classifies by status.
 	if err := classifyStatus(404, []byte(`{"error":"alias [x] missing","status":404}`), readOnly, "req"); err.Kind != driver.KindInternal {
 		t.Errorf("bare-string 404: %v", err)
+	}
+}
+
+// A request without a complete answer: only a failed connect proves nothing was sent; a write
+// failing after that may have been applied (outcome unknown), a read is retryable.
+func TestClassifyTransport(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	timedOut, cancelT := context.WithTimeoutCause(context.Background(), 0, errRequestTimeout)
+	defer cancelT()
+	<-timedOut.Done()
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	cert := &url.Error{Op: "Post", URL: "https://x", Err: &tls.CertificateVerificationError{Err: errors.New("unknown authority")}}
+	for _, tc := range []struct {
+		name        string
+		parent, ctx context.Context
+		err         error
+		write, read driver.ErrorKind
+	}{
+		{"cannot connect", live, live, dial, driver.KindUnavailable, driver.KindUnavailable},
+		{"cannot connect, caller gone", gone, gone, dial, driver.KindCanceled, driver.KindCanceled},
+		{"reset after sending", live, live, reset, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"end of file", live, live, io.ErrUnexpectedEOF, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"answer cut short", live, live, &search.ReadError{Err: io.ErrUnexpectedEOF}, driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"caller gone in flight", gone, gone, fmt.Errorf("post: %w", context.Canceled), driver.KindOutcomeUnknown, driver.KindCanceled},
+		{"Options.Timeout", live, timedOut, fmt.Errorf("post: %w", context.DeadlineExceeded), driver.KindOutcomeUnknown, driver.KindUnavailable},
+		{"certificate", live, live, cert, driver.KindInternal, driver.KindInternal},
+	} {
+		w := classifyTransport(tc.parent, tc.ctx, tc.err, mutating, "_bulk")
+		r := classifyTransport(tc.parent, tc.ctx, tc.err, readOnly, "_mget")
+		if w.Kind != tc.write || r.Kind != tc.read {
+			t.Errorf("%s: write %v, read %v; want %v, %v", tc.name, w, r, tc.write, tc.read)
+		}
+		if (w.Kind == driver.KindOutcomeUnknown) != strings.Contains(w.Error(), "outcome is unknown") || strings.Contains(r.Error(), "outcome") {
+			t.Errorf("%s: messages %q, %q", tc.name, w, r)
+		}
 	}
 }

@@ -107,14 +107,20 @@ const (
 	mutating                    // _bulk: may have been applied when its answer was lost
 )
 
+// unknownSuffix ends the message of every write of unknown outcome.
+const unknownSuffix = "; the outcome is unknown"
+
 // classifyStatus classifies a whole-request error answer. 429 and 503 mean the node refused
 // the request before executing any of it; 400 and 413 that it could not even parse or accept
-// it. A _bulk failing any other way may have been applied in part, so it is KindInternal with
-// "outcome unknown", never retryable; a failed read is.
+// it; 401 and 403 that it refused our credentials. A _bulk answered with another 5xx or a 408
+// may have been applied in part, and sending it again may succeed: KindOutcomeUnknown. A read
+// failing so is KindUnavailable, since it changes nothing. Any other status (another 4xx, a
+// 3xx) is a request the server did not execute and will not: KindInternal.
 func classifyStatus(status int, body []byte, kind requestKind, what string) *driver.Error {
 	be := responseError(status, body)
 	var k driver.ErrorKind
 	msg := what + " failed"
+	transient := status >= 500 || status == http.StatusRequestTimeout
 	switch {
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
 		k, msg = driver.KindUnavailable, what+" refused by the server; nothing was applied"
@@ -126,10 +132,10 @@ func classifyStatus(status int, body []byte, kind requestKind, what string) *dri
 		k = driver.KindNotFound
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		k = driver.KindInternal
-	case kind == readOnly && status >= 500:
+	case transient && kind == readOnly:
 		k = driver.KindUnavailable
-	case kind == mutating:
-		k, msg = driver.KindInternal, what+" failed; the outcome is unknown"
+	case transient:
+		k, msg = driver.KindOutcomeUnknown, what+" failed"+unknownSuffix
 	default:
 		k = driver.KindInternal
 	}
@@ -137,7 +143,10 @@ func classifyStatus(status int, body []byte, kind requestKind, what string) *dri
 }
 
 // classifyItem classifies one failed _bulk item. action is the bulk action ("index",
-// "create", "delete").
+// "create", "delete"). An item failing with a 5xx (a shard unavailable, an exception while
+// executing it), or with an error and no failure status, may have been applied:
+// KindOutcomeUnknown. Any other 4xx (401, 403: a security refusal, an index block) was not
+// applied and will not be as it is: KindInternal.
 func classifyItem(action string, status int, raw json.RawMessage) *driver.Error {
 	be := backendError(status, raw)
 	var k driver.ErrorKind
@@ -156,8 +165,10 @@ func classifyItem(action string, status int, raw json.RawMessage) *driver.Error 
 		k, msg = driver.KindNotFound, "the dataset does not exist"
 	case status == http.StatusBadRequest:
 		k, msg = driver.KindInvalid, action+" refused by the dataset (mapping or request)"
+	case status >= 400 && status < 500:
+		k, msg = driver.KindInternal, action+" refused by the server"
 	default:
-		k, msg = driver.KindInternal, action+" failed; the outcome is unknown"
+		k, msg = driver.KindOutcomeUnknown, action+" failed"+unknownSuffix
 	}
 	return driver.NewError(k, "searchstore: "+msg, be)
 }
@@ -167,22 +178,26 @@ func classifyItem(action string, status int, raw json.RawMessage) *driver.Error 
 var errRequestTimeout = errors.New("searchstore: request timed out (Options.Timeout)")
 
 // classifyTransport classifies a request that got no complete answer. Only a failure to connect
-// proves that nothing reached the server; a mutating request that failed later may have been
-// applied.
+// proves that nothing reached the server (perform checks the caller's context before sending);
+// a mutating request that failed later may have been applied, also when the caller's context
+// ended while it was in flight: KindOutcomeUnknown. A server whose certificate does not verify
+// got nothing either, and never will: KindInternal.
 func classifyTransport(parent, ctx context.Context, err error, kind requestKind, what string) *driver.Error {
-	unknown := ""
-	if kind == mutating {
-		unknown = "; the outcome is unknown"
-	}
 	switch {
-	case parent.Err() != nil:
-		return driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled"+unknown, parent.Err())
+	case search.NotSent(err) && parent.Err() != nil:
+		return driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled; nothing was sent", parent.Err())
 	case search.NotSent(err):
 		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+": cannot connect; nothing was sent", err)
+	case search.ErrorClass(err) == search.Auth:
+		return driver.NewError(driver.KindInternal, "searchstore: "+what+": the server's certificate does not verify; nothing was sent", err)
+	case kind == readOnly && parent.Err() != nil:
+		return driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled", parent.Err())
 	case kind == readOnly:
 		return driver.NewError(driver.KindUnavailable, "searchstore: "+what+" failed", err)
+	case parent.Err() != nil:
+		return driver.NewError(driver.KindOutcomeUnknown, "searchstore: "+what+" canceled while in flight"+unknownSuffix, parent.Err())
 	case errors.Is(context.Cause(ctx), errRequestTimeout):
-		return driver.NewError(driver.KindInternal, "searchstore: "+what+" timed out"+unknown, errRequestTimeout)
+		return driver.NewError(driver.KindOutcomeUnknown, "searchstore: "+what+" timed out"+unknownSuffix, errRequestTimeout)
 	}
-	return driver.NewError(driver.KindInternal, "searchstore: "+what+" failed"+unknown, err)
+	return driver.NewError(driver.KindOutcomeUnknown, "searchstore: "+what+" failed"+unknownSuffix, err)
 }

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/store/driver"
 )
@@ -273,10 +276,13 @@ func TestFakeWholeRequestFailures(t *testing.T) {
 		{"503", 503, `{"error":{"type":"cluster_block_exception"},"status":503}`, driver.KindUnavailable, driver.KindUnavailable, false, false},
 		{"413", 413, ``, driver.KindTooLarge, driver.KindTooLarge, false, false},
 		{"400", 400, `{"error":{"type":"action_request_validation_exception"},"status":400}`, driver.KindInvalid, driver.KindInvalid, false, false},
-		{"500", 500, `{"error":{"type":"exception"},"status":500}`, driver.KindInternal, driver.KindUnavailable, true, false},
-		{"504", 504, `gateway timeout`, driver.KindInternal, driver.KindUnavailable, true, false},
-		{"dropped", -1, ``, driver.KindInternal, driver.KindUnavailable, true, true},
-		{"truncated", 200, `{"items":[{"index":{"status":201`, driver.KindInternal, driver.KindInternal, true, false},
+		{"500", 500, `{"error":{"type":"exception"},"status":500}`, driver.KindOutcomeUnknown, driver.KindUnavailable, true, false},
+		{"504", 504, `gateway timeout`, driver.KindOutcomeUnknown, driver.KindUnavailable, true, false},
+		{"dropped", -1, ``, driver.KindOutcomeUnknown, driver.KindUnavailable, true, true},
+		{"truncated", 200, `{"items":[{"index":{"status":201`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
+		{"no items", 200, `{"items":[]}`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
+		{"item without an action", 200, `{"items":[{}]}`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
+		{"403", 403, `{"error":{"type":"security_exception"},"status":403}`, driver.KindInternal, driver.KindInternal, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, func(r *searchtest.Request) (int, string) {
@@ -329,36 +335,91 @@ func TestFakeConnectionRefusedIsUnavailable(t *testing.T) {
 	wantKind(t, "write behind a failed dataset check", res[0].Err, driver.KindUnavailable)
 }
 
+// A write that Options.Timeout or its caller's context ends while it is in flight has an
+// unknown outcome; a read so ended is retryable (timeout) or canceled; a write whose caller
+// had gone before it was sent is canceled and never sent.
 func TestFakeTimeoutAndCancel(t *testing.T) {
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
 	f := newFake(t, func(r *searchtest.Request) (int, string) {
-		if r.Method == http.MethodHead {
+		switch {
+		case r.Method == http.MethodHead:
 			return 200, ""
+		case r.Path == "/_bulk" && strings.Contains(r.Body, `"warm"`):
+			return 200, bulkAnswer(`{"index":{"result":"created","status":201,"_seq_no":0,"_primary_term":1}}`)
+		case r.Path == "/_bulk" && strings.Contains(r.Body, `"inflight"`):
+			arrived <- struct{}{}
 		}
 		<-release
 		return 200, "{}"
 	})
 	defer close(release)
-	s := storeOf(t, f, &Options{Timeout: 50 * time.Millisecond})
+	// One transport for both stores: the unbounded store's write leaves an idle connection,
+	// so the bounded store's write is sent on it and its timeout cannot end a dial instead
+	// (which would prove nothing was sent).
+	tp, err := search.NewClient(search.Options{URLs: []string{f.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close(context.Background())
+	newStore := func(o *Options) *Store {
+		s, err := New(tp, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	free := newStore(&Options{SkipDatasetCheck: true})
+	if res, err := free.Write(context.Background(), []driver.Write{putOf(addrOf("d", "warm"), `{}`, driver.Condition{})}, driver.WriteOptions{}); err != nil || res[0].Err != nil {
+		t.Fatalf("warming write: %+v, %v", res, err)
+	}
+	s := newStore(&Options{SkipDatasetCheck: true, Timeout: 50 * time.Millisecond})
 	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, "timed-out write", res[0].Err, driver.KindInternal)
+	wantKind(t, "timed-out write", res[0].Err, driver.KindOutcomeUnknown)
 	if !errors.Is(res[0].Err, errRequestTimeout) || !strings.Contains(res[0].Err.Error(), "outcome is unknown") {
 		t.Fatalf("timed-out write: %v", res[0].Err)
 	}
 	_, err = s.Read(context.Background(), []driver.Address{addrOf("d", "1")})
 	wantKind(t, "timed-out read", err, driver.KindUnavailable)
 
-	s2 := storeOf(t, f, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// The caller leaves once the write reached the server.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res, err = s2.Write(ctx, []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	res, err = free.Write(ctx, []driver.Write{putOf(addrOf("d", "inflight"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, "write whose caller gave up", res[0].Err, driver.KindCanceled)
+	wantKind(t, "write whose caller left while it was in flight", res[0].Err, driver.KindOutcomeUnknown)
+	if !errors.Is(res[0].Err, context.Canceled) || !strings.Contains(res[0].Err.Error(), "outcome is unknown") {
+		t.Fatalf("write whose caller left while it was in flight: %v", res[0].Err)
+	}
+
+	// A caller gone before anything was sent: canceled, and nothing reaches the server.
+	_, err = free.Read(ctx, []driver.Address{addrOf("d", "1")})
+	wantKind(t, "read whose caller had gone", err, driver.KindCanceled)
+	res, err = free.Write(ctx, []driver.Write{putOf(addrOf("d", "gone"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	if err == nil {
+		err = res[0].Err
+	}
+	wantKind(t, "write whose caller had gone", err, driver.KindCanceled)
+	// perform itself checks (the caller may leave after Write began, during a dataset check).
+	_, derr := free.perform(ctx, esapi.BulkRequest{Body: strings.NewReader(`{"index":{"_index":"d","_id":"gone"}}` + "\n{}\n")}, mutating, "_bulk")
+	if derr == nil {
+		t.Fatal("a _bulk whose caller had gone was performed")
+	}
+	wantKind(t, "_bulk whose caller had gone", derr, driver.KindCanceled)
+	for _, r := range f.Requests() {
+		if r.Path == "/_bulk" && strings.Contains(r.Body, `"gone"`) {
+			t.Fatal("a write whose caller had gone was sent")
+		}
+	}
 }
 
 func TestFakeMalformedRevisionAndAbsentDelete(t *testing.T) {

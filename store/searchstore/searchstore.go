@@ -24,8 +24,8 @@ type Options struct {
 	// then a missing dataset fails per item with KindNotFound anyway. Default false.
 	SkipDatasetCheck bool
 	// Timeout bounds every request the adapter sends, on top of the caller's context. A write
-	// that times out has an unknown outcome and fails with KindInternal. Default 0: only the
-	// caller's context bounds a request.
+	// that times out after it was sent has an unknown outcome and fails with
+	// KindOutcomeUnknown. Default 0: only the caller's context bounds a request.
 	Timeout time.Duration
 	// Now is the clock for DatasetTTL. Default time.Now.
 	Now func() time.Time
@@ -113,6 +113,11 @@ func (s *Store) Close(ctx context.Context) error {
 // perform sends req and reads the whole answer. A non-nil error is already classified: kind
 // says whether the request may have changed anything when its answer was lost.
 func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (search.Answer, *driver.Error) {
+	if err := parent.Err(); err != nil {
+		// Checked here so that a write whose caller had already left is KindCanceled, not of
+		// unknown outcome: nothing was sent.
+		return search.Answer{}, driver.NewError(driver.KindCanceled, "searchstore: "+what+" canceled; nothing was sent", err)
+	}
 	ctx := parent
 	if s.opts.Timeout > 0 {
 		var cancel context.CancelFunc

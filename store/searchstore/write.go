@@ -240,11 +240,11 @@ func (s *Store) bulk(ctx context.Context, writes []driver.Write, revs []revision
 		Items []bulkEntry `json:"items"`
 	}
 	if err := json.Unmarshal(ans.Body, &res); err != nil {
-		fail(driver.NewError(driver.KindInternal, "searchstore: _bulk: cannot decode the answer; the outcome is unknown", err))
+		fail(driver.NewError(driver.KindOutcomeUnknown, "searchstore: _bulk: cannot decode the answer"+unknownSuffix, err))
 		return
 	}
 	if len(res.Items) != len(pending) {
-		fail(driver.NewError(driver.KindInternal, fmt.Sprintf("searchstore: _bulk answered %d items for %d writes; the outcome is unknown", len(res.Items), len(pending)), nil))
+		fail(driver.NewError(driver.KindOutcomeUnknown, fmt.Sprintf("searchstore: _bulk answered %d items for %d writes", len(res.Items), len(pending))+unknownSuffix, nil))
 		return
 	}
 	for j, i := range pending {
@@ -255,7 +255,7 @@ func (s *Store) bulk(ctx context.Context, writes []driver.Write, revs []revision
 func (s *Store) itemResult(w *driver.Write, it *bulkItem) driver.WriteResult {
 	act := action(w)
 	if it == nil {
-		return driver.WriteResult{Err: driver.NewError(driver.KindInternal, "searchstore: _bulk item without an action; the outcome is unknown", nil)}
+		return driver.WriteResult{Err: driver.NewError(driver.KindOutcomeUnknown, "searchstore: _bulk item without an action"+unknownSuffix, nil)}
 	}
 	deleteMissing := act == "delete" && it.Status == http.StatusNotFound && it.Result == "not_found" && len(it.Error) == 0
 	if !deleteMissing && (len(it.Error) > 0 || it.Status < 200 || it.Status > 299) {
@@ -280,9 +280,10 @@ func (s *Store) itemResult(w *driver.Write, it *bulkItem) driver.WriteResult {
 	}
 	switch {
 	case outcome == 0 || act == "delete":
-		return driver.WriteResult{Err: driver.NewError(driver.KindInternal, fmt.Sprintf("searchstore: %s answered with result %q; the outcome is unknown", act, it.Result), nil)}
+		return driver.WriteResult{Err: driver.NewError(driver.KindOutcomeUnknown, fmt.Sprintf("searchstore: %s answered with result %q", act, it.Result)+unknownSuffix, nil)}
 	case it.SeqNo == nil || it.PrimaryTerm == nil:
-		return driver.WriteResult{Err: driver.NewError(driver.KindInternal, "searchstore: "+act+" answer lacks _seq_no or _primary_term", nil)}
+		// Applied, but without the revision a result must carry.
+		return driver.WriteResult{Err: driver.NewError(driver.KindInternal, "searchstore: "+act+" was applied, but its answer lacks _seq_no or _primary_term", nil)}
 	}
 	return driver.WriteResult{Outcome: outcome, Revision: revision{seqNo: *it.SeqNo, primaryTerm: *it.PrimaryTerm}.encode()}
 }
