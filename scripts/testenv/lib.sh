@@ -366,6 +366,23 @@ server_signal() {
   [ -n "$pids" ] || die "not running"
   # shellcheck disable=SC2086 # one pid per word
   kill -"$1" $pids
+  # A stop takes effect thread by thread: wait (bounded) until every thread of every process
+  # is stopped, so that nothing the caller sends after "pause" returns is still answered.
+  if [ "$1" = STOP ]; then
+    local pid t deadline=$((SECONDS + 20)) running
+    while :; do
+      running=
+      for pid in $pids; do
+        for t in /proc/"$pid"/task/*; do
+          [ -e "$t/stat" ] || continue
+          proc_paused "$pid/task/${t##*/}" || { running=1; break 2; }
+        done
+      done
+      [ -z "$running" ] && break
+      [ "$SECONDS" -lt "$deadline" ] || die "pid ${pids//$'\n'/ } did not stop within 20 s"
+      sleep 0.05
+    done
+  fi
   log "SIG$1 sent to pid ${pids//$'\n'/ }"
 }
 
