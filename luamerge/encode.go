@@ -74,7 +74,11 @@ func (e *encoder) value(idx int) *ProgramError {
 		}
 		e.buf = appendString(e.buf, s)
 	case lua.TypeTable:
-		return e.table(idx)
+		if err := e.table(idx); err != nil {
+			return err
+		}
+		// The closing bracket counts too: the size is checked after every value, the
+		// tables' own included.
 	case lua.TypeUserData:
 		switch v := l.ToUserData(idx).(type) {
 		case nullValue:

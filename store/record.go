@@ -56,6 +56,21 @@ const RecordVersion = 1
 // ignoring them is safe; anything else needs a new version, which older workers refuse (and
 // dead-letter): upgrade workers before the services that publish.
 //
+// What a decoder reads: one JSON object (RFC 8259, valid UTF-8 in its names and strings),
+// members in any order with any whitespace; an unknown member, which must still be JSON, is
+// skipped; a repeated member counts the last time; a null member is an absent one. v and index
+// are integers without fraction or exponent (index 0 to 2^31). It is lenient, in ways that
+// decode to the same record as AppendRecord's text of it, in exactly what the standard library
+// reads: accepted_at is what time.Parse(time.RFC3339Nano) takes (any offset, a comma before the
+// fraction, a one-digit hour), as long as the instant falls in the years 0000-9999 in UTC; an
+// int64 key is what strconv.ParseInt takes ("+5", "007"); a bytes key is what
+// base64.StdEncoding takes (line breaks skipped, non-zero padding bits ignored); an ObjectID
+// key takes hex digits of either case. revision is read only with if "revision", and
+// program_sha256 only with a program; other records ignore them. The document is delimited,
+// not validated: Service.Apply validates it, so a record whose document is not JSON is refused
+// there. FuzzDecodeRecord holds the decoder to a reference decoder over encoding/json that
+// states these rules.
+//
 // The message key is RecordKey(address): every mutation of one record lands in one partition,
 // in the order it was published.
 type Record struct {

@@ -51,9 +51,10 @@ func DecodeRecord(value []byte) (Record, error) {
 // the operation and address once they are read ("store: merge m/ns/ds/\"k\": queue record is
 // malformed: the program does not match program_sha256").
 // The record shares no memory with value. Member names are matched exactly; unknown members
-// are skipped; a repeated member counts once, the last time; a null member is an absent one.
-// Documents are delimited here and validated when the record is applied (Service.Apply),
-// against the configuration of the service that applies it.
+// are skipped (they must be JSON); a repeated member counts once, the last time; a null member
+// is an absent one (see Record for all the decoder reads). Documents are delimited here and
+// validated when the record is applied (Service.Apply), against the configuration of the
+// service that applies it.
 func (d *RecordDecoder) Decode(value []byte) (Record, error) {
 	var r Record
 	if err := d.decode(&r, value, false); err != nil {
@@ -89,7 +90,9 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	}
 	if string(w.acceptedAt) != d.atText || d.atText == "" {
 		at, err := time.Parse(time.RFC3339Nano, string(w.acceptedAt))
-		if err != nil {
+		// An offset may move the instant out of the years RFC 3339 can write in UTC, as
+		// AppendRecord writes it: such a record could not be published again.
+		if y := at.UTC().Year(); err != nil || y < 0 || y > 9999 {
 			return malformed("accepted_at is not an RFC 3339 date-time")
 		}
 		d.atText, d.at = string(w.acceptedAt), at
@@ -117,6 +120,9 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	malformed := func(msg string) error { return malformedOp(op.Kind, op.Addr, msg) }
 	switch string(w.cond) {
 	case "":
+		if w.cond != nil { // "if":"" is no precondition the format has
+			return malformed("if is not revision or absent")
+		}
 	case "absent":
 		op.If = IfAbsent()
 	case "revision":
@@ -143,7 +149,7 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 		if !w.hasProgram {
 			return malformed("a merge without a program")
 		}
-		if string(w.program) != d.program || string(w.programSHA256) != d.hash {
+		if string(w.program) != d.program || string(w.programSHA256) != d.hash || d.hash == "" {
 			program := string(w.program)
 			hash := ProgramHash(program)
 			if string(w.programSHA256) != hash {
@@ -201,6 +207,44 @@ type wireRecord struct {
 	cond, revision, programSHA256, program                           []byte
 	doc                                                              []byte // a copy, or shared with the input
 	times                                                            []string
+}
+
+// clear makes member m absent again (a null given after a value).
+func (w *wireRecord) clear(m int) {
+	switch m {
+	case memberV:
+		w.v = 0
+	case memberIndex:
+		w.index, w.hasIndex = 0, false
+	case memberRequest:
+		w.request = nil
+	case memberAcceptedAt:
+		w.acceptedAt = nil
+	case memberOp:
+		w.op = nil
+	case memberStore:
+		w.store = nil
+	case memberNamespace:
+		w.namespace = nil
+	case memberDataset:
+		w.dataset = nil
+	case memberKeyType:
+		w.keyType = nil
+	case memberKey:
+		w.key, w.hasKey = nil, false
+	case memberIf:
+		w.cond = nil
+	case memberRevision:
+		w.revision = nil
+	case memberProgramSHA256:
+		w.programSHA256 = nil
+	case memberProgram:
+		w.program, w.hasProgram = nil, false
+	case memberDoc:
+		w.doc = nil
+	case memberTimes:
+		w.times = nil
+	}
 }
 
 // The members of a record, in the order AppendRecord writes them.
@@ -274,7 +318,7 @@ func scanRecord(w *wireRecord, b []byte, share bool) error {
 			}
 		}
 		if s.null() {
-			// A null member is an absent one.
+			w.clear(m) // a null member is an absent one, also after the member was given once
 		} else {
 			var ok bool
 			switch m {
@@ -314,7 +358,11 @@ func scanRecord(w *wireRecord, b []byte, share bool) error {
 			case memberTimes:
 				w.times, ok = s.strings()
 			default:
-				_, ok = s.value()
+				// An unknown member is skipped, but it must be JSON: the record is one JSON
+				// object, which other readers (a dead-letter tool) must be able to read too.
+				var v []byte
+				v, ok = s.valueShared()
+				ok = ok && json.Valid(v)
 			}
 			if !ok {
 				return s.fail("member " + strconv.Quote(safeName(memberName(m, name))) + " is malformed or has the wrong type")
@@ -482,13 +530,20 @@ func (s *scanner) int() (int64, bool) {
 		digits++
 		s.i++
 	}
-	if digits == 0 {
+	if digits == 0 || (digits > 1 && s.b[start+b2i(neg)] == '0') { // JSON has no leading zeros
 		return 0, false
 	}
 	if neg {
 		return -int64(n), true
 	}
 	return int64(n), true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // str reads a JSON string of valid UTF-8.
@@ -566,6 +621,24 @@ func (s *scanner) strings() ([]string, bool) {
 // arrays are delimited by nesting and strings, not validated: the store validates documents
 // before applying them.
 func (s *scanner) value() ([]byte, bool) {
+	start, ok := s.extent()
+	if !ok {
+		return nil, false
+	}
+	return s.take(start), true
+}
+
+// valueShared is value without the copy: the extent in the input, for a value only looked at.
+func (s *scanner) valueShared() ([]byte, bool) {
+	start, ok := s.extent()
+	if !ok {
+		return nil, false
+	}
+	return s.b[start:s.i:s.i], true
+}
+
+// extent moves past one JSON value and returns where it starts.
+func (s *scanner) extent() (int, bool) {
 	s.ws()
 	start := s.i
 	depth := 0
@@ -578,41 +651,31 @@ func (s *scanner) value() ([]byte, bool) {
 		switch c {
 		case '"':
 			if !s.skipString() {
-				return nil, false
+				return start, false
 			}
 			if depth == 0 {
-				return s.take(start), true
+				return start, true
 			}
 			continue
 		case '{', '[':
 			depth++
 		case '}', ']':
 			if depth == 0 {
-				return s.scalar(start)
+				return start, s.i > start
 			}
 			depth--
 			if depth == 0 {
 				s.i++
-				return s.take(start), true
+				return start, true
 			}
 		case ',', ' ', '\t', '\r', '\n':
 			if depth == 0 {
-				return s.scalar(start)
+				return start, s.i > start
 			}
 		}
 		s.i++
 	}
-	if depth > 0 {
-		return nil, false
-	}
-	return s.scalar(start)
-}
-
-func (s *scanner) scalar(start int) ([]byte, bool) {
-	if s.i == start {
-		return nil, false
-	}
-	return s.take(start), true
+	return start, depth == 0 && s.i > start
 }
 
 // take returns b[start:i]: shared when the scanner shares (capped, so an append to it cannot

@@ -258,34 +258,3 @@ func overlaps(a, b []byte) bool {
 	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
 	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
 }
-
-// FuzzDecodeRecord feeds arbitrary values to the decoder: it must never panic, and whatever
-// it accepts must encode back to a record that decodes to the same thing.
-func FuzzDecodeRecord(f *testing.F) {
-	for _, r := range recordSamples(f) {
-		f.Add(encode(&r))
-	}
-	f.Add([]byte(`{"v":1}`))
-	f.Fuzz(func(t *testing.T, value []byte) {
-		r, err := store.DecodeRecord(value)
-		if err != nil {
-			if !errors.Is(err, store.ErrInvalid) {
-				t.Fatalf("DecodeRecord failed with %v, want ErrInvalid", err)
-			}
-			return
-		}
-		var d store.RecordDecoder
-		shared, err := d.DecodeShared(value)
-		if err != nil || !sameRecord(&r, &shared) {
-			t.Fatalf("DecodeShared disagrees with DecodeRecord: %v\n got %+v\nwant %+v", err, shared, r)
-		}
-		enc := encode(&r)
-		again, err := store.DecodeRecord(enc)
-		if err != nil {
-			t.Fatalf("a decoded record does not decode after encoding: %v\n%s", err, enc)
-		}
-		if !sameRecord(&r, &again) {
-			t.Fatalf("encoding changed a decoded record:\n got %+v\nwant %+v", again, r)
-		}
-	})
-}

@@ -145,6 +145,9 @@ func (d *decoder) value(t byte, v []byte) error {
 			d.out = appendDouble(d.out, f)
 		}
 	case bsonString:
+		if v[len(v)-1] != 0 {
+			return errMalformedBSON // BSON strings end in NUL
+		}
 		return d.appendString(v[4 : len(v)-1])
 	case bsonDocument:
 		return d.document(v, false)
@@ -161,6 +164,9 @@ func (d *decoder) value(t byte, v []byte) error {
 		d.out = hex.AppendEncode(d.out, v)
 		d.out = append(d.out, `"}`...)
 	case bsonBoolean:
+		if v[0] > 1 {
+			return errMalformedBSON // 0 or 1 only: another byte has no value to keep
+		}
 		d.out = strconv.AppendBool(d.out, v[0] != 0)
 	case bsonDateTime:
 		t := time.UnixMilli(int64(binary.LittleEndian.Uint64(v))).UTC()

@@ -67,7 +67,9 @@
 //     wrote keeps its ObjectIDs and binaries. Any other object whose member names all start
 //     with '$' is refused. Deprecated types (undefined, DBPointer, symbol, JavaScript code) and
 //     strings that are not valid UTF-8 have no JSON form: reading such a record fails with
-//     KindInvalid rather than altering it.
+//     KindInvalid rather than altering it. Bytes that break the BSON format (a boolean other
+//     than 0 or 1, a string without its closing NUL, a Decimal128 significand beyond 34
+//     digits, which no server writes) are KindInternal, a malformed reply.
 //
 // Refused as KindInvalid, before anything is sent: a top-level member named _id (the key is
 // the _id), named like the metadata field, or starting with '$'; a member name holding NUL;
@@ -158,7 +160,9 @@
 // and -0.0 silently becomes 0.0. FerretDB also scans the whole collection for an $in (a
 // multi-record read costs a collection scan there), refuses '$'-prefixed and dotted member
 // names at every level, and its filtered updates are atomic only behind a relay that
-// serializes writes (tools/ferretdb).
+// serializes writes (tools/ferretdb). FerretDB 1.x also refuses arrays directly inside arrays
+// ([[1]]; KindInvalid, from the server) and moves a member named _id to the front of a nested
+// object ({"b":1,"_id":2} reads back as {"_id":2,"b":1}); the adapter passes both through.
 //
 // # Deviations
 //

@@ -120,10 +120,22 @@ func appendDouble(dst []byte, f float64) []byte {
 	return append(dst, '.', '0')
 }
 
-// decimalJSON renders a finite Decimal128 as a JSON number; ok is false for NaN and infinities.
+// maxSignificand is 10^34-1, the largest significand of a canonical Decimal128, as its high
+// and low 64 bits.
+const maxSignificandHi, maxSignificandLo = 0x0001ed09bead87c0, 0x378d8e63ffffffff
+
+// decimalJSON renders a finite Decimal128 as a JSON number; ok is false for NaN, infinities
+// and non-canonical encodings (a significand beyond 10^34-1, which IEEE 754 reads as zero and
+// no server writes: the driver would print its 35 digits, a number no Decimal128 holds).
 func decimalJSON(hi, lo uint64) (string, bool) {
 	d := bson.NewDecimal128(hi, lo)
 	if d.IsNaN() || d.IsInf() != 0 {
+		return "", false
+	}
+	if hi>>61&3 == 3 {
+		return "", false // the form whose significand is 2^113 and more
+	}
+	if sh := hi & (1<<49 - 1); sh > maxSignificandHi || sh == maxSignificandHi && lo > maxSignificandLo {
 		return "", false
 	}
 	s := d.String()
