@@ -29,6 +29,14 @@ type RunnerOptions struct {
 	// BatchMaxWait closes a batch this long after its first event arrived, so a trickle of
 	// changes still reaches the sink promptly. Default 500ms.
 	BatchMaxWait time.Duration
+	// MaxInFlight is how many batches may be at the sink at once when the sink is a
+	// ConcurrentSink (package sink's is): the runner goes on gathering and sending batches
+	// while earlier ones are being written, and commits them -- dead letters, checkpoint,
+	// ack -- strictly in batch order, so the stored checkpoint never passes a batch the sink
+	// has not answered. Changes whose order matters never overtake an earlier batch writing
+	// the same document (see ConcurrentSink), and no batch is sent while another is being
+	// pushed back. Default 4; 1 writes one batch at a time. Other sinks always get 1.
+	MaxInFlight int
 
 	// BackoffMin and BackoffMax bound the jittered exponential waits: before a batch the sink
 	// answered with backpressure is offered again (a RetryAfter from the sink is honoured even
@@ -99,6 +107,7 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	}
 	def(&c.BatchMaxEvents, 1000)
 	def(&c.BatchMaxBytes, 5<<20)
+	def(&c.MaxInFlight, 4)
 	defDur(&c.BatchMaxWait, 500*time.Millisecond)
 	defDur(&c.BackoffMin, 100*time.Millisecond)
 	defDur(&c.BackoffMax, 5*time.Second)
@@ -147,6 +156,14 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // the first event not yet acknowledged: nothing is lost, and what is delivered again is what
 // came after the stored checkpoint -- the unfinished transaction and the last batch
 // (TestRunnerCrash). External versioning makes such replays harmless.
+//
+// Batches in flight. With a ConcurrentSink, up to MaxInFlight batches are at the sink at
+// once while the next one is gathered; each is committed as above, strictly in batch order,
+// once it and every batch before it were answered. A delete, a key-changing update or an
+// update with Unchanged values waits for every earlier batch still at the sink that writes
+// the same document, a Truncate for every earlier batch (see ConcurrentSink), and no batch
+// is sent while another is pushed back. A failing batch ends the session: the batches after
+// it are abandoned uncommitted and come again from the stored checkpoint.
 //
 // Backpressure. A *BackpressureError offers the identical batch (the same slice) again after
 // a jittered exponential wait between BackoffMin and BackoffMax, or RetryAfter when that is
@@ -215,9 +232,10 @@ type Runner struct {
 	reconnects   int64
 	lastFailure  error
 	failedAt     time.Time
-	pushedSince  time.Time // when the batch being offered was first pushed back
-	pushedErr    error     // the last backpressure
-	failures     int       // reopening attempts since the last batch that succeeded
+	// inflight are the batches handed to the sink and not yet committed, in batch order
+	// (runner_flight.go): appended and removed by the loop's goroutine under mu.
+	inflight []*flight
+	failures int // reopening attempts since the last batch that succeeded
 	// streamingSince is when the current session's stream opened (zero: none open).
 	streamingSince time.Time
 	lag            lagState
@@ -346,13 +364,13 @@ func (r *Runner) healthLocked(now time.Time) Health {
 		}
 		return Health{Class: HealthStopped, Reason: "stopped"}
 	}
-	if !r.pushedSince.IsZero() {
+	if pushedSince, pushedErr := r.pushedLocked(); !pushedSince.IsZero() {
 		var bp *BackpressureError
-		if errors.As(r.pushedErr, &bp) && bp.Unavailable {
-			return Health{Class: HealthUnavailable, Reason: fmt.Sprintf("sink unavailable for %v: %v", now.Sub(r.pushedSince).Round(time.Second), r.pushedErr)}
+		if errors.As(pushedErr, &bp) && bp.Unavailable {
+			return Health{Class: HealthUnavailable, Reason: fmt.Sprintf("sink unavailable for %v: %v", now.Sub(pushedSince).Round(time.Second), pushedErr)}
 		}
-		if d := now.Sub(r.pushedSince); d > r.o.BackpressureThreshold {
-			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), r.pushedErr)}
+		if d := now.Sub(pushedSince); d > r.o.BackpressureThreshold {
+			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), pushedErr)}
 		}
 	}
 	if r.progress.Pending > 0 {
@@ -379,7 +397,8 @@ func (r *Runner) Status() Status {
 	now := r.o.Clock.Now()
 	st := Status{Pipeline: r.o.Pipeline, Health: r.healthLocked(now), State: r.state.String(),
 		Progress: r.progressLocked(), Lag: r.lagLocked(now), Reconnects: r.reconnects,
-		LastFailure: r.lastFailure, FailedAt: r.failedAt, BackpressureSince: r.pushedSince}
+		LastFailure: r.lastFailure, FailedAt: r.failedAt}
+	st.BackpressureSince, _ = r.pushedLocked()
 	if r.state == running && st.Progress.Snapshot.Active {
 		st.State = "snapshotting"
 	}
@@ -409,7 +428,6 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	defer func() {
 		r.mu.Lock()
 		r.state, r.stopErr, r.stream, r.progress.Pending = stopped, err, nil, 0
-		r.pushedSince, r.pushedErr = time.Time{}, nil
 		r.mu.Unlock()
 	}()
 	defer func() { r.reports.flush(r.log, r.o.Clock.Now(), true) }()
@@ -488,7 +506,6 @@ func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) err
 	defer func() {
 		r.mu.Lock()
 		r.stream, r.progress.Pending = nil, 0
-		r.pushedSince, r.pushedErr = time.Time{}, nil
 		r.mu.Unlock()
 		_ = st.Close()
 	}()
@@ -517,18 +534,26 @@ func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) err
 }
 
 func (r *Runner) loop(ctx context.Context, st Stream) error {
-	var b batch
+	p := r.newPipe(ctx, st)
+	defer p.stop()
 	var deadline <-chan time.Time
 	events := st.Events()
 	flush := func() error {
 		deadline = nil
-		return r.flush(ctx, st, &b)
+		return p.dispatch()
 	}
 	for {
+		var landed <-chan struct{}
+		if len(r.inflight) > 0 {
+			landed = r.inflight[0].done
+		}
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				if err := flush(); err != nil {
+					return err
+				}
+				if err := p.drain(); err != nil {
 					return err
 				}
 				if err := st.Err(); err != nil {
@@ -537,28 +562,33 @@ func (r *Runner) loop(ctx context.Context, st Stream) error {
 				return nil
 			}
 			size := eventBytes(&ev)
-			if len(b.entries) > 0 && b.bytes+size > r.o.BatchMaxBytes {
+			if len(p.b.entries) > 0 && p.b.bytes+size > r.o.BatchMaxBytes {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
-			if len(b.entries) == 0 {
+			if len(p.b.entries) == 0 {
 				deadline = r.o.Clock.After(r.o.BatchMaxWait)
-				r.mu.Lock()
-				r.pendingSince = r.o.Clock.Now()
-				r.mu.Unlock()
+				p.b.since = r.o.Clock.Now()
 			}
-			b.add(ev, size)
+			p.b.add(ev, size)
 			r.mu.Lock()
-			r.progress.Pending = len(b.entries)
+			if r.progress.Pending == 0 {
+				r.pendingSince = p.b.since
+			}
+			r.progress.Pending++
 			r.mu.Unlock()
-			if len(b.entries) >= r.o.BatchMaxEvents || b.bytes >= r.o.BatchMaxBytes {
+			if len(p.b.entries) >= r.o.BatchMaxEvents || p.b.bytes >= r.o.BatchMaxBytes {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
 		case <-deadline:
 			if err := flush(); err != nil {
+				return err
+			}
+		case <-landed:
+			if err := p.commitHead(); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -576,6 +606,7 @@ type batch struct {
 	bytes      int
 	// newestCommit is the latest CommitTime among entries (zero: none had one).
 	newestCommit time.Time
+	since        time.Time // when its first event was read
 }
 
 func (b *batch) add(ev Event, size int) {
@@ -593,23 +624,12 @@ func (b *batch) add(ev Event, size int) {
 	b.bytes += size
 }
 
-// flush hands the batch to the sink, then writes its dead letters, then saves and acks its
-// checkpoint -- in that order, so that a crash anywhere leaves the stored checkpoint at or
-// before what the sink and the dead-letter queue hold.
-func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
-	if len(b.entries) == 0 {
-		return nil
-	}
-	start := r.o.Clock.Now()
-	var dead []DeadLetter
-	attempts := 0
-	if len(b.toSink) > 0 {
-		var err error
-		if dead, attempts, err = r.write(ctx, b.toSink); err != nil {
-			return err
-		}
-	}
-	letters, err := r.deadLetters(b, dead)
+// commit finishes a flight the sink accepted, in batch order: it writes the batch's dead
+// letters, then saves and acks its checkpoint -- in that order, so that a crash anywhere
+// leaves the stored checkpoint at or before what the sink and the dead-letter queue hold.
+func (r *Runner) commit(ctx context.Context, st Stream, f *flight) error {
+	b := &f.b
+	letters, err := r.deadLetters(b, f.dead)
 	if err != nil {
 		return fmt.Errorf("checking the sink's dead letters: %w", err)
 	}
@@ -642,7 +662,6 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 	if saved {
 		r.progress.LastCheckpoint = now
 	}
-	r.progress.Pending = 0
 	r.lastSuccess = now
 	r.lastFailure, r.failures = nil, 0
 	if r.stream != nil {
@@ -655,24 +674,24 @@ func (r *Runner) flush(ctx context.Context, st Stream, b *batch) error {
 		r.appliedCommitLocked(b.newestCommit)
 	}
 	r.mu.Unlock()
-	r.report(b, letters, dead, now)
+	r.report(b, letters, f.dead, now)
 	r.log.Debug("batch done", "events", len(b.entries), "dead_letters", len(letters), "checkpoint", saved)
-	stats := BatchStats{Events: len(b.entries), DeadLetters: len(letters), Attempts: attempts, Duration: now.Sub(start), Checkpointed: saved}
+	stats := BatchStats{Events: len(b.entries), DeadLetters: len(letters), Attempts: f.attempts, Duration: now.Sub(f.start), Checkpointed: saved}
 	if !b.newestCommit.IsZero() {
 		stats.Lag = max(now.Sub(b.newestCommit), 0)
 	}
 	r.o.Observer.BatchDone(stats)
-	*b = batch{}
 	return nil
 }
 
-// write offers events to the sink until it succeeds, fails fatally or ctx ends; backpressure
-// replays the identical slice after a jittered, bounded wait.
+// write offers a flight's events to the sink until it succeeds, fails fatally or ctx ends;
+// backpressure replays the identical slice after a jittered, bounded wait.
 // It returns the sink's dead letters and how many offers it took.
-func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, error) {
+func (r *Runner) write(ctx context.Context, f *flight) ([]DeadLetter, int, error) {
+	events := f.b.toSink
 	defer func() {
 		r.mu.Lock()
-		r.pushedSince, r.pushedErr = time.Time{}, nil
+		f.pushedSince, f.pushedErr = time.Time{}, nil
 		r.mu.Unlock()
 	}()
 	var lastLogged string
@@ -686,13 +705,13 @@ func (r *Runner) write(ctx context.Context, events []Event) ([]DeadLetter, int, 
 		if !errors.As(err, &bp) {
 			return nil, attempt + 1, fmt.Errorf("writing to the sink: %w", err)
 		}
-		wait := r.wait.Delay(attempt, r.o.Rand, bp.RetryAfter)
+		wait := r.wait.Delay(attempt, f.rand, bp.RetryAfter)
 		r.mu.Lock()
 		r.progress.Retries++
-		if r.pushedSince.IsZero() {
-			r.pushedSince = r.o.Clock.Now()
+		if f.pushedSince.IsZero() {
+			f.pushedSince = r.o.Clock.Now()
 		}
-		r.pushedErr = err
+		f.pushedErr = err
 		r.mu.Unlock()
 		// Logged once per distinct failure, the same one again at most once per ReportInterval.
 		if now, msg := r.o.Clock.Now(), err.Error(); attempt == 0 || msg != lastLogged || now.Sub(loggedAt) >= r.o.ReportInterval {

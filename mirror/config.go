@@ -83,6 +83,8 @@ type RunnerConfig struct {
 	BatchMaxEvents int
 	BatchMaxBytes  int
 	BatchMaxWait   time.Duration
+	// MaxInFlight: batches at the sink at once, committed in order (default 4).
+	MaxInFlight int
 	// BackoffMin and BackoffMax bound the jittered waits before a pushed-back batch is offered
 	// again and before a failed stream is reopened.
 	BackoffMin, BackoffMax time.Duration
@@ -325,6 +327,9 @@ func (v *validator) runner(i int, r *RunnerConfig) {
 	}
 	if r.BatchMaxEvents < 0 {
 		v.bad(key("batch_max_events"), "must not be negative")
+	}
+	if r.MaxInFlight < 0 || r.MaxInFlight > 64 {
+		v.bad(key("max_in_flight"), "must be between 0 (the default) and 64")
 	}
 	if r.BatchMaxBytes < 0 {
 		v.bad(key("batch_max_bytes"), "must not be negative")

@@ -128,6 +128,7 @@ func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.
 		BatchMaxEvents: r.BatchMaxEvents,
 		BatchMaxBytes:  r.BatchMaxBytes,
 		BatchMaxWait:   r.BatchMaxWait,
+		MaxInFlight:    r.MaxInFlight,
 		BackoffMin:     r.BackoffMin,
 		BackoffMax:     r.BackoffMax,
 		StallThreshold: r.StallThreshold,

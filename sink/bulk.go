@@ -29,6 +29,7 @@ type span struct {
 type chunk struct {
 	body  []byte
 	spans []span
+	epoch uint64 // the sink's claimEpoch when the chunk was encoded
 }
 
 // encode renders the actions into _bulk bodies: one per batch unless the batch exceeds
@@ -134,6 +135,7 @@ type outcome struct {
 	conflict error // a *esfence.ConflictError: fatal
 	fatal    error
 	bp       *cdc.BackpressureError
+	epoch    uint64 // the chunk's claim epoch
 }
 
 // sendAll sends the chunks, up to concurrency at a time, and merges their outcomes: a
@@ -198,7 +200,7 @@ func (it *bulkItem) failed() bool { return it.Error.Type != "" }
 // send sends one chunk and retries its per-item 429s (and per-item 5xx) a bounded number of
 // times, with only those items, before giving up with backpressure.
 func (s *Sink) send(ctx context.Context, c *chunk) outcome {
-	var o outcome
+	o := outcome{epoch: c.epoch}
 	body, spans := c.body, c.spans
 	backoff := s.opts.ItemRetryBackoff
 	for attempt := 0; ; attempt++ {
@@ -368,6 +370,15 @@ func (s *Sink) classify(ctx context.Context, o *outcome, it itemView, sp span, s
 		st.Retried++
 		*retry = append(*retry, sp)
 	case it.status == http.StatusNotFound && string(it.errType) == "index_not_found_exception":
+		if o.epoch != s.claimEpoch.Load() {
+			// This sink reclaimed its indices after the chunk was encoded (a concurrent
+			// Write after a connection loss): the alias was rotated by us, not fenced. The
+			// batch is offered again, with the new aliases.
+			if o.bp == nil {
+				o.bp = &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: the write aliases were renewed while the batch was in flight", s.cfg.ID)}
+			}
+			return false
+		}
 		o.conflict = s.lostDestination(ctx, sp.act)
 		return false
 	default:

@@ -174,6 +174,15 @@
 // OpenSearch (two shared cores, split/sink in BenchmarkSinkVsBaselines). The default stays one
 // request per batch, as the specification says.
 //
+// The Sink is a cdc.ConcurrentSink: Writes of several batches may run at once (the runner's
+// MaxInFlight). Each is prepared -- actions, claims, unchanged values, mapping extensions,
+// encoding -- under the sink's mutex and sent outside it. IdentityColumns tells the runner
+// which columns form a table's _id, so that it holds back a delete, a key change or an
+// update with unchanged values while an earlier batch writing that _id is still at the
+// cluster. When a Write reclaims the indices after a connection loss (which rotates the
+// write aliases), a batch encoded before with the old aliases gets index_not_found: that is
+// backpressure (the batch is offered again with the new aliases), not a fencing.
+//
 // # Unchanged values
 //
 // A source may leave a value out of an update because the change did not touch it:

@@ -45,7 +45,8 @@ type Options struct {
 }
 
 // Sink writes cdc batches to Elasticsearch or OpenSearch as a current-state mirror. It
-// implements cdc.Sink. Write is not meant to be called concurrently (the runner does not).
+// implements cdc.ConcurrentSink: Writes may run concurrently (each batch is prepared under the
+// sink's mutex and sent outside it).
 type Sink struct {
 	cfg      Config
 	tmpl     template
@@ -67,11 +68,14 @@ type Sink struct {
 	fields map[string]map[string]json.RawMessage
 	// stale is set after a connection loss: the next Write claims every index again before
 	// writing, as the specification asks after a reconnect.
-	stale       atomic.Bool
+	stale atomic.Bool
+	// claimEpoch counts the reclaims of stale claims: a chunk encoded before one used write
+	// aliases the reclaim rotated away, and its index_not_found answer is not a fencing.
+	claimEpoch  atomic.Uint64
 	engine      Engine
 	engineKnown bool
 
-	// Reused across Writes (which the mutex serializes): the first chunk's body, the actions,
+	// Reused across Writes (taken and given back under the mutex): the first chunk's body, the actions,
 	// the coalescing map and the _id arena, so a steady stream of batches allocates a few
 	// objects per batch (BenchmarkSinkEncode).
 	spareBody []byte
@@ -268,52 +272,87 @@ func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, 
 }
 
 func (s *Sink) write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	chunks, acts, dead, err := s.prepare(ctx, batch)
+	if err != nil || len(chunks) == 0 {
+		return dead, err
 	}
-	var dead []cdc.DeadLetter
-	acts, dead, err := s.plan(batch, dead)
-	if err != nil {
-		return nil, err
-	}
-	if len(acts) == 0 {
-		return dead, nil
-	}
-	if err := s.claimAll(ctx, acts); err != nil {
-		return nil, err
-	}
-	if acts, dead, err = s.fillUnchanged(ctx, acts, dead); err != nil {
-		return nil, err
-	}
-	if len(acts) == 0 {
-		s.recycle(acts, nil)
-		return dead, nil
-	}
-	if err := s.extendMappings(ctx, acts); err != nil {
-		return nil, err
-	}
-	chunks, dead, err := s.encode(acts, dead)
-	if err != nil {
-		return nil, err
-	}
+	// Sent outside the mutex: batches of a runner with several in flight go out together
+	// (external versions make their order harmless; the runner holds back the changes whose
+	// order matters, see cdc.ConcurrentSink).
 	more, err := s.sendAll(ctx, chunks)
+	s.mu.Lock()
 	s.recycle(acts, chunks)
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	return append(dead, more...), nil
 }
 
+// prepare does, under the mutex, everything of a Write but the sending: actions, claims,
+// unchanged values, mapping extensions and the encoded chunks (none: nothing to send).
+func (s *Sink) prepare(ctx context.Context, batch []cdc.Event) ([]*chunk, []action, []cdc.DeadLetter, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	var dead []cdc.DeadLetter
+	acts, dead, err := s.plan(batch, dead)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(acts) == 0 {
+		return nil, nil, dead, nil
+	}
+	if err := s.claimAll(ctx, acts); err != nil {
+		return nil, nil, nil, err
+	}
+	if acts, dead, err = s.fillUnchanged(ctx, acts, dead); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(acts) == 0 {
+		s.recycle(acts, nil)
+		return nil, nil, dead, nil
+	}
+	if err := s.extendMappings(ctx, acts); err != nil {
+		return nil, nil, nil, err
+	}
+	chunks, dead, err := s.encode(acts, dead)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	epoch := s.claimEpoch.Load()
+	for _, c := range chunks {
+		c.epoch = epoch
+	}
+	return chunks, acts, dead, nil
+}
+
 // recycle keeps the first body and the actions for the next Write, minus every reference to
-// the batch's rows: Write must not keep the batch.
+// the batch's rows: Write must not keep the batch. The caller holds the mutex; a spare
+// already there (another Write's) is kept.
 func (s *Sink) recycle(acts []action, chunks []*chunk) {
-	if len(chunks) > 0 && cap(chunks[0].body) <= 2*DefaultMaxBytes {
+	if len(chunks) > 0 && cap(chunks[0].body) <= 2*DefaultMaxBytes && s.spareBody == nil {
 		s.spareBody = chunks[0].body[:0]
 	}
 	clear(acts)
-	s.spareActs = acts[:0]
+	if s.spareActs == nil {
+		s.spareActs = acts[:0]
+	}
+}
+
+// ConcurrentWrites implements cdc.ConcurrentSink: Write may run for several batches at once.
+func (s *Sink) ConcurrentWrites() bool { return true }
+
+// IdentityColumns implements cdc.ConcurrentSink: the columns of a table's _id (id_fields, else
+// the primary key); nil for a table without one, whose rows are dead-lettered.
+func (s *Sink) IdentityColumns(sch *cdc.TableSchema) []int {
+	cols, err := idColumns(sch, s.cfg.IDFields)
+	if err != nil {
+		return nil
+	}
+	return cols
 }
 
 // plan turns events into actions: _ids, the delete of an old _id when an update changed the
@@ -479,6 +518,7 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 			delete(s.fields, idx)
 			s.observer().Claimed(idx)
 		}
+		s.claimEpoch.Add(1)
 		s.stale.Store(false)
 	}
 	last := ""
