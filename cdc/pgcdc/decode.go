@@ -2,6 +2,7 @@ package pgcdc
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,13 +44,41 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 		case 'I', 'U', 'D':
 			return st.change(ctx, xld.WALStart, xld.WALData)
 		}
-		msg, err := pglogrepl.Parse(xld.WALData)
+		msg, err := parseMessage(xld.WALData)
 		if err != nil {
-			return fmt.Errorf("pgcdc: pgoutput: %w", err)
+			return err
 		}
 		return st.handleMessage(ctx, xld.WALStart, msg)
 	}
 	return nil
+}
+
+// errMessageFraming means a pgoutput message other than a row change does not parse; like
+// errTupleFraming, the stream cannot go on. It never quotes the message: it may hold row data.
+var errMessageFraming = errors.New("pgcdc: pgoutput: truncated or malformed message")
+
+// parseMessage parses a pgoutput message that is not a row change through pglogrepl, guarding
+// it against what it does not check: pglogrepl indexes past the end of some truncated
+// messages (it panics), and sizes a Truncate message's relation list from the count the
+// message states before reading it (a corrupt count allocates up to 16 GiB). A message
+// pglogrepl cannot read is errMessageFraming, wrapping pglogrepl's error.
+func parseMessage(wal []byte) (msg pglogrepl.Message, err error) {
+	if len(wal) > 0 && wal[0] == 'T' {
+		// 'T', Int32 relation count, Int8 options, then one Int32 relation id per relation.
+		if len(wal) < 6 || uint64(len(wal)-6) != 4*uint64(binary.BigEndian.Uint32(wal[1:5])) {
+			return nil, fmt.Errorf("%w (truncate relation count)", errMessageFraming)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, fmt.Errorf("%w (cut short)", errMessageFraming)
+		}
+	}()
+	msg, err = pglogrepl.Parse(wal)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errMessageFraming, err)
+	}
+	return msg, nil
 }
 
 // handleMessage turns pgoutput messages into events. A change's Position is the WAL position

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -43,17 +44,18 @@ func decodeSharedString(text string) (cdc.Value, error) { return text, nil }
 // The decoders' errors are built once: a decoder runs for every value of every row, and the
 // error of a value that does not decode says only which form it missed.
 var (
-	errBoolForm        = fmt.Errorf("%w (boolean)", errDecode)
-	errIntForm         = fmt.Errorf("%w (integer)", errDecode)
-	errUintForm        = fmt.Errorf("%w (unsigned integer)", errDecode)
-	errFloatForm       = fmt.Errorf("%w (float)", errDecode)
-	errByteaForm       = fmt.Errorf("%w (bytea hex)", errDecode)
-	errTimestamptzForm = fmt.Errorf("%w (timestamptz)", errDecode)
-	errOffsetForm      = fmt.Errorf("%w (timestamptz offset)", errDecode)
-	errDateTimeForm    = fmt.Errorf("%w (date and time)", errDecode)
-	errArrayBoundsForm = fmt.Errorf("%w (array bounds)", errDecode)
-	errArrayTrailing   = fmt.Errorf("%w (array trailing text)", errDecode)
-	errArrayForm       = fmt.Errorf("%w (array)", errDecode)
+	errBoolForm         = fmt.Errorf("%w (boolean)", errDecode)
+	errIntForm          = fmt.Errorf("%w (integer)", errDecode)
+	errUintForm         = fmt.Errorf("%w (unsigned integer)", errDecode)
+	errFloatForm        = fmt.Errorf("%w (float)", errDecode)
+	errByteaForm        = fmt.Errorf("%w (bytea hex)", errDecode)
+	errTimestamptzForm  = fmt.Errorf("%w (timestamptz)", errDecode)
+	errOffsetForm       = fmt.Errorf("%w (timestamptz offset)", errDecode)
+	errTimestamptzRange = fmt.Errorf("%w (timestamptz beyond epoch microseconds)", errDecode)
+	errDateTimeForm     = fmt.Errorf("%w (date and time)", errDecode)
+	errArrayBoundsForm  = fmt.Errorf("%w (array bounds)", errDecode)
+	errArrayTrailing    = fmt.Errorf("%w (array trailing text)", errDecode)
+	errArrayForm        = fmt.Errorf("%w (array)", errDecode)
 )
 
 func decodeBool(text []byte) (cdc.Value, error) {
@@ -154,6 +156,11 @@ func decodeTimestamptz(text []byte) (cdc.Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Epoch microseconds in an int64 end in 294247 AD, 29 years before PostgreSQL's range
+	// does (its own microseconds count from 2000): a later instant has no value here.
+	if t.Before(minInstant) || t.After(maxInstant) {
+		return nil, errTimestamptzRange
+	}
 	return cdc.EpochMicros(t.UnixMicro() - int64(offSec)*1e6), nil
 }
 
@@ -244,8 +251,31 @@ func parseISODateTime(s []byte, bc bool) (time.Time, error) {
 		}
 		micros = n
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, micros*1000, time.UTC), nil
+	// PostgreSQL prints only real instants of its range (4713 BC to 294276 AD): anything else
+	// is not its output, and time.Date would silently normalize it (a 13th month, a 31st of
+	// April) or, for a year of many digits, give an instant whose epoch microseconds overflow.
+	if year < minYear || year > maxYear || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, errDateTimeForm
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, micros*1000, time.UTC)
+	if t.Day() != day {
+		return time.Time{}, errDateTimeForm
+	}
+	return t, nil
 }
+
+// The instants epoch microseconds hold, a day short at either end so that no offset
+// overflows them.
+var (
+	minInstant = time.UnixMicro(math.MinInt64).Add(24 * time.Hour)
+	maxInstant = time.UnixMicro(math.MaxInt64).Add(-24 * time.Hour)
+)
+
+// The years of PostgreSQL's timestamp range, proleptic (1 BC is year 0).
+const (
+	minYear = -4712
+	maxYear = 294276
+)
 
 // text is what the array parser reads: a value's bytes, or a string the row shares.
 type rawText interface{ ~[]byte | ~string }
