@@ -36,6 +36,8 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkBatchReadConditionalWrite ./store/mongostore/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkHotRecord -benchtime 1x ./luamerge/ && \
 	  $(GO) test -run '^$$' -bench 'BenchmarkSink' -benchmem ./sink/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkRunnerVsCeiling -benchtime 3x -timeout 30m ./sink/ && \
+	  $(GO) test -run '^$$' -bench BenchmarkTPCBCPU -benchtime 1x ./mirror/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPostgresStream -benchtime 10x ./cdc/pgcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \

@@ -49,7 +49,7 @@ func TestEndToEndMySQL(t *testing.T) {
 }
 
 // dropSlotAtCleanup removes the slot and publication named name that a mirror created.
-func dropSlotAtCleanup(t *testing.T, dsn, name string) {
+func dropSlotAtCleanup(t testing.TB, dsn, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
