@@ -58,22 +58,22 @@ type flight struct {
 
 // pipe is one session's flights: the loop's goroutine dispatches and commits them.
 type pipe struct {
-	r     *Runner
-	st    Stream
-	outer context.Context // the session's context: ends the waits of dispatch and drain
-	ctx   context.Context // the flights' context: cancelled when the session ends
-	stop_ context.CancelFunc
-	wg    sync.WaitGroup
-	max   int
-	seed  maphash.Seed
-	ids   map[*TableSchema][]int
-	ident func(*TableSchema) []int
-	b     batch // the batch being gathered
+	r      *Runner
+	st     Stream
+	outer  context.Context // the session's context: ends the waits of dispatch and drain
+	ctx    context.Context // the flights' context: cancelled when the session ends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	max    int
+	seed   maphash.Seed
+	ids    map[*TableSchema][]int
+	ident  func(*TableSchema) []int
+	b      batch // the batch being gathered
 }
 
 func (r *Runner) newPipe(ctx context.Context, st Stream) *pipe {
 	p := &pipe{r: r, st: st, outer: ctx, max: 1, seed: maphash.MakeSeed(), ids: map[*TableSchema][]int{}}
-	p.ctx, p.stop_ = context.WithCancel(ctx)
+	p.ctx, p.cancel = context.WithCancel(ctx)
 	if cs, ok := r.sink.(ConcurrentSink); ok && cs.ConcurrentWrites() {
 		p.max = r.o.MaxInFlight
 		p.ident = cs.IdentityColumns
@@ -85,7 +85,7 @@ func (r *Runner) newPipe(ctx context.Context, st Stream) *pipe {
 // goroutines. Flights not committed are dropped: their events come again from the stored
 // checkpoint.
 func (p *pipe) stop() {
-	p.stop_()
+	p.cancel()
 	p.wg.Wait()
 	p.r.mu.Lock()
 	p.r.inflight = nil
