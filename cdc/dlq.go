@@ -163,6 +163,8 @@ type FileDLQ struct {
 	f      *os.File
 	path   string
 	noSync bool
+	enc    lineEncoder // under mu
+	buf    []byte      // under mu: the last write's lines, reused
 }
 
 var _ DeadLetterWriter = (*FileDLQ)(nil)
@@ -199,21 +201,19 @@ func (d *FileDLQ) WriteDeadLetters(ctx context.Context, records []DeadLetterReco
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	for _, rec := range records {
-		if err := enc.Encode(NewDeadLetterLine(rec)); err != nil {
-			// Only a bug can get here (every value was pre-encoded); say where, not what.
-			return fmt.Errorf("cdc: dead-letter file %s: encoding a record of %v: %T", d.path, rec.Event.Table, err)
-		}
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.f == nil {
 		return fmt.Errorf("cdc: dead-letter file %s: %w", d.path, os.ErrClosed)
 	}
-	if _, err := d.f.Write(buf.Bytes()); err != nil {
+	buf := d.buf[:0]
+	for i := range records {
+		buf = d.enc.appendLine(buf, &records[i])
+	}
+	if cap(buf) <= 1<<20 { // keep a batch's worth, not the largest batch ever
+		d.buf = buf
+	}
+	if _, err := d.f.Write(buf); err != nil {
 		return fmt.Errorf("cdc: dead-letter file %s: %w", d.path, err)
 	}
 	if !d.noSync {
