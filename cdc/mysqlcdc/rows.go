@@ -32,6 +32,9 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	}
 	images, deferred := pendingImages(e)
 	pair, compressed, direct := imageLayout(h.EventType)
+	if deferred && !framed(e, images) {
+		return &binlogError{op: "decode rows event", err: errCorruptRows}
+	}
 	if deferred && !direct {
 		if err := decodeWithGoMySQL(e, images); err != nil {
 			return err

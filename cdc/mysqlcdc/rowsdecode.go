@@ -79,6 +79,22 @@ func decodeWithGoMySQL(e *replication.RowsEvent, images undecoded) error {
 	return nil
 }
 
+// framed says whether a rows event's header fits its table map and lets its images be read:
+// as many columns as the table map has (the server writes both from the same table), and a
+// column present in some image when there are images -- an image of no column takes no bytes,
+// and a reader of such images (ours, countRows, go-mysql's DecodeData) would never reach the
+// end of the event.
+func framed(e *replication.RowsEvent, images undecoded) bool {
+	if e.ColumnCount != e.Table.ColumnCount {
+		return false
+	}
+	if len(images) == 0 {
+		return true
+	}
+	n := int(e.ColumnCount)
+	return countBits(e.ColumnBitmap1, n) > 0 || e.ColumnBitmap2 != nil && countBits(e.ColumnBitmap2, n) > 0
+}
+
 // colPlan is how one column's binlog bytes are read: the type as stored (CHAR, ENUM and SET
 // share a type code; their real type hides in the metadata) and the codec that normalizes.
 type colPlan struct {
