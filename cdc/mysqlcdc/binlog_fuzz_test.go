@@ -2,6 +2,7 @@ package mysqlcdc
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -332,17 +333,20 @@ func fuzzSource() *Source {
 }
 
 // readRows runs a table map and a rows event through a reader whose cached schema is t, as
-// reader.handle does on a stream, and returns the events it made and its error.
-func readRows(st *stream, t *table, tm, rows *replication.BinlogEvent) ([]cdc.Event, error) {
+// reader.handle does on a stream, and returns the events it made and its error; grown is set
+// to the bytes reading the rows event allocated.
+func readRows(st *stream, t *table, tm, rows *replication.BinlogEvent, grown *uint64) ([]cdc.Event, error) {
 	r := newReader(st)
 	name := TableName{Database: t.schema.ID.Database, Table: t.schema.ID.Table}
 	r.tables[name], r.known[name] = t, true
 	ctx := context.Background()
 	err := r.handle(ctx, tm)
 	if err == nil {
+		before := allocated()
 		err = r.handle(ctx, rows)
+		*grown = allocated() - before
 	}
-	var evs []cdc.Event
+	evs := make([]cdc.Event, 0, len(st.events)+1)
 	for len(st.events) > 0 {
 		evs = append(evs, <-st.events)
 	}
@@ -400,6 +404,13 @@ func FuzzBinlogRows(f *testing.F) {
 	}
 	f.Add(tm, rowsBody(replication.UPDATE_ROWS_EVENTv1, n, append(append([]byte{}, bare...), full...)), rowsTypeIndex(replication.UPDATE_ROWS_EVENTv1))
 	f.Add(tm, rowsBody(replication.UPDATE_ROWS_EVENTv2, n, append(append([]byte{}, full...), full...)), rowsTypeIndex(replication.UPDATE_ROWS_EVENTv2))
+	// A MariaDB compressed event (log_bin_compress): the images' size, then zlib.
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	_, _ = zw.Write(full)
+	_ = zw.Close()
+	compressed := append([]byte{0x82, byte(len(full) >> 8), byte(len(full))}, z.Bytes()...)
+	f.Add(tm, rowsBody(replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1, n, compressed), rowsTypeIndex(replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1))
 	// MySQL's binary JSON, which go-mysql decodes: {"a": [1, true]}.
 	mj := []fuzzColumn{{name: "id", tp: mysql.MYSQL_TYPE_LONG}, {name: "mj", tp: mysql.MYSQL_TYPE_JSON, meta: []byte{4}}}
 	doc := []byte{0, 1, 0, 22, 0, 11, 0, 1, 0, 2, 12, 0, 'a', 2, 0, 10, 0, 5, 1, 0, 4, 1, 0}
@@ -408,68 +419,160 @@ func FuzzBinlogRows(f *testing.F) {
 	f.Add(tableMapBody(1, "fz", "mj", mj), rowsBody(replication.WRITE_ROWS_EVENTv1, 2, img), rowsTypeIndex(replication.WRITE_ROWS_EVENTv1))
 	src := fuzzSource()
 	f.Fuzz(func(t *testing.T, tmBody, rowsBody []byte, kind uint8) {
-		tp := fuzzRowsTypes[int(kind)%len(fuzzRowsTypes)]
-		p, ref := fuzzParser(true), fuzzParser(false)
-		tmEv, err := parseFuzzEvent(p, replication.TABLE_MAP_EVENT, tmBody)
-		if err != nil {
-			return // go-mysql's: the syncer ends the stream with it
+		checkBinlogRows(t, src, tmBody, rowsBody, fuzzRowsTypes[int(kind)%len(fuzzRowsTypes)])
+	})
+}
+
+// checkBinlogRows is FuzzBinlogRows's oracle for one table map and rows event of type tp.
+func checkBinlogRows(t *testing.T, src *Source, tmBody, rowsBody []byte, tp replication.EventType) {
+	p, ref := fuzzParser(true), fuzzParser(false)
+	tmEv, err := parseFuzzEvent(p, replication.TABLE_MAP_EVENT, tmBody)
+	if err != nil {
+		return // go-mysql's: the syncer ends the stream with it
+	}
+	tm := tmEv.Event.(*replication.TableMapEvent)
+	tbl := fuzzTableFor(tm)
+	if tbl == nil || tbl.schema.ID.Database != "fz" {
+		return
+	}
+	rowsEv, err := parseFuzzEvent(p, tp, rowsBody)
+	if err != nil {
+		return
+	}
+	var names []byte
+	for _, c := range tbl.schema.Columns {
+		names = append(append(names, c.Name...), ' ')
+	}
+	names = append(append(names, tm.Schema...), tm.Table...)
+	// Room for an event per byte: every image takes one at least (framed).
+	st := &stream{src: src, events: make(chan cdc.Event, len(rowsBody)+1), done: make(chan struct{})}
+	var grown uint64
+	evs, err := readRows(st, tbl, tmEv, rowsEv, &grown)
+	if grown > 256<<10+uint64(256*len(rowsBody)) {
+		t.Fatalf("%d bytes allocated reading a %d-byte event", grown, len(rowsBody))
+	}
+	if err != nil {
+		if !typedReadError(err) {
+			t.Fatalf("untyped error %T %v", err, err)
 		}
-		tm := tmEv.Event.(*replication.TableMapEvent)
-		tbl := fuzzTableFor(tm)
-		if tbl == nil || tbl.schema.ID.Database != "fz" {
-			return
+		assertQuiet(t, err.Error(), rowsBody, names)
+		return
+	}
+	for _, ev := range evs {
+		if ev.Malformed != nil {
+			assertQuiet(t, ev.Malformed.Error(), rowsBody, names)
+			continue
 		}
-		rowsEv, err := parseFuzzEvent(p, tp, rowsBody)
-		if err != nil {
-			return
-		}
-		var names []byte
-		for _, c := range tbl.schema.Columns {
-			names = append(append(names, c.Name...), ' ')
-		}
-		names = append(append(names, tm.Schema...), tm.Table...)
-		// Room for an event per byte: every image takes one at least (framed).
-		st := &stream{src: src, events: make(chan cdc.Event, len(rowsBody)+1), done: make(chan struct{})}
-		before := allocated()
-		evs, err := readRows(st, tbl, tmEv, rowsEv)
-		if grown := allocated() - before; grown > 256<<10+uint64(256*len(rowsBody)) {
-			t.Fatalf("%d bytes allocated reading a %d-byte event", grown, len(rowsBody))
-		}
-		if err != nil {
-			if !typedReadError(err) {
-				t.Fatalf("untyped error %T %v", err, err)
-			}
-			assertQuiet(t, err.Error(), rowsBody, names)
-			return
-		}
-		for _, ev := range evs {
-			if ev.Malformed != nil {
-				assertQuiet(t, ev.Malformed.Error(), rowsBody, names)
-			}
-		}
-		// go-mysql's decoding of the same bytes, normalized as before the direct decoder.
-		refTM, err := parseFuzzEvent(ref, replication.TABLE_MAP_EVENT, tmBody)
-		if err != nil {
-			t.Fatalf("the table map parses once, not twice: %v", err)
-		}
-		refRows, err := parseFuzzEvent(ref, tp, rowsBody)
-		if err != nil {
-			return // go-mysql reads less than the reader (it is stricter about trailing bytes)
-		}
-		st = &stream{src: src, events: make(chan cdc.Event, len(rowsBody)+1), done: make(chan struct{})}
-		want, err := readRows(st, fuzzTableFor(refTM.Event.(*replication.TableMapEvent)), refTM, refRows)
-		if err != nil || len(want) != len(evs) {
-			return
-		}
-		for i := range evs {
-			a, b := evs[i], want[i]
-			if a.Malformed != nil || b.Malformed != nil {
-				continue
-			}
-			if a.Op != b.Op || a.Position != b.Position || !reflect.DeepEqual(a.Before, b.Before) || !reflect.DeepEqual(a.After, b.After) {
-				t.Fatalf("event %d: the reader's %v %#v -> %#v\ngo-mysql's %v %#v -> %#v", i, a.Op, a.Before, a.After, b.Op, b.Before, b.After)
+		for _, row := range [][]cdc.Value{ev.Before, ev.After} {
+			for i, v := range row {
+				switch tbl.schema.Columns[i].Kind {
+				case cdc.KindDate, cdc.KindTime, cdc.KindDateTime, cdc.KindDecimal:
+					if s, ok := v.(string); ok && strings.Trim(s, "0123456789-:. ") != "" {
+						t.Fatalf("column %s rendered as %q", tbl.schema.Columns[i].Name, s)
+					}
+				}
 			}
 		}
+	}
+	// go-mysql's decoding of the same bytes, normalized as before the direct decoder.
+	refTM, err := parseFuzzEvent(ref, replication.TABLE_MAP_EVENT, tmBody)
+	if err != nil {
+		t.Fatalf("the table map parses once, not twice: %v", err)
+	}
+	refRows, err := parseFuzzEvent(ref, tp, rowsBody)
+	if err != nil {
+		return // go-mysql reads less than the reader (it is stricter about trailing bytes)
+	}
+	st = &stream{src: src, events: make(chan cdc.Event, len(rowsBody)+1), done: make(chan struct{})}
+	want, err := readRows(st, fuzzTableFor(refTM.Event.(*replication.TableMapEvent)), refTM, refRows, &grown)
+	if err != nil || len(want) != len(evs) {
+		return
+	}
+	for i := range evs {
+		a, b := evs[i], want[i]
+		if a.Malformed != nil || b.Malformed != nil {
+			continue
+		}
+		if a.Op != b.Op || a.Position != b.Position || !reflect.DeepEqual(a.Before, b.Before) || !reflect.DeepEqual(a.After, b.After) {
+			t.Fatalf("event %d: the reader's %v %#v -> %#v\ngo-mysql's %v %#v -> %#v", i, a.Op, a.Before, a.After, b.Op, b.Before, b.After)
+		}
+	}
+}
+
+// metaBytes is a column's metadata as a table map stores it.
+func metaBytes(tp byte, meta uint16) []byte {
+	switch tp {
+	case mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_NEWDECIMAL:
+		return []byte{byte(meta >> 8), byte(meta)}
+	case mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_BIT:
+		return []byte{byte(meta), byte(meta >> 8)}
+	case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_DOUBLE, mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_GEOMETRY,
+		mysql.MYSQL_TYPE_VECTOR, mysql.MYSQL_TYPE_JSON, mysql.MYSQL_TYPE_TIME2, mysql.MYSQL_TYPE_DATETIME2,
+		mysql.MYSQL_TYPE_TIMESTAMP2:
+		return []byte{byte(meta)}
+	}
+	return nil
+}
+
+// fuzzValueTypes are the stored types FuzzBinlogValue picks from.
+var fuzzValueTypes = []byte{
+	mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG,
+	mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_YEAR, mysql.MYSQL_TYPE_NEWDECIMAL, mysql.MYSQL_TYPE_FLOAT,
+	mysql.MYSQL_TYPE_DOUBLE, mysql.MYSQL_TYPE_BIT, mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_VARCHAR,
+	mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_TIME,
+	mysql.MYSQL_TYPE_TIME2, mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP,
+	mysql.MYSQL_TYPE_TIMESTAMP2, mysql.MYSQL_TYPE_JSON, mysql.MYSQL_TYPE_GEOMETRY, mysql.MYSQL_TYPE_NULL,
+}
+
+// FuzzBinlogValue is FuzzBinlogRows for one stored value: a table map of an INT id and one
+// column of the type, metadata, signedness and collation the inputs pick (a text column
+// named "j" is JSON), and an insert, then an update, of rows holding value. It reaches the
+// corners of each storage format that a whole table's images rarely do.
+func FuzzBinlogValue(f *testing.F) {
+	for _, c := range fuzzColumns[1:] {
+		v := fuzzValues[c.name]
+		if v == nil {
+			continue
+		}
+		meta := uint16(0)
+		if mb := c.meta; len(mb) > 0 {
+			meta = uint16(mb[0])
+			if len(mb) == 2 {
+				switch c.tp {
+				case mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_NEWDECIMAL:
+					meta = uint16(mb[0])<<8 | uint16(mb[1])
+				default:
+					meta = uint16(mb[1])<<8 | uint16(mb[0])
+				}
+			}
+		}
+		k := bytes.IndexByte(fuzzValueTypes, c.tp)
+		f.Add(uint8(k), meta, c.unsigned, uint8(c.collation), c.name == "j", v)
+	}
+	// MySQL's binary JSON {"a": [1, true]}, with its 4-byte length.
+	doc := []byte{0, 1, 0, 22, 0, 11, 0, 1, 0, 2, 12, 0, 'a', 2, 0, 10, 0, 5, 1, 0, 4, 1, 0}
+	f.Add(uint8(bytes.IndexByte(fuzzValueTypes, mysql.MYSQL_TYPE_JSON)), uint16(4), false, uint8(0), false,
+		append(binary.LittleEndian.AppendUint32(nil, uint32(len(doc))), doc...))
+	src := fuzzSource()
+	f.Fuzz(func(t *testing.T, kind uint8, meta uint16, unsigned bool, collation uint8, json bool, value []byte) {
+		tp := fuzzValueTypes[int(kind)%len(fuzzValueTypes)]
+		col := fuzzColumn{name: "v", tp: tp, meta: metaBytes(tp, meta), unsigned: unsigned}
+		if json {
+			col.name = "j"
+		}
+		rt, _ := realType(tp, meta)
+		if characterColumn(MariaDB, rt) {
+			col.collation = []uint64{45, 8, binaryCollation, 46}[collation%4]
+		}
+		if rt == mysql.MYSQL_TYPE_ENUM || rt == mysql.MYSQL_TYPE_SET {
+			col.labels = []string{"a", "b", "c"}
+		}
+		tm := tableMapBody(1, "fz", "value", []fuzzColumn{{name: "id", tp: mysql.MYSQL_TYPE_LONG}, col})
+		img := append([]byte{0}, binary.LittleEndian.AppendUint32(nil, 1)...)
+		img = append(img, value...)
+		checkBinlogRows(t, src, tm, rowsBody(replication.WRITE_ROWS_EVENTv1, 2, img), replication.WRITE_ROWS_EVENTv1)
+		checkBinlogRows(t, src, tm, rowsBody(replication.UPDATE_ROWS_EVENTv1, 2, append(append([]byte{}, img...), img...)),
+			replication.UPDATE_ROWS_EVENTv1)
 	})
 }
 
@@ -576,7 +679,8 @@ func TestFuzzRowsSeedsDecode(t *testing.T) {
 		}
 		tbl := fuzzTableFor(tmEv.Event.(*replication.TableMapEvent))
 		st := &stream{src: src, events: make(chan cdc.Event, 4), done: make(chan struct{})}
-		evs, err := readRows(st, tbl, tmEv, rowsEv)
+		var grown uint64
+		evs, err := readRows(st, tbl, tmEv, rowsEv, &grown)
 		if err != nil || len(evs) != 1 || evs[0].Malformed != nil {
 			t.Fatalf("direct %v: %d events, %v", direct, len(evs), err)
 		}
@@ -589,5 +693,36 @@ func TestFuzzRowsSeedsDecode(t *testing.T) {
 				t.Errorf("direct %v: column %s = %#v, want %#v", direct, name, evs[0].After[max(k, 0)], w)
 			}
 		}
+	}
+}
+
+// TestTemporalRanges checks the range checks of the stored temporal types' renderings.
+func TestTemporalRanges(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		fsp  int
+		time bool
+		ok   bool
+	}{
+		{"2024-01-02 03:04:05", 0, false, true}, {"2024-01-02 03:04:05.123", 3, false, true},
+		{"0000-00-00 00:00:00.000000", 6, false, true}, {"9999-12-31 23:59:59.999999", 6, false, true},
+		{"2024-13-02 03:04:05", 0, false, false}, {"2024-01-02 24:04:05", 0, false, false},
+		{"2024-01-02 03:60:05", 0, false, false}, {"2024-01-02 03:04:05.12", 3, false, false},
+		{"12024-01-02 03:04:05", 0, false, false}, {"2024-01-02 03:04:05.16777215", 6, false, false},
+		{"00:00:00", 3, true, true}, {"-838:59:59.999999", 6, true, true}, {"01:02:03.5", 1, true, true},
+		{"839:00:00", 0, true, false}, {"01:62:03", 0, true, false}, {"01:02:03.16777215", 6, true, false},
+	} {
+		ok := datetimeTextOK(c.s, c.fsp)
+		if c.time {
+			ok = timeTextOK(c.s, c.fsp)
+		}
+		if ok != c.ok {
+			t.Errorf("%q (fsp %d): ok %v, want %v", c.s, c.fsp, ok, c.ok)
+		}
+	}
+	// DATETIME2(20) used to render as text with 14 NUL bytes.
+	p := colPlan{tp: mysql.MYSQL_TYPE_DATETIME2, meta: 20, codec: &colCodec{class: classTemporal}}
+	if _, n, _ := p.decode(bytes.Repeat([]byte{0x99}, 40)); n != -1 {
+		t.Errorf("DATETIME2(20) read as %d bytes, not refused", n)
 	}
 }

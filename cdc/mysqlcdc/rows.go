@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -44,7 +43,7 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	body := images // what the direct decoder reads: the images, decompressed
 	if deferred && compressed {
 		var err error
-		if body, err = mysql.DecompressMariadbData(images); err != nil {
+		if body, err = decompressImages(images); err != nil {
 			return &binlogError{op: "decompress rows event", err: err}
 		}
 	}

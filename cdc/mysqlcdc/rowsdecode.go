@@ -1,10 +1,14 @@
 package mysqlcdc
 
 import (
+	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -70,8 +74,18 @@ var errCorruptRows = errors.New("mysqlcdc: rows event does not match its table m
 
 // decodeWithGoMySQL decodes kept images with go-mysql's decoder, into e.Rows, for the event
 // layouts and column types the direct decoder leaves to it.
-func decodeWithGoMySQL(e *replication.RowsEvent, images undecoded) error {
+func decodeWithGoMySQL(e *replication.RowsEvent, images undecoded) (err error) {
 	e.Rows, e.SkippedColumns = nil, nil
+	defer func() {
+		// DecodeData recovers the panics of its image decoding, not those before it (its
+		// decompression of a MariaDB compressed event, which rows checked first).
+		if p := recover(); p != nil {
+			if _, ok := p.(runtime.Error); !ok {
+				panic(p)
+			}
+			err = &binlogError{op: "decode rows event", err: errCorruptRows}
+		}
+	}()
 	if err := e.DecodeData(0, images); err != nil {
 		// Its message may quote the images (row data); the cause is kept for errors.As only.
 		return &binlogError{op: "decode rows event", err: &quietError{msg: "go-mysql cannot decode the row images", cause: err}}
@@ -93,6 +107,45 @@ func framed(e *replication.RowsEvent, images undecoded) bool {
 	}
 	n := int(e.ColumnCount)
 	return countBits(e.ColumnBitmap1, n) > 0 || e.ColumnBitmap2 != nil && countBits(e.ColumnBitmap2, n) > 0
+}
+
+// maxImages bounds the uncompressed images of a MariaDB compressed rows event: a rows event is
+// cut below max_allowed_packet, 1 GiB at most.
+const maxImages = 1 << 30
+
+var errCompressedFraming = errors.New("mysqlcdc: compressed rows event: the header does not fit the event")
+
+// decompressImages inflates the images of a MariaDB compressed rows event: a byte whose low
+// three bits are the width (1 to 4) of the big-endian uncompressed size, then a zlib stream.
+// Unlike mysql.DecompressMariadbData, it checks the header against the bytes there and
+// allocates what the stream inflates to, not what the header states.
+func decompressImages(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, errCompressedFraming
+	}
+	w := int(data[0] & 0x07)
+	if w < 1 || w > 4 || len(data) < 1+w {
+		return nil, errCompressedFraming
+	}
+	size := int(beUint(data[1:], w))
+	if size > maxImages {
+		return nil, errCompressedFraming
+	}
+	r, err := zlib.NewReader(bytes.NewReader(data[1+w:]))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out bytes.Buffer
+	// zlib inflates 1032 times at most: a size beyond that is no size of these bytes.
+	out.Grow(min(size, 1032*len(data)))
+	if _, err := io.Copy(&out, io.LimitReader(r, int64(size)+1)); err != nil {
+		return nil, err
+	}
+	if out.Len() != size {
+		return nil, errCompressedFraming
+	}
+	return out.Bytes(), nil
 }
 
 // colPlan is how one column's binlog bytes are read: the type as stored (CHAR, ENUM and SET
@@ -374,17 +427,35 @@ func (p *colPlan) decode(b []byte) (v cdc.Value, size int, err error) {
 	case mysql.MYSQL_TYPE_TIME:
 		return oldTimeText(b), 3, nil
 	case mysql.MYSQL_TYPE_TIME2:
+		if p.meta > 6 {
+			return nil, -1, nil // no server stores more than 6 fraction digits
+		}
 		s, n := time2Text(b, p.meta)
+		if !timeTextOK(s, int(p.meta)) {
+			return nil, n, errTemporalRange
+		}
 		return s, n, nil
 	case mysql.MYSQL_TYPE_DATETIME:
 		return oldDatetimeText(b), 8, nil
 	case mysql.MYSQL_TYPE_DATETIME2:
+		if p.meta > 6 {
+			return nil, -1, nil
+		}
 		s, n := datetime2Text(b, p.meta)
+		if b[0]&0x80 == 0 || !datetimeTextOK(s, int(p.meta)) { // the sign bit: DATETIME2 is never negative
+			return nil, n, errTemporalRange
+		}
 		return s, n, nil
 	case mysql.MYSQL_TYPE_TIMESTAMP:
 		return cdc.EpochMicros(int64(binary.LittleEndian.Uint32(b)) * 1_000_000), 4, nil
 	case mysql.MYSQL_TYPE_TIMESTAMP2:
+		if p.meta > 6 {
+			return nil, -1, nil
+		}
 		us, n := timestamp2Micros(b, p.meta)
+		if fraction(b[4:], p.meta) > 999_999 {
+			return nil, n, errTemporalRange
+		}
 		return cdc.EpochMicros(us), n, nil
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		s, n := lengthPrefixed(b, int(p.meta))
@@ -534,12 +605,11 @@ func valueSize(b []byte, tp byte, meta uint16, strLen int) int {
 		}
 	case mysql.MYSQL_TYPE_SET:
 		return int(meta & 0xff)
-	case mysql.MYSQL_TYPE_TIME2:
-		return 3 + (int(meta)+1)/2
-	case mysql.MYSQL_TYPE_DATETIME2:
-		return 5 + (int(meta)+1)/2
-	case mysql.MYSQL_TYPE_TIMESTAMP2:
-		return 4 + (int(meta)+1)/2
+	case mysql.MYSQL_TYPE_TIME2, mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+		if meta > 6 {
+			return -1
+		}
+		return map[byte]int{mysql.MYSQL_TYPE_TIME2: 3, mysql.MYSQL_TYPE_DATETIME2: 5, mysql.MYSQL_TYPE_TIMESTAMP2: 4}[tp] + (int(meta)+1)/2
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		_, n := lengthPrefixed(b, int(meta))
 		return n
