@@ -47,6 +47,10 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 			return &binlogError{op: "decompress rows event", err: err}
 		}
 	}
+	if deferred && hasBinaryJSON(e.Table) && !binaryJSONBounded(e.Table, e, pair, body) {
+		// go-mysql, which decodes these documents, would expand them without bound.
+		return &binlogError{op: "decode rows event", err: errCorruptRows}
+	}
 	name := TableName{Database: string(e.Table.Schema), Table: string(e.Table.Table)}
 	first := r.txRows
 	if !r.src.captures(name) {
