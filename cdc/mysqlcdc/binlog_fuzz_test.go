@@ -72,8 +72,62 @@ func fuzzParser(direct bool) *replication.BinlogParser {
 // into the stream's error (BinlogSyncer.onStream recovers it).
 var errGoMySQLPanic = errors.New("go-mysql's parser panicked")
 
+// errStrValuesOverstated stands for a table map that go-mysql cannot read without
+// allocating what its ENUM or SET label lists state (TableMapEvent.decodeStrValue makes a
+// slice of the stated capacity): 20 bytes of metadata end the process with "fatal error:
+// runtime: out of memory". This is go-mysql's, on the syncer's goroutine, and not guarded
+// yet (see the report of issue 16); the harness skips such table maps so that fuzzing goes on.
+var errStrValuesOverstated = errors.New("a table map's label list states more labels than it has bytes")
+
+// strValuesOverstated says whether a table map body has an ENUM or SET label list stating
+// more labels than the bytes after the count.
+func strValuesOverstated(b []byte) (bad bool) {
+	defer func() {
+		if recover() != nil {
+			bad = false // cut short: go-mysql's parse fails (and its panic is recovered)
+		}
+	}()
+	pos := 8
+	pos += 1 + int(b[pos]) + 1
+	pos += 1 + int(b[pos]) + 1
+	count, _, n := mysql.LengthEncodedInt(b[pos:])
+	pos += n + int(count)
+	metaLen, _, n := mysql.LengthEncodedInt(b[pos:])
+	pos += n + int(metaLen) + (int(count)+7)/8
+	for pos < len(b) {
+		t := b[pos]
+		l, _, n := mysql.LengthEncodedInt(b[pos+1:])
+		v := b[pos+1+n : pos+1+n+int(l)]
+		pos += 1 + n + int(l)
+		if t != replication.TABLE_MAP_OPT_META_ENUM_STR_VALUE && t != replication.TABLE_MAP_OPT_META_SET_STR_VALUE {
+			continue
+		}
+		for p := 0; p < len(v); {
+			labels, _, n := mysql.LengthEncodedInt(v[p:])
+			if n == 0 || labels > uint64(len(v)) {
+				return labels > uint64(len(v))
+			}
+			p += n
+			for range labels {
+				if p >= len(v) {
+					break
+				}
+				_, _, m, err := mysql.LengthEncodedString(v[p:])
+				if err != nil {
+					break
+				}
+				p += m
+			}
+		}
+	}
+	return false
+}
+
 // parseFuzzEvent parses one event body of type tp, as the syncer would.
 func parseFuzzEvent(p *replication.BinlogParser, tp replication.EventType, body []byte) (ev *replication.BinlogEvent, err error) {
+	if tp == replication.TABLE_MAP_EVENT && strValuesOverstated(body) {
+		return nil, errStrValuesOverstated
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			ev, err = nil, errGoMySQLPanic
@@ -772,5 +826,18 @@ func TestBinaryJSONSharedOffsetsRefused(t *testing.T) {
 	evs, err, _ = readBinaryJSON(t, ok)
 	if err != nil || len(evs) != 1 || evs[0].Malformed != nil || !reflect.DeepEqual(evs[0].After[1], cdc.RawJSON(`{"a":[1,true]}`)) {
 		t.Fatalf("ordinary document: %d events, %v", len(evs), err)
+	}
+}
+
+// TestStrValuesOverstated checks the harness's guard against go-mysql's allocation.
+func TestStrValuesOverstated(t *testing.T) {
+	b := tableMapBody(1, "fz", "e", []fuzzColumn{{name: "id", tp: mysql.MYSQL_TYPE_LONG}})
+	if strValuesOverstated(b) || strValuesOverstated(tableMapBody(1, "fz", "rows", fuzzColumns)) {
+		t.Fatal("a sound table map is taken for overstated")
+	}
+	// ENUM_STR_VALUE: one list of 2^36 labels, stated in 9 bytes.
+	b = append(b, replication.TABLE_MAP_OPT_META_ENUM_STR_VALUE, 9, 0xfe, 0, 0, 0, 0, 0x10, 0, 0, 0)
+	if _, err := parseFuzzEvent(fuzzParser(true), replication.TABLE_MAP_EVENT, b); err != errStrValuesOverstated {
+		t.Fatalf("parsed with %v", err)
 	}
 }

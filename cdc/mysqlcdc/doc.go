@@ -215,7 +215,10 @@
 // compressed rows events are inflated here, within their bytes, never allocating what their
 // header states (go-mysql's decompression panicked on a short header). A panic of go-mysql's
 // rows decoding (the fallback path) is caught and reported as errCorruptRows; go-mysql's own
-// parser runs on the syncer's goroutine, which turns its panics into the stream's error.
+// parser runs on the syncer's goroutine, which turns its panics into the stream's error; one
+// gap is left there: a table map whose ENUM or SET label list states more labels than it has
+// bytes makes go-mysql allocate the stated number (a few bytes can state 2^36, a fatal out of
+// memory), and nothing here sees the table map before go-mysql decodes it.
 // Fuzz targets cover these readers (binlog_fuzz_test.go: FuzzBinlogRows, FuzzBinlogValue,
 // FuzzBinlogTableMap, FuzzCompactJSON; seeds captured from MariaDB by TestCaptureFuzzSeeds).
 //
