@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench check test test-all fault soak differential fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -79,6 +79,12 @@ differential: ## the randomized differential test, long run: DIFF_CASES cases (2
 	set -a && . .testenv/env && set +a && \
 	  TRIBUTARY_DIFF_CASES=$(DIFF_CASES) $(if $(DIFF_SEED),TRIBUTARY_DIFF_SEED=$(DIFF_SEED)) \
 	  $(GO) test -count=1 -timeout 4h -v -run '^TestDifferential$$' ./internal/difftest/
+
+# Every fuzz target in turn (scripts/fuzz), each for FUZZTIME; not part of check, whose `go test`
+# runs the seed corpora (testdata/fuzz) as ordinary tests.
+FUZZTIME ?= 20s
+fuzz: ## run every fuzz target for FUZZTIME (20s) each: FUZZ=regex of targets, FUZZ_PKGS=regex of packages; crashers land in testdata/fuzz
+	FUZZTIME=$(FUZZTIME) $(if $(FUZZ),FUZZ='$(FUZZ)') $(if $(FUZZ_PKGS),FUZZ_PKGS='$(FUZZ_PKGS)') scripts/fuzz
 
 smoke: ## smoke tests: one "smoke: <server> ok" line per server whose checks all passed
 	scripts/smoke

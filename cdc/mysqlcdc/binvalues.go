@@ -3,7 +3,9 @@ package mysqlcdc
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -302,4 +304,51 @@ func base64Value(b []byte, padTo int) cdc.Base64 {
 	out := make([]byte, base64.StdEncoding.EncodedLen(len(b)))
 	base64.StdEncoding.Encode(out, b)
 	return cdc.Base64(unsafe.String(unsafe.SliceData(out), len(out))) // out is never written again
+}
+
+// errTemporalRange says a stored TIME2, DATETIME2 or TIMESTAMP2 holds fields no server writes
+// (an hour of 25, a minute of 61, a fraction of more than 999999 µs, a negative DATETIME): its
+// rendering would be no value of the column.
+var errTemporalRange = errors.New("mysqlcdc: temporal value out of range")
+
+// datetimeTextOK says whether s is "YYYY-MM-DD hh:mm:ss" with fsp fraction digits and fields
+// in range (zero months and days are MariaDB's zero dates).
+func datetimeTextOK(s string, fsp int) bool {
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' {
+		return false
+	}
+	return digitsAtMost(s[5:7], 12) && digitsAtMost(s[8:10], 31) && clockOK(s[11:], 23, fsp)
+}
+
+// timeTextOK says whether s is a TIME: "[-]hh:mm:ss" (at most 838 hours) with fsp fraction
+// digits, or none (time2Text leaves out a zero fraction).
+func timeTextOK(s string, fsp int) bool {
+	s = strings.TrimPrefix(s, "-")
+	h := strings.IndexByte(s, ':')
+	return h >= 2 && h <= 3 && (clockOK(s[h-2:], 99, fsp) || clockOK(s[h-2:], 99, 0)) && digitsAtMost(s[:h], 838)
+}
+
+// clockOK checks "hh:mm:ss[.f...]": hours up to maxHour, fsp fraction digits.
+func clockOK(s string, maxHour uint64, fsp int) bool {
+	want := 8
+	if fsp > 0 {
+		want += 1 + fsp
+	}
+	return len(s) == want && s[2] == ':' && s[5] == ':' && digitsAtMost(s[:2], maxHour) &&
+		digitsAtMost(s[3:5], 59) && digitsAtMost(s[6:8], 59) && (fsp == 0 || s[8] == '.' && digitsAtMost(s[9:], 999999))
+}
+
+// digitsAtMost says whether s is decimal digits of a value at most max.
+func digitsAtMost(s string, max uint64) bool {
+	if s == "" {
+		return false
+	}
+	v := uint64(0)
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		v = v*10 + uint64(s[i]-'0')
+	}
+	return v <= max
 }

@@ -204,6 +204,24 @@
 // gets the same value in Before and After; CHAR and VARCHAR strings in UTF-8 share the event's
 // buffer, as go-mysql's own decoded strings do. Values are immutable: never modify one.
 //
+// The binlog's bytes are checked before they are trusted. A rows event whose column count is
+// not its table map's, or whose images name no column (an image of no column takes no bytes,
+// and every reader of such images would loop for ever), is corrupt, and so is an image that
+// runs past its event or does not follow its table map, and a TIME2, DATETIME2 or TIMESTAMP2 of
+// more than 6 fraction digits: the rows event fails with errCorruptRows, which ends the binlog
+// connection like a parse error of go-mysql's (the event is read again after reconnecting).
+// A temporal value whose fields no server writes (an hour of 25, a negative DATETIME, a
+// fraction above 999999 µs) is the column's error: the event is delivered Malformed. MariaDB's
+// compressed rows events are inflated here, within their bytes, never allocating what their
+// header states (go-mysql's decompression panicked on a short header). A panic of go-mysql's
+// rows decoding (the fallback path) is caught and reported as errCorruptRows; go-mysql's own
+// parser runs on the syncer's goroutine, which turns its panics into the stream's error; one
+// gap is left there: a table map whose ENUM or SET label list states more labels than it has
+// bytes makes go-mysql allocate the stated number (a few bytes can state 2^36, a fatal out of
+// memory), and nothing here sees the table map before go-mysql decodes it.
+// Fuzz targets cover these readers (binlog_fuzz_test.go: FuzzBinlogRows, FuzzBinlogValue,
+// FuzzBinlogTableMap, FuzzCompactJSON; seeds captured from MariaDB by TestCaptureFuzzSeeds).
+//
 // A table map's optional metadata lists signedness bits and collations for some of the columns
 // only, in column order, and the servers count different columns (tablemap.go): MariaDB gives
 // YEAR (always UNSIGNED) a signedness bit and GEOMETRY a collation, MySQL neither. These two

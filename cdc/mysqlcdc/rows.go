@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -32,6 +31,9 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	}
 	images, deferred := pendingImages(e)
 	pair, compressed, direct := imageLayout(h.EventType)
+	if deferred && !framed(e, images) {
+		return &binlogError{op: "decode rows event", err: errCorruptRows}
+	}
 	if deferred && !direct {
 		if err := decodeWithGoMySQL(e, images); err != nil {
 			return err
@@ -41,9 +43,13 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	body := images // what the direct decoder reads: the images, decompressed
 	if deferred && compressed {
 		var err error
-		if body, err = mysql.DecompressMariadbData(images); err != nil {
+		if body, err = decompressImages(images); err != nil {
 			return &binlogError{op: "decompress rows event", err: err}
 		}
+	}
+	if deferred && hasBinaryJSON(e.Table) && !binaryJSONBounded(e.Table, e, pair, body) {
+		// go-mysql, which decodes these documents, would expand them without bound.
+		return &binlogError{op: "decode rows event", err: errCorruptRows}
 	}
 	name := TableName{Database: string(e.Table.Schema), Table: string(e.Table.Table)}
 	first := r.txRows

@@ -1,10 +1,14 @@
 package mysqlcdc
 
 import (
+	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -70,13 +74,84 @@ var errCorruptRows = errors.New("mysqlcdc: rows event does not match its table m
 
 // decodeWithGoMySQL decodes kept images with go-mysql's decoder, into e.Rows, for the event
 // layouts and column types the direct decoder leaves to it.
-func decodeWithGoMySQL(e *replication.RowsEvent, images undecoded) error {
+func decodeWithGoMySQL(e *replication.RowsEvent, images undecoded) (err error) {
 	e.Rows, e.SkippedColumns = nil, nil
+	defer func() {
+		// DecodeData recovers the panics of its image decoding, not those before it (its
+		// decompression of a MariaDB compressed event, which rows checked first).
+		if p := recover(); p != nil {
+			if _, ok := p.(runtime.Error); !ok {
+				panic(p)
+			}
+			err = &binlogError{op: "decode rows event", err: errCorruptRows}
+		}
+	}()
 	if err := e.DecodeData(0, images); err != nil {
 		// Its message may quote the images (row data); the cause is kept for errors.As only.
 		return &binlogError{op: "decode rows event", err: &quietError{msg: "go-mysql cannot decode the row images", cause: err}}
 	}
 	return nil
+}
+
+// framed says whether a rows event's header fits its table map and lets its images be read:
+// as many columns as the table map has (the server writes both from the same table), and a
+// column present in some image when there are images -- an image of no column takes no bytes,
+// and a reader of such images (ours, countRows, go-mysql's DecodeData) would never reach the
+// end of the event.
+func framed(e *replication.RowsEvent, images undecoded) bool {
+	if e.ColumnCount != e.Table.ColumnCount {
+		return false
+	}
+	if len(images) == 0 {
+		return true
+	}
+	n := int(e.ColumnCount)
+	return countBits(e.ColumnBitmap1, n) > 0 || e.ColumnBitmap2 != nil && countBits(e.ColumnBitmap2, n) > 0
+}
+
+// errNotFinite says a FLOAT or DOUBLE holds a NaN or an infinity, which no column stores (and
+// JSON cannot spell).
+var errNotFinite = errors.New("mysqlcdc: FLOAT or DOUBLE value is not a finite number")
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// maxImages bounds the uncompressed images of a MariaDB compressed rows event: a rows event is
+// cut below max_allowed_packet, 1 GiB at most.
+const maxImages = 1 << 30
+
+var errCompressedFraming = errors.New("mysqlcdc: compressed rows event: the header does not fit the event")
+
+// decompressImages inflates the images of a MariaDB compressed rows event: a byte whose low
+// three bits are the width (1 to 4) of the big-endian uncompressed size, then a zlib stream.
+// Unlike mysql.DecompressMariadbData, it checks the header against the bytes there and
+// allocates what the stream inflates to, not what the header states.
+func decompressImages(data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, errCompressedFraming
+	}
+	w := int(data[0] & 0x07)
+	if w < 1 || w > 4 || len(data) < 1+w {
+		return nil, errCompressedFraming
+	}
+	size := int(beUint(data[1:], w))
+	if size > maxImages {
+		return nil, errCompressedFraming
+	}
+	r, err := zlib.NewReader(bytes.NewReader(data[1+w:]))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out bytes.Buffer
+	// zlib inflates 1032 times at most: a size beyond that is no size of these bytes.
+	out.Grow(min(size, 1032*len(data)))
+	if _, err := io.Copy(&out, io.LimitReader(r, int64(size)+1)); err != nil {
+		return nil, err
+	}
+	if out.Len() != size {
+		return nil, errCompressedFraming
+	}
+	return out.Bytes(), nil
 }
 
 // colPlan is how one column's binlog bytes are read: the type as stored (CHAR, ENUM and SET
@@ -315,9 +390,17 @@ func (p *colPlan) decode(b []byte) (v cdc.Value, size int, err error) {
 		}
 		return y, 1, nil
 	case mysql.MYSQL_TYPE_FLOAT:
-		return shortestFloat32(math.Float32frombits(binary.LittleEndian.Uint32(b))), 4, nil
+		f := math.Float32frombits(binary.LittleEndian.Uint32(b))
+		if !finite(float64(f)) {
+			return nil, 4, errNotFinite
+		}
+		return shortestFloat32(f), 4, nil
 	case mysql.MYSQL_TYPE_DOUBLE:
-		return math.Float64frombits(binary.LittleEndian.Uint64(b)), 8, nil
+		f := math.Float64frombits(binary.LittleEndian.Uint64(b))
+		if !finite(f) {
+			return nil, 8, errNotFinite
+		}
+		return f, 8, nil
 	case mysql.MYSQL_TYPE_NEWDECIMAL:
 		s, n := decimalText(b, int(p.meta>>8), int(p.meta&0xff))
 		return s, n, nil
@@ -358,17 +441,35 @@ func (p *colPlan) decode(b []byte) (v cdc.Value, size int, err error) {
 	case mysql.MYSQL_TYPE_TIME:
 		return oldTimeText(b), 3, nil
 	case mysql.MYSQL_TYPE_TIME2:
+		if p.meta > 6 {
+			return nil, -1, nil // no server stores more than 6 fraction digits
+		}
 		s, n := time2Text(b, p.meta)
+		if !timeTextOK(s, int(p.meta)) {
+			return nil, n, errTemporalRange
+		}
 		return s, n, nil
 	case mysql.MYSQL_TYPE_DATETIME:
 		return oldDatetimeText(b), 8, nil
 	case mysql.MYSQL_TYPE_DATETIME2:
+		if p.meta > 6 {
+			return nil, -1, nil
+		}
 		s, n := datetime2Text(b, p.meta)
+		if b[0]&0x80 == 0 || !datetimeTextOK(s, int(p.meta)) { // the sign bit: DATETIME2 is never negative
+			return nil, n, errTemporalRange
+		}
 		return s, n, nil
 	case mysql.MYSQL_TYPE_TIMESTAMP:
 		return cdc.EpochMicros(int64(binary.LittleEndian.Uint32(b)) * 1_000_000), 4, nil
 	case mysql.MYSQL_TYPE_TIMESTAMP2:
+		if p.meta > 6 {
+			return nil, -1, nil
+		}
 		us, n := timestamp2Micros(b, p.meta)
+		if fraction(b[4:], p.meta) > 999_999 {
+			return nil, n, errTemporalRange
+		}
 		return cdc.EpochMicros(us), n, nil
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		s, n := lengthPrefixed(b, int(p.meta))
@@ -450,6 +551,14 @@ func lengthPrefixed(b []byte, maxLen int) ([]byte, int) {
 // (the GTID version ordinal counts every row change of a transaction). ok is false when some
 // column's size is not known here.
 func countRows(tm *replication.TableMapEvent, e *replication.RowsEvent, pair bool, data []byte) (rows int, ok bool) {
+	return walkImages(tm, e, pair, data, nil)
+}
+
+// walkImages finds each value of an event's images, calls each (when not nil) with its column's
+// stored type and bytes, and counts the rows. ok is false when some column's size is not known
+// here, the images do not fit their event, or each returned false.
+func walkImages(tm *replication.TableMapEvent, e *replication.RowsEvent, pair bool, data []byte,
+	each func(tp byte, meta uint16, v []byte) bool) (rows int, ok bool) {
 	defer func() {
 		if recover() != nil {
 			rows, ok = 0, false
@@ -485,12 +594,97 @@ func countRows(tm *replication.TableMapEvent, e *replication.RowsEvent, pair boo
 				if size < 0 {
 					return 0, false
 				}
+				if each != nil && !each(tp, tm.ColumnMeta[i], data[pos:pos+size]) {
+					return 0, false
+				}
 				pos += size
 			}
 		}
 		rows++
 	}
 	return rows, true
+}
+
+// hasBinaryJSON says whether a table map has a column of MySQL's binary JSON.
+func hasBinaryJSON(tm *replication.TableMapEvent) bool {
+	return bytes.IndexByte(tm.ColumnType, mysql.MYSQL_TYPE_JSON) >= 0
+}
+
+// binaryJSONBounded says whether every MySQL binary JSON value of an event's images decodes,
+// with go-mysql, in work and memory within its size. go-mysql follows a container's value
+// offsets wherever they point: entries of a few bytes that point at the same nested container,
+// level after level, double its decoded size with each level (20 levels, 205 bytes: 209 MB
+// allocated, 5 MB of JSON text; 30 levels: more memory than a machine has). The server stores each value once, so a document has fewer
+// values than bytes; this walk follows the offsets as go-mysql does and gives up beyond that
+// or beyond maxJSONDepth levels.
+func binaryJSONBounded(tm *replication.TableMapEvent, e *replication.RowsEvent, pair bool, data []byte) bool {
+	_, ok := walkImages(tm, e, pair, data, func(tp byte, meta uint16, v []byte) bool {
+		if tp != mysql.MYSQL_TYPE_JSON || len(v) <= int(meta) {
+			return true
+		}
+		doc := v[meta:] // after its length
+		budget := len(doc)
+		return walkBinaryJSON(doc[0], doc[1:], &budget, 0)
+	})
+	return ok
+}
+
+// walkBinaryJSON follows a binary JSON value of type tp in data as go-mysql's decoder does,
+// taking one of budget per value entry; false when the budget or the depth runs out. Parts
+// go-mysql refuses (a container beyond its data, an offset beyond it) are skipped: its error
+// reports them.
+func walkBinaryJSON(tp byte, data []byte, budget *int, depth int) bool {
+	var w, keyEntry, valueEntry int // offset width, key and value entry sizes
+	switch tp {
+	case 0x00, 0x02: // small object, small array
+		w, keyEntry, valueEntry = 2, 4, 3
+	case 0x01, 0x03: // large object, large array
+		w, keyEntry, valueEntry = 4, 6, 5
+	default:
+		return true // scalars are read within their bytes
+	}
+	if depth >= maxJSONDepth {
+		return false
+	}
+	if len(data) < 2*w {
+		return true
+	}
+	count, size := int(leUint(data, w)), int(leUint(data[w:], w))
+	if size > len(data) {
+		return true
+	}
+	header := 2*w + count*valueEntry
+	if tp == 0x00 || tp == 0x01 {
+		header += count * keyEntry
+	}
+	if count < 0 || header > size {
+		return true
+	}
+	if *budget -= count; *budget < 0 {
+		return false
+	}
+	entries := header - count*valueEntry
+	for i := range count {
+		e := data[entries+i*valueEntry:]
+		switch t := e[0]; {
+		case t == 0x04 || t == 0x05 || t == 0x06, w == 4 && (t == 0x07 || t == 0x08):
+			continue // literal, int16, uint16 (large containers: int32, uint32 too) are inlined
+		default:
+			if off := int(leUint(e[1:], w)); off < len(data) && !walkBinaryJSON(t, data[off:], budget, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// leUint reads n bytes little-endian.
+func leUint(b []byte, n int) uint64 {
+	var v uint64
+	for i := n - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }
 
 // valueSize is the number of bytes a stored value takes, -1 for a type not sized here.
@@ -518,12 +712,11 @@ func valueSize(b []byte, tp byte, meta uint16, strLen int) int {
 		}
 	case mysql.MYSQL_TYPE_SET:
 		return int(meta & 0xff)
-	case mysql.MYSQL_TYPE_TIME2:
-		return 3 + (int(meta)+1)/2
-	case mysql.MYSQL_TYPE_DATETIME2:
-		return 5 + (int(meta)+1)/2
-	case mysql.MYSQL_TYPE_TIMESTAMP2:
-		return 4 + (int(meta)+1)/2
+	case mysql.MYSQL_TYPE_TIME2, mysql.MYSQL_TYPE_DATETIME2, mysql.MYSQL_TYPE_TIMESTAMP2:
+		if meta > 6 {
+			return -1
+		}
+		return map[byte]int{mysql.MYSQL_TYPE_TIME2: 3, mysql.MYSQL_TYPE_DATETIME2: 5, mysql.MYSQL_TYPE_TIMESTAMP2: 4}[tp] + (int(meta)+1)/2
 	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING:
 		_, n := lengthPrefixed(b, int(meta))
 		return n

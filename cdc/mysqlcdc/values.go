@@ -193,10 +193,16 @@ func (c *colCodec) fromBinlog(v any) (cdc.Value, error) {
 		return u, nil
 	case classFloat32:
 		if f, ok := v.(float32); ok {
+			if !finite(float64(f)) {
+				return nil, errNotFinite
+			}
 			return shortestFloat32(f), nil
 		}
 	case classFloat64:
 		if f, ok := v.(float64); ok {
+			if !finite(f) {
+				return nil, errNotFinite
+			}
 			return f, nil
 		}
 	case classDecimal, classTemporal:

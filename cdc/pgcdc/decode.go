@@ -6,10 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/tributary-dev/tributary/cdc"
 )
+
+// walHook, when set, sees each pgoutput message before a stream decodes it. Only tests set
+// it (TestCaptureFuzzSeeds records the messages the server sent as fuzz seeds); a stream costs
+// one atomic load per message for it.
+var walHook atomic.Pointer[func(wal []byte)]
 
 // handleCopyData decodes XLogData. Keepalives normally never get here (the reader takes them
 // out of the stream: frames.go); one that does and asks for a reply is answered the same way.
@@ -39,6 +45,9 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 		}
 		if len(xld.WALData) == 0 {
 			return errors.New("pgcdc: empty pgoutput message")
+		}
+		if h := walHook.Load(); h != nil {
+			(*h)(xld.WALData)
 		}
 		switch xld.WALData[0] {
 		case 'I', 'U', 'D':

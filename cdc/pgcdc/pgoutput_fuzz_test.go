@@ -13,7 +13,7 @@ import (
 )
 
 // The fuzz targets of the pgoutput decoders. Their seeds live in testdata/fuzz/<target>/:
-// "pg-*" are messages the real server sent (TestPgoutputCapture writes them), the others are
+// "pg-*" are messages the real server sent (TestCaptureFuzzSeeds, TRIBUTARY_FUZZ_CAPTURE=1, writes them), the others are
 // hand-made or what fuzzing found.
 
 // fuzzTable is the tableInfo a Relation message describes, every column through its built-in
