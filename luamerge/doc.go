@@ -53,10 +53,14 @@
 //
 // Programs are compiled once and cached by the SHA-256 of their source (Options
 // MaxCachedPrograms, least recently used first out); a request that repeats one program for
-// many operations costs one compilation. Each run loads the cached bytecode into a fresh VM:
-// go-lua mutates a function's prototype while it runs (its closure cache), so a parsed program
-// cannot be shared between VMs that run at once. A fresh VM is otherwise nearly free: its
-// global table starts empty and materializes a library or base function on first use.
+// many operations costs one compilation. The compiled program is loaded once into a template;
+// each run's fresh VM gets a copy of it: a new closure over a new copy of the function
+// prototypes, sharing only what go-lua never writes after compiling (instructions, constants,
+// debug information) -- go-lua writes a closure cache into a prototype while it runs, so the
+// prototypes themselves are never shared, and nothing of one run reaches another. A fresh VM
+// is otherwise nearly free: its global table starts empty and materializes a library or base
+// function on first use, and the strings and stateless Go functions every VM gets alike are
+// boxed once.
 //
 // # The sandbox
 //

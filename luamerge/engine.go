@@ -37,6 +37,7 @@ var _ store.Merger = (*Engine)(nil)
 type program struct {
 	sum      [sha256.Size]byte
 	bytecode []byte
+	tmpl     *template     // the program loaded once, copied into every run (see proto.go)
 	baseline int64         // bytes of a fresh sandbox VM with the program loaded
 	err      *ProgramError // a program that does not compile is cached too
 }
@@ -45,6 +46,9 @@ type program struct {
 func New(opts *Options) (*Engine, error) {
 	if layoutErr != nil {
 		return nil, fmt.Errorf("luamerge: this go-lua version is not supported: %w", layoutErr)
+	}
+	if protoLayErr != nil {
+		return nil, fmt.Errorf("luamerge: this go-lua version is not supported: %w", protoLayErr)
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -78,7 +82,12 @@ func (e *Engine) program(source string) *program {
 	p := &program{sum: sum}
 	p.bytecode, p.err = compile(source, e.opts.MaxProgramBytes)
 	if p.err == nil {
-		p.baseline = e.baseline(p)
+		var err error
+		if p.tmpl, err = loadTemplate(p.bytecode); err != nil {
+			p.err = invalid("cannot be loaded: " + err.Error())
+		} else {
+			p.baseline = e.baseline(p)
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -95,9 +104,9 @@ func (e *Engine) program(source string) *program {
 	return p
 }
 
-// compile parses source and returns its bytecode. Runs load the bytecode: go-lua's prototypes
-// are mutated while they run (closure caching), so a parsed program cannot be shared between
-// VMs, and loading bytecode costs about half of parsing the source again.
+// compile parses source and returns its bytecode. The bytecode is loaded once into a template
+// (see proto.go) that every run copies: what a run executes is exactly what loading the
+// bytecode into its VM would give.
 func compile(source string, limit int) ([]byte, *ProgramError) {
 	if len(source) > limit {
 		return nil, invalid("the program is " + strconv.Itoa(len(source)) + " bytes, more than the limit of " + strconv.Itoa(limit))
@@ -124,9 +133,7 @@ func compile(source string, limit int) ([]byte, *ProgramError) {
 func (e *Engine) baseline(p *program) int64 {
 	r := e.newRun()
 	r.setup()
-	if err := r.l.Load(bytes.NewReader(p.bytecode), "="+chunkName, "b"); err != nil {
-		return 0
-	}
+	p.tmpl.push(r.l)
 	return measureVM(r.l, math.MaxInt64, make(map[uintptr]struct{}, 256))
 }
 
@@ -209,9 +216,7 @@ type inputTimes []struct{ pointer, value string }
 func (r *run) main(call *store.MergeCall, p *program, times *inputTimes, load bool) lua.Function {
 	return func(l *lua.State) int {
 		if load {
-			if err := l.Load(bytes.NewReader(p.bytecode), "="+chunkName, "b"); err != nil {
-				r.fail(l, invalid("cannot be loaded: "+err.Error()))
-			}
+			p.tmpl.push(l)
 			l.Call(0, 1)
 			if !l.IsFunction(-1) {
 				r.fail(l, invalid("must return a function(current, incoming, context); it returned "+article(lua.TypeNameOf(l, -1))))

@@ -204,23 +204,31 @@ func (r *run) pushUserData(l *lua.State, v any) {
 	l.RawGetInt(lua.RegistryIndex, regValueMeta)
 	if l.IsNil(-1) {
 		l.Pop(1)
-		l.CreateTable(0, len(valueMethods)+2)
-		for _, m := range valueMethods {
-			l.PushString(m.name)
-			l.PushGoFunction(m.fn)
+		l.CreateTable(0, len(valueMeta)+1)
+		for _, e := range valueMeta {
+			pushShared(l, e.k)
+			pushShared(l, e.v)
 			l.RawSet(-3)
 		}
-		l.PushString("__concat")
+		pushShared(l, sharedConcat)
 		l.PushGoFunction(r.concatText)
-		l.RawSet(-3)
-		l.PushString("__metatable")
-		l.PushString("json value")
 		l.RawSet(-3)
 		l.PushValue(-1)
 		l.RawSetInt(lua.RegistryIndex, regValueMeta)
 	}
 	l.SetMetaTable(-2)
 }
+
+// valueMeta is the bridge metatable's entries that are the same in every VM: the methods,
+// which hold no state, and the __metatable lock. __concat charges its run and is added per VM.
+var valueMeta = func() (entries []struct{ k, v any }) {
+	for _, m := range valueMethods {
+		entries = append(entries, struct{ k, v any }{shared(m.name), sharedFunction(m.fn)})
+	}
+	return append(entries, struct{ k, v any }{shared("__metatable"), shared("json value")})
+}()
+
+var sharedConcat = shared("__concat")
 
 // text returns the string form of a bridge value at index, or of a string or number, for
 // __concat, __tostring and comparisons.
