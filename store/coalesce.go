@@ -3,21 +3,26 @@ package store
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 )
 
 // coalescer gathers one store's concurrent one-operation calls into batches: a batch opens with
-// the first waiting call, stays open for the window or until it is full, and then runs like an
-// explicit request. At most MaxInFlight batches run at once; while they do, calls wait in a
+// the first waiting call, takes the calls that arrive while it yields to the goroutines ready
+// to run (a lone call waits up to the window), closes when none arrive or it is full, and then
+// runs like an explicit request on one of at most MaxInFlight long-lived runners. At most MaxInFlight batches run at once; while they do, calls wait in a
 // bounded queue, and a call finding the queue full fails at once with ErrUnavailable -- so a
 // slow store pushes back on its own callers and never on another store's.
 type coalescer struct {
 	s    *Service
 	in   *instance
 	reqs chan *pending
-	sem  chan struct{}
-	wg   sync.WaitGroup // the collector and running batches
+	sem  chan struct{} // one token per batch running
+	// batches hands formed batches to idle runners; runners is how many exist (collector only)
+	batches chan []*pending
+	runners int
+	wg      sync.WaitGroup // the collector and the runners
 }
 
 type pending struct {
@@ -33,6 +38,8 @@ func newCoalescer(s *Service, in *instance) *coalescer {
 		in:   in,
 		reqs: make(chan *pending, s.opts.Coalesce.QueueLimit),
 		sem:  make(chan struct{}, s.opts.Coalesce.MaxInFlight),
+
+		batches: make(chan []*pending),
 	}
 	c.wg.Add(1)
 	go c.collect()
@@ -58,21 +65,32 @@ func (c *coalescer) submit(ctx context.Context, op Op, now time.Time, visible bo
 		*res = Result{Err: newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+c.in.name+" is busy: its batch queue is full")}
 		return nil
 	}
+	done := ctx.Done()
+	if done == nil { // a context that never ends: a plain receive, cheaper than a select
+		<-it.call.done
+		*res = p.res
+		return nil
+	}
 	select {
 	case <-it.call.done:
 		*res = p.res
 		return nil
-	case <-ctx.Done():
+	case <-done:
 		return ctx.Err()
 	}
 }
 
 // collect forms batches. It takes a batch slot before gathering, so while every slot is busy
 // the calls pile up in the queue and the next batch takes them all at once: under load batches
-// grow without anyone waiting for a window. The window only holds a batch open that is still
-// small when its slot is free, to give calls arriving together a chance to share it.
+// grow without anyone waiting for a window. Once it has a slot it gathers what is queued and
+// yields the processor, round after round, until a round brings no new call: the callers a
+// finished batch woke all at once, already running or ready to run, rejoin one batch instead
+// of trickling into several small ones -- without a timer, whose wake-up can come much later
+// than asked on a busy or virtualized machine. Only a batch that is still a lone call then
+// waits up to the window for company.
 func (c *coalescer) collect() {
 	defer c.wg.Done()
+	defer close(c.batches) // the runners stop once the last batch is handed over
 	window := c.s.opts.Coalesce.Window
 	limit := c.s.opts.Coalesce.MaxBatch
 	timer := time.NewTimer(time.Hour)
@@ -83,33 +101,21 @@ func (c *coalescer) collect() {
 			return
 		}
 		c.sem <- struct{}{}
-		batch := []*pending{first}
-		open := true
-	drain:
-		for open && len(batch) < limit {
-			select {
-			case p, more := <-c.reqs:
-				if !more {
-					open = false
-					break drain
-				}
-				batch = append(batch, p)
-			default:
-				break drain
-			}
-		}
-		if open && len(batch) < limit && window > 0 {
+		batch := make([]*pending, 1, min(limit, 1+len(c.reqs)+32))
+		batch[0] = first
+		batch, open := c.gather(batch, limit)
+		if open && len(batch) == 1 && len(batch) < limit && window > 0 {
 			timer.Reset(window)
-		gather:
+		wait:
 			for len(batch) < limit {
 				select {
 				case p, more := <-c.reqs:
 					if !more {
-						break gather
+						break wait
 					}
 					batch = append(batch, p)
 				case <-timer.C:
-					break gather
+					break wait
 				}
 			}
 			timer.Stop()
@@ -117,13 +123,65 @@ func (c *coalescer) collect() {
 		if obs := c.s.opts.Observer; obs != nil {
 			obs.CoalescedBatch(CoalescedBatch{Store: c.in.name, Size: len(batch), Waiting: len(c.reqs)})
 		}
-		c.wg.Add(1)
-		go c.runBatch(batch)
+		c.dispatch(batch)
+	}
+}
+
+// gather adds the queued calls to batch, up to limit, without blocking: it takes what is
+// queued, yields the processor to the goroutines ready to run, and repeats until a round after
+// a yield brings nothing. open is false once the queue is closed.
+func (c *coalescer) gather(batch []*pending, limit int) (_ []*pending, open bool) {
+	for yielded := false; ; yielded = true {
+		before := len(batch)
+	drain:
+		for len(batch) < limit {
+			select {
+			case p, more := <-c.reqs:
+				if !more {
+					return batch, false
+				}
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		if len(batch) >= limit || (yielded && len(batch) == before) {
+			return batch, true
+		}
+		runtime.Gosched()
+	}
+}
+
+// dispatch hands the batch to an idle runner, starting one when none is idle and fewer than
+// MaxInFlight exist. The runners live as long as the collector: a batch does not pay for a
+// goroutine and the growth of its stack through the executor.
+func (c *coalescer) dispatch(batch []*pending) {
+	if c.runners < cap(c.sem) {
+		select {
+		case c.batches <- batch:
+		default:
+			c.runners++
+			c.wg.Add(1)
+			go c.run(batch)
+		}
+		return
+	}
+	c.batches <- batch // the slot the collector holds is one a runner is releasing
+}
+
+// run runs batches, the first given, until the collector stops.
+func (c *coalescer) run(batch []*pending) {
+	defer c.wg.Done()
+	for {
+		c.runBatch(batch)
+		var ok bool
+		if batch, ok = <-c.batches; !ok {
+			return
+		}
 	}
 }
 
 func (c *coalescer) runBatch(batch []*pending) {
-	defer c.wg.Done()
 	defer func() { <-c.sem }()
 	// The batch holds its slot until every call settled, also those queued behind
 	// another executor's operations on the same record: the slots bound the work in flight.

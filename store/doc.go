@@ -81,8 +81,11 @@
 //
 // # Coalescing
 //
-// Concurrent one-operation calls are gathered per store into bounded batches (a short
-// collection window, a maximum batch size, a bounded queue and a bound on batches in flight).
+// Concurrent one-operation calls are gathered per store into bounded batches (a maximum batch
+// size, a bounded queue and a bound on batches in flight). A batch whose slot is free takes
+// the calls queued and those of the goroutines ready to run, yielding the processor until no
+// more arrive; only a lone call waits a short window for company. A small, fixed set of
+// goroutines per store runs the batches.
 // A call that finds its store's queue full fails at once with [ErrUnavailable], so a slow store
 // pushes back on its own callers only.
 //

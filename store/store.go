@@ -111,12 +111,13 @@ type Options struct {
 type CoalesceOptions struct {
 	// Disabled sends every one-operation call on its own.
 	Disabled bool
-	// Window is how long a batch whose slot is free stays open for more calls when it is not
-	// full. Default 25µs; negative means none. Under load batches grow anyway, since calls queue
-	// while every slot is busy (see MaxInFlight); the window lets the callers a finished batch
-	// just released rejoin the next one instead of trickling into many small ones
-	// (BenchmarkCoalescing: about 0.73x of explicit batches without it, 0.86x with it, at a
-	// 500µs backend round trip).
+	// Window is how long a batch that is still a lone call, once its slot is free, waits for
+	// company. Default 25µs (a timer: on a busy or virtualized machine it may fire a
+	// millisecond or more late); negative means none. A batch of more calls never waits on a
+	// timer: when its slot is free the collector takes what is queued and yields to the
+	// goroutines ready to run until a round brings no new call, so the callers a finished
+	// batch woke rejoin the next one instead of trickling into many small ones. Under load
+	// batches grow anyway, since calls queue while every slot is busy (see MaxInFlight).
 	Window time.Duration
 	// MaxBatch closes a batch early at this many operations. Default 256.
 	MaxBatch int
