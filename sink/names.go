@@ -53,7 +53,7 @@ func parseTemplate(s string) (template, error) {
 	// not the name.
 	probe := t.expand(cdc.TableID{Database: "d", Schema: "s", Table: "t"})
 	if rule := indexNameRule(probe); rule != "" {
-		return template{}, errors.New("the index template makes index names that " + rule)
+		return template{}, errors.New("the index template makes an index name that " + rule)
 	}
 	return t, nil
 }
