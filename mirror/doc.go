@@ -26,7 +26,7 @@
 // and pipelines:, a list of entries with name:, source:, sinks:, dlq: and runner:. sinks: is
 // the specification's list with one entry, read by sink.ParseConfig. ${NAME} is expanded from
 // the environment (internal/yamlenv). Every problem is reported at once, each with its line
-// (*ConfigError); problems never quote values, which may be secrets. Validate applies the
+// (*ConfigError); problems never quote values, which may be secrets (FuzzMirrorConfig checks it). Validate applies the
 // same checks to a Config built in Go, naming keys as the list form writes them.
 //
 // Names must be unique, so must dead-letter files, and two PostgreSQL pipelines on one

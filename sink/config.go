@@ -144,6 +144,17 @@ const (
 	DefaultItemRetries     = 3
 )
 
+// ConfigError is every problem of one sink configuration, as ParseConfig, Normalize, Validate
+// and New report it. Each problem names its key (url, auth, batch, ...), never a value: values
+// may be credentials, and even an id or an index template is not repeated back.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string { return "sink config: " + strings.Join(e.Problems, "; ") }
+
+func configError(problems ...string) *ConfigError { return &ConfigError{Problems: problems} }
+
 // entry is one element of the specification's sinks: list.
 type entry struct {
 	Type   string    `yaml:"type"`
@@ -153,25 +164,26 @@ type entry struct {
 // ParseConfig reads one sink entry of the specification's YAML ("type: elasticsearch" and
 // "config: {...}"), expanding ${ENV} references in values, applying defaults and validating.
 // An unset variable is an error naming it; "$${" writes a literal "${". Unknown keys are
-// errors, so a misspelt option is not silently ignored. Errors never quote values.
+// errors, so a misspelt option is not silently ignored. Every error is a *ConfigError, and
+// none quotes a value.
 func ParseConfig(b []byte) (Config, error) {
 	root, err := config.Parse(b)
 	if err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", err)
+		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var e entry
-	if err := root.Decode(&e); err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", config.ScrubYAMLError(err))
+	if err := config.Decode(root, &e); err != nil {
+		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if e.Type != "elasticsearch" {
-		return Config{}, errors.New("sink config: type must be \"elasticsearch\"")
+		return Config{}, configError(`type must be "elasticsearch"`)
 	}
-	if e.Config.Kind == 0 {
-		return Config{}, errors.New("sink config: missing config:")
+	if e.Config.Kind == 0 || (e.Config.Kind == yaml.ScalarNode && e.Config.Tag == "!!null") {
+		return Config{}, configError("missing config:")
 	}
 	var c Config
 	if err := config.Decode(&e.Config, &c); err != nil {
-		return Config{}, fmt.Errorf("sink config: %w", err)
+		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if err := c.Normalize(); err != nil {
 		return Config{}, err
@@ -218,8 +230,8 @@ func (c *Config) Normalize() error {
 	return c.Validate()
 }
 
-// Validate checks the configuration and says what is wrong with which key. It never quotes
-// a credential.
+// Validate checks the configuration and says, in a *ConfigError, what is wrong with which key.
+// It never quotes a value.
 func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
@@ -243,7 +255,7 @@ func (c *Config) Validate() error {
 		if f == "" {
 			bad("id_fields: empty field name")
 		} else if seen[f] {
-			bad("id_fields: %q listed twice", f)
+			bad("id_fields: a field is listed twice")
 		}
 		seen[f] = true
 	}
@@ -315,11 +327,7 @@ func (c *Config) Validate() error {
 		bad("number_of_shards and number_of_replicas must not be negative")
 	}
 	if len(errs) > 0 {
-		id := c.ID
-		if id == "" {
-			id = "?"
-		}
-		return fmt.Errorf("elasticsearch sink %q: %s", id, strings.Join(errs, "; "))
+		return &ConfigError{Problems: errs}
 	}
 	return nil
 }

@@ -16,7 +16,8 @@
 // variable (an unset one is an error naming it; "$${" is a literal "${"). Expansion works on
 // parsed YAML scalars, never on the text, so a secret containing YAML syntax cannot change
 // the document's structure. Unknown keys are errors. Credentials are of type [Secret], which
-// prints, marshals and formats as "[redacted]"; configuration errors never quote values.
+// prints, marshals and formats as "[redacted]"; configuration errors are a *[ConfigError] and never
+// quote values (not a credential, not the id or the index template; FuzzSinkConfig checks it).
 // [Secret], [Duration] and the YAML reading are the project's configuration code
 // (internal/config), shared with the other configuration files; the sink's names are aliases.
 // The client (internal/search, shared with esfence and store/searchstore) has no product check

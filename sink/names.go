@@ -44,14 +44,16 @@ func parseTemplate(s string) (template, error) {
 		switch f {
 		case "db", "schema", "table":
 		default:
-			return template{}, fmt.Errorf("unknown placeholder {%s} in the index template (use {db}, {schema}, {table})", f)
+			return template{}, errors.New("unknown placeholder in the index template (use {db}, {schema}, {table})")
 		}
 		t.parts = append(t.parts, tplPart{field: f})
 		rest = rest[i+j+1:]
 	}
+	// The template is configuration, and may be ${NAME}-expanded: the error names the rule,
+	// not the name.
 	probe := t.expand(cdc.TableID{Database: "d", Schema: "s", Table: "t"})
-	if err := validIndexName(probe); err != nil {
-		return template{}, err
+	if rule := indexNameRule(probe); rule != "" {
+		return template{}, errors.New("the index template makes an index name that " + rule)
 	}
 	return t, nil
 }
@@ -79,31 +81,43 @@ func (t template) expand(id cdc.TableID) string {
 	return strings.ToLower(b.String())
 }
 
-// validIndexName applies Elasticsearch's rules for index names (lowercase is applied by
-// expand): not empty, not "." or "..", at most 255 bytes, no \ / * ? " < > | , # : or space,
-// not starting with - _ +, valid UTF-8. Names starting with df-w- are the fence's write aliases
-// and are refused too. The error names the rule, and quotes the name: index names come from
-// the catalog, not from rows.
+// validIndexName applies Elasticsearch's rules for index names ([indexNameRule]). The error
+// names the rule, and quotes the name: index names come from the catalog, not from rows.
 func validIndexName(name string) error {
+	switch rule := indexNameRule(name); {
+	case rule == "":
+		return nil
+	case name == "" || !utf8.ValidString(name):
+		return errors.New("the index name " + rule)
+	default:
+		return fmt.Errorf("index name %q %s", name, rule)
+	}
+}
+
+// indexNameRule is the rule name breaks, "" when none (lowercase is applied by expand): not
+// empty, not "." or "..", at most 255 bytes, no \ / * ? " < > | , # : or space, not starting
+// with - _ +, valid UTF-8. Names starting with df-w- are the fence's write aliases and are
+// refused too.
+func indexNameRule(name string) string {
 	switch {
 	case name == "":
-		return errors.New("the index name is empty")
+		return "is empty"
 	case name == "." || name == "..":
-		return fmt.Errorf("index name %q is reserved", name)
+		return "is reserved"
 	case len(name) > 255:
-		return fmt.Errorf("index name %q is longer than 255 bytes", name)
+		return "is longer than 255 bytes"
 	case !utf8.ValidString(name):
-		return errors.New("the index name is not valid UTF-8")
+		return "is not valid UTF-8"
 	case strings.ContainsAny(name, "\\/*?\"<>| ,#:"):
-		return fmt.Errorf("index name %q contains one of \\ / * ? \" < > | , # : or a space", name)
+		return "contains one of \\ / * ? \" < > | , # : or a space"
 	case strings.ContainsAny(name, "\t\r\n\x00"):
-		return fmt.Errorf("index name %q contains a control character", name)
+		return "contains a control character"
 	case strings.HasPrefix(name, "-"), strings.HasPrefix(name, "_"), strings.HasPrefix(name, "+"):
-		return fmt.Errorf("index name %q starts with -, _ or +", name)
+		return "starts with -, _ or +"
 	case strings.HasPrefix(name, "df-w-"):
-		return fmt.Errorf("index name %q starts with df-w-, the prefix of the sink's write aliases", name)
+		return "starts with df-w-, the prefix of the sink's write aliases"
 	}
-	return nil
+	return ""
 }
 
 // IndexName returns the index a table's rows go to under the template, validated.

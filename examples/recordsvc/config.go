@@ -17,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	internalconfig "github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/yamlenv"
 )
 
@@ -204,12 +205,26 @@ func loadConfig(path string) (*config, error) {
 // then ${NAME} references in values are expanded and the expanded tree is decoded and
 // validated. Errors name keys and lines, never values: after expansion a value may be a secret.
 func parseConfig(b []byte) (*config, error) {
+	c, err := decodeConfig(b)
+	if err != nil {
+		return nil, &configError{msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	return c, nil
+}
+
+// configError is every error parseConfig returns: the problems, each naming its line or
+// field, never a value.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func decodeConfig(b []byte) (*config, error) {
 	if err := checkKnownFields(b); err != nil {
 		return nil, err
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, err
+		return nil, internalconfig.ScrubYAMLError(err)
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("the configuration is empty: it needs at least stores:")
@@ -229,7 +244,7 @@ func parseConfig(b []byte) (*config, error) {
 	return &c, nil
 }
 
-var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type main\.(\w+)$`)
+var unknownField = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type main\.(\w+)$`)
 
 // checkKnownFields reports every key the configuration types do not have. Only those errors
 // count here: a type error may be a ${NAME} that expands to the right type later.
@@ -242,12 +257,15 @@ func checkKnownFields(b []byte) error {
 	if errors.Is(err, io.EOF) {
 		return nil // an empty file: reported after expansion
 	}
-	if err == nil || !errors.As(err, &te) {
-		return err
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, &te) {
+		return internalconfig.ScrubYAMLError(err)
 	}
 	var msgs []string
 	for _, m := range te.Errors {
-		if sm := unknownField.FindStringSubmatch(m); sm != nil {
+		if sm := unknownField.FindStringSubmatch(m); sm != nil && !strings.Contains(m, "cannot unmarshal") {
 			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", sm[1], sm[2], sectionOf(sm[3])))
 		}
 	}
@@ -328,13 +346,13 @@ func expandNode(n *yaml.Node, path string, paths map[int]string) error {
 	return nil
 }
 
-var typeErrorLine = regexp.MustCompile(`^line (\d+): cannot unmarshal (!!\w+)(?: ` + "`" + `.*` + "`" + `)? into (.+)$`)
+var typeErrorLine = regexp.MustCompile(`(?s)^line (\d+): cannot unmarshal (!!\w+)(?: ` + "`" + `.*` + "`" + `)? into (.+)$`)
 
 // scrubTypeError rewrites yaml's type errors to name the field by its path and drop the value.
 func scrubTypeError(err error, paths map[int]string) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return err
+		return internalconfig.ScrubYAMLError(err)
 	}
 	msgs := make([]string, 0, len(te.Errors))
 	for _, m := range te.Errors {

@@ -165,3 +165,17 @@ func TestCommandRefusals(t *testing.T) {
 		t.Errorf("worker mode without queues: %v", err)
 	}
 }
+
+// TestConfigErrorsFoundByFuzzing: a key with a space was ignored (yaml's message did not
+// match), and a value of an explicit tag it does not fit was quoted.
+func TestConfigErrorsFoundByFuzzing(t *testing.T) {
+	_, err := parseConfig([]byte("stores: {m: {kind: memory}}\n\"un known\": 1\n"))
+	if err == nil || !strings.Contains(err.Error(), `unknown key "un known"`) {
+		t.Errorf("a key with a space: %v", err)
+	}
+	_, err = parseConfig([]byte("stores: {m: {kind: memory}}\nservice: {merge_budget: !!float hunter2}\n"))
+	var ce *configError
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !errors.As(err, &ce) || !strings.Contains(err.Error(), "!!float") {
+		t.Errorf("an explicit tag: %v", err)
+	}
+}
