@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -486,5 +487,42 @@ func TestDecodeDocumentErrorKinds(t *testing.T) {
 	_, err := decodeDocument([]byte{1, 2}, testMeta)
 	if !errors.As(err, &de) {
 		t.Fatalf("error %T is not a *driver.Error", err)
+	}
+}
+
+// TestLongIntegersReadBackAsIntegers: an integer beyond int64 of 35 to 40 digits with at most
+// 34 significant ones is stored as a Decimal128 with a positive exponent; it reads back as
+// the same integer text (not 1.000...E+36), and that text is stored again as the same bits.
+// A Decimal128 with an exponent another application chose (1E+3, which the integer 1000 would
+// not store as the same bits) keeps its exponent form.
+func TestLongIntegersReadBackAsIntegers(t *testing.T) {
+	for _, lit := range []string{
+		"1" + strings.Repeat("0", 36),                           // 37 digits, one significant
+		"12345678901234567890123456789012340000",                // 38 digits, 34 significant
+		"-9999999999999999999999999999999999000000",             // 40 digits
+		"1234567890123456789012345678901234" + "0",              // 35 digits
+		"9223372036854775808", "123456789012345678901234567890", // beyond int64, no exponent
+	} {
+		js := `{"n":` + lit + `}`
+		got, _ := roundTrip(t, js)
+		if got != js {
+			t.Errorf("%s read back as %s", js, got)
+		}
+		first, err := stored(t, js, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := stored(t, got, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bson.Raw(first).Lookup("n").Type != bson.TypeDecimal128 || !bytes.Equal(first, again) {
+			t.Errorf("%s: stored as %v, then as %v", lit, bson.Raw(first).Lookup("n"), bson.Raw(again).Lookup("n"))
+		}
+	}
+	other, _ := bson.ParseDecimal128("1E+3")
+	h, l := other.GetBytes()
+	if s, ok := decimalJSON(h, l); !ok || s != "1E+3" {
+		t.Errorf("1E+3 reads as %q, %v", s, ok)
 	}
 }

@@ -39,7 +39,8 @@
 //     needs more than 34 significant digits has no exact BSON form and is refused (KindInvalid).
 //   - Reads write int32 and int64 as integers, doubles in shortest form always with a fraction
 //     or an exponent (1.0, -0.0, 1500.0, 0.000001, 1e-7, 1e+21, -1e+300) so that they come back
-//     as the same double, and Decimal128 as its exact decimal. Every int32, every double, every
+//     as the same double, and Decimal128 as its exact decimal (an integer of up to 100 digits
+//     without an exponent when those digits are stored as the same Decimal128). Every int32, every double, every
 //     int64 beyond the int32 range and every Decimal128 the rules above would store as a
 //     Decimal128 again is thus written back as the same BSON value, bit for bit.
 //   - Two kinds of values only other applications write have no JSON text of their own under
@@ -180,7 +181,8 @@
 //     metadata-named member, NUL in a member name, duplicate member names, lone surrogates,
 //     nesting beyond 100 levels, numbers beyond 34 significant digits, BSON over 16 MiB.
 //   - Numbers keep their value and their BSON type but not always their spelling: 1E2 reads
-//     back as 100.0, 2.50 as 2.5, a Decimal128 may read back in exponent form. An int64 within
+//     back as 100.0, 2.50 as 2.5, a Decimal128 may read back in exponent form (an integer put
+//     as digits, however long, reads back as those digits: 10^36 is not 1.000...E+36). An int64 within
 //     the int32 range or a Decimal128 another application stored keeps its type only through
 //     writes conditioned on a revision this Store read (see Documents); any other write stores
 //     it as an int32 or a double when that type holds the value exactly.

@@ -139,8 +139,27 @@ func decimalJSON(hi, lo uint64) (string, bool) {
 		return "", false
 	}
 	s := d.String()
+	// A Decimal128 integer with a positive exponent prints in exponent form: 10^36, put as
+	// the integer 1000...000 (37 digits), is stored as 10^33 x 10^3 and prints as
+	// 1.000000000000000000000000000000000E+36. When the integer's own text (up to
+	// plainIntegerDigits digits) is stored as these same bits, that text is what it reads as;
+	// otherwise (1E+3, which 1000 would store as 1000 x 10^0) the exponent form stays.
+	if strings.Contains(s, "E+") {
+		if v, ok := parseDecimal(s); ok && v.exp > 0 && len(v.digits)+v.exp <= plainIntegerDigits {
+			plain := v.digits + strings.Repeat("0", v.exp)
+			if v.neg {
+				plain = "-" + plain
+			}
+			if h, l, ok := decimal128Of(plain); ok && h == hi && l == lo {
+				return plain, true
+			}
+		}
+	}
 	return s, isJSONNumber(s)
 }
+
+// plainIntegerDigits is the longest integer a Decimal128 is read as without an exponent.
+const plainIntegerDigits = 100
 
 // isJSONNumber reports whether s has the JSON number syntax.
 func isJSONNumber(s string) bool {
