@@ -421,9 +421,12 @@ func TestEndToEndMetricsScrape(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
 	}
-	// Adapter calls: each merge reads then writes, the read request reads once.
-	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_count{call="read",store="main"}`); got < 4 {
-		t.Errorf("adapter read calls = %v, want at least 4", got)
+	// Adapter calls: the first merge reads (nothing there), the read request reads once; the
+	// later merges read again, or -- when the record's lane still holds the state the last
+	// write stored -- merge on it, proved by their conditional writes (store's doc: a state
+	// the lane remembers). Which, depends on how long the lane stayed: 2 to 4 reads.
+	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_count{call="read",store="main"}`); got < 2 || got > 4 {
+		t.Errorf("adapter read calls = %v, want 2 to 4", got)
 	}
 	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_sum{call="write",store="main"}`); got != 3 {
 		t.Errorf("adapter records written = %v, want 3", got)
