@@ -7,7 +7,7 @@ TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKER
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
 .PHONY: help quickstart demo bench check test test-all fault soak differential fmt fmt-check vet smoke \
-	testenv-up testenv-down testenv-status testenv-logs proto
+	testenv-up testenv-down testenv-status testenv-logs proto bench-peers
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
@@ -40,6 +40,10 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
+
+# The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
+bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}
+	scripts/bench-peers
 
 check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"
