@@ -5,7 +5,7 @@ requests come with pgsync, matplotlib is installed beside it); never run system-
 
   bench_peers.py snapshot --tool T --t0 EPOCH [--timeout S]   seconds until T's indices hold every row
   bench_peers.py verify --tool T [--sample N]                 count + row-by-row comparison, exit 1 on a difference
-  bench_peers.py converge --t-end EPOCH [--timeout S]         both tools polled at once until each equals the table
+  bench_peers.py converge --log F [--timeout S] -- PGBENCH... the load, then both tools polled at once until each equals the table
   bench_peers.py report --csv FILE --png FILE                 ratios on stdout, the chart from the CSV
 
 Tools: cdcmirror (indices cdcmirror-<table>, all four pgbench tables; pgbench_history is keyless
@@ -24,7 +24,9 @@ import csv
 import json
 import os
 import random
+import subprocess
 import sys
+import threading
 import time
 
 import psycopg2
@@ -36,7 +38,14 @@ TABLES = {  # table -> (key column, compared column)
     "pgbench_branches": ("bid", "bbalance"),
 }
 TOOLS = ("cdcmirror", "pgsync")
-HTTP = requests.Session()
+_local = threading.local()
+
+
+def http():
+    """A requests session per thread (converge polls the tools from two threads)."""
+    if not hasattr(_local, "s"):
+        _local.s = requests.Session()
+    return _local.s
 
 
 def os_url():
@@ -54,7 +63,7 @@ def index_of(tool, table):
 
 
 def os_count(index):
-    r = HTTP.get(f"{os_url()}/{index}/_count", timeout=60)
+    r = http().get(f"{os_url()}/{index}/_count", timeout=60)
     if r.status_code in (404, 503):  # not created yet, or its shard not yet started
         return -1
     r.raise_for_status()
@@ -62,7 +71,7 @@ def os_count(index):
 
 
 def os_refresh(index):
-    HTTP.post(f"{os_url()}/{index}/_refresh", timeout=120).raise_for_status()
+    http().post(f"{os_url()}/{index}/_refresh", timeout=120).raise_for_status()
 
 
 def pg_counts(conn):
@@ -91,7 +100,7 @@ def os_mget(index, table, keys):
     keys = list(keys)
     for i in range(0, len(keys), 5000):
         chunk = keys[i:i + 5000]
-        r = HTTP.post(f"{os_url()}/{index}/_mget", params={"_source_includes": col},
+        r = http().post(f"{os_url()}/{index}/_mget", params={"_source_includes": col},
                       json={"ids": [str(k) for k in chunk]}, timeout=120)
         r.raise_for_status()
         for d in r.json()["docs"]:
@@ -109,7 +118,7 @@ def os_scan(index, table):
         body = {"size": 10000, "sort": [{key: "asc"}], "_source": [key, col], "track_total_hits": False}
         if after is not None:
             body["search_after"] = after
-        r = HTTP.post(f"{os_url()}/{index}/_search", json=body, timeout=300)
+        r = http().post(f"{os_url()}/{index}/_search", json=body, timeout=300)
         r.raise_for_status()
         hits = r.json()["hits"]["hits"]
         if not hits:
@@ -223,7 +232,16 @@ class Tracker:
 
 
 def cmd_converge(a):
+    """Runs the load (the pgbench command after --), then polls both tools, each in its own
+    thread, until each equals the table; seconds are counted from pgbench's exit."""
     conn = pg()
+    deadline = None
+    with open(a.log, "w") as logf:
+        rc = subprocess.run(a.pgbench, stdout=logf, stderr=subprocess.STDOUT).returncode
+    t_end = time.time()
+    if rc != 0:
+        print(f"bench-peers: pgbench exited {rc} (see {a.log})", file=sys.stderr)
+        return 2
     with conn.cursor() as cur:
         cur.execute("SELECT DISTINCT aid FROM pgbench_history")
         aids = [r[0] for r in cur.fetchall()]
@@ -233,20 +251,31 @@ def cmd_converge(a):
             "pgbench_tellers": pg_values(conn, "pgbench_tellers"),
             "pgbench_branches": pg_values(conn, "pgbench_branches")}
     counts = pg_counts(conn)
+    read_s = time.time() - t_end
     trackers = [Tracker(t, want, counts, history) for t in TOOLS]
-    deadline = a.t_end + a.timeout
-    while True:
-        for tr in trackers:
-            if tr.equal_after is None and tr.poll():
-                tr.equal_after = time.time() - a.t_end
-        if all(tr.equal_after is not None for tr in trackers) or time.time() > deadline:
-            break
-        time.sleep(0.1)
-    out = {}
+    deadline = t_end + a.timeout
+
+    def follow(tr):
+        try:
+            while time.time() < deadline:
+                if tr.poll():
+                    tr.equal_after = time.time() - t_end
+                    return
+                time.sleep(0.05)
+        except Exception as e:  # reported, the other tool goes on
+            tr.error = repr(e)
+
+    threads = [threading.Thread(target=follow, args=(tr,)) for tr in trackers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    out = {"pg_read_s": round(read_s, 2), "changed_accounts": len(aids), "history_rows": history}
     for tr in trackers:
         out[tr.tool] = {"time_to_equal_s": None if tr.equal_after is None else round(tr.equal_after, 2),
-                        "behind_rows_at_end": tr.behind_at_end, "polls": tr.polls,
-                        "changed_accounts": len(aids), "history_rows": history}
+                        "behind_rows_at_first_poll": tr.behind_at_end, "polls": tr.polls}
+        if getattr(tr, "error", None):
+            out[tr.tool]["error"] = tr.error
     print(json.dumps(out))
     return 0 if all(tr.equal_after is not None for tr in trackers) else 1
 
@@ -272,8 +301,8 @@ def cmd_report(a):
         c, p = by.get("cdcmirror", {}), by.get("pgsync", {})
         ct, pt = c.get("time_to_equal_s") or "never", p.get("time_to_equal_s") or "never"
         print(f"  scale {s:>3} {ph:<6} -R {rate:>4} (achieved {c.get('achieved_tps')} tps, load avg "
-              f"{c.get('loadavg1')}): cdcmirror {ct} s (behind {c.get('behind_rows_at_end')} rows at the end), "
-              f"pgsync {pt} s (behind {p.get('behind_rows_at_end')} rows)")
+              f"{c.get('loadavg1')}): cdcmirror {ct} s (behind {c.get('behind_rows_at_first_poll')} rows at the first poll), "
+              f"pgsync {pt} s (behind {p.get('behind_rows_at_first_poll')} rows)")
     if a.png:
         import matplotlib
         matplotlib.use("Agg")
@@ -326,13 +355,16 @@ def main():
     v.add_argument("--tool", choices=TOOLS, required=True)
     v.add_argument("--sample", type=int, default=0)
     c = sub.add_parser("converge")
-    c.add_argument("--t-end", type=float, required=True)
     c.add_argument("--timeout", type=float, default=600)
+    c.add_argument("--log", required=True, help="pgbench's output")
+    c.add_argument("pgbench", nargs=argparse.REMAINDER, help="-- the pgbench command line")
     r = sub.add_parser("report")
     r.add_argument("--csv", required=True)
     r.add_argument("--png")
     r.add_argument("--never", type=float, default=0, help="bar height for a tool that never converged")
     a = p.parse_args()
+    if a.cmd == "converge":
+        a.pgbench = a.pgbench[1:] if a.pgbench[:1] == ["--"] else a.pgbench
     return {"snapshot": cmd_snapshot, "verify": cmd_verify, "converge": cmd_converge, "report": cmd_report}[a.cmd](a)
 
 
