@@ -202,9 +202,15 @@ class Tracker:
         self.behind_at_end = None
         self.equal_after = None
         self.polls = 0
+        self.confirm_s = None
 
     def poll(self):
+        """One pass; True when a full pass over every changed key (and the counts) found no
+        difference. confirm_s is the length of that last pass: the index was equal at its end,
+        and perhaps already up to confirm_s earlier (the time's resolution)."""
         self.polls += 1
+        started = time.time()
+        full = all(len(self.pending[t]) == len(self.want[t]) for t in self.want)
         for t, keys in self.pending.items():
             if keys:
                 have = os_mget(index_of(self.tool, t), t, keys)
@@ -214,12 +220,13 @@ class Tracker:
             self.behind_at_end = behind
         if behind:
             return False
-        # No key differs: a full pass over everything that changed, plus the counts.
-        for t in self.want:
-            have = os_mget(index_of(self.tool, t), t, self.want[t])
-            self.pending[t] = {k for k in self.want[t] if have.get(k) != self.want[t][k]}
-        if any(self.pending.values()):
-            return False
+        if not full:  # the keys that differed now agree: read every changed key once more
+            started = time.time()
+            for t in self.want:
+                have = os_mget(index_of(self.tool, t), t, self.want[t])
+                self.pending[t] = {k for k in self.want[t] if have.get(k) != self.want[t][k]}
+            if any(self.pending.values()):
+                return False
         for t in self.want:
             idx = index_of(self.tool, t)
             if os_count(idx) != self.counts[t]:
@@ -228,6 +235,7 @@ class Tracker:
                     return False
         if self.tool == "cdcmirror" and dlq_history_lines() < self.history:
             return False
+        self.confirm_s = time.time() - started
         return True
 
 
@@ -273,7 +281,8 @@ def cmd_converge(a):
     out = {"pg_read_s": round(read_s, 2), "changed_accounts": len(aids), "history_rows": history}
     for tr in trackers:
         out[tr.tool] = {"time_to_equal_s": None if tr.equal_after is None else round(tr.equal_after, 2),
-                        "behind_rows_at_first_poll": tr.behind_at_end, "polls": tr.polls}
+                        "behind_rows_at_first_poll": tr.behind_at_end, "polls": tr.polls,
+                        "confirm_pass_s": None if tr.confirm_s is None else round(tr.confirm_s, 2)}
         if getattr(tr, "error", None):
             out[tr.tool]["error"] = tr.error
     print(json.dumps(out))
