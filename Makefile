@@ -6,7 +6,7 @@ TESTENV := scripts/testenv/testenv
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -42,6 +42,10 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
+
+# The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
+bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}
+	scripts/bench-peers
 
 check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"
