@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/tributary-dev/tributary/cdc"
@@ -24,10 +25,37 @@ type Position struct {
 func (p Position) Version() int64 { return int64(p.LSN) }
 
 func (p Position) String() string {
+	var b []byte
 	if p.Snapshot {
-		return "snapshot@" + p.LSN.String()
+		b = appendLSN(append(make([]byte, 0, 32), "snapshot@"...), p.LSN)
+	} else {
+		b = appendLSN(make([]byte, 0, 48), p.LSN)
+		b = appendLSN(append(b, "/commit "...), p.Commit)
 	}
-	return p.LSN.String() + "/commit " + p.Commit.String()
+	return string(b)
+}
+
+// appendLSN appends lsn in PostgreSQL's text form, as pglogrepl.LSN.String writes it (%X/%X)
+// without fmt: positions are rendered per dead letter and per checkpoint.
+func appendLSN(b []byte, lsn pglogrepl.LSN) []byte {
+	b = appendUpperHex(b, uint32(lsn>>32))
+	b = append(b, '/')
+	return appendUpperHex(b, uint32(lsn))
+}
+
+func appendUpperHex(b []byte, v uint32) []byte {
+	const digits = "0123456789ABCDEF"
+	var buf [8]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = digits[v&0xf]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(b, buf[i:]...)
 }
 
 // checkpointVersion is the format version written into every checkpoint.
@@ -63,6 +91,12 @@ type tableRef struct {
 var ErrBadCheckpoint = errors.New("pgcdc: malformed checkpoint")
 
 func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState) cdc.Checkpoint {
+	if snap == nil { // every transaction's: what json.Marshal writes, without reflection
+		b := append(make([]byte, 0, 40), `{"v":`...)
+		b = strconv.AppendInt(b, checkpointVersion, 10)
+		b = appendLSN(append(b, `,"lsn":"`...), lsn)
+		return append(b, `"}`...)
+	}
 	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap})
 	if err != nil {
 		panic(err) // plain strings and numbers always marshal
