@@ -11,9 +11,10 @@ import (
 // coalescer gathers one store's concurrent one-operation calls into batches: a batch opens with
 // the first waiting call, takes the calls that arrive while it yields to the goroutines ready
 // to run (a lone call waits up to the window), closes when none arrive or it is full, and then
-// runs like an explicit request on one of at most MaxInFlight long-lived runners. At most MaxInFlight batches run at once; while they do, calls wait in a
-// bounded queue, and a call finding the queue full fails at once with ErrUnavailable -- so a
-// slow store pushes back on its own callers and never on another store's.
+// runs like an explicit request on one of at most MaxInFlight long-lived runners. At most
+// MaxInFlight batches run at once; while they do, calls wait in a bounded queue, and a call
+// finding the queue full fails at once with ErrUnavailable -- so a slow store pushes back on
+// its own callers and never on another store's.
 type coalescer struct {
 	s    *Service
 	in   *instance
