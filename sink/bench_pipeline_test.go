@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,9 @@ import (
 // pipeBatches is how many batches of benchBatch rows one round of BenchmarkRunnerVsCeiling
 // writes per contender: enough that a pipeline fills and stays full.
 const pipeBatches = 16
+
+// pipeRuns numbers the calls of runnerVsCeiling.
+var pipeRuns atomic.Int64
 
 // sliceSource is a cdc.Source whose one stream delivers a fixed run of events and then ends
 // cleanly (the runner's Run then returns nil).
@@ -86,7 +90,9 @@ func BenchmarkRunnerVsCeiling(b *testing.B) {
 }
 
 func runnerVsCeiling(b *testing.B, s *server, name string, op cdc.Op) {
-	cfg := s.config("p" + name[:2])
+	// The framework calls a benchmark more than once (b.N = 1 first): each call's sink owns
+	// an index of its own.
+	cfg := s.config("p" + name[:2] + strconv.FormatInt(pipeRuns.Add(1), 10))
 	k := s.sink(b, cfg, statestore.NewMemory(), nil)
 	sch := benchSchema()
 	sch.ID.Table = "pipe"
