@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,12 +182,6 @@ func runnerVsCeiling(b *testing.B, s *server, name string, op cdc.Op) {
 			}
 		}
 	}
-	type contender struct {
-		name   string
-		prep   func() func()
-		took   time.Duration
-		rounds []float64
-	}
 	var cs []*contender
 	for _, c := range []int{1, 2, 4, 8} {
 		cs = append(cs, &contender{name: "raw-c" + strconv.Itoa(c), prep: raw(c)})
@@ -196,21 +189,7 @@ func runnerVsCeiling(b *testing.B, s *server, name string, op cdc.Op) {
 	for _, m := range []int{1, 2, 4} {
 		cs = append(cs, &contender{name: "runner-m" + strconv.Itoa(m), prep: runner(m)})
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for j := range cs {
-			c := cs[(i+j)%len(cs)]
-			b.StopTimer()
-			run := c.prep()
-			b.StartTimer()
-			t0 := time.Now()
-			run()
-			d := time.Since(t0)
-			c.took += d
-			c.rounds = append(c.rounds, d.Seconds())
-		}
-	}
-	b.StopTimer()
+	rotate(b, cs, nil)
 	docs := float64(b.N * n)
 	byName := map[string]*contender{}
 	best := func(prefix string) *contender {
@@ -226,17 +205,8 @@ func runnerVsCeiling(b *testing.B, s *server, name string, op cdc.Op) {
 		byName[c.name] = c
 		b.ReportMetric(docs/c.took.Seconds(), c.name+"-docs/s")
 	}
-	ratio := func(num, den *contender, unit string) {
-		b.ReportMetric(den.took.Seconds()/num.took.Seconds(), unit)
-		per := make([]float64, len(num.rounds))
-		for i := range per {
-			per[i] = den.rounds[i] / num.rounds[i]
-		}
-		sort.Float64s(per)
-		b.ReportMetric(per[len(per)/2], unit+"-median")
-	}
 	rawBest, runBest := best("raw-"), best("runner-")
-	ratio(runBest, rawBest, "runner/ceiling")
-	ratio(byName["runner-m4"], byName["runner-m1"], "m4/m1")
+	reportRatio(b, rawBest, runBest, "runner/ceiling")
+	reportRatio(b, byName["runner-m1"], byName["runner-m4"], "m4/m1")
 	b.Logf("%s: ceiling %s, best runner %s", name, rawBest.name, runBest.name)
 }

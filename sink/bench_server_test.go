@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,12 +80,7 @@ func BenchmarkSinkVsBaselines(b *testing.B) {
 				}
 			}
 		}
-		contenders := []struct {
-			name   string
-			prep   func() func() // untimed preparation; returns the timed part
-			took   time.Duration
-			rounds []float64 // seconds per round
-		}{
+		contenders := []*contender{
 			{name: "sink", prep: func() func() { return sinkWrite(maxDocs) }},
 			{name: "split", prep: func() func() { return sinkWrite(benchBatch / 2) }},
 			{name: "replay", prep: func() func() {
@@ -119,41 +113,14 @@ func BenchmarkSinkVsBaselines(b *testing.B) {
 				return func() { bulkIndexer(b, s, alias, sch, rows, version) }
 			}},
 		}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			for j := range contenders {
-				c := &contenders[(i+j)%len(contenders)]
-				version++
-				b.StopTimer()
-				run := c.prep()
-				b.StartTimer()
-				t0 := time.Now()
-				run()
-				d := time.Since(t0)
-				c.took += d
-				c.rounds = append(c.rounds, d.Seconds())
-			}
-		}
-		b.StopTimer()
+		rotate(b, contenders, func() { version++ })
 		docs := float64(b.N * benchBatch)
-		byName := map[string]int{}
-		for i, c := range contenders {
-			byName[c.name] = i
+		byName := map[string]*contender{}
+		for _, c := range contenders {
+			byName[c.name] = c
 			b.ReportMetric(docs/c.took.Seconds(), c.name+"-docs/s")
 		}
-		// Ratios of total times, and the median of the ratios within each round: the
-		// machine is shared, and a burst of someone else's load skews a total more than
-		// a median of rounds in which all four ran back to back.
-		ratio := func(num, den, unit string) {
-			n, d := &contenders[byName[num]], &contenders[byName[den]]
-			b.ReportMetric(n.took.Seconds()/d.took.Seconds(), unit)
-			per := make([]float64, len(n.rounds))
-			for i := range per {
-				per[i] = n.rounds[i] / d.rounds[i]
-			}
-			sort.Float64s(per)
-			b.ReportMetric(per[len(per)/2], unit+"-median")
-		}
+		ratio := func(num, den, unit string) { reportRatio(b, byName[num], byName[den], unit) }
 		ratio("replay", "sink", "sink/replay")
 		ratio("bulkindexer", "sink", "sink/bulkindexer")
 		ratio("sink", "split", "split/sink")
