@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -117,9 +118,17 @@ func TestFaultHungBroker(t *testing.T) {
 
 	resume()
 	publishUntilAccepted(ctx, t, pub, "after the broker was continued", msg("after", "a"))
-	res, err := svc.Do(ctx, []store.Op{store.Put(svcAddr("after"), store.Document{JSON: []byte(`{"n":1}`)})}, store.ReturnAccepted)
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("an accepted-mode write after the broker was continued: %v %v", err, res)
+	// The Service's write may still meet a partition without a leader: again while it
+	// fails retryably, for at most two minutes.
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		res, err := svc.Do(ctx, []store.Op{store.Put(svcAddr("after"), store.Document{JSON: []byte(`{"n":1}`)})}, store.ReturnAccepted)
+		if err == nil && res[0].Err == nil {
+			break
+		}
+		if err != nil || !store.KindOf(res[0].Err).Retryable() || time.Now().After(deadline) {
+			t.Fatalf("an accepted-mode write after the broker was continued: %v %v", err, res)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	written := topicKeys(ctx, t, adm, brokers, topic)
@@ -211,10 +220,7 @@ func hungWave(ctx context.Context, t *testing.T, pub, closing *kafkaqueue.Publis
 // topicKeys reads topic whole and counts the messages of each key.
 func topicKeys(ctx context.Context, t *testing.T, adm *kadm.Client, brokers []string, topic string) map[string]int {
 	t.Helper()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("end offsets of %s: %v %v", topic, err, ends.Error())
-	}
+	ends := endOffsets(ctx, t, adm, topic)
 	left := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 {
@@ -242,6 +248,32 @@ func topicKeys(ctx context.Context, t *testing.T, adm *kadm.Client, brokers []st
 		})
 	}
 	return keys
+}
+
+// endOffsets lists topic's end offsets, again while a partition answers with a retriable
+// error, for at most two minutes: a broker that was just continued (or restarted) may still be
+// electing leaders -- its controller fenced it while it was stopped -- and answers
+// LEADER_NOT_AVAILABLE for a partition whose produce a moment before went to another.
+func endOffsets(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			return ends
+		}
+		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			t.Fatalf("end offsets of %s: %v", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("end offsets of %s: %v (last: %v)", topic, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func msg(key, value string) queue.Message {
