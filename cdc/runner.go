@@ -35,7 +35,10 @@ type RunnerOptions struct {
 	// ack -- strictly in batch order, so the stored checkpoint never passes a batch the sink
 	// has not answered. Changes whose order matters never overtake an earlier batch writing
 	// the same document (see ConcurrentSink), and no batch is sent while another is being
-	// pushed back. Default 4; 1 writes one batch at a time. Other sinks always get 1.
+	// pushed back. A batch the sink answered that waits for an earlier one to be answered
+	// holds no slot (one slow request does not idle the others); at most 2*MaxInFlight
+	// batches are uncommitted. Default 4; 1 writes one batch at a time. Other sinks always
+	// get 1.
 	MaxInFlight int
 
 	// BackoffMin and BackoffMax bound the jittered exponential waits: before a batch the sink
@@ -159,7 +162,8 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 //
 // Batches in flight. With a ConcurrentSink, up to MaxInFlight batches are at the sink at
 // once while the next one is gathered; each is committed as above, strictly in batch order,
-// once it and every batch before it were answered. A delete, a key-changing update or an
+// once it and every batch before it were answered (answered batches waiting for an earlier
+// one hold no slot, up to MaxInFlight of them). A delete, a key-changing update or an
 // update with Unchanged values waits for every earlier batch still at the sink that writes
 // the same document, a Truncate for every earlier batch (see ConcurrentSink), and no batch
 // is sent while another is pushed back. A failing batch ends the session: the batches after

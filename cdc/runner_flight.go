@@ -56,6 +56,18 @@ type flight struct {
 	written  map[uint64]struct{} // every document the batch writes: built when first asked
 }
 
+// landedOK says whether the sink answered f without an error. A flight that failed ends the
+// session when it is committed, and its batch (with every later one) comes again from the
+// stored checkpoint.
+func (f *flight) landedOK() bool {
+	select {
+	case <-f.done:
+		return f.err == nil
+	default:
+		return false
+	}
+}
+
 // pipe is one session's flights: the loop's goroutine dispatches and commits them.
 type pipe struct {
 	r      *Runner
@@ -68,11 +80,12 @@ type pipe struct {
 	seed   maphash.Seed
 	ids    map[*TableSchema][]int
 	ident  func(*TableSchema) []int
-	b      batch // the batch being gathered
+	b      batch         // the batch being gathered
+	landed chan struct{} // a flight landed (capacity 1: one notice covers several)
 }
 
 func (r *Runner) newPipe(ctx context.Context, st Stream) *pipe {
-	p := &pipe{r: r, st: st, outer: ctx, max: 1, seed: maphash.MakeSeed(), ids: map[*TableSchema][]int{}}
+	p := &pipe{r: r, st: st, outer: ctx, max: 1, seed: maphash.MakeSeed(), ids: map[*TableSchema][]int{}, landed: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	if cs, ok := r.sink.(ConcurrentSink); ok && cs.ConcurrentWrites() {
 		p.max = r.o.MaxInFlight
@@ -109,8 +122,14 @@ func (p *pipe) dispatch() error {
 	} else {
 		f.rand = r.o.Rand // one flight at a time: the loop's goroutine waits for it
 	}
-	for !p.mayLaunch(f) {
-		if err := p.await(); err != nil {
+	for {
+		if err := p.commitLanded(); err != nil {
+			return err
+		}
+		if p.mayLaunch(f) {
+			break
+		}
+		if err := p.awaitAny(); err != nil {
 			return err
 		}
 	}
@@ -125,19 +144,34 @@ func (p *pipe) dispatch() error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer close(f.done)
 		f.dead, f.attempts, f.err = r.write(p.ctx, f)
+		close(f.done)
+		select {
+		case p.landed <- struct{}{}:
+		default: // a notice is pending already: the dispatcher looks at every flight
+		}
 	}()
 	return nil
 }
 
-// mayLaunch says whether f may go to the sink now.
+// mayLaunch says whether f may go to the sink now. A slot is a flight still at the sink: a
+// flight that landed and waits for an earlier one to be committed holds no slot, so one slow
+// request does not idle the others (up to max such landed flights wait, bounding memory).
 func (p *pipe) mayLaunch(f *flight) bool {
 	r := p.r
 	if len(r.inflight) == 0 {
 		return true
 	}
-	if len(r.inflight) >= p.max || f.truncate {
+	if len(r.inflight) >= 2*p.max || f.truncate {
+		return false
+	}
+	atSink := 0
+	for _, g := range r.inflight {
+		if !g.landedOK() {
+			atSink++
+		}
+	}
+	if atSink >= p.max {
 		return false
 	}
 	r.mu.Lock()
@@ -152,8 +186,8 @@ func (p *pipe) mayLaunch(f *flight) bool {
 		if g.truncate {
 			return false
 		}
-		if len(f.ordered) == 0 {
-			continue
+		if len(f.ordered) == 0 || g.landedOK() {
+			continue // a landed write cannot be overtaken
 		}
 		w := p.writtenBy(g)
 		for k := range f.ordered {
@@ -170,6 +204,41 @@ func (p *pipe) await() error {
 	select {
 	case <-p.r.inflight[0].done:
 		return p.commitHead()
+	case <-p.outer.Done():
+		return p.outer.Err()
+	}
+}
+
+// commitLanded commits the flights that landed, oldest first, up to the first one still at
+// the sink.
+func (p *pipe) commitLanded() error {
+	for len(p.r.inflight) > 0 {
+		select {
+		case <-p.r.inflight[0].done:
+			if err := p.commitHead(); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// awaitAny waits until the oldest flight landed, and commits it, or any other flight
+// landed (which may free a slot).
+func (p *pipe) awaitAny() error {
+	head := p.r.inflight[0].done
+	select {
+	case <-head:
+		return p.commitHead()
+	default:
+	}
+	select {
+	case <-head:
+		return p.commitHead()
+	case <-p.landed:
+		return nil
 	case <-p.outer.Done():
 		return p.outer.Err()
 	}

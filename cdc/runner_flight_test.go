@@ -247,3 +247,71 @@ func TestRunnerPipelinedBatchesConverge(t *testing.T) {
 		})
 	}
 }
+
+// concurrentFakeSink is a fakeSink the runner may write several batches to at once.
+type concurrentFakeSink struct{ fakeSink }
+
+func (*concurrentFakeSink) ConcurrentWrites() bool                 { return true }
+func (*concurrentFakeSink) IdentityColumns(*cdc.TableSchema) []int { return nil }
+
+// A batch the sink is slow to answer holds one slot only: the batches after it that landed
+// wait for it to be committed without keeping new batches from the sink, up to MaxInFlight
+// of them; the checkpoint waits for the slow batch.
+func TestRunnerSlowBatchHoldsOneSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		sink := &concurrentFakeSink{fakeSink{respond: func(_ int, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+			if string(batch[0].Checkpoint) == "1" {
+				<-release
+			}
+			return nil, nil
+		}}}
+		src, mem := &fakeSource{}, statestore.NewMemory()
+		r, err := cdc.NewRunner(src, sink, mem, &memDLQ{}, &cdc.RunnerOptions{Pipeline: "pipe", MaxInFlight: 2, BatchMaxEvents: 1, BatchMaxWait: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		defer func() { // a failed check leaves nothing blocked in the bubble
+			cancel()
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}()
+		synctest.Wait()
+		st := src.stream(0)
+		go func() {
+			for tx := 1; tx <= 8; tx++ {
+				if !st.send(txEvents(tx, 1)...) {
+					return
+				}
+			}
+		}()
+		synctest.Wait()
+		// Batch 1 at the sink, 2..4 answered, 5 waits: one slot is free, but 2*MaxInFlight
+		// batches are uncommitted.
+		if n := len(sink.calls()); n != 4 {
+			t.Fatalf("%d batches written while the first was unanswered, want 4", n)
+		}
+		cp, err := mem.LoadCheckpoint(ctx, "pipe")
+		if err != nil || cp != nil {
+			t.Fatalf("checkpoint %q (%v) before the first batch was answered", cp, err)
+		}
+		close(release)
+		synctest.Wait()
+		if n := len(sink.calls()); n != 8 {
+			t.Fatalf("%d batches written, want 8", n)
+		}
+		if cp, err := mem.LoadCheckpoint(ctx, "pipe"); err != nil || string(cp) != "8" {
+			t.Fatalf("checkpoint %q (%v), want 8", cp, err)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v, want the context's end", err)
+		}
+	})
+}
