@@ -28,6 +28,21 @@ var (
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("store: closed")
 
+// ErrNoQueue matches the refusal of an accepted-mode write to a store that has no durable
+// queue (Options.Queues): a configuration error, so the whole request is refused at
+// validation (a *RequestError whose item is of kind KindInvalid, errors.Is ErrInvalid too) and
+// retrying it cannot help.
+var ErrNoQueue = errors.New("store: no durable queue for accepted-mode writes")
+
+// noQueueError is the cause of an ErrNoQueue refusal, naming the store.
+type noQueueError struct{ store string }
+
+func (e noQueueError) Error() string {
+	return "store " + e.store + " has no durable queue for accepted-mode writes"
+}
+
+func (noQueueError) Is(target error) bool { return target == ErrNoQueue }
+
 type kindSentinel ErrorKind
 
 func (k kindSentinel) Error() string { return "store: " + ErrorKind(k).String() }
@@ -206,10 +221,11 @@ func (e *RequestError) Error() string {
 	return b.String()
 }
 
-// Is matches the sentinel of any item's kind (ErrInvalid, ErrTooLarge).
+// Is matches the sentinel of any item's kind (ErrInvalid, ErrTooLarge), and what any item's
+// cause matches (ErrNoQueue).
 func (e *RequestError) Is(target error) bool {
 	for _, it := range e.Items {
-		if it.Err.Is(target) {
+		if it.Err.Is(target) || errors.Is(it.Err.Err, target) {
 			return true
 		}
 	}

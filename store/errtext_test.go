@@ -207,17 +207,21 @@ func TestOperationErrorTexts(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkText(t, "stale revision", res[1].Err, `store: put main/ns/ds/"k": the record does not exist`)
-	// A Service without a queue for the store fails accepted-mode writes on their own.
+	// A Service without a queue for the store refuses accepted-mode writes: a configuration
+	// error, not retryable.
 	plain, err := store.New(map[string]driver.Store{"main": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close(ctx)
-	res, err = plain.Do(ctx, []store.Op{store.Delete(a), store.Delete(a)}, store.ReturnAccepted)
-	if err != nil {
-		t.Fatal(err)
+	_, err = plain.Do(ctx, []store.Op{store.Read(a), store.Delete(a), store.Delete(a)}, store.ReturnAccepted)
+	checkText(t, "no queue", err, `store: request refused before any operation ran: operation 1: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes; operation 2: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes`)
+	if !errors.Is(err, store.ErrNoQueue) || !errors.Is(err, store.ErrInvalid) || store.KindOf(err).Retryable() {
+		t.Errorf("no queue: %v is not ErrNoQueue, ErrInvalid and not retryable", err)
 	}
-	checkText(t, "no queue", res[0].Err, `store: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes`)
+	if err := plain.Check([]store.Op{store.Read(a)}, store.ReturnAccepted); err != nil {
+		t.Errorf("a read in accepted mode needs no queue: %v", err)
+	}
 }
 
 // TestNestedErrorTexts: an *Error wrapped in another adds only what the outer one does not say.

@@ -113,13 +113,15 @@ func TestAcceptedModeFailures(t *testing.T) {
 	s := acceptedService(t, b, nil)
 	doc := store.Document{JSON: []byte(`{"a":1}`)}
 
-	// A store without a queue: retryable, per operation; the other store still accepts.
-	res, err := s.Do(ctx, []store.Op{store.Put(addr("plain", "x"), doc), store.Put(addr("q", "x"), doc)}, store.ReturnAccepted)
-	if err != nil {
-		t.Fatal(err)
+	// A store without a queue refuses the whole request (a configuration error, not
+	// retryable): nothing is published for the other store either.
+	_, err := s.Do(ctx, []store.Op{store.Put(addr("plain", "x"), doc), store.Put(addr("q", "x"), doc)}, store.ReturnAccepted)
+	var refused *store.RequestError
+	if !errors.As(err, &refused) || !errors.Is(err, store.ErrNoQueue) || len(refused.Items) != 1 || refused.Items[0].Index != 0 {
+		t.Fatalf("no-queue store and queue store: %v, want a RequestError of ErrNoQueue for item 0", err)
 	}
-	if !errors.Is(res[0].Err, store.ErrUnavailable) || res[1].Outcome != store.Accepted {
-		t.Fatalf("no-queue store and queue store: %+v, want ErrUnavailable and Accepted", res)
+	if n := len(b.Messages("t")); n != 0 {
+		t.Fatalf("a refused request published %d records", n)
 	}
 
 	// A partial publish failure fails exactly the messages the queue did not take.
@@ -129,7 +131,7 @@ func TestAcceptedModeFailures(t *testing.T) {
 		}
 		return nil
 	})
-	res, err = s.Do(ctx, []store.Op{store.Put(addr("q", "good"), doc), store.Put(addr("q", "bad"), doc)}, store.ReturnAccepted)
+	res, err := s.Do(ctx, []store.Op{store.Put(addr("q", "good"), doc), store.Put(addr("q", "bad"), doc)}, store.ReturnAccepted)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,9 @@ const (
 	// Elasticsearch and OpenSearch; MongoDB and memory writes are visible when acknowledged).
 	WaitVisible
 	// ReturnAccepted returns once a durable queue holds the write (outcome Accepted); a
-	// worker applies it later (package store/worker). A store without a queue (see
-	// Options.Queues) fails such writes with ErrUnavailable.
+	// worker applies it later (package store/worker). A write to a store without a queue
+	// (see Options.Queues) refuses the whole request at validation: ErrNoQueue, of kind
+	// KindInvalid, not retryable.
 	ReturnAccepted
 )
 
@@ -87,8 +88,8 @@ type Options struct {
 	Coalesce CoalesceOptions
 	// Queues gives store instances, by store name, the durable queue their accepted-mode
 	// writes are published to (one Record per operation, keyed by RecordKey). Every name must
-	// be a configured store; a store without a queue fails accepted-mode writes with
-	// ErrUnavailable. The Service does not close the publishers: close them after Close.
+	// be a configured store; an accepted-mode write to a store without a queue refuses its
+	// request (ErrNoQueue). The Service does not close the publishers: close them after Close.
 	// Default: none.
 	Queues map[string]queue.Publisher
 	// Now is the clock (merge context times). Default time.Now.
@@ -276,11 +277,7 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		it := &items[i]
 		*it = item{op: ops[i], res: &out[i], call: c, ctx: ctx, now: now, visible: mode == WaitVisible}
 		in := s.stores[it.op.Addr.Store]
-		if mode == ReturnAccepted && it.op.Kind != OpRead {
-			if in.queue == nil {
-				it.fail(newOpError(KindUnavailable, it.op.Kind, it.op.Addr, "store "+in.name+" has no durable queue for accepted-mode writes"))
-				continue
-			}
+		if mode == ReturnAccepted && it.op.Kind != OpRead { // validate saw a queue
 			if accepted == nil {
 				accepted = make(map[*instance][]acceptedOp)
 			}
@@ -385,8 +382,12 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 	var bad []ItemError
 	for i := range ops {
 		err := s.validateOp(&ops[i])
-		if err == nil && mode == ReturnAccepted && !validUTF8Program(&ops[i]) {
-			err = newOpError(KindInvalid, OpMerge, ops[i].Addr, "an accepted-mode merge program must be valid UTF-8 to travel in a queue record")
+		if err == nil && mode == ReturnAccepted && ops[i].Kind != OpRead {
+			if s.stores[ops[i].Addr.Store].queue == nil {
+				err = &Error{Kind: KindInvalid, Op: ops[i].Kind, Addr: ops[i].Addr, Err: noQueueError{ops[i].Addr.Store}}
+			} else if !validUTF8Program(&ops[i]) {
+				err = newOpError(KindInvalid, OpMerge, ops[i].Addr, "an accepted-mode merge program must be valid UTF-8 to travel in a queue record")
+			}
 		}
 		if err != nil {
 			bad = append(bad, ItemError{Index: i, Err: err})

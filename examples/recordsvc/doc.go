@@ -17,8 +17,12 @@
 // proto/tributary/record/v1/record.proto defines tributary.record.v1.RecordService; the
 // generated Go code is committed and `make proto` regenerates it. Every response has one
 // result per item in request order. A request with a malformed item is refused whole with
-// INVALID_ARGUMENT and a google.rpc.BadRequest detail naming each bad item; nothing is
-// written. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
+// INVALID_ARGUMENT and a google.rpc.BadRequest detail naming every bad item at once (those the
+// service cannot translate and those the store's validation refuses, in index order, each
+// described as "<op> <address>: <cause>"); nothing is written. RETURN_AFTER_ACCEPTED writes
+// to a store without a queue are refused whole with FAILED_PRECONDITION (a
+// google.rpc.PreconditionFailure of type NO_QUEUE per store): a configuration error, which no
+// retry cures. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
 // retryable is true for ERROR_KIND_UNAVAILABLE (the item had no effect) and
 // ERROR_KIND_OUTCOME_UNKNOWN (it may have had one: an accepted-mode item whose queue did not
 // answer within delivery_timeout, or before the call ended). An accepted-mode item answers

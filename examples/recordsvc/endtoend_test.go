@@ -179,14 +179,20 @@ func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes boo
 	}
 	wantOutcomes(t, "recreate", w.Results, recordv1.Outcome_OUTCOME_CREATED, recordv1.ErrorKind_ERROR_KIND_CONFLICT)
 
-	// Accepted mode on a store without a queue fails per item, retryably.
-	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{put(c, doc(`{}`), nil)}})
-	if err != nil {
-		t.Fatal(err)
+	// Accepted mode on a store without a queue is the service's configuration, not something
+	// a retry cures: FAILED_PRECONDITION naming the store.
+	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{put(c, doc(`{}`), nil)}})
+	st, _ := status.FromError(err)
+	var subjects []string
+	for _, d := range st.Details() {
+		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
+			for _, v := range pf.Violations {
+				subjects = append(subjects, v.Type+" "+v.Subject)
+			}
+		}
 	}
-	wantOutcomes(t, "accepted without a queue", w.Results, recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE)
-	if !w.Results[0].Error.Retryable {
-		t.Error("accepted mode without a queue: want a retryable failure")
+	if st.Code() != codes.FailedPrecondition || strings.Join(subjects, ",") != "NO_QUEUE store/"+storeName {
+		t.Errorf("accepted mode without a queue: %v with violations %v, want FAILED_PRECONDITION NO_QUEUE store/%s", err, subjects, storeName)
 	}
 }
 
@@ -360,6 +366,34 @@ func TestEndToEndMalformedItems(t *testing.T) {
 	wantRefused(t, err, "items[1]", "items[2]", "items[3]", "items[4]")
 	_, err = s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{ok, nil}})
 	wantRefused(t, err, "addresses[1]")
+	// The Service's refusals (a bad document, an unknown store) and the translation failures
+	// (a missing address, an item without an operation) come in one answer, in one format.
+	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{
+		put(ok, doc(`{}`), nil),
+		put(ok, doc(`[1,2]`), nil),
+		put(addr("no-such-store", "ns", "ds", "x"), doc(`{}`), nil),
+		put(nil, doc(`{}`), nil),
+		{Address: ok},
+	}})
+	wantRefused(t, err, "items[1]", "items[2]", "items[3]", "items[4]")
+	st, _ := status.FromError(err)
+	var descs []string
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.FieldViolations {
+				descs = append(descs, v.Description)
+			}
+		}
+	}
+	want := []string{
+		`put main/ns/ds/"k": document is a JSON array, not an object`,
+		`put no-such-store/ns/ds/"x": no store named "no-such-store" is configured`,
+		`put: address is missing`,
+		`main/ns/ds/"k": item is neither a put nor a merge`,
+	}
+	if strings.Join(descs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("one-pass refusal describes\n%s\nwant\n%s", strings.Join(descs, "\n"), strings.Join(want, "\n"))
+	}
 	// Every key type round-trips.
 	keys := []*recordv1.Key{
 		strKey("s"),

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,22 +25,122 @@ type server struct {
 	m   *metrics
 }
 
-// badItems collects the items a request cannot be translated for; the request is then
-// refused whole, as the store refuses a request with a malformed operation.
+// badItems collects every invalid item of a request, those recordsvc cannot translate and
+// those the Service's validation refuses, so that one answer reports them all in one format:
+// a BadRequest field violation per item, in index order, whose description is the store's
+// error text ("put main/ns/ds/\"k\": document is not valid JSON ...").
 type badItems struct {
 	field string // "addresses" or "items"
-	v     []*errdetails.BadRequest_FieldViolation
+	items map[int]*store.Error
 }
 
-func (b *badItems) add(i int, err error) {
-	b.v = append(b.v, &errdetails.BadRequest_FieldViolation{Field: b.field + "[" + strconv.Itoa(i) + "]", Description: err.Error()})
+// add records that item i, an operation of kind op on addr (zero when unknown), cannot be
+// translated.
+func (b *badItems) add(i int, op store.OpKind, addr store.Address, err error) {
+	if b.items == nil {
+		b.items = map[int]*store.Error{}
+	}
+	b.items[i] = &store.Error{Kind: store.KindInvalid, Op: op, Addr: addr, Err: err}
 }
 
-func (b *badItems) err() error {
-	if len(b.v) == 0 {
+// check runs the Service's validation over the items that could be translated and adds its
+// refusals: without it a client would learn of them only after fixing the others. A fault
+// of the request as a whole (too many items) is returned as it is.
+func (b *badItems) check(svc store.Store, ops []store.Op, mode store.Completion) error {
+	c, ok := svc.(interface {
+		Check([]store.Op, store.Completion) error
+	})
+	if !ok {
 		return nil
 	}
-	return invalidArgument(fmt.Sprintf("request refused before any item ran: %d invalid item(s), first %s: %s", len(b.v), b.v[0].Field, b.v[0].Description), b.v)
+	idx := make([]int, 0, len(ops))
+	sub := make([]store.Op, 0, len(ops))
+	for i := range ops {
+		if _, bad := b.items[i]; !bad {
+			idx = append(idx, i)
+			sub = append(sub, ops[i])
+		}
+	}
+	err := c.Check(sub, mode)
+	if err == nil {
+		return nil
+	}
+	re, ok := errors.AsType[*store.RequestError](err)
+	if !ok {
+		return callError(err, b.field)
+	}
+	for _, it := range re.Items {
+		if it.Index < 0 {
+			return callError(err, b.field)
+		}
+		if b.items == nil {
+			b.items = map[int]*store.Error{}
+		}
+		b.items[idx[it.Index]] = it.Err
+	}
+	return nil
+}
+
+// err is the refusal of the request, nil when every item is valid.
+func (b *badItems) err() error {
+	if len(b.items) == 0 {
+		return nil
+	}
+	re := &store.RequestError{Items: make([]store.ItemError, 0, len(b.items))}
+	for i, e := range b.items {
+		re.Items = append(re.Items, store.ItemError{Index: i, Err: e})
+	}
+	slices.SortFunc(re.Items, func(x, y store.ItemError) int { return x.Index - y.Index })
+	return refusal(re, b.field)
+}
+
+// validate refuses the request when any item is invalid: the translation failures already in
+// b and the Service's refusals of the others, all in one answer.
+func (b *badItems) validate(svc store.Store, ops []store.Op, mode store.Completion) error {
+	if err := b.check(svc, ops, mode); err != nil {
+		return err
+	}
+	return b.err()
+}
+
+// refusal answers a request refused before any item ran. INVALID_ARGUMENT, unless every
+// refused item is an accepted-mode write to a store without a queue: that is the service's
+// configuration, not the request, so FAILED_PRECONDITION (not retryable) with a
+// PreconditionFailure naming the stores.
+func refusal(re *store.RequestError, field string) error {
+	v := make([]*errdetails.BadRequest_FieldViolation, len(re.Items))
+	noQueue := true
+	var stores []string
+	for i, it := range re.Items {
+		f := field
+		if it.Index >= 0 {
+			f += "[" + strconv.Itoa(it.Index) + "]"
+		}
+		desc := "invalid"
+		if it.Err != nil {
+			desc = strings.TrimPrefix(it.Err.Error(), "store: ")
+		}
+		v[i] = &errdetails.BadRequest_FieldViolation{Field: f, Description: desc}
+		if it.Err == nil || !errors.Is(it.Err, store.ErrNoQueue) {
+			noQueue = false
+		} else if !slices.Contains(stores, it.Err.Addr.Store) {
+			stores = append(stores, it.Err.Addr.Store)
+		}
+	}
+	msg := fmt.Sprintf("request refused before any item ran: %d invalid item(s), first %s: %s", len(v), v[0].Field, v[0].Description)
+	if !noQueue {
+		return invalidArgument(msg, v)
+	}
+	pf := &errdetails.PreconditionFailure{}
+	for _, name := range stores {
+		pf.Violations = append(pf.Violations, &errdetails.PreconditionFailure_Violation{Type: "NO_QUEUE", Subject: "store/" + name,
+			Description: "store " + name + " has no queue (stores.<name>.queue) for completion RETURN_AFTER_ACCEPTED"})
+	}
+	st := status.New(codes.FailedPrecondition, msg)
+	if d, err := st.WithDetails(pf, &errdetails.BadRequest{FieldViolations: v}); err == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 func invalidArgument(msg string, v []*errdetails.BadRequest_FieldViolation) error {
@@ -56,12 +158,12 @@ func (s *server) Read(ctx context.Context, req *recordv1.ReadRequest) (*recordv1
 	for i, a := range req.Addresses {
 		addr, err := toAddress(a)
 		if err != nil {
-			bad.add(i, err)
+			bad.add(i, store.OpRead, store.Address{}, err)
 			continue
 		}
 		ops[i] = store.Read(addr)
 	}
-	if err := bad.err(); err != nil {
+	if err := bad.validate(s.svc, ops, store.WaitApplied); err != nil {
 		return nil, err
 	}
 	results, err := s.do(ctx, ops, store.WaitApplied, "addresses")
@@ -82,12 +184,12 @@ func (s *server) Write(ctx context.Context, req *recordv1.WriteRequest) (*record
 	for i, it := range req.Items {
 		op, err := toWriteOp(it, req.Programs)
 		if err != nil {
-			bad.add(i, err)
+			bad.add(i, op.Kind, op.Addr, err)
 			continue
 		}
 		ops[i] = op
 	}
-	if err := bad.err(); err != nil {
+	if err := bad.validate(s.svc, ops, mode); err != nil {
 		return nil, err
 	}
 	results, err := s.do(ctx, ops, mode, "items")
@@ -108,17 +210,17 @@ func (s *server) Delete(ctx context.Context, req *recordv1.DeleteRequest) (*reco
 	for i, it := range req.Items {
 		addr, err := toAddress(it.GetAddress())
 		if err != nil {
-			bad.add(i, err)
+			bad.add(i, store.OpDelete, store.Address{}, err)
 			continue
 		}
 		pre, err := toPrecondition(it.Precondition)
 		if err != nil {
-			bad.add(i, err)
+			bad.add(i, store.OpDelete, addr, err)
 			continue
 		}
 		ops[i] = store.Delete(addr).WithPrecondition(pre)
 	}
-	if err := bad.err(); err != nil {
+	if err := bad.validate(s.svc, ops, mode); err != nil {
 		return nil, err
 	}
 	results, err := s.do(ctx, ops, mode, "items")
@@ -163,15 +265,7 @@ func (s *server) enter(ops []store.Op, d float64) {
 // callError maps an error of a whole Do call to a status.
 func callError(err error, field string) error {
 	if re, ok := errors.AsType[*store.RequestError](err); ok {
-		v := make([]*errdetails.BadRequest_FieldViolation, len(re.Items))
-		for i, it := range re.Items {
-			f := field
-			if it.Index >= 0 {
-				f += "[" + strconv.Itoa(it.Index) + "]"
-			}
-			v[i] = &errdetails.BadRequest_FieldViolation{Field: f, Description: it.Err.Error()}
-		}
-		return invalidArgument(err.Error(), v)
+		return refusal(re, field)
 	}
 	switch {
 	case errors.Is(err, store.ErrClosed):
@@ -253,16 +347,26 @@ func toPrecondition(p *recordv1.Precondition) (store.Precondition, error) {
 	return store.Precondition{}, errors.New("unknown precondition")
 }
 
+// toWriteOp translates a write item. On failure the returned Op still says what is known
+// (its kind, its address) for the error.
 func toWriteOp(it *recordv1.WriteItem, programs []string) (store.Op, error) {
+	var known store.Op
+	switch it.GetOp().(type) {
+	case *recordv1.WriteItem_Put:
+		known.Kind = store.OpPut
+	case *recordv1.WriteItem_Merge:
+		known.Kind = store.OpMerge
+	}
 	addr, err := toAddress(it.GetAddress())
 	if err != nil {
-		return store.Op{}, err
+		return known, err
 	}
+	known.Addr = addr
 	switch op := it.GetOp().(type) {
 	case *recordv1.WriteItem_Put:
 		pre, err := toPrecondition(op.Put.GetPrecondition())
 		if err != nil {
-			return store.Op{}, err
+			return known, err
 		}
 		return store.Put(addr, toDocument(op.Put.GetDocument())).WithPrecondition(pre), nil
 	case *recordv1.WriteItem_Merge:
@@ -272,15 +376,15 @@ func toWriteOp(it *recordv1.WriteItem, programs []string) (store.Op, error) {
 			program = p.Source
 		case *recordv1.Merge_ProgramIndex:
 			if int64(p.ProgramIndex) >= int64(len(programs)) {
-				return store.Op{}, fmt.Errorf("program_index %d is beyond the request's %d programs", p.ProgramIndex, len(programs))
+				return known, fmt.Errorf("program_index %d is beyond the request's %d programs", p.ProgramIndex, len(programs))
 			}
 			program = programs[p.ProgramIndex]
 		default:
-			return store.Op{}, errors.New("merge without a program (source or program_index)")
+			return known, errors.New("merge without a program (source or program_index)")
 		}
 		return store.Merge(addr, program, toDocument(op.Merge.GetIncoming())), nil
 	}
-	return store.Op{}, errors.New("item is neither a put nor a merge")
+	return known, errors.New("item is neither a put nor a merge")
 }
 
 var outcomes = map[store.Outcome]recordv1.Outcome{
