@@ -39,6 +39,9 @@ type config struct {
 type listenConfig struct {
 	GRPC    string `yaml:"grpc"`
 	Metrics string `yaml:"metrics"`
+	// Reflection serves gRPC server reflection on the gRPC listener; nil means the default,
+	// true.
+	Reflection *bool `yaml:"reflection"`
 }
 
 type limitsConfig struct {
@@ -400,6 +403,10 @@ func (c *config) withDefaults() {
 	}
 	if c.Listen.Metrics == "" {
 		c.Listen.Metrics = defaultMetricsAddr
+	}
+	if c.Listen.Reflection == nil {
+		on := true
+		c.Listen.Reflection = &on
 	}
 	if c.Limits.MaxRequestBytes == 0 {
 		c.Limits.MaxRequestBytes = defaultMaxMessageBytes

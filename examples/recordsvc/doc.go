@@ -15,7 +15,12 @@
 // # API
 //
 // proto/tributary/record/v1/record.proto defines tributary.record.v1.RecordService; the
-// generated Go code is committed and `make proto` regenerates it. Every response has one
+// generated Go code is committed and `make proto` regenerates it. Server reflection is on by
+// default (listen.reflection), so grpcurl needs no proto file:
+//
+//	grpcurl -plaintext 127.0.0.1:8080 list
+//	grpcurl -plaintext -d '{"service":"tributary.record.v1.RecordService"}' 127.0.0.1:8080 grpc.health.v1.Health/Check
+// Every response has one
 // result per item in request order. A request with a malformed item is refused whole with
 // INVALID_ARGUMENT and a google.rpc.BadRequest detail naming every bad item at once (those the
 // service cannot translate and those the store's validation refuses, in index order, each

@@ -26,6 +26,7 @@ import (
 // service is a recordsvc started in-process by command, on loopback listeners of port 0,
 // with a real gRPC client connected to it.
 type service struct {
+	conn    *grpc.ClientConn // nil in worker mode
 	rpc     recordv1.RecordServiceClient
 	health  healthpb.HealthClient
 	metrics string // http://host:port/metrics, or "" when off
@@ -73,6 +74,7 @@ func startService(t *testing.T, yamlText string, mode string, clientOpts ...grpc
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.conn = conn
 		s.rpc = recordv1.NewRecordServiceClient(conn)
 		s.health = healthpb.NewHealthClient(conn)
 	}

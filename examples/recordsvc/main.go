@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 )
@@ -148,6 +149,11 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 			)
 			recordv1.RegisterRecordServiceServer(grpcSrv, &server{svc: rt.svc, m: rt.m})
 			healthpb.RegisterHealthServer(grpcSrv, hc.srv)
+			if *cfg.Listen.Reflection {
+				// Serves every file the binary links, google/rpc/error_details.proto and the
+				// health service's included: grpcurl needs no local proto file.
+				reflection.Register(grpcSrv)
+			}
 			go func() { grpcDone <- grpcSrv.Serve(ln) }()
 			grpcServing = true
 			where.GRPC = ln.Addr().String()
@@ -161,7 +167,15 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 	}
 
 	if err == nil {
-		rt.log.Info("recordsvc started", slog.String("mode", rt.mode), slog.String("grpc", where.GRPC), slog.String("metrics", where.Metrics), slog.Int("stores", len(rt.names)))
+		metricsAt := where.Metrics
+		if metricsSrv == nil {
+			metricsAt = "off"
+		}
+		grpcAt := where.GRPC
+		if grpcSrv == nil {
+			grpcAt = "off"
+		}
+		rt.log.Info("recordsvc started", slog.String("mode", rt.mode), slog.String("grpc", grpcAt), slog.String("metrics", metricsAt), slog.Int("stores", len(rt.names)))
 		if ready != nil {
 			ready(where)
 		}
