@@ -20,6 +20,7 @@
 //
 //	grpcurl -plaintext 127.0.0.1:8080 list
 //	grpcurl -plaintext -d '{"service":"tributary.record.v1.RecordService"}' 127.0.0.1:8080 grpc.health.v1.Health/Check
+//
 // Every response has one
 // result per item in request order. A request with a malformed item is refused whole with
 // INVALID_ARGUMENT and a google.rpc.BadRequest detail naming every bad item at once (those the
