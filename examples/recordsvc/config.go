@@ -221,28 +221,39 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
+// decodeConfig reports every problem at once: unknown keys, values of the wrong type and
+// invalid values, in that order, joined by "; ". Only a file that is not YAML, or a ${NAME}
+// that cannot be expanded, stops it early.
 func decodeConfig(b []byte) (*config, error) {
-	if err := checkKnownFields(b); err != nil {
-		return nil, err
+	var problems []string
+	note := func(err error) {
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, internalconfig.ScrubYAMLError(err)
 	}
+	note(checkKnownFields(b))
 	if len(root.Content) == 0 {
 		return nil, errors.New("the configuration is empty: it needs at least stores:")
 	}
 	paths := map[int]string{}
 	if err := expandNode(root.Content[0], "", paths); err != nil {
-		return nil, err
+		note(err)
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	var c config
+	// A value of the wrong type is left at its zero value, the default: the others are still
+	// validated.
 	if err := root.Decode(&c); err != nil {
-		return nil, scrubTypeError(err, paths)
+		note(scrubTypeError(err, paths))
 	}
 	c.withDefaults()
-	if err := c.validate(); err != nil {
-		return nil, err
+	note(c.validate())
+	if len(problems) > 0 {
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
 	return &c, nil
 }

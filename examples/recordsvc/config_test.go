@@ -25,6 +25,34 @@ func TestConfigUnknownKeysNamed(t *testing.T) {
 	}
 }
 
+// TestConfigEveryProblemAtOnce: unknown keys, a value of the wrong type and invalid values
+// are reported together, each with its line or field.
+func TestConfigEveryProblemAtOnce(t *testing.T) {
+	_, err := parseConfig([]byte(`listen: {grpc: 127.0.0.1:0, metrics: "off", bogus: 1}
+limits: {max_items: -5}
+health: {interval: soon}
+stores:
+  main: {kind: memory, colour: red}
+  other: {kind: nosuch}
+extra: true
+`))
+	if err == nil {
+		t.Fatal("a configuration with six problems was accepted")
+	}
+	for _, want := range []string{
+		`line 1: unknown key "bogus" in listen:`,
+		`line 5: unknown key "colour" in a stores.<name> entry`,
+		`line 7: unknown key "extra" in the top level`,
+		`health.interval`,
+		`limits.max_items: must not be negative`,
+		`stores.other.kind: must be memory`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
 func TestConfigInvalidValuesNamed(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"stores: {}", "stores: at least one store is required"},
