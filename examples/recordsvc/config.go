@@ -403,6 +403,20 @@ func typeWord(goType string) string {
 	return "text"
 }
 
+// checkMode refuses a mode that runs workers when no store has a queue: there would be
+// nothing to consume, and `all` would silently be `server`.
+func (c *config) checkMode() error {
+	if c.Mode == modeServer {
+		return nil
+	}
+	for _, sc := range c.Stores {
+		if sc.Queue != nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("mode %s runs a worker per store queue, and no store has a queue (stores.<name>.queue): configure one, or use mode server for the API alone", c.Mode)
+}
+
 // withDefaults fills in the defaults the binary owns. Library defaults (coalescing, Lua,
 // retries, Kafka timeouts) stay zero here and are applied by the library.
 func (c *config) withDefaults() {

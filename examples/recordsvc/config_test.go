@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
 func TestConfigUnknownKeysNamed(t *testing.T) {
@@ -188,9 +190,19 @@ func TestCommandRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stores.m.health") {
 		t.Errorf("invalid health address: %v, want a refusal naming stores.m.health", err)
 	}
-	err = runCommand(t, "listen: {grpc: 127.0.0.1:0, metrics: 'off'}\nstores: {m: {kind: memory}}", "--mode", "worker")
-	if err == nil || !strings.Contains(err.Error(), "needs at least one store with a queue") {
-		t.Errorf("worker mode without queues: %v", err)
+	for _, mode := range []string{modeWorker, modeAll} {
+		var log testenv.LogBuffer
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte("listen: {grpc: 127.0.0.1:0, metrics: 'off'}\nstores: {m: {kind: memory}}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err = command(context.Background(), []string{"--config", path, "--mode", mode}, &log, func(listening) { t.Errorf("mode %s without queues started", mode) })
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "no store has a queue") {
+			t.Errorf("mode %s without queues: %v, want a usage error saying no store has a queue", mode, err)
+		}
+		if log.String() != "" {
+			t.Errorf("mode %s without queues logged before refusing:\n%s", mode, log.String())
+		}
 	}
 }
 

@@ -38,7 +38,8 @@
 // names its program inline or by index into the request's programs list, so a batch carries a
 // shared program once. Requests and responses are limited to 64 MiB by default
 // (limits.max_request_bytes, limits.max_response_bytes); a larger request fails with
-// RESOURCE_EXHAUSTED before it is decoded.
+// RESOURCE_EXHAUSTED before it is decoded, and bytes that do not decode as the request
+// message with INVALID_ARGUMENT (grpc-go's own answer would be INTERNAL).
 //
 // # Configuration
 //
@@ -60,23 +61,25 @@
 //
 // # Health
 //
-// The standard gRPC health service (grpc.health.v1.Health) reports "" SERVING while the
-// process runs. Each store has tributary.record.v1.storage.<store>, and each store with a
-// queue tributary.record.v1.kafka.<store>, set every health.interval by a check bounded by
-// health.timeout: a read of the store's health record (any answer from the server counts as
-// reachable) and a Kafka ping (kafkaqueue.Monitor: the brokers answer, accept the credentials
-// and know the topic). A failed store never changes "" or another store's status. The same
+// The standard gRPC health service (grpc.health.v1.Health) reports "" and
+// tributary.record.v1.RecordService SERVING while the process runs. Each store has
+// tributary.record.v1.storage.<store>, and each store with a queue
+// tributary.record.v1.queue.<store> (a Kafka queue also under the deprecated name of earlier
+// releases, tributary.record.v1.kafka.<store>; an in-process queue is SERVING while the process
+// runs), set every health.interval by a check bounded by health.timeout: a read of the store's
+// health record (any answer from the server counts as reachable) and a Kafka ping
+// (kafkaqueue.Monitor: the brokers answer, accept the credentials and know the topic). A failed store never changes "" or another store's status. The same
 // check reads the worker group's lag into recordsvc_queue_depth. During shutdown every
 // service reports NOT_SERVING.
 //
 // # Metrics
 //
 // Prometheus text at http://<listen.metrics>/metrics, from a registry of the process's own.
-// Labels: store (configured names, else "other"), method (Read, Write, Delete, health,
+// Labels: store (configured names, else "other"), method (Read, Write, Delete, health, reflection,
 // other), op (read, put, merge, delete), result (an outcome or error_<kind>), code (gRPC
-// codes), call (read, write), dependency (storage, kafka): all bounded.
+// codes), call (read, write), dependency (storage, kafka, memory_queue): all bounded.
 //
-//	recordsvc_rpc_requests_total{method,code}           gRPC calls
+//	recordsvc_rpc_requests_total{method,code}           gRPC calls (every one, also those refused before a handler)
 //	recordsvc_rpc_duration_seconds{method}              gRPC latency
 //	recordsvc_rpc_items{method}                         items per request (client batch size)
 //	recordsvc_items_total{store,op,result}              items by outcome or error kind

@@ -545,9 +545,11 @@ stores:
     queue: %s
 `, kafkaQueue(brokers, topic)), modeAll)
 	accepted(t, s, s.metrics, "main", "acc", "things")
-	h, err := s.health.Check(testCtx(t), healthRequest(kafkaServicePrefix+"main"))
-	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("kafka health: %v %v, want SERVING", h, err)
+	for _, name := range []string{queueServicePrefix + "main", kafkaServicePrefix + "main"} {
+		h, err := s.health.Check(testCtx(t), healthRequest(name))
+		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("kafka health %q: %v %v, want SERVING", name, h, err)
+		}
 	}
 }
 

@@ -15,19 +15,24 @@ import (
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
-// Health service names. The process ("") is SERVING while it runs; each dependency has its
-// own service, so one failing store does not take the process or the other stores out of
-// service.
+// Health service names. The process ("") and the API (recordServiceName) are SERVING while
+// the process runs; each dependency has its own service, so one failing store does not take
+// the process or the other stores out of service. A store's queue, whatever its kind, is
+// queueServicePrefix+store; a Kafka queue is also kafkaServicePrefix+store, the name of
+// earlier releases (deprecated).
 const (
+	recordServiceName    = "tributary.record.v1.RecordService"
 	storageServicePrefix = "tributary.record.v1.storage."
+	queueServicePrefix   = "tributary.record.v1.queue."
 	kafkaServicePrefix   = "tributary.record.v1.kafka."
 )
 
 // check is one periodic dependency check.
 type check struct {
 	service    string // health service name
+	alias      string // a second name with the same status ("": none)
 	store      string
-	dependency string // storage | kafka
+	dependency string // storage | kafka | memory_queue
 	probe      func(ctx context.Context) error
 	close      func()
 }
@@ -65,7 +70,7 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 		case q == nil:
 		case q.Kind == "memory":
 			// The in-process queue is as available as the process.
-			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
+			h.checks = append(h.checks, check{service: queueServicePrefix + name, store: name, dependency: "memory_queue",
 				probe: func(context.Context) error { return nil }})
 		default:
 			mon, err := kafkaqueue.NewMonitor(kafkaConfig(q, q.Topic, nil))
@@ -73,11 +78,14 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 				h.closeChecks()
 				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)
 			}
-			h.checks = append(h.checks, check{service: kafkaServicePrefix + name, store: name, dependency: "kafka",
+			h.checks = append(h.checks, check{service: queueServicePrefix + name, alias: kafkaServicePrefix + name, store: name, dependency: "kafka",
 				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: mon.Close})
 		}
 	}
 	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if rt.mode != modeWorker {
+		h.srv.SetServingStatus(recordServiceName, healthpb.HealthCheckResponse_SERVING)
+	}
 	return h, nil
 }
 
@@ -165,6 +173,9 @@ func (h *healthChecker) set(c check, err error) {
 		st, v = healthpb.HealthCheckResponse_NOT_SERVING, 0
 	}
 	h.srv.SetServingStatus(c.service, st)
+	if c.alias != "" {
+		h.srv.SetServingStatus(c.alias, st)
+	}
 	h.m.healthy.WithLabelValues(c.store, c.dependency).Set(v)
 	h.mu.Lock()
 	prev, seen := h.last[c.service]

@@ -39,15 +39,16 @@ stores:
   other: {kind: memory}
 `, modeAll)
 	ctx := testCtx(t)
-	for _, name := range []string{"", storageServicePrefix + "main", kafkaServicePrefix + "main", storageServicePrefix + "other"} {
+	for _, name := range []string{"", recordServiceName, storageServicePrefix + "main", queueServicePrefix + "main", storageServicePrefix + "other"} {
 		if got := healthOf(ctx, s, name); got != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health %q = %s, want SERVING", name, got)
 		}
 	}
-	// A store without a queue has no kafka service.
-	_, err := s.health.Check(ctx, healthRequest(kafkaServicePrefix+"other"))
-	if status.Code(err) != codes.NotFound {
-		t.Errorf("health of a queue that is not configured: %v, want NotFound", err)
+	// A store without a queue has no queue service, and an in-process queue is not Kafka.
+	for _, name := range []string{queueServicePrefix + "other", kafkaServicePrefix + "main"} {
+		if _, err := s.health.Check(ctx, healthRequest(name)); status.Code(err) != codes.NotFound {
+			t.Errorf("health of %q: %v, want NotFound", name, err)
+		}
 	}
 }
 
@@ -158,7 +159,7 @@ stores:
 `, kafkaQueue(brokers, topic))
 	api := startService(t, cfg, modeServer)
 	ctx := testCtx(t)
-	kafkaSvc, storageSvc := kafkaServicePrefix+"main", storageServicePrefix+"main"
+	kafkaSvc, storageSvc := queueServicePrefix+"main", storageServicePrefix+"main"
 	const serving, notServing = healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING
 	if got := healthOf(ctx, api, kafkaSvc); got != serving {
 		t.Fatalf("kafka health with the topic in place: %s, want SERVING", got)

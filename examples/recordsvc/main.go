@@ -89,6 +89,9 @@ func command(ctx context.Context, args []string, stderr io.Writer, ready func(li
 	if *mode != "" {
 		cfg.Mode = *mode
 	}
+	if err := cfg.checkMode(); err != nil {
+		return usageError{err} // before anything starts or logs
+	}
 	rt, err := build(ctx, cfg, cfg.Mode, log)
 	if err != nil {
 		return err
@@ -142,10 +145,13 @@ func run(ctx context.Context, rt *runtime, ready func(listening)) (err error) {
 		if lerr != nil {
 			err = fmt.Errorf("listen.grpc: %w", lerr)
 		} else {
+			codec := newRequestCodec()
 			grpcSrv = grpc.NewServer(
 				grpc.MaxRecvMsgSize(cfg.Limits.MaxRequestBytes),
 				grpc.MaxSendMsgSize(cfg.Limits.MaxResponseBytes),
-				grpc.ChainUnaryInterceptor(rt.m.unaryInterceptor),
+				grpc.ForceServerCodecV2(codec),
+				grpc.ChainUnaryInterceptor(codec.refusedUndecodable),
+				grpc.StatsHandler(rpcStats{rt.m}),
 			)
 			recordv1.RegisterRecordServiceServer(grpcSrv, &server{svc: rt.svc, m: rt.m})
 			healthpb.RegisterHealthServer(grpcSrv, hc.srv)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/tributary-dev/tributary/queue"
@@ -119,18 +119,35 @@ func methodLabel(full string) string {
 	if strings.HasPrefix(full, "/grpc.health.v1.Health/") {
 		return "health"
 	}
+	if strings.HasPrefix(full, "/grpc.reflection.") {
+		return "reflection"
+	}
 	return "other"
 }
 
-// unaryInterceptor counts and times every call.
-func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	start := time.Now()
-	resp, err := handler(ctx, req)
-	method := methodLabel(info.FullMethod)
-	m.rpcDuration.WithLabelValues(method).Observe(time.Since(start).Seconds())
-	m.rpcRequests.WithLabelValues(method, status.Code(err).String()).Inc()
-	return resp, err
+// rpcStats counts and times every call when it ends, with its final status: also the calls
+// refused before a handler runs (a request over limits.max_request_bytes is
+// RESOURCE_EXHAUSTED, undecodable bytes INVALID_ARGUMENT), which an interceptor never sees.
+type rpcStats struct{ m *metrics }
+
+type methodKey struct{}
+
+func (rpcStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, methodKey{}, methodLabel(info.FullMethodName))
 }
+
+func (h rpcStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	end, ok := s.(*stats.End)
+	if !ok || end.IsClient() {
+		return
+	}
+	method, _ := ctx.Value(methodKey{}).(string)
+	h.m.rpcDuration.WithLabelValues(method).Observe(end.EndTime.Sub(end.BeginTime).Seconds())
+	h.m.rpcRequests.WithLabelValues(method, status.Code(end.Error).String()).Inc()
+}
+
+func (rpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (rpcStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // observe counts the items of a finished request by store, operation and result, and
 // records its duration once for each (store, operation) it had: a batch of a thousand puts is
