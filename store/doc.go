@@ -3,8 +3,9 @@
 // OpenSearch, mongostore), with identical semantics on each.
 //
 // Applications program against the [Store] interface. [New] builds the standard implementation,
-// a [*Service], over adapters (see package driver) keyed by store name; memstore is the
-// adapter that needs no server and the fake for unit tests.
+// a [*Service], over an [Adapter] per store name (memstore, searchstore, mongostore; the
+// contract is package driver's, which only adapter authors import); memstore is the adapter
+// that needs no server, and memstore.NewService(t, nil) the one-line fake for unit tests.
 //
 // # Records
 //
@@ -18,7 +19,12 @@
 // # Operations and results
 //
 // [Read], [Put], [Merge] and [Delete] build operations; [Store.Do] runs a batch of them and
-// returns one [Result] per operation, in request order. Puts and deletes take an optional
+// returns one [Result] per operation, in request order. For one operation, [Service.Get],
+// [Service.Put], [Service.Merge], [Service.Delete] and [Service.DoOne] return its Result and
+// one error (the call's or the operation's), with a [WriteOption] for a precondition or a
+// completion mode. A missing record is an outcome, [Absent], with a nil error; a missing
+// dataset is the error [ErrDatasetNotFound]. (NotFound, ErrNotFound and KindNotFound are the
+// deprecated earlier names of those.) Puts and deletes take an optional
 // [Precondition]: [IfRevision] (the opaque [Revision] a read or write returned) or [IfAbsent].
 // A stale revision fails with [ErrConflict] on every backend -- also when the record was deleted
 // (and perhaps created again) since.
@@ -26,12 +32,14 @@
 // bytes ([Revision.Bytes], [RevisionFromBytes]).
 //
 // Every failure is a [*Error] of one closed set of kinds, checked with errors.Is against
-// [ErrNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
+// [ErrDatasetNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
 // [ErrUnavailable] (retryable, reported only when the operation cannot have taken effect),
 // [ErrOutcomeUnknown] (retryable, but the operation may have taken effect, and may still: a
 // retry may apply it twice), [ErrCanceled] and [ErrInternal]; ErrorKind.Retryable is true for
 // the two retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
-// written, with a [*RequestError] naming each bad operation.
+// written, with a [*RequestError] naming each bad operation; [Service.Check] gives that
+// refusal without running anything. An accepted-mode write to a store without a queue is
+// such a refusal too ([ErrNoQueue], not retryable: it is the Service's configuration).
 //
 // # Ordering and concurrency
 //

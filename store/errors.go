@@ -12,8 +12,12 @@ import (
 // Sentinels, one per error kind, for errors.Is. Every error this package returns for an
 // operation matches exactly one of them; the backend's own error stays reachable with errors.As.
 var (
-	ErrInternal      error = kindSentinel(KindInternal)
-	ErrNotFound      error = kindSentinel(KindNotFound)
+	ErrInternal error = kindSentinel(KindInternal)
+	// ErrDatasetNotFound: the dataset does not exist (a missing record is the outcome Absent,
+	// not an error).
+	ErrDatasetNotFound error = kindSentinel(KindNotFound)
+	// Deprecated: ErrNotFound is ErrDatasetNotFound.
+	ErrNotFound      error = ErrDatasetNotFound
 	ErrAlreadyExists error = kindSentinel(KindAlreadyExists)
 	ErrConflict      error = kindSentinel(KindConflict)
 	ErrInvalid       error = kindSentinel(KindInvalid)

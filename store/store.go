@@ -197,14 +197,14 @@ type instance struct {
 	validator driver.AddressValidator
 	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
-	queue     queue.Publisher // nil: accepted-mode writes fail with ErrUnavailable
+	queue     queue.Publisher // nil: accepted-mode writes are refused (ErrNoQueue)
 
 	laneMu sync.Mutex
 	lanes  map[Address]*lane // the records with operations queued or running (see lane)
 }
 
 // New returns a Service over the given adapters, keyed by store name.
-func New(adapters map[string]driver.Store, opts *Options) (*Service, error) {
+func New(adapters map[string]Adapter, opts *Options) (*Service, error) {
 	if len(adapters) == 0 {
 		return nil, errors.New("store: New needs at least one adapter")
 	}

@@ -3,8 +3,11 @@ package store
 import "github.com/tributary-dev/tributary/store/driver"
 
 // The record vocabulary is shared with adapters through package driver; these aliases are the
-// names applications use.
+// names applications use (no application needs to import driver).
 type (
+	// Adapter is a backend adapter (memstore, searchstore, mongostore), the contract of
+	// package driver; New takes one per store name.
+	Adapter = driver.Store
 	// Key is a record key: string, int64, bytes or MongoDB ObjectID. Keys are comparable.
 	Key = driver.Key
 	// KeyKind says which type a Key holds.
@@ -37,7 +40,13 @@ const (
 
 // Outcomes.
 const (
-	Found     = driver.Found
+	Found = driver.Found
+	// Absent: there is no record at the address (a read of a missing record, a delete or a
+	// merge that found none). It is an outcome, not an error; a missing dataset is the error
+	// ErrDatasetNotFound.
+	Absent = driver.NotFound
+	// Deprecated: NotFound is Absent, renamed so that it is not confused with
+	// ErrDatasetNotFound.
 	NotFound  = driver.NotFound
 	Created   = driver.Created
 	Updated   = driver.Updated
@@ -48,7 +57,11 @@ const (
 
 // Error kinds.
 const (
-	KindInternal       = driver.KindInternal
+	KindInternal = driver.KindInternal
+	// KindDatasetNotFound: the dataset (index, collection) does not exist. A missing record is
+	// not an error but the outcome Absent.
+	KindDatasetNotFound = driver.KindNotFound
+	// Deprecated: KindNotFound is KindDatasetNotFound.
 	KindNotFound       = driver.KindNotFound
 	KindAlreadyExists  = driver.KindAlreadyExists
 	KindConflict       = driver.KindConflict

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -49,7 +48,7 @@ func addVisits(_ context.Context, c *store.MergeCall) (store.MergeResult, error)
 func run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := store.New(map[string]driver.Store{"main": memstore.New()}, &store.Options{Merger: store.MergeFunc(addVisits)})
+	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{Merger: store.MergeFunc(addVisits)})
 	if err != nil {
 		return err
 	}
@@ -61,53 +60,44 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	put, err := one(ctx, s, store.Put(ada, doc))
+	put, err := s.Put(ctx, ada, doc)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "put:              %v\n", put.Outcome)
 
 	newer, _ := store.NewDocument(map[string]any{"name": "Ada Lovelace", "visits": 1})
-	upd, err := one(ctx, s, store.Put(ada, newer).WithPrecondition(store.IfRevision(put.Revision)))
+	upd, err := s.Put(ctx, ada, newer, store.IfRevision(put.Revision))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "conditional put:  %v\n", upd.Outcome)
 
 	// The first put's revision is stale now: the store refuses, on every backend, with ErrConflict.
-	_, err = one(ctx, s, store.Put(ada, doc).WithPrecondition(store.IfRevision(put.Revision)))
+	_, err = s.Put(ctx, ada, doc, store.IfRevision(put.Revision))
 	fmt.Fprintf(out, "stale put:        conflict=%v\n", errors.Is(err, store.ErrConflict))
 
 	inc, _ := store.NewDocument(map[string]any{"visits": 41})
-	merged, err := one(ctx, s, store.Merge(ada, "add-visits", inc))
+	merged, err := s.Merge(ctx, ada, "add-visits", inc)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "merge:            %v %s\n", merged.Outcome, merged.Doc.JSON)
 
-	read, err := one(ctx, s, store.Read(ada))
+	read, err := s.Get(ctx, ada)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "read:             %v %s\n", read.Outcome, read.Doc.JSON)
 
-	del, err := one(ctx, s, store.Delete(ada))
+	del, err := s.Delete(ctx, ada)
 	if err != nil {
 		return err
 	}
-	gone, err := one(ctx, s, store.Read(ada))
+	gone, err := s.Get(ctx, ada)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "delete, read:     %v, %v\n", del.Outcome, gone.Outcome)
 	return nil
-}
-
-// one runs a single operation and returns its result, with the operation's error as the error.
-func one(ctx context.Context, s store.Store, op store.Op) (store.Result, error) {
-	res, err := s.Do(ctx, []store.Op{op}, store.WaitApplied)
-	if err != nil {
-		return store.Result{}, err
-	}
-	return res[0], res[0].Err
 }

@@ -1,7 +1,8 @@
 // Package memstore is the in-memory adapter of package store: deterministic, safe for
 // concurrent use, and first-class -- it passes the same conformance suite (storetest) as the
 // Elasticsearch, OpenSearch and MongoDB adapters, which makes it the fake to use in unit tests
-// of code that programs against store.Store.
+// of code that programs against store.Store. NewService(t, opts, names...) is that fake in
+// one line: a *store.Service over memory stores, closed when the test ends.
 //
 // # Semantics
 //

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -322,9 +323,14 @@ func testVisible(ctx context.Context, t *testing.T, e *env) {
 
 func testAcceptedWithoutQueue(ctx context.Context, t *testing.T, e *env) {
 	a := e.key("accepted")
-	res := e.do(ctx, t, store.ReturnAccepted, store.Put(a, doc(t, map[string]any{"v": 1})), store.Read(a))
-	wantErr(t, "accepted-mode put without a queue", res[0], store.ErrUnavailable)
-	wantOK(t, "read in accepted mode", res[1], store.NotFound)
+	// A configuration error, not retryable: the whole request is refused, nothing runs.
+	_, err := e.s.Do(ctx, []store.Op{store.Put(a, doc(t, map[string]any{"v": 1})), store.Read(a)}, store.ReturnAccepted)
+	var re *store.RequestError
+	if !errors.As(err, &re) || !errors.Is(err, store.ErrNoQueue) || len(re.Items) != 1 || re.Items[0].Index != 0 {
+		t.Fatalf("accepted-mode put without a queue: %v, want a RequestError of ErrNoQueue for operation 0", err)
+	}
+	res := e.do(ctx, t, store.ReturnAccepted, store.Read(a))
+	wantOK(t, "read in accepted mode", res[0], store.Absent)
 }
 
 func testCoalesced(ctx context.Context, t *testing.T, e *env) {
