@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 )
@@ -43,12 +45,25 @@ stores: {main: {kind: memory}}
 			t.Errorf("garbage %x: %v, want INVALID_ARGUMENT naming the message", garbage, err)
 		}
 	}
+	// A client built from the earlier record.proto (document bytes) that sends a document
+	// which is not UTF-8: refused naming the field, not INTERNAL.
+	wire, err := proto.Marshal(&recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", "ns", "ds", "k"), doc(`{"a":"XX"}`), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(wire, []byte("XX"))
+	wire[at], wire[at+1] = 0xff, 0xfe
+	var out []byte
+	err = s.conn.Invoke(ctx, "/tributary.record.v1.RecordService/Write", &wire, &out, grpc.ForceCodecV2(rawCodec{}))
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "invalid UTF-8") {
+		t.Errorf("a document that is not UTF-8: %v, want INVALID_ARGUMENT saying invalid UTF-8", err)
+	}
 	// The server still answers good requests on the same connection, with nothing left over.
 	if _, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{addr("main", "ns", "ds", "k")}}); err != nil {
 		t.Fatal(err)
 	}
 	big := doc(`{"pad":"` + strings.Repeat("x", 8000) + `"}`)
-	_, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", "ns", "ds", "k"), big, nil)}})
+	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", "ns", "ds", "k"), big, nil)}})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("an 8 KB request against a 4 KiB limit: %v, want RESOURCE_EXHAUSTED", err)
 	}
@@ -57,6 +72,7 @@ stores: {main: {kind: memory}}
 		want   float64
 	}{
 		{`recordsvc_rpc_requests_total{code="InvalidArgument",method="Read"}`, 2},
+		{`recordsvc_rpc_requests_total{code="InvalidArgument",method="Write"}`, 1},
 		{`recordsvc_rpc_requests_total{code="OK",method="Read"}`, 1},
 		{`recordsvc_rpc_requests_total{code="ResourceExhausted",method="Write"}`, 1},
 	} {

@@ -20,6 +20,10 @@
 //
 //	grpcurl -plaintext 127.0.0.1:8080 list
 //	grpcurl -plaintext -d '{"service":"tributary.record.v1.RecordService"}' 127.0.0.1:8080 grpc.health.v1.Health/Check
+//	grpcurl -plaintext -d '{"items":[{"address":{"store":"main","namespace":"crm","dataset":"people","key":{"string":"ada"}},"put":{"document":{"json":"{\"name\":\"Ada\"}"}}}]}' 127.0.0.1:8080 tributary.record.v1.RecordService/Write
+//
+// Documents are JSON text (Document.json is a string; it was bytes before v1.1, which is the
+// same wire format for UTF-8, so older clients keep working).
 //
 // Every response has one
 // result per item in request order. A request with a malformed item is refused whole with

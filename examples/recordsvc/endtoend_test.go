@@ -66,7 +66,7 @@ func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes boo
 	}
 	wantOutcomes(t, "read", r.Results, recordv1.Outcome_OUTCOME_FOUND, recordv1.Outcome_OUTCOME_NOT_FOUND)
 	var got map[string]any
-	if err := json.Unmarshal(r.Results[0].Document.GetJson(), &got); err != nil || got["name"] != "Ada" || got["since"] != "2020-01-02T03:04:05Z" {
+	if err := json.Unmarshal([]byte(r.Results[0].Document.GetJson()), &got); err != nil || got["name"] != "Ada" || got["since"] != "2020-01-02T03:04:05Z" {
 		t.Errorf("read document %s (%v), want the put's", r.Results[0].Document.GetJson(), err)
 	}
 	if tp := r.Results[0].Document.GetTimePointers(); keepsTimes && (len(tp) != 1 || tp[0] != "/since") {
@@ -100,7 +100,7 @@ func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes boo
 	if e := w.Results[1].Error; e != nil && (e.Retryable || !strings.Contains(e.Message, "ada")) {
 		t.Errorf("conflict error %+v: want not retryable, naming the address", e)
 	}
-	if err := json.Unmarshal(w.Results[4].Document.GetJson(), &got); err != nil || got["visits"] != float64(22) {
+	if err := json.Unmarshal([]byte(w.Results[4].Document.GetJson()), &got); err != nil || got["visits"] != float64(22) {
 		t.Errorf("after the merges the document is %s, want visits 22", w.Results[4].Document.GetJson())
 	}
 
@@ -132,7 +132,7 @@ func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(r.Results[0].Document.GetJson(), &got); err != nil || got["visits"] != float64(2+writers*each) {
+	if err := json.Unmarshal([]byte(r.Results[0].Document.GetJson()), &got); err != nil || got["visits"] != float64(2+writers*each) {
 		t.Errorf("after %d concurrent merges the document is %s, want visits %d", writers*each, r.Results[0].Document.GetJson(), 2+writers*each)
 	}
 
@@ -314,7 +314,7 @@ func accepted(t *testing.T, s *service, workerMetrics, storeName, ns, ds string)
 			return false
 		}
 		var got map[string]any
-		return json.Unmarshal(r.Results[0].Document.GetJson(), &got) == nil && got["visits"] == float64(6)
+		return json.Unmarshal([]byte(r.Results[0].Document.GetJson()), &got) == nil && got["visits"] == float64(6)
 	})
 	eventually(t, ctx, "the failing merge is dead-lettered and counted", func() bool {
 		v, _ := scrape(t, workerMetrics, `recordsvc_worker_records_total{result="dead_lettered",store="`+storeName+`"}`)

@@ -112,7 +112,7 @@ func addr(store, ns, ds, key string) *recordv1.Address {
 }
 
 func doc(js string, times ...string) *recordv1.Document {
-	return &recordv1.Document{Json: []byte(js), TimePointers: times}
+	return &recordv1.Document{Json: js, TimePointers: times}
 }
 
 func put(a *recordv1.Address, d *recordv1.Document, pre *recordv1.Precondition) *recordv1.WriteItem {

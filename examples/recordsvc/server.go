@@ -325,7 +325,10 @@ func toDocument(d *recordv1.Document) store.Document {
 	if d == nil {
 		return store.Document{}
 	}
-	return store.Document{JSON: d.Json, Times: d.TimePointers}
+	if d.Json == "" {
+		return store.Document{Times: d.TimePointers} // no document: the store says so
+	}
+	return store.Document{JSON: []byte(d.Json), Times: d.TimePointers}
 }
 
 func toPrecondition(p *recordv1.Precondition) (store.Precondition, error) {
@@ -435,7 +438,7 @@ func fromResult(r *store.Result) *recordv1.Result {
 	}
 	out := &recordv1.Result{Outcome: outcomes[r.Outcome], Revision: r.Revision.Bytes()}
 	if r.Doc.JSON != nil {
-		out.Document = &recordv1.Document{Json: r.Doc.JSON, TimePointers: r.Doc.Times}
+		out.Document = &recordv1.Document{Json: string(r.Doc.JSON), TimePointers: r.Doc.Times}
 	}
 	return out
 }

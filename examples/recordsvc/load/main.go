@@ -187,7 +187,7 @@ func call(ctx context.Context, cl recordv1.RecordServiceClient, p params, op str
 		items := make([]*recordv1.WriteItem, size)
 		for i, a := range addrs {
 			js := `{"n":` + strconv.Itoa(first+i) + `,"name":"load test record"}`
-			items[i] = &recordv1.WriteItem{Address: a, Op: &recordv1.WriteItem_Put{Put: &recordv1.Put{Document: &recordv1.Document{Json: []byte(js)}}}}
+			items[i] = &recordv1.WriteItem{Address: a, Op: &recordv1.WriteItem_Put{Put: &recordv1.Put{Document: &recordv1.Document{Json: js}}}}
 		}
 		resp, err := cl.Write(ctx, &recordv1.WriteRequest{Items: items})
 		if err != nil {
@@ -216,7 +216,7 @@ end`
 func hotMerge(ctx context.Context, cl recordv1.RecordServiceClient, p params, key string, each int) error {
 	a := &recordv1.Address{Store: p.store, Namespace: p.namespace, Dataset: p.dataset, Key: &recordv1.Key{Kind: &recordv1.Key_String_{String_: key}}}
 	req := &recordv1.WriteRequest{Items: []*recordv1.WriteItem{{Address: a, Op: &recordv1.WriteItem_Merge{Merge: &recordv1.Merge{
-		Incoming: &recordv1.Document{Json: []byte(`{}`)}, Program: &recordv1.Merge_Source{Source: hotIncrement}}}}}}
+		Incoming: &recordv1.Document{Json: `{}`}, Program: &recordv1.Merge_Source{Source: hotIncrement}}}}}}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var refused atomic.Int64
@@ -260,7 +260,7 @@ func hotMerge(ctx context.Context, cl recordv1.RecordServiceClient, p params, ke
 	}
 	var got struct{ N int64 }
 	if r := resp.Results[0]; r.Error == nil && r.Document != nil {
-		_ = json.Unmarshal(r.Document.Json, &got)
+		_ = json.Unmarshal([]byte(r.Document.Json), &got)
 	}
 	want := int64(total) - refused.Load()
 	fmt.Printf("; counter %d (succeeded %d)\n", got.N, want)

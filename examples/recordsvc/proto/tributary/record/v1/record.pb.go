@@ -428,8 +428,12 @@ func (x *Address) GetKey() *Key {
 // strings. Stores with a native date-time type (MongoDB) convert exactly the marked values.
 type Document struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The UTF-8 JSON text of one object.
-	Json          []byte   `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
+	// The JSON text of one object. A string since v1.1 (it was bytes): the wire format is the
+	// same (length-delimited), so clients generated from the earlier file keep working as long
+	// as they send UTF-8, which JSON is; a request with a document that is not UTF-8 is refused
+	// whole with INVALID_ARGUMENT ("string field contains invalid UTF-8"). In grpcurl and every
+	// proto JSON rendering the document now appears as text, not base64.
+	Json          string   `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`
 	TimePointers  []string `protobuf:"bytes,2,rep,name=time_pointers,json=timePointers,proto3" json:"time_pointers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -465,11 +469,11 @@ func (*Document) Descriptor() ([]byte, []int) {
 	return file_tributary_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Document) GetJson() []byte {
+func (x *Document) GetJson() string {
 	if x != nil {
 		return x.Json
 	}
-	return nil
+	return ""
 }
 
 func (x *Document) GetTimePointers() []string {
@@ -1340,7 +1344,7 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\adataset\x18\x03 \x01(\tR\adataset\x12*\n" +
 	"\x03key\x18\x04 \x01(\v2\x18.tributary.record.v1.KeyR\x03key\"C\n" +
 	"\bDocument\x12\x12\n" +
-	"\x04json\x18\x01 \x01(\fR\x04json\x12#\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\x12#\n" +
 	"\rtime_pointers\x18\x02 \x03(\tR\ftimePointers\"p\n" +
 	"\fPrecondition\x12\x1c\n" +
 	"\brevision\x18\x01 \x01(\fH\x00R\brevision\x125\n" +
