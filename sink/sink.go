@@ -192,12 +192,18 @@ func (s *Sink) observer() Observer {
 	return s.opts.Observer
 }
 
-// Close releases idle connections of a client the sink built.
+// Close releases the HTTP client the sink built from cfg (its idle connections; no request
+// may follow) and returns that close's error. A sink given a transport by Options leaves it
+// to its owner. Close is idempotent: a second call returns nil.
 func (s *Sink) Close() error {
-	if s.owned != nil {
-		s.owned.Close(context.Background())
+	if s.owned == nil {
+		return nil
 	}
-	return nil
+	err := s.owned.Close(context.Background())
+	if errors.Is(err, elastictransport.ErrAlreadyClosed) {
+		return nil
+	}
+	return err
 }
 
 // Config returns the normalized configuration.
