@@ -9,8 +9,8 @@ import (
 
 // Close closes the client a sink built from its configuration, once: a second Close is nil.
 func TestCloseReleasesOwnedClient(t *testing.T) {
-	k, err := New(Config{ID: "close", URL: "http://127.0.0.1:1", Index: "close", Auth: Auth{Type: AuthNone}},
-		Options{Pipeline: "p", State: statestore.NewMemory(), Engine: estest.Ptr(Elasticsearch)})
+	k, err := New(Config{ID: "close", URL: "http://127.0.0.1:1", Index: "close", Auth: Auth{Type: AuthNone}}, &Options{Pipeline: "p", State: statestore.NewMemory(), Engine: estest.Ptr(Elasticsearch)})
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,5 +25,12 @@ func TestCloseReleasesOwnedClient(t *testing.T) {
 	}
 	if err := k.Close(); err != nil {
 		t.Fatalf("second Close: %v, want nil", err)
+	}
+}
+
+// New refuses nil options: Pipeline and State have no default.
+func TestNewNilOptions(t *testing.T) {
+	if _, err := New(Config{ID: "nil", URL: "http://127.0.0.1:1", Index: "nil", Auth: Auth{Type: AuthNone}}, nil); err == nil {
+		t.Fatal("New(cfg, nil) = nil error, want Options required")
 	}
 }

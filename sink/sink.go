@@ -103,8 +103,12 @@ type tableInfo struct {
 }
 
 // New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
-// the first Write.
-func New(cfg Config, o Options) (*Sink, error) {
+// the first Write. opts is required (Pipeline and State; nil is refused); New copies *opts.
+func New(cfg Config, opts *Options) (*Sink, error) {
+	if opts == nil {
+		return nil, errors.New("elasticsearch sink: Options.Pipeline and Options.State are required")
+	}
+	o := *opts
 	if err := cfg.Normalize(); err != nil {
 		return nil, err
 	}
