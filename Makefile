@@ -2,6 +2,11 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 TESTENV := scripts/testenv/testenv
+# Two modules: the library (.) and examples/ (its own go.mod, so the library's go.mod needs none of
+# the examples' gRPC and protobuf); every target below covers both. EXAMPLES runs the go command in
+# examples/. GOWORK=off: no go.work is committed, and a local one must not change what a target builds.
+EXAMPLES := $(GO) -C examples
+export GOWORK := off
 # The integration-test gates (internal/testenv); `make test` clears them so it never needs a server.
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
@@ -13,7 +18,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 18
 
 quickstart: ## run the store layer on its embedded default (memory, no servers)
-	$(GO) run ./examples/quickstart
+	$(EXAMPLES) run ./quickstart
 
 # The search engine `make demo` mirrors into: elasticsearch or opensearch.
 DEMO_ENGINE ?= elasticsearch
@@ -22,8 +27,9 @@ demo: ## PostgreSQL and MariaDB mirrored into Elasticsearch (DEMO_ENGINE=opensea
 	  *) echo "demo: DEMO_ENGINE must be elasticsearch or opensearch" >&2; exit 2;; esac
 	$(TESTENV) up postgres mariadb $(DEMO_ENGINE)
 	@mkdir -p .testenv/demo
-	$(GO) build -o .testenv/demo/cdcmirror ./examples/cdcmirror
-	set -a && . .testenv/env && set +a && $(GO) run ./examples/cdcmirror/demo -engine $(DEMO_ENGINE)
+	$(EXAMPLES) build -o $(CURDIR)/.testenv/demo/cdcmirror ./cdcmirror
+	$(EXAMPLES) build -o $(CURDIR)/.testenv/demo/demo ./cdcmirror/demo
+	set -a && . .testenv/env && set +a && .testenv/demo/demo -engine $(DEMO_ENGINE)
 
 bench: ## benchmarks, printing the ratios the issues set goals for (not part of check)
 	@mkdir -p .testenv
@@ -52,18 +58,21 @@ check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, 
 
 test: ## unit tests only (-race), no servers: the edit loop
 	env $(addprefix -u ,$(TESTENV_VARS)) $(GO) test -race -count=1 ./...
+	env $(addprefix -u ,$(TESTENV_VARS)) $(EXAMPLES) test -race -count=1 ./...
 
 test-all: ## unit + integration tests (-race) against the servers in .testenv/env
 	@test -f .testenv/env || { echo "test-all: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && \
-	  $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/smoke)
+	  $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /internal/smoke) && \
+	  $(EXAMPLES) test -race -count=1 -timeout 30m ./...
 
 # Fault tests stop, restart and kill the shared servers: they run after every other test, one
 # package at a time (-p 1), each test in turn, so no other test sees a server go away.
 fault: ## fault tests (TestFault*): server restarts, outages and partitions under load (part of check)
 	@test -f .testenv/env || { echo "fault: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && TRIBUTARY_FAULTS=1 \
-	  $(GO) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke)
+	  $(GO) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke) && \
+	  $(EXAMPLES) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' ./...
 	$(TESTENV) up
 
 # The soak: randomized fault schedules (internal/faultsuite) for as long as asked; it restarts the
@@ -100,8 +109,9 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet
+vet: ## go vet (both modules)
 	$(GO) vet ./...
+	$(EXAMPLES) vet ./...
 
 testenv-up: ## install (cached) and start every real server; writes .testenv/env
 	$(TESTENV) up
@@ -122,8 +132,8 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 proto: ## regenerate examples/recordsvc's protobuf and gRPC Go code (installs protoc from Debian when missing)
 	@command -v protoc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler; }
-	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	GOBIN=$(CURDIR)/bin $(EXAMPLES) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(CURDIR)/bin $(EXAMPLES) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	PATH="$(CURDIR)/bin:$$PATH" protoc -I $(PROTO_DIR) \
 	  --go_out=$(PROTO_DIR) --go_opt=paths=source_relative \
 	  --go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative \

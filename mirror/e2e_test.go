@@ -53,7 +53,7 @@ func dropSlotAtCleanup(t testing.TB, dsn, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if src, err := pgcdc.New(dsn, pgcdc.Options{Slot: name, Publication: name}); err != nil {
+		if src, err := pgcdc.New(dsn, &pgcdc.Options{Slot: name, Publication: name}); err != nil {
 			t.Error(err)
 		} else if err := src.Drop(ctx); err != nil {
 			t.Errorf("dropping the slot: %v", err)

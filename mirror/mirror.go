@@ -100,7 +100,7 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if p.dlq, err = cdc.OpenFileDLQ(pc.DLQ, nil); err != nil {
 		return p, fmt.Errorf("dead-letter file: %w", err)
 	}
-	if p.sink, err = sink.New(pc.Sink, sink.Options{Pipeline: pc.Name, State: m.state, Observer: sinkObs}); err != nil {
+	if p.sink, err = sink.New(pc.Sink, &sink.Options{Pipeline: pc.Name, State: m.state, Observer: sinkObs}); err != nil {
 		return p, err
 	}
 	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type))

@@ -56,7 +56,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 			// "*" is passed through: mysqlcdc captures every table of the database.
 			o.Tables = append(o.Tables, mysqlcdc.TableName{Database: db, Table: table})
 		}
-		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, o)
+		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, &o)
 	}
 	return nil, errors.New("source.type: must be postgres or mysql")
 }
@@ -72,7 +72,7 @@ func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slo
 		// "*" is passed through: pgcdc captures every table of the schema.
 		o.Tables = append(o.Tables, pgcdc.Table{Schema: schema, Name: table})
 	}
-	return pgcdc.New(string(c.DSN), o)
+	return pgcdc.New(string(c.DSN), &o)
 }
 
 // serverID derives a MySQL replica id from the pipeline's name, in [1<<24, 1<<31): pipelines

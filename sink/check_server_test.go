@@ -179,7 +179,7 @@ func TestSinkPipelineRefusedAtStart(t *testing.T) {
 			m.exec(t, "CREATE TABLE "+upper+" (id INT PRIMARY KEY, n INT)", "CREATE TABLE "+lower+" (id INT PRIMARY KEY, n INT)")
 			t.Cleanup(func() { m.exec(t, "DROP TABLE IF EXISTS "+upper, "DROP TABLE IF EXISTS "+lower) })
 			m.exec(t, "INSERT INTO "+upper+" VALUES (1, 1)", "INSERT INTO "+lower+" VALUES (1, 2)")
-			src, err := mysqlcdc.New(m.addr, m.user, m.pass, mysqlcdc.Options{SourceName: "shop",
+			src, err := mysqlcdc.New(m.addr, m.user, m.pass, &mysqlcdc.Options{SourceName: "shop",
 				Tables:   []mysqlcdc.TableName{{Database: m.db, Table: upper}, {Database: m.db, Table: lower}},
 				ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29))})
 			if err != nil {

@@ -215,8 +215,8 @@ func TestSinkRefusalsArePermanent(t *testing.T) {
 func TestSinkEngineCheckFailureClasses(t *testing.T) {
 	for status, permanent := range map[int]bool{401: true, 503: false, 429: false} {
 		f := newFakeCluster(t)
-		k, err := New(Config{ID: "e", URL: f.URL, Index: "cdc-{table}", Auth: Auth{Type: AuthNone}},
-			Options{Pipeline: "p", State: statestore.NewMemory()})
+		k, err := New(Config{ID: "e", URL: f.URL, Index: "cdc-{table}", Auth: Auth{Type: AuthNone}}, &Options{Pipeline: "p", State: statestore.NewMemory()})
+
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,7 +92,7 @@ func fakeSink(t *testing.T, f *fakeCluster, cfg Config, o Options) *Sink {
 	if o.ItemRetryBackoff == 0 {
 		o.ItemRetryBackoff = time.Millisecond
 	}
-	k, err := New(cfg, o)
+	k, err := New(cfg, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

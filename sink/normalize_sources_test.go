@@ -121,7 +121,7 @@ func postgresDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDo
 	}
 	create, insert := sameRowTable(table, "id int PRIMARY KEY", func(c sameRowColumn) (string, string) { return c.pgType, c.pgVal })
 	exec(create, insert("1"))
-	src, err := pgcdc.New(dsn, pgcdc.Options{Name: table, Slot: table, Publication: table,
+	src, err := pgcdc.New(dsn, &pgcdc.Options{Name: table, Slot: table, Publication: table,
 		Tables: []pgcdc.Table{{Name: table}}, Snapshot: cdc.SnapshotInitial, StatusInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func mariadbDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDoc
 	t.Cleanup(func() { exec("DROP TABLE IF EXISTS " + table) })
 	var idb [4]byte
 	_, _ = crand.Read(idb[:])
-	src, err := mysqlcdc.New(addr, user, pass, mysqlcdc.Options{
+	src, err := mysqlcdc.New(addr, user, pass, &mysqlcdc.Options{
 		Tables:   []mysqlcdc.TableName{{Database: db, Table: table}},
 		Snapshot: cdc.SnapshotInitial,
 		ServerID: 1<<24 + binary.BigEndian.Uint32(idb[:])%(1<<30),

@@ -27,7 +27,7 @@ func TestSinkPostgresSchemaPattern(t *testing.T) {
 		pgExec(t, dsn, "CREATE SCHEMA "+q,
 			"CREATE TABLE "+q+".first (id bigint PRIMARY KEY, name text)",
 			"INSERT INTO "+q+".first VALUES (1, 'one')")
-		src, err := pgcdc.New(dsn, pgcdc.Options{Name: "shop", Slot: "pgtb_snk_" + sfx, Publication: "pgtb_snk_" + sfx,
+		src, err := pgcdc.New(dsn, &pgcdc.Options{Name: "shop", Slot: "pgtb_snk_" + sfx, Publication: "pgtb_snk_" + sfx,
 			StatusInterval: 200 * time.Millisecond, Tables: []pgcdc.Table{{Schema: schema, Name: pgcdc.AllTables}}})
 		if err != nil {
 			t.Fatal(err)

@@ -210,7 +210,7 @@ func pgSource(t *testing.T, dsn, slot string, tables ...string) *pgcdc.Source {
 	for _, n := range tables {
 		o.Tables = append(o.Tables, pgcdc.Table{Name: n})
 	}
-	src, err := pgcdc.New(dsn, o)
+	src, err := pgcdc.New(dsn, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

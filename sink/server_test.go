@@ -52,7 +52,7 @@ func (s *server) sinkOpts(t testing.TB, cfg Config, o Options) *Sink {
 		o.State = statestore.NewMemory()
 	}
 	o.Pipeline, o.ItemRetryBackoff = "orders-to-es", time.Millisecond
-	k, err := New(cfg, o)
+	k, err := New(cfg, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,8 +103,12 @@ type tableInfo struct {
 }
 
 // New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
-// the first Write.
-func New(cfg Config, o Options) (*Sink, error) {
+// the first Write. opts is required (Pipeline and State; nil is refused); New copies *opts.
+func New(cfg Config, opts *Options) (*Sink, error) {
+	if opts == nil {
+		return nil, errors.New("elasticsearch sink: Options.Pipeline and Options.State are required")
+	}
+	o := *opts
 	if err := cfg.Normalize(); err != nil {
 		return nil, err
 	}
@@ -192,12 +196,18 @@ func (s *Sink) observer() Observer {
 	return s.opts.Observer
 }
 
-// Close releases idle connections of a client the sink built.
+// Close releases the HTTP client the sink built from cfg (its idle connections; no request
+// may follow) and returns that close's error. A sink given a transport by Options leaves it
+// to its owner. Close is idempotent: a second call returns nil.
 func (s *Sink) Close() error {
-	if s.owned != nil {
-		s.owned.Close(context.Background())
+	if s.owned == nil {
+		return nil
 	}
-	return nil
+	err := s.owned.Close(context.Background())
+	if errors.Is(err, elastictransport.ErrAlreadyClosed) {
+		return nil
+	}
+	return err
 }
 
 // Config returns the normalized configuration.

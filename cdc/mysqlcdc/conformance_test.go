@@ -132,7 +132,7 @@ func (s server) newSource(t *testing.T, mode cdc.SnapshotMode, opts mysqlcdc.Opt
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	src, err := mysqlcdc.New(s.addr, s.user, s.pass, opts)
+	src, err := mysqlcdc.New(s.addr, s.user, s.pass, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

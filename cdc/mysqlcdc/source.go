@@ -113,8 +113,13 @@ var (
 
 // New returns a source for the server at addr (host:port) with the given credentials. The
 // account needs REPLICATION SLAVE and REPLICATION CLIENT (MariaDB: BINLOG MONITOR), SELECT on
-// the captured tables and, for a MySQL snapshot, RELOAD. New does not connect.
-func New(addr, user, password string, opts Options) (*Source, error) {
+// the captured tables and, for a MySQL snapshot, RELOAD. New does not connect. opts must name
+// the captured tables (nil is refused like an empty Tables); New copies *opts.
+func New(addr, user, password string, optsIn *Options) (*Source, error) {
+	var opts Options
+	if optsIn != nil {
+		opts = *optsIn
+	}
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlcdc: address %q: %w", addr, err)

@@ -94,7 +94,7 @@ func TestLagBoundedByContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	src, err := mysqlcdc.New(proxy.Addr(), s.user, s.pass, mysqlcdc.Options{ServerID: nextServerID(),
+	src, err := mysqlcdc.New(proxy.Addr(), s.user, s.pass, &mysqlcdc.Options{ServerID: nextServerID(),
 		Tables: []mysqlcdc.TableName{{Database: s.db, Table: "mysu_lag_unused"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestOpenRefusesBadCredentials(t *testing.T) {
 	tables := []mysqlcdc.TableName{{Database: s.db, Table: table}}
 
 	const wrong = "mysu-wrong-pw-81723"
-	src, err := mysqlcdc.New(s.addr, s.user, wrong, mysqlcdc.Options{Tables: tables, ServerID: nextServerID()})
+	src, err := mysqlcdc.New(s.addr, s.user, wrong, &mysqlcdc.Options{Tables: tables, ServerID: nextServerID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestOpenRefusesBadCredentials(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
 	for _, mode := range []cdc.SnapshotMode{cdc.SnapshotNever, cdc.SnapshotInitial} {
-		src, err := mysqlcdc.New(s.addr, user, pass, mysqlcdc.Options{Tables: tables, ServerID: nextServerID(), Snapshot: mode})
+		src, err := mysqlcdc.New(s.addr, user, pass, &mysqlcdc.Options{Tables: tables, ServerID: nextServerID(), Snapshot: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +387,7 @@ func TestDatabasePatterns(t *testing.T) {
 		{"mysu_nosuchdb_" + sfx, "create it"},
 		{strings.ToUpper(db), "did you mean " + quote(db) + ".*?"},
 	} {
-		bad, err := mysqlcdc.New(s.addr, s.user, s.pass, mysqlcdc.Options{ServerID: nextServerID(),
+		bad, err := mysqlcdc.New(s.addr, s.user, s.pass, &mysqlcdc.Options{ServerID: nextServerID(),
 			Tables: []mysqlcdc.TableName{{Database: c.db, Table: mysqlcdc.AllTables}}})
 		if err != nil {
 			t.Fatal(err)

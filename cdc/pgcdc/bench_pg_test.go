@@ -79,7 +79,7 @@ func captureStream(tb testing.TB) *replayCapture {
 	}
 
 	c := &replayCapture{table: Table{Schema: "public", Name: name}, db: db}
-	if c.src, err = New(dsn, Options{Name: "bench", Tables: []Table{c.table}, Snapshot: cdc.SnapshotNever,
+	if c.src, err = New(dsn, &Options{Name: "bench", Tables: []Table{c.table}, Snapshot: cdc.SnapshotNever,
 		IdleCheckpointInterval: -1}); err != nil {
 		tb.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func newSource(t *testing.T, dsn string, opts pgcdc.Options) *pgcdc.Source {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = 200 * time.Millisecond
 	}
-	src, err := pgcdc.New(dsn, opts)
+	src, err := pgcdc.New(dsn, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

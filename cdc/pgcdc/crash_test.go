@@ -133,7 +133,7 @@ func TestPostgresCrashChild(t *testing.T) {
 	if len(names) != 3 {
 		t.Fatalf("%s: want name,slot,publication", pgCrashNameEnv)
 	}
-	src, err := pgcdc.New(dsn, pgcdc.Options{
+	src, err := pgcdc.New(dsn, &pgcdc.Options{
 		Name: names[0], Slot: names[1], Publication: names[2],
 		Tables: []pgcdc.Table{{Name: os.Getenv(pgCrashTableEnv)}},
 		// Acks reach the slot promptly, so a killed run's successor finds the slot's confirmed

@@ -2,7 +2,7 @@
 // built-in pgoutput plugin, an initial snapshot through the slot's exported snapshot, and table
 // schemas from pg_catalog.
 //
-//	src, err := pgcdc.New(dsn, pgcdc.Options{Name: "orders", Tables: []pgcdc.Table{{Name: "Orders"}}})
+//	src, err := pgcdc.New(dsn, &pgcdc.Options{Name: "orders", Tables: []pgcdc.Table{{Name: "Orders"}}})
 //	st, err := src.Open(ctx, storedCheckpoint) // nil the first time
 //	for ev := range st.Events() { ... st.Ack(ctx, ev.Checkpoint) once stored ... }
 //

@@ -13,7 +13,7 @@ import (
 // server.)
 func Example() {
 	ctx := context.Background()
-	src, err := pgcdc.New("postgres://cdc@127.0.0.1:5432/shop", pgcdc.Options{
+	src, err := pgcdc.New("postgres://cdc@127.0.0.1:5432/shop", &pgcdc.Options{
 		Name:   "shop",
 		Tables: []pgcdc.Table{{Schema: "public", Name: "Orders"}},
 	})

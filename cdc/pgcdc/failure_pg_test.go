@@ -44,7 +44,7 @@ func TestOpenRefusedLoginIsPermanent(t *testing.T) {
 		"missing database": withDSN(t, dsn, "", "pgsd_missing_"+sfx),
 	} {
 		t.Run(name, func(t *testing.T) {
-			src, err := pgcdc.New(d, pgcdc.Options{Name: "pgsd_" + sfx, Snapshot: cdc.SnapshotNever})
+			src, err := pgcdc.New(d, &pgcdc.Options{Name: "pgsd_" + sfx, Snapshot: cdc.SnapshotNever})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -79,7 +79,7 @@ func TestNewErrorsArePermanent(t *testing.T) {
 		{"postgres://u@h/db", Options{Snapshot: 99}},
 		{"postgres://u@h/db", Options{Tables: []Table{{Schema: "s"}}}},
 	} {
-		if _, err := New(c.dsn, c.opts); err == nil || !cdc.IsPermanent(err) {
+		if _, err := New(c.dsn, &c.opts); err == nil || !cdc.IsPermanent(err) {
 			t.Errorf("New(%q, %+v): %v, want a permanent error", c.dsn, c.opts, err)
 		}
 	}

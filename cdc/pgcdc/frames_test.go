@@ -16,7 +16,7 @@ import (
 // silence, not when the next message arrives. The fake server sends one transaction and then
 // neither sends nor closes until the test has the event.
 func TestFramesNeverWaitForMoreTraffic(t *testing.T) {
-	src, err := New("postgres://nobody@127.0.0.1:1/db", Options{Name: "frames", Tables: []Table{{Schema: "public", Name: "t"}}})
+	src, err := New("postgres://nobody@127.0.0.1:1/db", &Options{Name: "frames", Tables: []Table{{Schema: "public", Name: "t"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

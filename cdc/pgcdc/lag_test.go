@@ -13,7 +13,7 @@ import (
 // TestMeasureLag: what Lag makes of the server's answer, for every kind of checkpoint and slot
 // state (doc.go, Lag).
 func TestMeasureLag(t *testing.T) {
-	src, err := New("postgres://u:hunter2@127.0.0.1:1/db", Options{Slot: "s1"})
+	src, err := New("postgres://u:hunter2@127.0.0.1:1/db", &Options{Slot: "s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestMeasureLag(t *testing.T) {
 // TestLagOfForeignCheckpointIsPermanent: a checkpoint this package did not write is refused as
 // permanent before anything connects (the DSN points nowhere).
 func TestLagOfForeignCheckpointIsPermanent(t *testing.T) {
-	src, err := New("postgres://u:hunter2@127.0.0.1:1/db", Options{})
+	src, err := New("postgres://u:hunter2@127.0.0.1:1/db", &Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestLagOfForeignCheckpointIsPermanent(t *testing.T) {
 // TestLagFailureIsRetryableAndHidesThePassword: a server that cannot be reached is a failure a
 // runner retries (not permanent), and neither it nor a cancelled measurement carries the password.
 func TestLagFailureIsRetryableAndHidesThePassword(t *testing.T) {
-	src, err := New("postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=5", Options{})
+	src, err := New("postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=5", &Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +106,16 @@ func TestLagFailureIsRetryableAndHidesThePassword(t *testing.T) {
 	cancel()
 	if _, err := src.Lag(ctx, nil); err == nil || cdc.IsPermanent(err) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Lag with a cancelled context: %v", err)
+	}
+}
+
+// New with nil options takes every default, as New with the zero Options does.
+func TestNewNilOptions(t *testing.T) {
+	src, err := New("postgres://u:hunter2@127.0.0.1:1/db", nil)
+	if err != nil {
+		t.Fatalf("New(dsn, nil): %v", err)
+	}
+	if src.opts.Name != "postgres" {
+		t.Errorf("Name = %q, want the default %q", src.opts.Name, "postgres")
 	}
 }

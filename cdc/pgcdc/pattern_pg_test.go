@@ -23,7 +23,7 @@ func pgtbSource(t *testing.T, dsn string, opts pgcdc.Options, drops ...string) *
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = 200 * time.Millisecond
 	}
-	src, err := pgcdc.New(dsn, opts)
+	src, err := pgcdc.New(dsn, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

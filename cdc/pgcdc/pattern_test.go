@@ -10,7 +10,7 @@ import (
 // publishes the schemas whole and the named tables outside them.
 func TestTablePatterns(t *testing.T) {
 	const dsn = "postgres://u@127.0.0.1:1/db"
-	src, err := New(dsn, Options{Tables: []Table{
+	src, err := New(dsn, &Options{Tables: []Table{
 		{Schema: "Sales", Name: AllTables}, {Name: "orders"}, {Schema: "Sales", Name: "x"}, {Schema: "public", Name: "orders"},
 		{Name: AllTables}, {Schema: "Sales", Name: AllTables}, {Schema: "b", Name: `we"ird`}}})
 	if err != nil {
@@ -33,7 +33,7 @@ func TestTablePatterns(t *testing.T) {
 		{[]Table{{Name: "a"}, {Schema: "s", Name: "b"}}, `TABLE "public"."a", "s"."b"`},
 		{[]Table{{Schema: "s", Name: AllTables}}, `TABLES IN SCHEMA "s"`},
 	} {
-		src, err := New(dsn, Options{Tables: c.tables})
+		src, err := New(dsn, &Options{Tables: c.tables})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestTablePatterns(t *testing.T) {
 			t.Errorf("%v captured", tb)
 		}
 	}
-	if _, err := New(dsn, Options{Tables: []Table{{Schema: AllTables, Name: AllTables}}}); err == nil {
+	if _, err := New(dsn, &Options{Tables: []Table{{Schema: AllTables, Name: AllTables}}}); err == nil {
 		t.Error("a pattern over every schema was accepted")
 	}
 	if displayName(Table{Schema: "Sales", Name: AllTables}) != `"Sales".*` || displayName(Table{Schema: "s", Name: AllTables}) != "s.*" {

@@ -22,7 +22,7 @@ func h3Source(t *testing.T, dsn string, opts pgcdc.Options, drop ...string) *pgc
 	t.Helper()
 	sfx := suffix(t)
 	opts.Name, opts.Slot, opts.Publication = "h3pre_"+sfx, "h3pre_"+sfx, "h3pre_"+sfx
-	src, err := pgcdc.New(dsn, opts)
+	src, err := pgcdc.New(dsn, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

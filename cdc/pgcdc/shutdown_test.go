@@ -90,7 +90,7 @@ func TestShutdownHandshake(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			table := Table{Schema: "public", Name: "t"}
-			src, err := New("postgres://nobody@127.0.0.1:1/db", Options{Name: "sd", Tables: []Table{table}, StatusInterval: time.Hour})
+			src, err := New("postgres://nobody@127.0.0.1:1/db", &Options{Name: "sd", Tables: []Table{table}, StatusInterval: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestShutdownHandshake(t *testing.T) {
 func TestSilentServerFailsTheStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	src, err := New("postgres://nobody@127.0.0.1:1/db", Options{Name: "silent", StatusInterval: 20 * time.Millisecond})
+	src, err := New("postgres://nobody@127.0.0.1:1/db", &Options{Name: "silent", StatusInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestSlotInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = execSQL(context.Background(), dsn, false, "DROP TABLE IF EXISTS "+table) })
-	src, err := pgcdc.New(dsn, pgcdc.Options{Name: "mir_" + sfx, Slot: "mir_" + sfx, Publication: "mir_" + sfx,
+	src, err := pgcdc.New(dsn, &pgcdc.Options{Name: "mir_" + sfx, Slot: "mir_" + sfx, Publication: "mir_" + sfx,
 		Tables: []pgcdc.Table{{Name: table}}, Snapshot: cdc.SnapshotNever})
 	if err != nil {
 		t.Fatal(err)

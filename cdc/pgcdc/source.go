@@ -123,9 +123,14 @@ var (
 
 // New returns a Source for the database dsn names (a libpq URL or key=value string; the
 // replication connection is the same with replication=database). Nothing connects before
-// Open. Errors never contain the password; every one is permanent (cdc.IsPermanent).
-func New(dsn string, opts Options) (_ *Source, err error) {
+// Open. opts nil means every default; New copies *opts. Errors never contain the password;
+// every one is permanent (cdc.IsPermanent).
+func New(dsn string, optsIn *Options) (_ *Source, err error) {
 	defer func() { err = cdc.Permanent(err) }()
+	var opts Options
+	if optsIn != nil {
+		opts = *optsIn
+	}
 	sqlCfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("pgcdc: parse DSN: %w", err)

@@ -147,17 +147,17 @@ func TestCheckpointRoundTrip(t *testing.T) {
 }
 
 func TestNewValidatesAndHidesPassword(t *testing.T) {
-	if _, err := New("postgres://u:hunter2@127.0.0.1:1/db", Options{Slot: "Bad-Name"}); err == nil {
+	if _, err := New("postgres://u:hunter2@127.0.0.1:1/db", &Options{Slot: "Bad-Name"}); err == nil {
 		t.Error("a slot name with capitals and a dash was accepted")
 	} else if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error carries the password: %v", err)
 	}
-	if _, err := New("postgres://u:hunter2@127.0.0.1:1/db?sslmode=bogus", Options{}); err == nil {
+	if _, err := New("postgres://u:hunter2@127.0.0.1:1/db?sslmode=bogus", &Options{}); err == nil {
 		t.Error("a malformed DSN was accepted")
 	} else if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error carries the password: %v", err)
 	}
-	s, err := New("postgres://u:hunter2@127.0.0.1:1/db", Options{Name: "Orders DB"})
+	s, err := New("postgres://u:hunter2@127.0.0.1:1/db", &Options{Name: "Orders DB"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 //
 // memory.yaml beside this file needs no server:
 //
-//	go run ./examples/recordsvc --config examples/recordsvc/memory.yaml
+//	cd examples && go run ./recordsvc --config recordsvc/memory.yaml
 //
 // # API
 //

@@ -79,7 +79,7 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)
 			}
 			h.checks = append(h.checks, check{service: queueServicePrefix + name, alias: kafkaServicePrefix + name, store: name, dependency: "kafka",
-				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: mon.Close})
+				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: func() { _ = mon.Close() }})
 		}
 	}
 	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -153,7 +153,7 @@ func (p postgres) readBack(ctx context.Context, table string, cols []*column) ([
 }
 
 func (p postgres) newSource(t *testing.T, table, sfx string) (cdc.Source, error) {
-	src, err := pgcdc.New(p.dsn, pgcdc.Options{Name: "h4diff", Slot: "h4diff_" + sfx, Publication: "h4diff_" + sfx,
+	src, err := pgcdc.New(p.dsn, &pgcdc.Options{Name: "h4diff", Slot: "h4diff_" + sfx, Publication: "h4diff_" + sfx,
 		Tables: []pgcdc.Table{{Name: table}}, StatusInterval: 200 * time.Millisecond})
 	if err != nil {
 		return nil, err

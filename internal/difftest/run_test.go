@@ -200,7 +200,7 @@ func runCase(t *testing.T, seed uint64, tl *tally) {
 	cfg := sink.Config{ID: "h4diff", URL: node.URL, Index: prefix + "-{table}", Auth: sink.Auth{Type: sink.AuthNone},
 		Shards: 1, Replicas: estest.Ptr(0),
 		Mapping: sink.MappingConfig{Decimal: ci.opts.decimal, Uint64: ci.opts.uint64, JSON: ci.opts.json}}
-	k, err := sink.New(cfg, sink.Options{Pipeline: "h4diff-" + sfx, State: st, ItemRetryBackoff: time.Millisecond})
+	k, err := sink.New(cfg, &sink.Options{Pipeline: "h4diff-" + sfx, State: st, ItemRetryBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatalf("%s: sink: %v", ci, err)
 	}

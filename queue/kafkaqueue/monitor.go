@@ -25,6 +25,7 @@ type Monitor struct {
 	topic string
 	group string
 	dials *dialErrors
+	close sync.Once
 }
 
 // Lag is how far a consumer group is behind on its topic: the messages published and not yet
@@ -153,8 +154,12 @@ func (m *Monitor) fail(ctx context.Context, err error) error {
 	return classify(m.topic, err)
 }
 
-// Close releases the monitor's connections.
-func (m *Monitor) Close() { m.cl.Close() }
+// Close releases the monitor's connections. It is idempotent and returns nil (franz-go's
+// client reports no close error); it has the repository's Close() error shape.
+func (m *Monitor) Close() error {
+	m.close.Do(m.cl.Close)
+	return nil
+}
 
 // dialErrors remembers the outcome of the latest connection attempt, which franz-go's retries
 // otherwise hide behind the context error when a deadline passes. Its errors name the broker

@@ -54,7 +54,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if _, err := os.Stat(mirror); err != nil {
-		return fmt.Errorf("the cdcmirror binary: %w (build it with go build -o %s ./examples/cdcmirror)", err, o.mirror)
+		return fmt.Errorf("the cdcmirror binary: %w (build it with go -C examples build -o ../%s ./cdcmirror)", err, o.mirror)
 	}
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err

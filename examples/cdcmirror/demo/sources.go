@@ -127,7 +127,7 @@ func (p *postgres) index(ctx context.Context, cfg *demoConfig) (string, error) {
 
 func (p *postgres) drop(ctx context.Context) error {
 	// The slot and the publication cdcmirror created: a pipeline's server-side state.
-	src, err := pgcdc.New(p.dsn, pgcdc.Options{Slot: p.slot, Publication: p.publ})
+	src, err := pgcdc.New(p.dsn, &pgcdc.Options{Slot: p.slot, Publication: p.publ})
 	if err != nil {
 		return err
 	}
