@@ -1,7 +1,7 @@
 // Command mergetest runs a Lua merge program against test cases kept in YAML files, so that
 // applications can test their merges in CI before they send them to a store:
 //
-//	go run ./examples/mergetest examples/mergetest/testdata/visits.yaml
+//	cd examples && go run ./mergetest mergetest/testdata/visits.yaml
 //
 // A YAML file names a program (a .lua file beside it, or inline source) and lists cases. Each
 // case gives the current document (absent: no record), the incoming document, the context

@@ -2,7 +2,7 @@
 // servers -- and shows each kind of operation: a put, a conditional put that loses to a stale
 // revision, a merge, a read and a delete.
 //
-//	go run ./examples/quickstart
+//	make quickstart   (or: cd examples && go run ./quickstart)
 package main
 
 import (

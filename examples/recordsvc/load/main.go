@@ -6,8 +6,8 @@
 // --clients callers each make --each one-item merge RPCs on ONE record, and it prints merges/s,
 // refusals, latency percentiles and whether the counter equals the merges that succeeded.
 //
-//	go run ./examples/recordsvc/load --config examples/recordsvc/memory.yaml
-//	go run ./examples/recordsvc/load --addr 127.0.0.1:8080 --store main --dataset things
+//	cd examples && go run ./recordsvc/load --config recordsvc/memory.yaml
+//	cd examples && go run ./recordsvc/load --addr 127.0.0.1:8080 --store main --dataset things
 //
 // With --config, load builds recordsvc, starts it on that configuration (with --mode when given; the
 // gRPC listen address is taken from its start-up log line, so listen.grpc may use port 0),
