@@ -3,8 +3,15 @@
 // OpenSearch, mongostore), with identical semantics on each.
 //
 // Applications program against the [Store] interface. [New] builds the standard implementation,
-// a [*Service], over adapters (see package driver) keyed by store name; memstore is the
-// adapter that needs no server and the fake for unit tests.
+// a [*Service], over [Adapter]s keyed by store name (memstore.New, searchstore.New,
+// mongostore.New); memstore is the adapter that needs no server and the fake for unit tests.
+// Every type an application touches is defined here; package store/driver, the adapter
+// contract, is for adapter authors only.
+//
+// Names: a read or delete of a record that does not exist succeeds with the outcome [Absent]
+// and a nil error; [ErrDatasetNotFound] ([KindDatasetNotFound]) is the failure of an operation
+// on a dataset (index, collection) that does not exist. The old names NotFound, ErrNotFound and
+// KindNotFound remain as deprecated aliases for one release.
 //
 // # Records
 //
@@ -26,7 +33,7 @@
 // bytes ([Revision.Bytes], [RevisionFromBytes]).
 //
 // Every failure is a [*Error] of one closed set of kinds, checked with errors.Is against
-// [ErrNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
+// [ErrDatasetNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
 // [ErrUnavailable] (retryable, reported only when the operation cannot have taken effect),
 // [ErrOutcomeUnknown] (retryable, but the operation may have taken effect, and may still: a
 // retry may apply it twice), [ErrCanceled] and [ErrInternal]; ErrorKind.Retryable is true for

@@ -12,18 +12,25 @@ import (
 // Sentinels, one per error kind, for errors.Is. Every error this package returns for an
 // operation matches exactly one of them; the backend's own error stays reachable with errors.As.
 var (
-	ErrInternal      error = kindSentinel(KindInternal)
-	ErrNotFound      error = kindSentinel(KindNotFound)
-	ErrAlreadyExists error = kindSentinel(KindAlreadyExists)
-	ErrConflict      error = kindSentinel(KindConflict)
-	ErrInvalid       error = kindSentinel(KindInvalid)
-	ErrTooLarge      error = kindSentinel(KindTooLarge)
-	ErrUnavailable   error = kindSentinel(KindUnavailable)
-	ErrCanceled      error = kindSentinel(KindCanceled)
+	ErrInternal error = kindSentinel(KindInternal)
+	// ErrDatasetNotFound: the dataset (index, collection) does not exist. A missing record is
+	// no error: its read or delete succeeds with the outcome Absent.
+	ErrDatasetNotFound error = kindSentinel(KindDatasetNotFound)
+	ErrAlreadyExists   error = kindSentinel(KindAlreadyExists)
+	ErrConflict        error = kindSentinel(KindConflict)
+	ErrInvalid         error = kindSentinel(KindInvalid)
+	ErrTooLarge        error = kindSentinel(KindTooLarge)
+	ErrUnavailable     error = kindSentinel(KindUnavailable)
+	ErrCanceled        error = kindSentinel(KindCanceled)
 	// ErrOutcomeUnknown: retryable, but the operation may have taken effect (see
 	// KindOutcomeUnknown); ErrUnavailable means it certainly did not.
 	ErrOutcomeUnknown error = kindSentinel(KindOutcomeUnknown)
 )
+
+// ErrNotFound is the old name of ErrDatasetNotFound.
+//
+// Deprecated: use ErrDatasetNotFound; it goes in the next release.
+var ErrNotFound = ErrDatasetNotFound
 
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("store: closed")
@@ -88,7 +95,7 @@ func (e *Error) appendText(b *strings.Builder, outerOp OpKind, outerAddr Address
 	case *driver.Error:
 		// An adapter's message says what went wrong; its kind is e.Kind, not repeated here.
 		if c.Err == nil {
-			b.WriteString(c.Kind.String())
+			b.WriteString(ErrorKind(c.Kind).String())
 		} else {
 			b.WriteString(strings.TrimPrefix(c.Err.Error(), "store: "))
 		}
@@ -141,7 +148,7 @@ func KindOf(err error) ErrorKind {
 	if errors.As(err, &k) {
 		return ErrorKind(k)
 	}
-	return driver.KindOf(err)
+	return ErrorKind(driver.KindOf(err))
 }
 
 // opError returns err as the failure of op on addr. An *Error that already names them is

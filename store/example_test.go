@@ -7,14 +7,13 @@ import (
 	"fmt"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
 // A batch runs operations on one record in request order and returns one result per operation.
 func ExampleService_Do() {
 	ctx := context.Background()
-	s, _ := store.New(map[string]driver.Store{"main": memstore.New()}, nil)
+	s, _ := store.New(map[string]store.Adapter{"main": memstore.New()}, nil)
 	defer s.Close(ctx)
 
 	k := store.Address{Store: "main", Namespace: "shop", Dataset: "carts", Key: store.Int64Key(42)}
@@ -44,7 +43,7 @@ func ExampleService_Do() {
 // A write conditioned on a revision fails with ErrConflict once the record has moved on.
 func ExampleIfRevision() {
 	ctx := context.Background()
-	s, _ := store.New(map[string]driver.Store{"main": memstore.New()}, nil)
+	s, _ := store.New(map[string]store.Adapter{"main": memstore.New()}, nil)
 	defer s.Close(ctx)
 
 	k := store.Address{Store: "main", Namespace: "crm", Dataset: "people", Key: store.StringKey("ada")}
@@ -71,7 +70,7 @@ func ExampleMerge() {
 		b, _ := json.Marshal(map[string]int{"n": cur.N + 1})
 		return store.MergeResult{Doc: store.Document{JSON: b}}, nil
 	})
-	s, _ := store.New(map[string]driver.Store{"main": memstore.New()}, &store.Options{Merger: counter})
+	s, _ := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{Merger: counter})
 	defer s.Close(ctx)
 
 	k := store.Address{Store: "main", Namespace: "web", Dataset: "hits", Key: store.StringKey("/home")}

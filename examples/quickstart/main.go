@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -49,7 +48,7 @@ func addVisits(_ context.Context, c *store.MergeCall) (store.MergeResult, error)
 func run(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := store.New(map[string]driver.Store{"main": memstore.New()}, &store.Options{Merger: store.MergeFunc(addVisits)})
+	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{Merger: store.MergeFunc(addVisits)})
 	if err != nil {
 		return err
 	}
