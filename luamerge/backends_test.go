@@ -13,7 +13,7 @@ import (
 
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
-	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/mongostore"
 	"github.com/tributary-dev/tributary/store/searchstore"
 )
@@ -22,10 +22,10 @@ import (
 // (the adapter never creates one), deleted when the test ends.
 func init() {
 	luaBackends = append(luaBackends,
-		luaBackend{"elasticsearch", func(t testing.TB) (driver.Store, string, string) {
+		luaBackend{"elasticsearch", func(t testing.TB) (store.Adapter, string, string) {
 			return searchBackend(t, estest.Elasticsearch, testenv.ElasticsearchURL)
 		}},
-		luaBackend{"opensearch", func(t testing.TB) (driver.Store, string, string) {
+		luaBackend{"opensearch", func(t testing.TB) (store.Adapter, string, string) {
 			return searchBackend(t, estest.OpenSearch, testenv.OpenSearchURL)
 		}},
 		luaBackend{"mongodb", mongoBackend},
@@ -33,7 +33,7 @@ func init() {
 }
 
 // mongoBackend uses a fresh database, dropped when the test ends.
-func mongoBackend(t testing.TB) (driver.Store, string, string) {
+func mongoBackend(t testing.TB) (store.Adapter, string, string) {
 	uri := testenv.Require(t, testenv.MongoURI)
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
 	if err != nil {
@@ -62,7 +62,7 @@ func mongoBackend(t testing.TB) (driver.Store, string, string) {
 	return a, db, "counters"
 }
 
-func searchBackend(t testing.TB, engine, variable string) (driver.Store, string, string) {
+func searchBackend(t testing.TB, engine, variable string) (store.Adapter, string, string) {
 	base := testenv.Require(t, variable)
 	index := estest.Connect(t, engine, base).TempIndex(t, "luamerge", map[string]any{"mappings": map[string]any{"dynamic": false}})
 	a, err := searchstore.NewFromURLs([]string{base}, nil)

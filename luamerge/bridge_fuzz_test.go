@@ -15,7 +15,6 @@ import (
 
 	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // The JSON bridge's fuzz target: documents in, through a program, and back out.
@@ -93,14 +92,14 @@ func FuzzBridge(f *testing.F) {
 				res, err := e.Merge(context.Background(), call)
 				switch {
 				case len(doc) > maxIn:
-					wantBridgeError(t, err, driver.KindTooLarge, limitInputSize, what)
+					wantBridgeError(t, err, store.KindTooLarge, limitInputSize, what)
 					continue
 				case !valid:
 					// A document both malformed and too deep fails at whichever comes first.
-					wantBridgeError(t, err, driver.KindInvalid, "malformed", what)
+					wantBridgeError(t, err, store.KindInvalid, "malformed", what)
 					continue
 				case depthOf(tree) > maxDepth:
-					wantBridgeError(t, err, driver.KindInvalid, limitDepth, what)
+					wantBridgeError(t, err, store.KindInvalid, limitDepth, what)
 					continue
 				}
 				want := tree
@@ -109,7 +108,7 @@ func FuzzBridge(f *testing.F) {
 				}
 				wantJSON := writeReference(nil, want)
 				if len(wantJSON) > maxOut {
-					wantBridgeError(t, err, driver.KindTooLarge, limitOutputSize, what)
+					wantBridgeError(t, err, store.KindTooLarge, limitOutputSize, what)
 					continue
 				}
 				if err != nil {
@@ -140,12 +139,12 @@ var bridgeErrorText = regexp.MustCompile(`^(?:the (?:current|incoming) document 
 // wantBridgeError requires err to be a refusal of kind and limit ("" for none; "malformed":
 // none or the nesting depth) of the document named what ("current", "incoming"; the result
 // for the output limit).
-func wantBridgeError(t *testing.T, err error, kind driver.ErrorKind, limit, what string) {
+func wantBridgeError(t *testing.T, err error, kind store.ErrorKind, limit, what string) {
 	t.Helper()
-	var de *driver.Error
+	var de *store.Error
 	var pe *ProgramError
 	if !errors.As(err, &de) || error(de) != err || !errors.As(err, &pe) || de.Err != error(pe) {
-		t.Fatalf("failed with %v (%T), want a *driver.Error around a *ProgramError", err, err)
+		t.Fatalf("failed with %v (%T), want a *store.Error around a *ProgramError", err, err)
 	}
 	wantLimit := pe.Limit == limit || limit == "malformed" && (pe.Limit == "" || pe.Limit == limitDepth)
 	if de.Kind != kind || pe.Kind != kind || !wantLimit || pe.Line != 0 || pe.Addr != testAddr {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/storetest"
 )
@@ -26,11 +25,11 @@ end`
 // not configured (see internal/testenv).
 type luaBackend struct {
 	name    string
-	adapter func(t testing.TB) (a driver.Store, namespace, dataset string)
+	adapter func(t testing.TB) (a store.Adapter, namespace, dataset string)
 }
 
 var luaBackends = []luaBackend{
-	{"memory", func(t testing.TB) (driver.Store, string, string) { return memstore.New(), "ns", "ds" }},
+	{"memory", func(t testing.TB) (store.Adapter, string, string) { return memstore.New(), "ns", "ds" }},
 }
 
 // The contention test's size: workers goroutines each run each merges on one record.
@@ -43,10 +42,10 @@ const contentionWorkers, contentionEach = 8, 25
 const contentionBudget = 10 * time.Minute
 
 // newLuaService returns a service over the backend whose merges run in a luamerge Engine.
-func newLuaService(t *testing.T, a driver.Store, coalesce bool) *store.Service {
+func newLuaService(t *testing.T, a store.Adapter, coalesce bool) *store.Service {
 	t.Helper()
 	e := newEngine(t, &Options{MaxInstructions: 100_000})
-	s, err := store.New(map[string]driver.Store{"main": a}, &store.Options{
+	s, err := store.New(map[string]store.Adapter{"main": a}, &store.Options{
 		Merger:      e,
 		MergeBudget: contentionBudget,
 		Coalesce:    store.CoalesceOptions{Disabled: !coalesce},

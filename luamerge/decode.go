@@ -6,7 +6,8 @@ import (
 	"unicode/utf8"
 
 	lua "github.com/Shopify/go-lua"
-	"github.com/tributary-dev/tributary/store/driver"
+
+	"github.com/tributary-dev/tributary/store"
 )
 
 // decoder reads one JSON document straight onto the Lua stack: objects and arrays become
@@ -123,7 +124,7 @@ func (d *decoder) value() *ProgramError {
 
 func (d *decoder) enter() *ProgramError {
 	if d.depth++; d.depth > d.r.opts.MaxDepth {
-		return &ProgramError{Kind: driver.KindInvalid, Limit: limitDepth, Reason: d.what + " is nested deeper than " + strconv.Itoa(d.r.opts.MaxDepth) + " levels"}
+		return &ProgramError{Kind: store.KindInvalid, Limit: limitDepth, Reason: d.what + " is nested deeper than " + strconv.Itoa(d.r.opts.MaxDepth) + " levels"}
 	}
 	if !d.l.CheckStack(4) {
 		return invalid(d.what + " is nested too deeply for the Lua stack")

@@ -182,7 +182,7 @@
 //     millisecond, a date_nanos field to the nanosecond), and it reads back unmarked;
 //     mongostore a BSON datetime, milliseconds in UTC, and it refuses a finer one. context.time
 //     is truncated to the record's backend precision (store.MergeContext.Time,
-//     driver.TimePrecisioner), so json.datetime(context.time) is stored exactly on every
+//     the adapter's time precision), so json.datetime(context.time) is stored exactly on every
 //     backend; a finer date-time built otherwise (json.datetime of a string with
 //     microseconds) fails the merge's write on MongoDB.
 //

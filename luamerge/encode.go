@@ -2,6 +2,7 @@ package luamerge
 
 import (
 	"github.com/tributary-dev/tributary/internal/jsonenc"
+	"github.com/tributary-dev/tributary/store"
 	"math"
 	"slices"
 	"sort"
@@ -10,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	lua "github.com/Shopify/go-lua"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // encoder writes the Lua value a program returned as JSON. It reads tables raw (metatables
@@ -101,7 +101,7 @@ func (e *encoder) value(idx int) *ProgramError {
 
 func (e *encoder) checkSize() *ProgramError {
 	if len(e.buf) > e.r.opts.MaxOutputBytes {
-		return &ProgramError{Kind: driver.KindTooLarge, Limit: limitOutputSize,
+		return &ProgramError{Kind: store.KindTooLarge, Limit: limitOutputSize,
 			Reason: "the result is larger than " + strconv.Itoa(e.r.opts.MaxOutputBytes) + " bytes"}
 	}
 	return nil
@@ -114,7 +114,7 @@ func (e *encoder) table(idx int) *ProgramError {
 		return e.fail("contains itself (a cycle)")
 	}
 	if len(e.open)+1 > e.r.opts.MaxDepth {
-		return &ProgramError{Kind: driver.KindInvalid, Limit: limitDepth,
+		return &ProgramError{Kind: store.KindInvalid, Limit: limitDepth,
 			Reason: e.where() + " is nested deeper than " + strconv.Itoa(e.r.opts.MaxDepth) + " levels"}
 	}
 	if !l.CheckStack(4) {

@@ -15,7 +15,6 @@ import (
 
 	lua "github.com/Shopify/go-lua"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // chunkName is how go-lua names the program in messages ("merge:12: ...").
@@ -58,7 +57,7 @@ func New(opts *Options) (*Engine, error) {
 }
 
 // Compile checks that source compiles, caching the result. The error, if any, is a
-// *driver.Error wrapping a *ProgramError with the line of the syntax error.
+// *store.Error wrapping a *ProgramError with the line of the syntax error.
 func (e *Engine) Compile(source string) error {
 	if p := e.program(source); p.err != nil {
 		pe := *p.err
@@ -119,7 +118,7 @@ func compile(source string, limit int) ([]byte, *ProgramError) {
 			msg = err.Error()
 		}
 		line, reason := lineOf(msg)
-		return nil, &ProgramError{Kind: driver.KindInvalid, Line: line, Reason: "does not compile: " + cut(reason, 256)}
+		return nil, &ProgramError{Kind: store.KindInvalid, Line: line, Reason: "does not compile: " + cut(reason, 256)}
 	}
 	var buf bytes.Buffer
 	if err := l.Dump(&buf); err != nil {
@@ -154,7 +153,7 @@ func (e *Engine) Merge(ctx context.Context, call *store.MergeCall) (res store.Me
 		doc  *store.Document
 	}{{"current document", call.Current}, {"incoming document", &call.Incoming}} {
 		if in.doc != nil && len(in.doc.JSON) > e.opts.MaxInputBytes {
-			pe := &ProgramError{Kind: driver.KindTooLarge, Limit: limitInputSize,
+			pe := &ProgramError{Kind: store.KindTooLarge, Limit: limitInputSize,
 				Reason: fmt.Sprintf("the %s is %d bytes, more than the limit of %d", in.what, len(in.doc.JSON), e.opts.MaxInputBytes)}
 			return res, pe.wrap(addr)
 		}
@@ -171,7 +170,7 @@ func (e *Engine) Merge(ctx context.Context, call *store.MergeCall) (res store.Me
 		// go-lua panics with non-error values on some internal failures; never let one take
 		// the process down. The VM is discarded anyway.
 		if v := recover(); v != nil {
-			res, err = store.MergeResult{}, (&ProgramError{Kind: driver.KindInvalid, Reason: fmt.Sprintf("the Lua VM failed: %v", v)}).wrap(addr)
+			res, err = store.MergeResult{}, (&ProgramError{Kind: store.KindInvalid, Reason: fmt.Sprintf("the Lua VM failed: %v", v)}).wrap(addr)
 		}
 	}()
 	r.setup()
@@ -277,7 +276,7 @@ func (r *run) failed(callErr error) *ProgramError {
 		msg = strings.TrimPrefix(callErr.Error(), "runtime error: ")
 	}
 	line, reason := lineOf(msg)
-	return &ProgramError{Kind: driver.KindInvalid, Line: line, Reason: "raised an error: " + cut(reason, 256)}
+	return &ProgramError{Kind: store.KindInvalid, Line: line, Reason: "raised an error: " + cut(reason, 256)}
 }
 
 // result reads the merge function's return value, on top of the stack.
@@ -349,17 +348,17 @@ func (r *run) pushContext(l *lua.State, c store.MergeContext) {
 		l.RawSet(-3)
 	}
 	switch k := c.Addr.Key; k.Kind() {
-	case driver.StringKey:
+	case store.KindStringKey:
 		l.PushString(k.StringValue())
-	case driver.Int64Key:
+	case store.KindInt64Key:
 		if n := k.Int64Value(); n >= -twoTo53 && n <= twoTo53 {
 			l.PushNumber(float64(n))
 		} else {
 			r.pushExact(l, strconv.FormatInt(n, 10))
 		}
-	case driver.BytesKey:
+	case store.KindBytesKey:
 		l.PushString(string(k.BytesValue()))
-	case driver.ObjectIDKey:
+	case store.KindObjectIDKey:
 		id := k.ObjectIDValue()
 		l.PushString(fmt.Sprintf("%x", id[:]))
 	default:

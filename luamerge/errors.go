@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // Limit names, as ProgramError.Limit reports them.
@@ -24,11 +23,11 @@ const (
 // when the failure happened in the program, the line -- never document contents (a message
 // the program raises itself is passed on as it is, cut at 256 bytes: keep data out of it).
 //
-// Merge returns it wrapped in a *driver.Error whose kind is KindInvalid (KindTooLarge for the
-// size and memory limits), so store.KindOf and errors.Is(err, store.ErrInvalid) work; reach it
-// with errors.As.
+// Merge returns it wrapped in a *store.Error (without operation and address, which the store's
+// own error names) whose kind is KindInvalid (KindTooLarge for the size and memory limits), so store.KindOf and
+// errors.Is(err, store.ErrInvalid) work; reach it with errors.As.
 type ProgramError struct {
-	Kind driver.ErrorKind
+	Kind store.ErrorKind
 	Addr store.Address
 	// Line is the program line the failure happened at, 0 when it is not in the program (a
 	// document that does not decode, a result that does not encode).
@@ -56,19 +55,20 @@ func (e *ProgramError) Is(target error) bool {
 	return target == kindSentinels[e.Kind]
 }
 
-var kindSentinels = map[driver.ErrorKind]error{
-	driver.KindInvalid: store.ErrInvalid, driver.KindTooLarge: store.ErrTooLarge,
-	driver.KindCanceled: store.ErrCanceled, driver.KindInternal: store.ErrInternal,
+var kindSentinels = map[store.ErrorKind]error{
+	store.KindInvalid: store.ErrInvalid, store.KindTooLarge: store.ErrTooLarge,
+	store.KindCanceled: store.ErrCanceled, store.KindInternal: store.ErrInternal,
 }
 
-// wrap returns e as the *driver.Error the store classifies.
+// wrap returns e as the *store.Error the store classifies. It names neither the operation nor
+// the address: the store fills them in, so its text says them once.
 func (e *ProgramError) wrap(addr store.Address) error {
 	e.Addr = addr
-	return &driver.Error{Kind: e.Kind, Err: e}
+	return &store.Error{Kind: e.Kind, Err: e}
 }
 
 func invalid(reason string) *ProgramError {
-	return &ProgramError{Kind: driver.KindInvalid, Reason: reason}
+	return &ProgramError{Kind: store.KindInvalid, Reason: reason}
 }
 
 func cut(s string, n int) string {

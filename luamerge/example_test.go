@@ -8,7 +8,6 @@ import (
 
 	"github.com/tributary-dev/tributary/luamerge"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -20,7 +19,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := store.New(map[string]driver.Store{"main": memstore.New()}, &store.Options{
+	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{
 		Merger: engine,
 		Now:    func() time.Time { return time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC) },
 	})

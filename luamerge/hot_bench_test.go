@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // Hot-record workload: hotClients concurrent callers each run hotEach one-item merges, one after
@@ -26,7 +25,7 @@ func BenchmarkHotRecord(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			a, ns, ds := be.adapter(b)
 			e := newEngine(b, &Options{MaxInstructions: 100_000})
-			s, err := store.New(map[string]driver.Store{"main": a}, &store.Options{Merger: e})
+			s, err := store.New(map[string]store.Adapter{"main": a}, &store.Options{Merger: e})
 			if err != nil {
 				b.Fatal(err)
 			}

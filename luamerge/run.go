@@ -9,7 +9,8 @@ import (
 	"unsafe"
 
 	lua "github.com/Shopify/go-lua"
-	"github.com/tributary-dev/tributary/store/driver"
+
+	"github.com/tributary-dev/tributary/store"
 )
 
 // Why an outside event stopped a run.
@@ -63,13 +64,13 @@ func (r *run) hook(l *lua.State, _ lua.Debug) {
 	}
 	r.steps++
 	if r.steps > r.opts.MaxInstructions {
-		r.trip(l, limitInstructions, driver.KindInvalid, "the program ran more than "+strconv.FormatInt(r.opts.MaxInstructions, 10)+" instructions")
+		r.trip(l, limitInstructions, store.KindInvalid, "the program ran more than "+strconv.FormatInt(r.opts.MaxInstructions, 10)+" instructions")
 	}
 	switch r.stop.Load() {
 	case stopTimeout:
-		r.trip(l, limitTime, driver.KindInvalid, "the program ran longer than "+r.opts.Timeout.String())
+		r.trip(l, limitTime, store.KindInvalid, "the program ran longer than "+r.opts.Timeout.String())
 	case stopCanceled:
-		r.trip(l, limitCanceled, driver.KindCanceled, "the caller's context ended")
+		r.trip(l, limitCanceled, store.KindCanceled, "the caller's context ended")
 	}
 	f, ok := currentFrame(l)
 	if !ok {
@@ -109,7 +110,7 @@ func (r *run) hook(l *lua.State, _ lua.Debug) {
 	case opCall:
 		d := r.depth(f.ci) + 1
 		if d > r.opts.MaxCallDepth+1 { // +1: the chunk itself runs at level 1
-			r.trip(l, limitCallDepth, driver.KindInvalid, "calls nested deeper than "+strconv.Itoa(r.opts.MaxCallDepth))
+			r.trip(l, limitCallDepth, store.KindInvalid, "calls nested deeper than "+strconv.Itoa(r.opts.MaxCallDepth))
 		}
 		if d > r.maxDepth {
 			// The stack only grows when a call goes deeper than any before it. (A tail call
@@ -150,7 +151,7 @@ func (r *run) charge(l *lua.State, n int64) {
 	}
 	r.mem = measureVM(r.l, budget, r.seen, r.arrays, r.order, r.literals)
 	if r.mem+n > budget || r.mem > budget-budget/8 {
-		r.trip(l, limitMemory, driver.KindTooLarge, "the program needed more than "+strconv.FormatInt(r.opts.MaxMemoryBytes, 10)+" bytes of memory")
+		r.trip(l, limitMemory, store.KindTooLarge, "the program needed more than "+strconv.FormatInt(r.opts.MaxMemoryBytes, 10)+" bytes of memory")
 	}
 	r.mem += n
 }
@@ -163,12 +164,12 @@ func (r *run) work(l *lua.State, n int64) {
 	}
 	r.steps += n
 	if r.steps > r.opts.MaxInstructions {
-		r.trip(l, limitInstructions, driver.KindInvalid, "the program ran more than "+strconv.FormatInt(r.opts.MaxInstructions, 10)+" instructions")
+		r.trip(l, limitInstructions, store.KindInvalid, "the program ran more than "+strconv.FormatInt(r.opts.MaxInstructions, 10)+" instructions")
 	}
 }
 
 // trip records a limit and raises it as a Lua error at the current line.
-func (r *run) trip(l *lua.State, limit string, kind driver.ErrorKind, msg string) {
+func (r *run) trip(l *lua.State, limit string, kind store.ErrorKind, msg string) {
 	if r.tripped == nil {
 		r.tripped = &ProgramError{Kind: kind, Limit: limit, Reason: msg, Line: currentLine(l)}
 	}

@@ -5,7 +5,8 @@ import (
 	"strings"
 
 	lua "github.com/Shopify/go-lua"
-	"github.com/tributary-dev/tributary/store/driver"
+
+	"github.com/tributary-dev/tributary/store"
 )
 
 // The sandbox. A fresh VM starts with an empty global table whose metatable materializes a
@@ -316,7 +317,7 @@ func (r *run) rep(l *lua.State) int {
 	}
 	hi, size := bits.Mul64(uint64(n), uint64(len(s)+len(sep)))
 	if hi != 0 || size > uint64(r.opts.MaxMemoryBytes) {
-		r.trip(l, limitMemory, driver.KindTooLarge, "string.rep would build a string larger than the memory limit")
+		r.trip(l, limitMemory, store.KindTooLarge, "string.rep would build a string larger than the memory limit")
 	}
 	r.charge(l, chargeString+int64(size))
 	r.work(l, int64(size/64))
@@ -471,7 +472,7 @@ func (r *run) tableConcat(l *lua.State) int {
 		}
 		l.Pop(1)
 		if int64(size) > r.opts.MaxMemoryBytes {
-			r.trip(l, limitMemory, driver.KindTooLarge, "table.concat would build a string larger than the memory limit")
+			r.trip(l, limitMemory, store.KindTooLarge, "table.concat would build a string larger than the memory limit")
 		}
 	}
 	r.charge(l, chargeString+int64(size))

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 // untouchedDoc holds numbers whose text is not the shortest form of their value (1.0, -0.0,
@@ -82,7 +81,7 @@ func TestLuaMergeKeepsUntouchedValues(t *testing.T) {
 
 // json.datetime(context.time), the documented way to stamp a record, works on every backend:
 // the Service truncates the context time to the backend's date-time precision
-// (driver.TimePrecisioner: milliseconds on MongoDB, none elsewhere), and the record keeps the
+// (an adapter's TimePrecision: milliseconds on MongoDB, none elsewhere), and the record keeps the
 // stamp exactly -- marked where the backend keeps marks (searchstore returns it as a plain
 // string).
 func TestLuaMergeStampsContextTime(t *testing.T) {
@@ -91,13 +90,13 @@ func TestLuaMergeStampsContextTime(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			a, ns, ds := b.adapter(t)
 			e := newEngine(t, &Options{MaxInstructions: 100_000})
-			s, err := store.New(map[string]driver.Store{"main": a}, &store.Options{Merger: e, Now: func() time.Time { return now }})
+			s, err := store.New(map[string]store.Adapter{"main": a}, &store.Options{Merger: e, Now: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 			want := now
-			if tp, ok := a.(driver.TimePrecisioner); ok {
+			if tp, ok := a.(interface{ TimePrecision() time.Duration }); ok {
 				want = now.Truncate(tp.TimePrecision())
 			}
 			if b.name == "mongodb" && !want.Equal(now.Truncate(time.Millisecond)) {

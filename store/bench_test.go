@@ -38,7 +38,7 @@ func BenchmarkCoalescing(b *testing.B) {
 	doc := store.Document{JSON: []byte(`{"name":"bench","n":1}`)}
 	for _, rtt := range []time.Duration{0, 500 * time.Microsecond} {
 		newService := func(b *testing.B) *store.Service {
-			s, err := store.New(map[string]driver.Store{"m": slowAdapter{memstore.New(), rtt}}, nil)
+			s, err := store.New(map[string]store.Adapter{"m": slowAdapter{memstore.New(), rtt}}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

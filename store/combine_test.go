@@ -92,7 +92,7 @@ func newCombineService(t *testing.T, a driver.Store, o *store.Options) *store.Se
 	}
 	o.Merger = programs
 	o.BackoffBase = time.Microsecond
-	s, err := store.New(map[string]driver.Store{"m": a}, o)
+	s, err := store.New(map[string]store.Adapter{"m": a}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestCombiningMatchesOneOperationAtATime(t *testing.T) {
 					if !got[i].Revision.Equal(g.Revision) {
 						last := true
 						for j := i + 1; j < n; j++ {
-							if specs[j].key == k && got[j].Err == nil && got[j].Outcome != store.Found && got[j].Outcome != store.Unchanged && got[j].Outcome != store.NotFound {
+							if specs[j].key == k && got[j].Err == nil && got[j].Outcome != store.Found && got[j].Outcome != store.Unchanged && got[j].Outcome != store.Absent {
 								last = false
 							}
 						}

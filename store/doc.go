@@ -3,9 +3,16 @@
 // OpenSearch, mongostore), with identical semantics on each.
 //
 // Applications program against the [Store] interface. [New] builds the standard implementation,
-// a [*Service], over an [Adapter] per store name (memstore, searchstore, mongostore; the
-// contract is package driver's, which only adapter authors import); memstore is the adapter
-// that needs no server, and memstore.NewService(t, nil) the one-line fake for unit tests.
+// a [*Service], over [Adapter]s keyed by store name (memstore.New, searchstore.New,
+// mongostore.New); memstore is the adapter that needs no server, and memstore.NewService(t, nil)
+// the one-line fake for unit tests.
+// Every type an application touches is defined here; package store/driver, the adapter
+// contract, is for adapter authors only.
+//
+// Names: a read or delete of a record that does not exist succeeds with the outcome [Absent]
+// and a nil error; [ErrDatasetNotFound] ([KindDatasetNotFound]) is the failure of an operation
+// on a dataset (index, collection) that does not exist. The old names NotFound, ErrNotFound and
+// KindNotFound remain as deprecated aliases for one release.
 //
 // # Records
 //

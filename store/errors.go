@@ -13,21 +13,24 @@ import (
 // operation matches exactly one of them; the backend's own error stays reachable with errors.As.
 var (
 	ErrInternal error = kindSentinel(KindInternal)
-	// ErrDatasetNotFound: the dataset does not exist (a missing record is the outcome Absent,
-	// not an error).
-	ErrDatasetNotFound error = kindSentinel(KindNotFound)
-	// Deprecated: ErrNotFound is ErrDatasetNotFound.
-	ErrNotFound      error = ErrDatasetNotFound
-	ErrAlreadyExists error = kindSentinel(KindAlreadyExists)
-	ErrConflict      error = kindSentinel(KindConflict)
-	ErrInvalid       error = kindSentinel(KindInvalid)
-	ErrTooLarge      error = kindSentinel(KindTooLarge)
-	ErrUnavailable   error = kindSentinel(KindUnavailable)
-	ErrCanceled      error = kindSentinel(KindCanceled)
+	// ErrDatasetNotFound: the dataset (index, collection) does not exist. A missing record is
+	// no error: its read or delete succeeds with the outcome Absent.
+	ErrDatasetNotFound error = kindSentinel(KindDatasetNotFound)
+	ErrAlreadyExists   error = kindSentinel(KindAlreadyExists)
+	ErrConflict        error = kindSentinel(KindConflict)
+	ErrInvalid         error = kindSentinel(KindInvalid)
+	ErrTooLarge        error = kindSentinel(KindTooLarge)
+	ErrUnavailable     error = kindSentinel(KindUnavailable)
+	ErrCanceled        error = kindSentinel(KindCanceled)
 	// ErrOutcomeUnknown: retryable, but the operation may have taken effect (see
 	// KindOutcomeUnknown); ErrUnavailable means it certainly did not.
 	ErrOutcomeUnknown error = kindSentinel(KindOutcomeUnknown)
 )
+
+// ErrNotFound is the old name of ErrDatasetNotFound.
+//
+// Deprecated: use ErrDatasetNotFound; it goes in the next release.
+var ErrNotFound = ErrDatasetNotFound
 
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("store: closed")
@@ -107,7 +110,7 @@ func (e *Error) appendText(b *strings.Builder, outerOp OpKind, outerAddr Address
 	case *driver.Error:
 		// An adapter's message says what went wrong; its kind is e.Kind, not repeated here.
 		if c.Err == nil {
-			b.WriteString(c.Kind.String())
+			b.WriteString(ErrorKind(c.Kind).String())
 		} else {
 			b.WriteString(strings.TrimPrefix(c.Err.Error(), "store: "))
 		}
@@ -160,7 +163,7 @@ func KindOf(err error) ErrorKind {
 	if errors.As(err, &k) {
 		return ErrorKind(k)
 	}
-	return driver.KindOf(err)
+	return ErrorKind(driver.KindOf(err))
 }
 
 // opError returns err as the failure of op on addr. An *Error that already names them is

@@ -42,7 +42,7 @@ func errTextService(t *testing.T) *store.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.New(map[string]driver.Store{"main": memstore.New()}, &store.Options{
+	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{
 		Merger: errTextMerger, MaxDocumentBytes: 64, MaxOps: 8, Coalesce: store.CoalesceOptions{MaxBatch: 8},
 		Queues: map[string]queue.Publisher{"main": pub},
 	})
@@ -209,7 +209,7 @@ func TestOperationErrorTexts(t *testing.T) {
 	checkText(t, "stale revision", res[1].Err, `store: put main/ns/ds/"k": the record does not exist`)
 	// A Service without a queue for the store refuses accepted-mode writes: a configuration
 	// error, not retryable.
-	plain, err := store.New(map[string]driver.Store{"main": memstore.New()}, nil)
+	plain, err := store.New(map[string]store.Adapter{"main": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

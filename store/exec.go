@@ -120,7 +120,7 @@ const (
 func (x *executor) runRound(work []*round) {
 	s, in := x.s, x.in
 	ctx := s.roundCtx()
-	var addrs []Address
+	var addrs []driver.Address
 	var readers []*round
 	for _, r := range work {
 		r.live = r.q
@@ -141,7 +141,7 @@ func (x *executor) runRound(work []*round) {
 			r.mode = baseWarm
 		default:
 			r.mode = baseFresh
-			addrs = append(addrs, r.l.addr)
+			addrs = append(addrs, r.l.addr.driver())
 			readers = append(readers, r)
 		}
 	}
@@ -154,7 +154,7 @@ func (x *executor) runRound(work []*round) {
 				r.l.st = recState{}
 				continue
 			}
-			r.l.st = recState{known: true, exists: rr.Found, doc: rr.Doc, rev: rr.Revision, epoch: r.epoch}
+			r.l.st = recState{known: true, exists: rr.Found, doc: Document(rr.Doc), rev: rr.Revision, epoch: r.epoch}
 			r.l.needFresh = false
 		}
 	}
@@ -262,9 +262,9 @@ func (x *executor) evaluateUpTo(r *round, limit int) {
 	default:
 		cond = driver.Condition{Kind: driver.IfAbsent}
 	}
-	r.write = driver.Write{Kind: driver.Delete, Addr: l.addr, Cond: cond}
+	r.write = driver.Write{Kind: driver.Delete, Addr: l.addr.driver(), Cond: cond}
 	if r.cur.exists {
-		r.write = driver.Write{Kind: driver.Put, Addr: l.addr, Doc: r.cur.doc, Cond: cond}
+		r.write = driver.Write{Kind: driver.Put, Addr: l.addr.driver(), Doc: driver.Document(r.cur.doc), Cond: cond}
 	}
 	r.writes = true
 }
@@ -305,7 +305,7 @@ func (x *executor) apply(r *round, it *item) {
 		if cur.exists {
 			it.tent = Result{Outcome: Found, Doc: cur.doc, Revision: revisionOf(cur.rev)}
 		} else {
-			it.tent = Result{Outcome: NotFound}
+			it.tent = Result{Outcome: Absent}
 		}
 	case OpPut, OpDelete:
 		switch op.If.kind {
@@ -315,7 +315,7 @@ func (x *executor) apply(r *round, it *item) {
 				return
 			}
 			if op.Kind == OpDelete { // a check that writes nothing
-				it.tent = Result{Outcome: NotFound}
+				it.tent = Result{Outcome: Absent}
 				return
 			}
 		case driver.IfRevision:
@@ -337,7 +337,7 @@ func (x *executor) apply(r *round, it *item) {
 			return
 		}
 		if !cur.exists {
-			it.tent = Result{Outcome: NotFound}
+			it.tent = Result{Outcome: Absent}
 			return
 		}
 		change(recState{known: true}, Result{Outcome: Deleted})
@@ -390,13 +390,13 @@ func (x *executor) merge(r *round, it *item, unchangedRev func() []byte, change 
 		change(recState{known: true, exists: true, doc: out.Doc}, Result{Outcome: outcome, Doc: out.Doc})
 	case MergeDelete:
 		if !cur.exists {
-			it.tent = Result{Outcome: NotFound}
+			it.tent = Result{Outcome: Absent}
 			return
 		}
 		change(recState{known: true}, Result{Outcome: Deleted})
 	case MergeUnchanged:
 		if !cur.exists {
-			it.tent = Result{Outcome: NotFound}
+			it.tent = Result{Outcome: Absent}
 		} else {
 			it.tent = Result{Outcome: Unchanged, Doc: cur.doc, Revision: revisionOf(unchangedRev())}
 		}
@@ -442,7 +442,7 @@ func (x *executor) conclude(r *round) (requeued int) {
 			// The write's outcome tells whether the record existed before it, and so what
 			// the first operation did.
 			first := r.seg[0]
-			existed := wr.Outcome == Updated || wr.Outcome == Deleted
+			existed := wr.Outcome == driver.Updated || wr.Outcome == driver.Deleted
 			switch {
 			case first.op.Kind == OpPut && existed:
 				first.tent = Result{Outcome: Updated}
@@ -451,7 +451,7 @@ func (x *executor) conclude(r *round) (requeued int) {
 			case existed:
 				first.tent = Result{Outcome: Deleted}
 			default:
-				first.tent = Result{Outcome: NotFound}
+				first.tent = Result{Outcome: Absent}
 			}
 		}
 		for _, it := range r.seg {
@@ -463,7 +463,7 @@ func (x *executor) conclude(r *round) (requeued int) {
 		return 0
 	}
 	l.st = recState{}
-	kind := driver.KindOf(wr.Err)
+	kind := ErrorKind(driver.KindOf(wr.Err))
 	from := r.first // the operations the failed write carried: the first change and after
 	if r.mode == baseWarm {
 		from = 0 // a remembered state proved stale or unproved: nothing before counts either
@@ -526,7 +526,7 @@ func (x *executor) conclude(r *round) (requeued int) {
 func (x *executor) settleTentative(r *round, it *item, stored []byte) {
 	res := it.tent
 	it.tent = Result{}
-	if res.Err == nil && it.changes > 0 && res.Outcome != Deleted && res.Outcome != NotFound {
+	if res.Err == nil && it.changes > 0 && res.Outcome != Deleted && res.Outcome != Absent {
 		if it.changes == r.changes && stored != nil {
 			res.Revision = revisionOf(stored)
 		} else {
@@ -557,7 +557,7 @@ func condition(p Precondition) driver.Condition {
 }
 
 // readWithRetry reads addrs, sending again the reads the adapter reported unavailable.
-func (s *Service) readWithRetry(ctx context.Context, in *instance, addrs []Address) []driver.ReadResult {
+func (s *Service) readWithRetry(ctx context.Context, in *instance, addrs []driver.Address) []driver.ReadResult {
 	return withRetry(ctx, s, in, CallRead, addrs, in.adapter.Read,
 		func(r driver.ReadResult) error { return r.Err },
 		func(err error) driver.ReadResult { return driver.ReadResult{Err: err} })
@@ -614,7 +614,7 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind
 				stats.OK++
 				continue
 			}
-			switch driver.KindOf(e) {
+			switch ErrorKind(driver.KindOf(e)) {
 			case KindUnavailable:
 				again = append(again, i)
 				stats.Unavailable++

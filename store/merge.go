@@ -49,9 +49,9 @@ type MergeAction uint8
 const (
 	// MergeWrite stores MergeResult.Doc (creating the record when it was absent).
 	MergeWrite MergeAction = iota
-	// MergeDelete removes the record (outcome NotFound when it was already absent).
+	// MergeDelete removes the record (outcome Absent when it was already absent).
 	MergeDelete
-	// MergeUnchanged leaves the record as it is (outcome Unchanged, or NotFound when absent).
+	// MergeUnchanged leaves the record as it is (outcome Unchanged, or Absent when absent).
 	MergeUnchanged
 )
 

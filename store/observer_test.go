@@ -79,7 +79,7 @@ func (u *unavailableOnce) Write(ctx context.Context, ws []driver.Write, o driver
 func TestObserverAdapterCallsAndUnavailableRetries(t *testing.T) {
 	obs := &events{}
 	a := &unavailableOnce{Store: memstore.New(), seen: map[string]bool{}, keys: map[string]bool{"b": true, "c": true}}
-	s, err := store.New(map[string]driver.Store{"m": a}, &store.Options{Observer: obs, BackoffBase: time.Microsecond})
+	s, err := store.New(map[string]store.Adapter{"m": a}, &store.Options{Observer: obs, BackoffBase: time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestObserverAdapterCallsAndUnavailableRetries(t *testing.T) {
 
 // mustRevision returns a revision of a record that no longer has it.
 func mustRevision(t *testing.T) store.Revision {
-	s, err := store.New(map[string]driver.Store{"m": memstore.New()}, nil)
+	s, err := store.New(map[string]store.Adapter{"m": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestObserverMergeConflictRetry(t *testing.T) {
 		b, _ := json.Marshal(map[string]int{"n": cur.N + in.N})
 		return store.MergeResult{Doc: store.Document{JSON: b}}, nil
 	})
-	s, err := store.New(map[string]driver.Store{"m": &interfering{Store: memstore.New()}}, &store.Options{Observer: obs, Merger: add, BackoffBase: time.Microsecond})
+	s, err := store.New(map[string]store.Adapter{"m": &interfering{Store: memstore.New()}}, &store.Options{Observer: obs, Merger: add, BackoffBase: time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func (g *gatedWrites) Write(ctx context.Context, ws []driver.Write, o driver.Wri
 func TestObserverCoalescerQueue(t *testing.T) {
 	obs := &events{}
 	g := &gatedWrites{Store: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	s, err := store.New(map[string]driver.Store{"m": g}, &store.Options{Observer: obs,
+	s, err := store.New(map[string]store.Adapter{"m": g}, &store.Options{Observer: obs,
 		Coalesce: store.CoalesceOptions{MaxInFlight: 1, MaxBatch: 1, QueueLimit: 2}})
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func IfRevision(rev Revision) Precondition {
 }
 
 // IfAbsent applies the operation only while there is no record. A put on an existing record
-// fails with ErrAlreadyExists; a delete becomes a check that writes nothing: NotFound when the
+// fails with ErrAlreadyExists; a delete becomes a check that writes nothing: Absent when the
 // record is absent, ErrAlreadyExists when it exists.
 func IfAbsent() Precondition { return Precondition{kind: driver.IfAbsent} }
 
@@ -80,9 +80,9 @@ func (o Op) WithPrecondition(p Precondition) Op {
 
 // Result is what one operation did, at the index of the operation in the request.
 //
-// On success Err is nil and Outcome says what happened: Found or NotFound for a read; Created
-// or Updated for a put; Created, Updated, Deleted, Unchanged or NotFound (a delete of an absent
-// record) for a merge; Deleted or NotFound for a delete; Accepted in accepted mode. Doc is the
+// On success Err is nil and Outcome says what happened: Found or Absent for a read; Created
+// or Updated for a put; Created, Updated, Deleted, Unchanged or Absent (a delete of an absent
+// record) for a merge; Deleted or Absent for a delete; Accepted in accepted mode. Doc is the
 // record after the operation (reads and merges); Revision is its revision (zero when absent).
 //
 // On failure Err is a *Error whose kind is one of the sentinels (errors.Is(res.Err, ErrConflict))

@@ -10,7 +10,6 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -31,7 +30,7 @@ func acceptedService(t *testing.T, b *memqueue.Broker, opts *store.Options) *sto
 			return store.MergeResult{Doc: c.Incoming}, nil
 		})
 	}
-	s, err := store.New(map[string]driver.Store{"q": memstore.New(), "plain": memstore.New()}, opts)
+	s, err := store.New(map[string]store.Adapter{"q": memstore.New(), "plain": memstore.New()}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestAcceptedModePublishesOneRecordPerWrite(t *testing.T) {
 			t.Fatalf("op %d: %+v, want Accepted", i, r)
 		}
 	}
-	if r := res[20]; r.Err != nil || r.Outcome != store.NotFound {
+	if r := res[20]; r.Err != nil || r.Outcome != store.Absent {
 		t.Fatalf("a read in accepted mode runs synchronously and sees nothing applied yet: %+v", r)
 	}
 
@@ -193,7 +192,7 @@ func TestApplyUsesAcceptedTimeAndFailsRecordsAlone(t *testing.T) {
 
 func TestQueuesMustNameConfiguredStores(t *testing.T) {
 	pub, _ := memqueue.New(nil).Publisher("t")
-	_, err := store.New(map[string]driver.Store{"a": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"b": pub}})
+	_, err := store.New(map[string]store.Adapter{"a": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"b": pub}})
 	if err == nil {
 		t.Fatal("New accepted a queue for a store it does not have")
 	}
@@ -247,7 +246,7 @@ func TestAcceptedModeFailureKinds(t *testing.T) {
 				}
 				return c.err
 			}}
-			s, err := store.New(map[string]driver.Store{"q": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"q": pub}})
+			s, err := store.New(map[string]store.Adapter{"q": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"q": pub}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -16,7 +15,7 @@ import (
 // it, and still works as a precondition there: the current one applies, a stale one
 // conflicts.
 func TestRevisionBytesRoundTrip(t *testing.T) {
-	s, err := store.New(map[string]driver.Store{"m": memstore.New()}, nil)
+	s, err := store.New(map[string]store.Adapter{"m": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func addr(st, k string) store.Address {
 
 func TestSlowStoreDoesNotBlockAnother(t *testing.T) {
 	slow := &blocking{Store: memstore.New(), release: make(chan struct{}), entered: make(chan struct{}, 1)}
-	s, err := store.New(map[string]driver.Store{"slow": slow, "fast": memstore.New()}, &store.Options{
+	s, err := store.New(map[string]store.Adapter{"slow": slow, "fast": memstore.New()}, &store.Options{
 		Coalesce: store.CoalesceOptions{MaxInFlight: 1, QueueLimit: 1, MaxBatch: 1},
 	})
 	if err != nil {
@@ -104,7 +104,7 @@ func TestUnavailableWritesAreRetriedThenReported(t *testing.T) {
 	}{{2, nil}, {3, store.ErrUnavailable}} {
 		f := &flaky{Store: memstore.New()}
 		f.failures.Store(tc.failures)
-		s, err := store.New(map[string]driver.Store{"m": f}, &store.Options{RetryAttempts: 3, BackoffBase: time.Microsecond})
+		s, err := store.New(map[string]store.Adapter{"m": f}, &store.Options{RetryAttempts: 3, BackoffBase: time.Microsecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestUnavailableWritesAreRetriedThenReported(t *testing.T) {
 }
 
 func TestContextErrorsComeBackUnwrapped(t *testing.T) {
-	s, err := store.New(map[string]driver.Store{"m": memstore.New()}, nil)
+	s, err := store.New(map[string]store.Adapter{"m": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ type Service struct {
 
 type instance struct {
 	name      string
-	adapter   driver.Store
+	adapter   Adapter
 	validator driver.AddressValidator
 	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
@@ -203,7 +203,15 @@ type instance struct {
 	lanes  map[Address]*lane // the records with operations queued or running (see lane)
 }
 
-// New returns a Service over the given adapters, keyed by store name.
+// Adapter is a backend adapter, one store instance: memstore.New, searchstore.New and
+// mongostore.New return one. Its methods are the contract of package store/driver, which only
+// adapter authors need; applications hand adapters to New and call the Service.
+type Adapter interface {
+	driver.Store
+}
+
+// New returns a Service over the given adapters, keyed by store name. The Service owns them:
+// its Close closes them.
 func New(adapters map[string]Adapter, opts *Options) (*Service, error) {
 	if len(adapters) == 0 {
 		return nil, errors.New("store: New needs at least one adapter")
@@ -412,7 +420,7 @@ func (s *Service) validateOp(op *Op) *Error {
 		return invalid(fmt.Sprintf("no store named %q is configured", op.Addr.Store))
 	}
 	if in.validator != nil {
-		if err := in.validator.ValidateAddress(op.Addr); err != nil {
+		if err := in.validator.ValidateAddress(op.Addr.driver()); err != nil {
 			return opError(op.Kind, op.Addr, err)
 		}
 	}

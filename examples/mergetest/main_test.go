@@ -53,7 +53,7 @@ cases:
 		`wrong document: returned {"n":2}, want {"n":3}`,
 		`wrong action: returned the document {"n":2}, want delete`,
 		`no error: succeeded, want an error containing "boom"`,
-		`unexpected error: failed: invalid: lua merge program, line 1: raised an error`,
+		`unexpected error: failed: store: lua merge program, line 1: raised an error`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

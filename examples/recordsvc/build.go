@@ -38,7 +38,7 @@ type runtime struct {
 	m      *metrics
 	names  []string
 	svc    *store.Service
-	raw    map[string]driver.Store // the adapters: the Service's, and the health checks'
+	raw    map[string]store.Adapter // the adapters: the Service's, and the health checks'
 	pubs   map[string]queue.Publisher
 	broker *memqueue.Broker
 	// drainWait waits out shutdown.drain_delay; nil means time.Sleep. Tests replace it to
@@ -48,7 +48,7 @@ type runtime struct {
 
 // build constructs the runtime. On error everything built so far is closed again.
 func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *runtime, err error) {
-	rt := &runtime{cfg: cfg, mode: mode, log: log, raw: map[string]driver.Store{}, pubs: map[string]queue.Publisher{}}
+	rt := &runtime{cfg: cfg, mode: mode, log: log, raw: map[string]store.Adapter{}, pubs: map[string]queue.Publisher{}}
 	for name := range cfg.Stores {
 		rt.names = append(rt.names, name)
 	}

@@ -59,9 +59,9 @@ func runGatedWith(t *testing.T, edit func(*runtime)) (recordv1.RecordServiceClie
 	}
 	g := &gatedAdapter{Store: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	rt := &runtime{cfg: cfg, mode: modeServer, log: newLogger(io.Discard, "error"), names: []string{"main"},
-		raw: map[string]driver.Store{"main": g}}
+		raw: map[string]store.Adapter{"main": g}}
 	rt.m = newMetrics(rt.names)
-	rt.svc, err = store.New(map[string]driver.Store{"main": g}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
+	rt.svc, err = store.New(map[string]store.Adapter{"main": g}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

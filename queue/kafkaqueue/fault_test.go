@@ -17,7 +17,6 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -60,7 +59,7 @@ func TestFaultHungBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := store.New(map[string]driver.Store{"kq": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"kq": pub}})
+	svc, err := store.New(map[string]store.Adapter{"kq": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"kq": pub}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 //	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 //	...
 //	adapter, err := mongostore.New(client, nil) // nil: the documented defaults
-//	s, err := store.New(map[string]driver.Store{"main": adapter}, &store.Options{Merger: m})
+//	s, err := store.New(map[string]store.Adapter{"main": adapter}, &store.Options{Merger: m})
 //
 // # Addresses
 //

@@ -134,7 +134,7 @@ func service(t *testing.T, a driver.Store, coalesce bool) *store.Service {
 	t.Helper()
 	opts := &store.Options{Merger: incrementer, MergeBudget: 2 * time.Minute}
 	opts.Coalesce.Disabled = !coalesce
-	s, err := store.New(map[string]driver.Store{"m": a}, opts)
+	s, err := store.New(map[string]store.Adapter{"m": a}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestLegacyRecords(t *testing.T) {
 
 	t.Run("merge keeps BSON types", func(t *testing.T) {
 		svc := service(t, a, false)
-		res, err := svc.Do(ctx, []store.Op{store.Merge(addr(srv, "legacy", sk("merge")), "inc", store.Document{JSON: []byte(`{"by":1}`)})}, store.WaitApplied)
+		res, err := svc.Do(ctx, []store.Op{store.Merge(sa(addr(srv, "legacy", sk("merge"))), "inc", store.Document{JSON: []byte(`{"by":1}`)})}, store.WaitApplied)
 		if err != nil || res[0].Err != nil || res[0].Outcome != store.Updated {
 			t.Fatalf("merge: %+v %v", res, err)
 		}
@@ -228,7 +228,7 @@ func TestLegacyRecords(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range each {
-					res, err := svcs[w%2].Do(ctx, []store.Op{store.Merge(addr(srv, "legacy", sk("contended")), "inc", store.Document{JSON: []byte(`{"by":1}`)})}, store.WaitApplied)
+					res, err := svcs[w%2].Do(ctx, []store.Op{store.Merge(sa(addr(srv, "legacy", sk("contended"))), "inc", store.Document{JSON: []byte(`{"by":1}`)})}, store.WaitApplied)
 					if err == nil {
 						err = res[0].Err
 					}
@@ -672,7 +672,7 @@ func TestNamesAreValidatedBeforeWriting(t *testing.T) {
 	svc := service(t, srv.store(t, nil), false)
 	ok := addr(srv, "c", sk("k"))
 	bad := driver.Address{Store: "m", Namespace: "no.dots", Dataset: "c", Key: sk("k")}
-	_, err := svc.Do(ctx, []store.Op{store.Put(ok, store.Document{JSON: []byte(`{}`)}), store.Put(bad, store.Document{JSON: []byte(`{}`)})}, store.WaitApplied)
+	_, err := svc.Do(ctx, []store.Op{store.Put(sa(ok), store.Document{JSON: []byte(`{}`)}), store.Put(sa(bad), store.Document{JSON: []byte(`{}`)})}, store.WaitApplied)
 	var re *store.RequestError
 	if !errors.As(err, &re) || !errors.Is(err, store.ErrInvalid) || len(re.Items) != 1 || re.Items[0].Index != 1 {
 		t.Fatalf("error %v, want a RequestError for operation 1", err)
@@ -789,12 +789,12 @@ func TestDroppedAnswer(t *testing.T) {
 		// An if-absent put the Service sent again would find its own first attempt and answer
 		// AlreadyExists; reported as of unknown outcome, it was sent once.
 		err := lost(t, false, func(ctx context.Context, a driver.Store) error {
-			s, err := store.New(map[string]driver.Store{"m": a}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
+			s, err := store.New(map[string]store.Adapter{"m": a}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
 			if err != nil {
 				return err
 			}
 			defer s.Close(context.Background())
-			res, err := s.Do(ctx, []store.Op{store.Put(addr(srv, "dropped", sk("svc")), store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
+			res, err := s.Do(ctx, []store.Op{store.Put(sa(addr(srv, "dropped", sk("svc"))), store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
 			if err != nil {
 				return err
 			}

@@ -26,7 +26,7 @@ func luaService(t *testing.T, a driver.Store, now func() time.Time) *store.Servi
 		t.Fatal(err)
 	}
 	// The adapter itself, not a wrapper: a wrapper would hide driver.TimePrecisioner.
-	s, err := store.New(map[string]driver.Store{"m": a}, &store.Options{Merger: engine, Now: now})
+	s, err := store.New(map[string]store.Adapter{"m": a}, &store.Options{Merger: engine, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestMergeKeepsUntouchedValues(t *testing.T) {
 	at := addr(srv, "untouched", sk("r"))
 	doc := `{"f":1.0,"z":-0.0,"n":1,"i":5,"big":9007199254740993,"e":1e0,"k":1.5e3,"arr":[1.0,-0.0,7],"o":{"x":2.50,"y":[0.0]}}`
 	zero := math.Copysign(0, -1)
-	put := do(t, s, store.Put(at, store.Document{JSON: []byte(doc)}))
+	put := do(t, s, store.Put(sa(at), store.Document{JSON: []byte(doc)}))
 	if srv.ferret {
 		// FerretDB 1.x stores -0.0 as 0.0: FerretDB mode refuses it rather than change it.
 		if store.KindOf(put.Err) != store.KindInvalid || !strings.Contains(put.Err.Error(), "-0") {
@@ -102,14 +102,14 @@ func TestMergeKeepsUntouchedValues(t *testing.T) {
 		}
 		doc = strings.ReplaceAll(doc, "-0.0", "0.0")
 		zero = 0
-		put = do(t, s, store.Put(at, store.Document{JSON: []byte(doc)}))
+		put = do(t, s, store.Put(sa(at), store.Document{JSON: []byte(doc)}))
 	}
 	if put.Err != nil {
 		t.Fatalf("put: %v", put.Err)
 	}
 	read := func() string {
 		t.Helper()
-		r := do(t, s, store.Read(at))
+		r := do(t, s, store.Read(sa(at)))
 		if r.Err != nil || r.Outcome != store.Found {
 			t.Fatalf("read: %+v", r)
 		}
@@ -141,7 +141,7 @@ func TestMergeKeepsUntouchedValues(t *testing.T) {
 	}
 	check(1)
 	for n := int64(2); n <= 3; n++ {
-		if m := do(t, s, store.Merge(at, incrementN, store.Document{JSON: []byte(`{}`)})); m.Err != nil || m.Outcome != store.Updated {
+		if m := do(t, s, store.Merge(sa(at), incrementN, store.Document{JSON: []byte(`{}`)})); m.Err != nil || m.Outcome != store.Updated {
 			t.Fatalf("merge: %+v", m)
 		}
 		check(n)
@@ -187,7 +187,7 @@ func TestMergeKeepsOtherApplicationsTypes(t *testing.T) {
 	  return current
 	end`
 	for round := int64(1); round <= 2; round++ {
-		if m := do(t, s, store.Merge(at, program, store.Document{JSON: []byte(`{}`)})); m.Err != nil || m.Outcome != store.Updated {
+		if m := do(t, s, store.Merge(sa(at), program, store.Document{JSON: []byte(`{}`)})); m.Err != nil || m.Outcome != store.Updated {
 			t.Fatalf("merge %d: %+v", round, m)
 		}
 		raw := rawDoc(t, coll, "r")
@@ -215,9 +215,9 @@ func TestMergeKeepsOtherApplicationsTypes(t *testing.T) {
 	// The Service starts a later round from the revision its own write returned, not from a
 	// read (a read queued behind a write is answered by the write): the types hold for it too.
 	res, err := s.Do(ctxFor(t), []store.Op{
-		store.Merge(at, incrementN, store.Document{JSON: []byte(`{}`)}),
-		store.Read(at),
-		store.Merge(at, incrementN, store.Document{JSON: []byte(`{}`)}),
+		store.Merge(sa(at), incrementN, store.Document{JSON: []byte(`{}`)}),
+		store.Read(sa(at)),
+		store.Merge(sa(at), incrementN, store.Document{JSON: []byte(`{}`)}),
 	}, store.WaitApplied)
 	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
 		t.Fatalf("merge, read, merge: %v %+v", err, res)
@@ -227,7 +227,7 @@ func TestMergeKeepsOtherApplicationsTypes(t *testing.T) {
 	wantInt(t, raw, bson.TypeInt64, 5, "small")
 	wantInt(t, raw, bson.TypeInt64, 0, "list", "2", "deep")
 	// An unconditional put has no read behind it: the ordinary rule applies.
-	if p := do(t, s, store.Put(at, store.Document{JSON: []byte(`{"small":5}`)})); p.Err != nil {
+	if p := do(t, s, store.Put(sa(at), store.Document{JSON: []byte(`{"small":5}`)})); p.Err != nil {
 		t.Fatal(p.Err)
 	}
 	wantInt(t, rawDoc(t, coll, "r"), bson.TypeInt32, 5, "small")
@@ -254,14 +254,14 @@ func TestMergeStampsContextTime(t *testing.T) {
 	end`
 	want := now.Truncate(time.Millisecond)
 	for round := 1; round <= 2; round++ {
-		if m := do(t, s, store.Merge(at, program, store.Document{JSON: []byte(`{}`)})); m.Err != nil {
+		if m := do(t, s, store.Merge(sa(at), program, store.Document{JSON: []byte(`{}`)})); m.Err != nil {
 			t.Fatalf("merge %d: %v", round, m.Err)
 		}
 		raw := rawDoc(t, coll, "r")
 		if v, ok := raw.Lookup("t").DateTimeOK(); !ok || v != want.UnixMilli() {
 			t.Fatalf("t stored as %v, want the datetime %d (%s)", raw.Lookup("t"), want.UnixMilli(), want.UTC().Format(time.RFC3339Nano))
 		}
-		r := do(t, s, store.Read(at))
+		r := do(t, s, store.Read(sa(at)))
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}

@@ -33,7 +33,7 @@ func adapterAt(t *testing.T, url string, opts *searchstore.Options) *searchstore
 // service wraps an adapter in the standard store.Service, as applications use it.
 func service(t *testing.T, a driver.Store) *store.Service {
 	t.Helper()
-	svc, err := store.New(map[string]driver.Store{"search": a}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
+	svc, err := store.New(map[string]store.Adapter{"search": a}, &store.Options{Coalesce: store.CoalesceOptions{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestReservedKeys(t *testing.T) {
 		}
 
 		svc := service(t, a)
-		_, err = svc.Do(ctx, []store.Op{store.Put(addr(index, driver.NewStringKey("~~i:-7")), store.Document{JSON: []byte(`{"k":"string"}`)})}, store.WaitApplied)
+		_, err = svc.Do(ctx, []store.Op{store.Put(sa(addr(index, driver.NewStringKey("~~i:-7"))), store.Document{JSON: []byte(`{"k":"string"}`)})}, store.WaitApplied)
 		var re *store.RequestError
 		if !errors.As(err, &re) || !errors.Is(err, store.ErrInvalid) {
 			t.Fatalf("put with a string key in the reserved form: %v, want a *RequestError matching ErrInvalid", err)
@@ -286,7 +286,7 @@ func TestInjectedItemRejectionIsRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.ResetRecords()
-		res, err := service(t, a).Do(ctxT(t), []store.Op{store.Put(k, store.Document{JSON: []byte(`{"v":2}`)})}, store.WaitApplied)
+		res, err := service(t, a).Do(ctxT(t), []store.Op{store.Put(sa(k), store.Document{JSON: []byte(`{"v":2}`)})}, store.WaitApplied)
 		if err != nil || res[0].Err != nil || res[0].Outcome != store.Created {
 			t.Fatalf("put through the store after one rejection: %+v, %v", res, err)
 		}
@@ -321,7 +321,7 @@ func TestWholeRequestRefusalIsUnavailable(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.ResetRecords()
-			res, err := service(t, a).Do(ctxT(t), []store.Op{store.Put(k, store.Document{JSON: []byte(`{"v":2}`)})}, store.WaitApplied)
+			res, err := service(t, a).Do(ctxT(t), []store.Op{store.Put(sa(k), store.Document{JSON: []byte(`{"v":2}`)})}, store.WaitApplied)
 			if err != nil || res[0].Err != nil || res[0].Outcome != store.Created {
 				t.Fatalf("%d: put through the store after one refusal: %+v, %v", status, res, err)
 			}
@@ -373,7 +373,7 @@ func TestDroppedAnswer(t *testing.T) {
 		p.ResetRecords()
 		svc := service(t, a)
 		k2 := addr(index, driver.NewStringKey("k2"))
-		res, err := svc.Do(ctxT(t), []store.Op{store.Put(k2, store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
+		res, err := svc.Do(ctxT(t), []store.Op{store.Put(sa(k2), store.Document{JSON: []byte(`{"v":1}`)}).WithPrecondition(store.IfAbsent())}, store.WaitApplied)
 		if err != nil || !errors.Is(res[0].Err, store.ErrOutcomeUnknown) || !store.KindOf(res[0].Err).Retryable() {
 			t.Fatalf("put through the store: %+v, %v; want ErrOutcomeUnknown", res, err)
 		}
@@ -389,7 +389,7 @@ func TestDroppedAnswer(t *testing.T) {
 		if _, err := p.AddRule(faultproxy.Rule{Method: http.MethodPost, PathPrefix: "/_mget", Times: 1, Action: faultproxy.ForwardThenDrop}); err != nil {
 			t.Fatal(err)
 		}
-		res, err = svc.Do(ctxT(t), []store.Op{store.Read(k)}, store.WaitApplied)
+		res, err = svc.Do(ctxT(t), []store.Op{store.Read(sa(k))}, store.WaitApplied)
 		if err != nil || res[0].Err != nil || res[0].Outcome != store.Found {
 			t.Fatalf("read through the store after a lost answer: %+v, %v", res, err)
 		}

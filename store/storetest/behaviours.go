@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 )
 
 type behaviour struct {
@@ -44,7 +43,7 @@ var behaviours = []behaviour{
 
 func testOutcomes(ctx context.Context, t *testing.T, e *env) {
 	a := e.key("outcomes")
-	wantOK(t, "read absent", e.one(ctx, t, store.Read(a)), store.NotFound)
+	wantOK(t, "read absent", e.one(ctx, t, store.Read(a)), store.Absent)
 	r := e.one(ctx, t, store.Put(a, doc(t, map[string]any{"v": 1})))
 	wantOK(t, "first put", r, store.Created)
 	if r.Revision.IsZero() {
@@ -62,7 +61,7 @@ func testOutcomes(ctx context.Context, t *testing.T, e *env) {
 		t.Fatalf("read revision %v, want the last put's %v", got.Revision, r2.Revision)
 	}
 	wantOK(t, "delete", e.one(ctx, t, store.Delete(a)), store.Deleted)
-	wantOK(t, "read deleted", e.one(ctx, t, store.Read(a)), store.NotFound)
+	wantOK(t, "read deleted", e.one(ctx, t, store.Read(a)), store.Absent)
 }
 
 func testStaleRevision(ctx context.Context, t *testing.T, e *env) {
@@ -83,7 +82,7 @@ func testStaleRevision(ctx context.Context, t *testing.T, e *env) {
 
 func testIfAbsent(ctx context.Context, t *testing.T, e *env) {
 	a := e.key("absent")
-	wantOK(t, "delete if absent on absent", e.one(ctx, t, store.Delete(a).WithPrecondition(store.IfAbsent())), store.NotFound)
+	wantOK(t, "delete if absent on absent", e.one(ctx, t, store.Delete(a).WithPrecondition(store.IfAbsent())), store.Absent)
 	wantOK(t, "put if absent", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"v": 1})).WithPrecondition(store.IfAbsent())), store.Created)
 	wantErr(t, "put if absent on existing", e.one(ctx, t, store.Put(a, doc(t, map[string]any{"v": 2})).WithPrecondition(store.IfAbsent())), store.ErrAlreadyExists)
 	wantErr(t, "delete if absent on existing", e.one(ctx, t, store.Delete(a).WithPrecondition(store.IfAbsent())), store.ErrAlreadyExists)
@@ -92,7 +91,7 @@ func testIfAbsent(ctx context.Context, t *testing.T, e *env) {
 
 func testDeleteMissing(ctx context.Context, t *testing.T, e *env) {
 	a := e.key("missing")
-	wantOK(t, "delete of a missing record", e.one(ctx, t, store.Delete(a)), store.NotFound)
+	wantOK(t, "delete of a missing record", e.one(ctx, t, store.Delete(a)), store.Absent)
 	rev := e.one(ctx, t, store.Put(a, doc(t, map[string]any{"v": 1}))).Revision
 	wantOK(t, "delete", e.one(ctx, t, store.Delete(a)), store.Deleted)
 	wantErr(t, "delete of a missing record at a revision", e.one(ctx, t, store.Delete(a).WithPrecondition(store.IfRevision(rev))), store.ErrConflict)
@@ -112,7 +111,7 @@ func testRequestOrder(ctx context.Context, t *testing.T, e *env) {
 		store.Put(a, doc(t, map[string]any{"v": 3})),
 		store.Read(b),
 	)
-	wantOK(t, "0 read", res[0], store.NotFound)
+	wantOK(t, "0 read", res[0], store.Absent)
 	wantOK(t, "1 put", res[1], store.Created)
 	wantOK(t, "2 put b", res[2], store.Created)
 	wantOK(t, "3 read", res[3], store.Found)
@@ -121,7 +120,7 @@ func testRequestOrder(ctx context.Context, t *testing.T, e *env) {
 	wantOK(t, "5 read", res[5], store.Found)
 	sameJSON(t, "5 read", res[5].Doc.JSON, map[string]any{"v": 2})
 	wantOK(t, "6 delete", res[6], store.Deleted)
-	wantOK(t, "7 read", res[7], store.NotFound)
+	wantOK(t, "7 read", res[7], store.Absent)
 	wantOK(t, "8 put", res[8], store.Created)
 	wantOK(t, "9 read b", res[9], store.Found)
 	if !res[3].Revision.Equal(res[1].Revision) || !res[5].Revision.Equal(res[4].Revision) {
@@ -200,7 +199,7 @@ func testSizeLimit(ctx context.Context, t *testing.T, e *env) {
 	if !errorsIs(err, store.ErrTooLarge) {
 		t.Fatalf("document over the limit: error %v, want ErrTooLarge", err)
 	}
-	wantOK(t, "nothing written", e.one(ctx, t, store.Read(b)), store.NotFound)
+	wantOK(t, "nothing written", e.one(ctx, t, store.Read(b)), store.Absent)
 }
 
 func testUnicode(ctx context.Context, t *testing.T, e *env) {
@@ -266,7 +265,7 @@ func testInvalidRequest(ctx context.Context, t *testing.T, e *env) {
 	if fmt.Sprint(idx) != "[1 2 3 4 5]" {
 		t.Fatalf("refused operations %v, want [1 2 3 4 5]", idx)
 	}
-	wantOK(t, "the valid put was not applied", e.one(ctx, t, store.Read(good)), store.NotFound)
+	wantOK(t, "the valid put was not applied", e.one(ctx, t, store.Read(good)), store.Absent)
 }
 
 func testMergeOutcomes(ctx context.Context, t *testing.T, e *env) {
@@ -284,9 +283,9 @@ func testMergeOutcomes(ctx context.Context, t *testing.T, e *env) {
 		t.Fatal("an unchanged merge moved the revision")
 	}
 	wantOK(t, "merge delete", e.one(ctx, t, store.Merge(a, "delete", inc)), store.Deleted)
-	wantOK(t, "merge delete on absent", e.one(ctx, t, store.Merge(a, "delete", inc)), store.NotFound)
-	wantOK(t, "merge keep on absent", e.one(ctx, t, store.Merge(a, "keep", inc)), store.NotFound)
-	wantOK(t, "read", e.one(ctx, t, store.Read(a)), store.NotFound)
+	wantOK(t, "merge delete on absent", e.one(ctx, t, store.Merge(a, "delete", inc)), store.Absent)
+	wantOK(t, "merge keep on absent", e.one(ctx, t, store.Merge(a, "keep", inc)), store.Absent)
+	wantOK(t, "read", e.one(ctx, t, store.Read(a)), store.Absent)
 }
 
 func testMergeFailure(ctx context.Context, t *testing.T, e *env) {
@@ -388,7 +387,7 @@ func testContention(ctx context.Context, t *testing.T, e *env) {
 // compare-and-set, however slow the machine.
 func testHotRecord(ctx context.Context, t *testing.T, e *env) {
 	obs := &conflictCounter{}
-	s, err := store.New(map[string]driver.Store{storeName: unclosable{e.h.Adapter}}, &store.Options{Merger: merger{}, Observer: obs})
+	s, err := store.New(map[string]store.Adapter{storeName: unclosable{e.h.Adapter}}, &store.Options{Merger: merger{}, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

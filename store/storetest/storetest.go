@@ -19,7 +19,7 @@ import (
 // Harness is what an adapter supplies to the suite.
 type Harness struct {
 	// Adapter is the adapter under test. The suite closes it at the end.
-	Adapter driver.Store
+	Adapter store.Adapter
 	// Namespace and Dataset name an existing, writable dataset (the suite never creates one:
 	// search adapters must be given an existing index). Every behaviour uses its own keys.
 	Namespace, Dataset string
@@ -43,14 +43,14 @@ const mergeBudget = 2 * time.Minute
 // Run runs every behaviour against h.
 func Run(t *testing.T, h Harness) {
 	opts := &store.Options{Merger: merger{}, MaxDocumentBytes: docLimit, MergeBudget: mergeBudget}
-	s, err := store.New(map[string]driver.Store{storeName: h.Adapter}, opts)
+	s, err := store.New(map[string]store.Adapter{storeName: h.Adapter}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second service over the same adapter, without coalescing, competes with the first in
 	// the contention test the way two processes would. Only the first closes the adapter.
 	opts.Coalesce.Disabled = true
-	direct, err := store.New(map[string]driver.Store{storeName: unclosable{h.Adapter}}, opts)
+	direct, err := store.New(map[string]store.Adapter{storeName: unclosable{h.Adapter}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func parallel(n int, f func(i int)) {
 // Shared returns a for a second Service over the same adapter, as a second process would have:
 // its Close does nothing (the first Service closes a), and it keeps a's optional capabilities
 // (driver.AddressValidator, driver.TimePrecisioner), which an embedding wrapper would hide.
-func Shared(a driver.Store) driver.Store { return unclosable{a} }
+func Shared(a store.Adapter) store.Adapter { return unclosable{a} }
 
 type unclosable struct{ driver.Store }
 

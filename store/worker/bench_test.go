@@ -14,7 +14,6 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -107,7 +106,7 @@ func (g gatedConsumer) Fetch(ctx context.Context) ([]queue.Message, error) {
 func BenchmarkWorkerVsSync(b *testing.B) {
 	const chunk = 20 * benchBatch
 	newSvc := func(queues map[string]queue.Publisher) *store.Service {
-		s, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: queues})
+		s, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: queues})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -129,7 +128,7 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 		br := memqueue.New(&memqueue.Options{Partitions: 4, MaxFetch: benchBatch})
 		pub, _ := br.Publisher(topic)
 		dlq, _ := br.Publisher(dlqTopic)
-		producer, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
+		producer, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -227,7 +226,7 @@ func BenchmarkAcceptedVsRawPublish(b *testing.B) {
 		accBroker, rawBroker := memqueue.New(nil), memqueue.New(nil)
 		accPub, _ := accBroker.Publisher(topic)
 		rawPub, _ := rawBroker.Publisher(topic)
-		svc, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": accPub}})
+		svc, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": accPub}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -284,7 +283,7 @@ func BenchmarkAcceptedVsRawProduceKafka(b *testing.B) {
 	accTopic, rawTopic := uniqueName("bench-acc"), uniqueName("bench-raw")
 	env.createTopic(b, accTopic, 4)
 	env.createTopic(b, rawTopic, 4)
-	svc, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger,
+	svc, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger,
 		Queues: map[string]queue.Publisher{"m": env.publisher(b, accTopic)}})
 	if err != nil {
 		b.Fatal(err)

@@ -120,7 +120,7 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	svc, err := store.New(map[string]driver.Store{"s": adapter}, &store.Options{Merger: crashMerger, Queues: map[string]queue.Publisher{"s": pub}})
+	svc, err := store.New(map[string]store.Adapter{"s": adapter}, &store.Options{Merger: crashMerger, Queues: map[string]queue.Publisher{"s": pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func crashBackend(t *testing.T, cfg *crashConfig) {
 }
 
 // openCrashAdapter opens the store of cfg; the child and the parent each open their own.
-func openCrashAdapter(ctx context.Context, t testing.TB, cfg *crashConfig) driver.Store {
+func openCrashAdapter(ctx context.Context, t testing.TB, cfg *crashConfig) store.Adapter {
 	a, err := openCrashStore(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func openCrashAdapter(ctx context.Context, t testing.TB, cfg *crashConfig) drive
 	return a
 }
 
-func openCrashStore(ctx context.Context, cfg *crashConfig) (driver.Store, error) {
+func openCrashStore(ctx context.Context, cfg *crashConfig) (store.Adapter, error) {
 	if cfg.Backend == "elasticsearch" {
 		return searchstore.NewFromURLs([]string{cfg.URL}, nil)
 	}
@@ -439,7 +439,7 @@ func runCrashChild(raw string) {
 	if err != nil {
 		fail("apply log", err)
 	}
-	svc, err := store.New(map[string]driver.Store{"s": &applyLogger{Store: a, f: f}}, &store.Options{Merger: crashMerger})
+	svc, err := store.New(map[string]store.Adapter{"s": &applyLogger{Store: a, f: f}}, &store.Options{Merger: crashMerger})
 	if err != nil {
 		fail("service", err)
 	}

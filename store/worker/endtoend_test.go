@@ -18,7 +18,6 @@ import (
 	"github.com/tributary-dev/tributary/luamerge"
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/mongostore"
 	"github.com/tributary-dev/tributary/store/searchstore"
 	"github.com/tributary-dev/tributary/store/worker"
@@ -36,7 +35,7 @@ end`
 // backend is a real store for the end-to-end test: an adapter, and the namespace and
 // dataset it can write to.
 type backend struct {
-	adapter            driver.Store
+	adapter            store.Adapter
 	namespace, dataset string
 }
 
@@ -105,7 +104,7 @@ func runEndToEnd(t *testing.T, env kafkaEnv, be backend) {
 	topic, dlqTopic := uniqueName("e2e-in"), uniqueName("e2e-dlq")
 	env.createTopic(t, topic, 4)
 	env.createTopic(t, dlqTopic, 1)
-	svc, err := store.New(map[string]driver.Store{"m": be.adapter}, &store.Options{
+	svc, err := store.New(map[string]store.Adapter{"m": be.adapter}, &store.Options{
 		Merger: lua, Queues: map[string]queue.Publisher{"m": env.publisher(t, topic)}})
 	if err != nil {
 		t.Fatal(err)

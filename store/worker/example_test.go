@@ -7,7 +7,6 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -17,7 +16,7 @@ func Example() {
 	ctx := context.Background()
 	broker := memqueue.New(nil)
 	mutations, _ := broker.Publisher("mutations")
-	svc, _ := store.New(map[string]driver.Store{"main": memstore.New()},
+	svc, _ := store.New(map[string]store.Adapter{"main": memstore.New()},
 		&store.Options{Queues: map[string]queue.Publisher{"main": mutations}})
 	defer svc.Close(ctx)
 

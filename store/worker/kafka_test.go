@@ -19,7 +19,6 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
-	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -124,7 +123,7 @@ type kafkaRig struct {
 	dlq                    *kafkaqueue.Publisher
 }
 
-func newKafkaRig(t *testing.T, env kafkaEnv, adapter driver.Store) *kafkaRig {
+func newKafkaRig(t *testing.T, env kafkaEnv, adapter store.Adapter) *kafkaRig {
 	r := &kafkaRig{env: env, topic: uniqueName("worker-in"), dlqTopic: uniqueName("worker-dlq"), group: uniqueName("worker")}
 	env.createTopic(t, r.topic, 4)
 	env.createTopic(t, r.dlqTopic, 1)
@@ -133,7 +132,7 @@ func newKafkaRig(t *testing.T, env kafkaEnv, adapter driver.Store) *kafkaRig {
 		adapter = r.rec
 	}
 	var err error
-	r.svc, err = store.New(map[string]driver.Store{"m": adapter}, &store.Options{
+	r.svc, err = store.New(map[string]store.Adapter{"m": adapter}, &store.Options{
 		Merger: testMerger, Queues: map[string]queue.Publisher{"m": env.publisher(t, r.topic)}})
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ func newRig(t testing.TB, adapter driver.Store, partitions int) *rig {
 	if adapter == nil {
 		adapter = memstore.New()
 	}
-	svc, err := store.New(map[string]driver.Store{"m": adapter}, &store.Options{
+	svc, err := store.New(map[string]store.Adapter{"m": adapter}, &store.Options{
 		Merger:        testMerger,
 		Queues:        map[string]queue.Publisher{"m": pub},
 		RetryAttempts: 1, // the worker's retries are under test, not the service's
@@ -190,7 +190,7 @@ func (r *rig) read(t testing.TB, a store.Address) store.Result {
 
 func TestWorkerAppliesAcceptedWritesLikeTheSynchronousPath(t *testing.T) {
 	r := newRig(t, nil, 4)
-	ref, err := store.New(map[string]driver.Store{"m": memstore.New()}, &store.Options{Merger: testMerger})
+	ref, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func (r *recording) Write(ctx context.Context, ws []driver.Write, o driver.Write
 		}
 		var c counter
 		if json.Unmarshal(w.Doc.JSON, &c) == nil {
-			r.seqs[w.Addr] = append(r.seqs[w.Addr], c.Seq)
+			r.seqs[sa(w.Addr)] = append(r.seqs[sa(w.Addr)], c.Seq)
 		}
 	}
 	return res, err
@@ -387,11 +387,11 @@ func (f *flaky) fail(addrs []driver.Address) (bool, map[int]bool) {
 	}
 	bad := map[int]bool{}
 	for i, a := range addrs {
-		if f.failAlways[a] {
+		if f.failAlways[sa(a)] {
 			bad[i] = true
 		}
-		if f.failFirst[a] > 0 {
-			f.failFirst[a]--
+		if f.failFirst[sa(a)] > 0 {
+			f.failFirst[sa(a)]--
 			bad[i] = true
 		}
 	}
@@ -611,7 +611,7 @@ func TestWorkerAppliesItsOwnStoreOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc, err := store.New(map[string]driver.Store{"m": memstore.New(), "es": memstore.New()}, &store.Options{
+			svc, err := store.New(map[string]store.Adapter{"m": memstore.New(), "es": memstore.New()}, &store.Options{
 				Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
 			if err != nil {
 				t.Fatal(err)
@@ -661,7 +661,7 @@ func TestWorkerAppliesItsOwnStoreOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantForeign := store.NotFound
+			wantForeign := store.Absent
 			if also {
 				wantForeign = store.Found
 			}
