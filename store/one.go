@@ -13,7 +13,7 @@ func (c Completion) applyWrite(_ *Op, mode *Completion) { *mode = c }
 
 // DoOne runs one operation. The error is the call's (a *RequestError, ErrClosed, ctx's
 // error) or the operation's own (Result.Err, an *Error); a missing record is not an error:
-// the outcome says NotFound (Absent). Like a one-operation Do, it goes through the store's
+// the outcome says Absent. Like a one-operation Do, it goes through the store's
 // coalescer.
 func (s *Service) DoOne(ctx context.Context, op Op, mode Completion) (Result, error) {
 	var ops [1]Op
