@@ -236,3 +236,20 @@ func (u unclosable) TimePrecision() time.Duration {
 	}
 	return 0
 }
+
+// StoreAddress returns a, an address in the adapter contract's vocabulary (package driver), as
+// package store's Address: for adapter tests that drive an adapter through a store.Service.
+func StoreAddress(a driver.Address) store.Address {
+	var k store.Key
+	switch a.Key.Kind() {
+	case driver.StringKey:
+		k = store.StringKey(a.Key.StringValue())
+	case driver.Int64Key:
+		k = store.Int64Key(a.Key.Int64Value())
+	case driver.BytesKey:
+		k = store.BytesKey(a.Key.BytesValue())
+	case driver.ObjectIDKey:
+		k = store.ObjectIDKey(a.Key.ObjectIDValue())
+	}
+	return store.Address{Store: a.Store, Namespace: a.Namespace, Dataset: a.Dataset, Key: k}
+}
