@@ -45,8 +45,13 @@ func (b *badItems) add(i int, op store.OpKind, addr store.Address, err error) {
 
 // check runs the Service's validation over the items that could be translated and adds its
 // refusals: without it a client would learn of them only after fixing the others. A fault
-// of the request as a whole (too many items) is returned as it is.
+// of the request as a whole (too many items) is returned as it is. When every item was
+// translated it does nothing: Do validates the request itself, in the same pass and format
+// (callError), so documents are not validated twice on every request.
 func (b *badItems) check(svc store.Store, ops []store.Op, mode store.Completion) error {
+	if len(b.items) == 0 {
+		return nil
+	}
 	c, ok := svc.(interface {
 		Check([]store.Op, store.Completion) error
 	})
@@ -72,9 +77,6 @@ func (b *badItems) check(svc store.Store, ops []store.Op, mode store.Completion)
 	for _, it := range re.Items {
 		if it.Index < 0 {
 			return callError(err, b.field)
-		}
-		if b.items == nil {
-			b.items = map[int]*store.Error{}
 		}
 		b.items[idx[it.Index]] = it.Err
 	}
