@@ -228,14 +228,8 @@ func (p *pipe) commitLanded() error {
 // awaitAny waits until the oldest flight landed, and commits it, or any other flight
 // landed (which may free a slot).
 func (p *pipe) awaitAny() error {
-	head := p.r.inflight[0].done
 	select {
-	case <-head:
-		return p.commitHead()
-	default:
-	}
-	select {
-	case <-head:
+	case <-p.r.inflight[0].done:
 		return p.commitHead()
 	case <-p.landed:
 		return nil
