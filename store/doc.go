@@ -121,27 +121,27 @@
 //
 // # Accepted mode
 //
-// A store configured with a queue (Options.Queues, a queue.Publisher per store name) turns
-// each accepted-mode put, merge and delete into one self-contained [Record] -- address,
-// operation, precondition, document or merge program with its incoming document, request id,
-// position in the request and acceptance time -- encoded in the versioned JSON format that
-// Record documents and keyed by [RecordKey] of its address, so every mutation of one record
-// lands in one partition in submission order. Each store publishes its operations of a request
-// in one Publish call, bypassing the coalescer (the publisher batches). The request is
-// validated first, as in every mode: a malformed operation refuses it whole and nothing is
-// published. An operation then comes back Accepted once the queue acknowledged it durably,
-// or fails on its own: [ErrUnavailable] when the queue could not take it (retryable: it was
-// not enqueued), [ErrOutcomeUnknown] when it was handed to the queue and no answer came
-// within the publisher's bound (kafkaqueue: Config.DeliveryTimeout, also when a broker hangs)
-// or before ctx ended -- it may have been enqueued, and may still be, after the call returned
-// (retryable; a retry may enqueue it twice, which at-least-once delivery allows anyway) --
-// and [ErrInvalid] when the queue refused it (too large). Every accepted-mode write answers
-// within that bound. A store without a queue fails accepted-mode writes with
-// [ErrUnavailable]. Reads in an accepted-mode request run synchronously and do not see the
-// request's queued writes.
+// A store configured with a [Queue] (Options.Queues, by store name) hands each accepted-mode
+// put, merge and delete of a request to it, all of a store's operations of one request in one
+// [Queue.Enqueue] call, in request order, bypassing the coalescer (the queue batches). The
+// Service knows no format or transport: package store/accepted is the Queue over a
+// queue.Publisher (Kafka, or memqueue in one process), with the versioned JSON record format
+// and the message key that keep every mutation of one record in one partition in submission
+// order. The request is validated first, as in every mode, and with it what the queue cannot
+// carry ([QueueChecker]): a malformed operation refuses it whole and nothing is enqueued. An
+// operation then comes back Accepted once the queue holds it durably, or fails on its own:
+// [ErrUnavailable] when the queue could not take it (retryable: it was not enqueued),
+// [ErrOutcomeUnknown] when it was handed to the queue and no answer came within the queue's
+// bound (kafkaqueue: Config.DeliveryTimeout, also when a broker hangs) or before ctx ended --
+// it may have been enqueued, and may still be, after the call returned (retryable; a retry may
+// enqueue it twice, which at-least-once delivery allows anyway) -- and [ErrInvalid] when the
+// queue refused it (too large). Every accepted-mode write answers within that bound. A store
+// without a queue refuses accepted-mode writes at validation with [ErrNoQueue] (kind Invalid,
+// not retryable: it is the Service's configuration). Reads in an accepted-mode request run
+// synchronously and do not see the request's queued writes.
 //
-// A worker (package store/worker) consumes the records and applies them with
-// [Service.Apply]: the synchronous path, with each merge seeing its record's acceptance time
-// as MergeContext.Time. Delivery is at-least-once, so a queued operation may be applied more
+// A worker (package store/worker) consumes the queue and applies its operations with
+// [Service.Apply]: the synchronous path, with each merge seeing its operation's acceptance
+// time as MergeContext.Time. Delivery is at-least-once, so a queued operation may be applied more
 // than once.
 package store

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
@@ -44,7 +44,7 @@ func errTextService(t *testing.T) *store.Service {
 	}
 	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{
 		Merger: errTextMerger, MaxDocumentBytes: 64, MaxOps: 8, Coalesce: store.CoalesceOptions{MaxBatch: 8},
-		Queues: map[string]queue.Publisher{"main": pub},
+		Queues: map[string]store.Queue{"main": accepted.NewPublisher(pub)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func (failingMarshaler) MarshalJSON() ([]byte, error) { return nil, errors.New("
 func TestRecordErrorTexts(t *testing.T) {
 	at := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 	rec := func(op store.Op) string {
-		return string(store.AppendRecord(nil, &store.Record{RequestID: "r", Index: 0, AcceptedAt: at, Op: op}, store.ProgramHash(op.Program)))
+		return string(accepted.Append(nil, &accepted.Record{RequestID: "r", Index: 0, AcceptedAt: at, Op: op}, accepted.ProgramHash(op.Program)))
 	}
 	put := rec(store.Put(addr("main", "k"), jdoc(`{"p":"`+secret+`"}`)))
 	merge := rec(store.Merge(addr("main", "k"), "keep", jdoc(`{"p":"`+secret+`"}`)))
@@ -301,7 +301,7 @@ func TestRecordErrorTexts(t *testing.T) {
 		{"bad precondition", strings.Replace(put, `,"doc":`, `,"if":"maybe","doc":`, 1), `store: put main/ns/ds/"k": queue record is malformed: if is not revision or absent`},
 	}
 	for _, c := range decode {
-		_, err := store.DecodeRecord([]byte(c.value))
+		_, err := accepted.Decode([]byte(c.value))
 		if !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 		}
@@ -309,7 +309,7 @@ func TestRecordErrorTexts(t *testing.T) {
 	}
 
 	s := errTextService(t)
-	recs := []store.Record{
+	recs := []store.QueuedOp{
 		{AcceptedAt: at, Op: store.Put(addr("nope", "k"), jdoc(`{}`))},
 		{AcceptedAt: at, Op: store.Put(addr("main", "k"), jdoc(`[{"p":"`+secret+`"}]`))},
 		{AcceptedAt: at, Op: store.Read(addr("main", "k"))},
@@ -322,7 +322,7 @@ func TestRecordErrorTexts(t *testing.T) {
 	for i, want := range []string{
 		`store: put nope/ns/ds/"k": no store named "nope" is configured`,
 		`store: put main/ns/ds/"k": document is a JSON array, not an object`,
-		`store: read main/ns/ds/"k": a queue record holds a write, not a read`,
+		`store: read main/ns/ds/"k": a queued operation is a write, not a read`,
 		`store: merge main/ns/ds/"k": the merge program's result: document is a JSON array, not an object`,
 	} {
 		checkText(t, "apply "+strconv.Itoa(i), res[i].Err, want)

@@ -45,6 +45,16 @@ func IfRevision(rev Revision) Precondition {
 // record is absent, ErrAlreadyExists when it exists.
 func IfAbsent() Precondition { return Precondition{kind: driver.IfAbsent} }
 
+// Revision returns the revision an IfRevision precondition requires, and the zero Revision for
+// any other.
+func (p Precondition) Revision() Revision { return p.rev }
+
+// Absent reports whether p is IfAbsent.
+func (p Precondition) Absent() bool { return p.kind == driver.IfAbsent }
+
+// IsZero reports whether p is the zero Precondition, which requires nothing.
+func (p Precondition) IsZero() bool { return p.kind == driver.Unconditional }
+
 // Op is one operation of a batch. Build it with Read, Put, Merge or Delete.
 type Op struct {
 	Kind OpKind

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -87,11 +86,11 @@ type Options struct {
 	// Coalesce configures the gathering of concurrent one-operation calls into batches.
 	Coalesce CoalesceOptions
 	// Queues gives store instances, by store name, the durable queue their accepted-mode
-	// writes are published to (one Record per operation, keyed by RecordKey). Every name must
+	// writes go to (accepted.NewPublisher wraps a queue.Publisher into one). Every name must
 	// be a configured store; an accepted-mode write to a store without a queue refuses its
-	// request (ErrNoQueue). The Service does not close the publishers: close them after Close.
+	// request (ErrNoQueue). The Service does not close the queues: close them after Close.
 	// Default: none.
-	Queues map[string]queue.Publisher
+	Queues map[string]Queue
 	// Now is the clock (merge context times). Default time.Now.
 	Now func() time.Time
 	// Rand supplies backoff jitter. Default a generator seeded at random.
@@ -197,7 +196,8 @@ type instance struct {
 	validator driver.AddressValidator
 	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
-	queue     queue.Publisher // nil: accepted-mode writes are refused (ErrNoQueue)
+	queue     Queue        // nil: accepted-mode writes are refused (ErrNoQueue)
+	checker   QueueChecker // queue as a QueueChecker, or nil
 
 	laneMu sync.Mutex
 	lanes  map[Address]*lane // the records with operations queued or running (see lane)
@@ -227,6 +227,7 @@ func New(adapters map[string]Adapter, opts *Options) (*Service, error) {
 		}
 		in := &instance{name: name, adapter: a, queue: s.opts.Queues[name], lanes: make(map[Address]*lane)}
 		in.validator, _ = a.(driver.AddressValidator)
+		in.checker, _ = in.queue.(QueueChecker)
 		if tp, ok := a.(driver.TimePrecisioner); ok {
 			in.timePrec = tp.TimePrecision()
 		}
@@ -239,7 +240,7 @@ func New(adapters map[string]Adapter, opts *Options) (*Service, error) {
 	sort.Strings(s.names)
 	for name, q := range s.opts.Queues {
 		if s.stores[name] == nil || q == nil {
-			return nil, fmt.Errorf("store: Queues[%q]: no adapter of that name, or a nil publisher", name)
+			return nil, fmt.Errorf("store: Queues[%q]: no adapter of that name, or a nil queue", name)
 		}
 	}
 	return s, nil
@@ -300,7 +301,7 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 			s.running.Add(1)
 			go func() {
 				defer s.running.Done()
-				s.publish(ctx, in, rid, acc)
+				s.enqueue(ctx, in, rid, acc)
 			}()
 		}
 	}
@@ -391,10 +392,12 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 	for i := range ops {
 		err := s.validateOp(&ops[i])
 		if err == nil && mode == ReturnAccepted && ops[i].Kind != OpRead {
-			if s.stores[ops[i].Addr.Store].queue == nil {
+			if in := s.stores[ops[i].Addr.Store]; in.queue == nil {
 				err = &Error{Kind: KindInvalid, Op: ops[i].Kind, Addr: ops[i].Addr, Err: noQueueError{ops[i].Addr.Store}}
-			} else if !validUTF8Program(&ops[i]) {
-				err = newOpError(KindInvalid, OpMerge, ops[i].Addr, "an accepted-mode merge program must be valid UTF-8 to travel in a queue record")
+			} else if in.checker != nil {
+				if cerr := in.checker.CheckAccepted(&ops[i]); cerr != nil {
+					err = &Error{Kind: KindInvalid, Op: ops[i].Kind, Addr: ops[i].Addr, Err: cerr}
+				}
 			}
 		}
 		if err != nil {

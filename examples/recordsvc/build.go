@@ -16,6 +16,7 @@ import (
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/mongostore"
@@ -102,9 +103,9 @@ func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("lua: %w", err)
 	}
-	queues := make(map[string]queue.Publisher, len(rt.pubs))
+	queues := make(map[string]store.Queue, len(rt.pubs))
 	for name, p := range rt.pubs {
-		queues[name] = observedPublisher{inner: p, store: name, m: rt.m}
+		queues[name] = accepted.NewPublisher(observedPublisher{inner: p, store: name, m: rt.m})
 	}
 	co := store.CoalesceOptions{
 		Disabled: cfg.Coalesce.Disabled, MaxBatch: cfg.Coalesce.MaxBatch,

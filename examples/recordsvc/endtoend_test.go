@@ -25,6 +25,7 @@ import (
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/worker"
 )
 
@@ -279,12 +280,12 @@ stores:
     kind: memory
     queue: {kind: memory, worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 2ms}}
 `, modeAll)
-	accepted(t, s, s.metrics, "main", "acc", "things")
+	acceptedMode(t, s, s.metrics, "main", "acc", "things")
 }
 
-// accepted drives the accepted-mode path of storeName through s; a worker (whose metrics are
+// acceptedMode drives the accepted-mode path of storeName through s; a worker (whose metrics are
 // at workerMetrics) applies the records.
-func accepted(t *testing.T, s *service, workerMetrics, storeName, ns, ds string) {
+func acceptedMode(t *testing.T, s *service, workerMetrics, storeName, ns, ds string) {
 	ctx := testCtx(t)
 	a := addr(storeName, ns, ds, "a")
 	b := addr(storeName, ns, ds, "b")
@@ -544,7 +545,7 @@ stores:
     kind: memory
     queue: %s
 `, kafkaQueue(brokers, topic)), modeAll)
-	accepted(t, s, s.metrics, "main", "acc", "things")
+	acceptedMode(t, s, s.metrics, "main", "acc", "things")
 	for _, name := range []string{queueServicePrefix + "main", kafkaServicePrefix + "main"} {
 		h, err := s.health.Check(testCtx(t), healthRequest(name))
 		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
@@ -574,7 +575,7 @@ stores:
 	if work.rpc != nil {
 		t.Error("worker mode opened a gRPC listener")
 	}
-	accepted(t, api, work.metrics, "main", "acc", index)
+	acceptedMode(t, api, work.metrics, "main", "acc", index)
 }
 
 // TestEndToEndKafkaWorkerAppliesItsOwnStoreOnly: a record for store es, which has no queue,
@@ -601,9 +602,9 @@ stores:
 	}
 	defer cl.Close()
 	stray := store.Address{Store: "es", Namespace: "acc", Dataset: "things", Key: store.StringKey("stray")}
-	value := store.AppendRecord(nil, &store.Record{RequestID: "0123456789abcdef0123456789abcdef", AcceptedAt: time.Now(),
+	value := accepted.Append(nil, &accepted.Record{RequestID: "0123456789abcdef0123456789abcdef", AcceptedAt: time.Now(),
 		Op: store.Put(stray, store.Document{JSON: []byte(`{"name":"stray"}`)})}, "")
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: store.RecordKey(stray), Value: value}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: accepted.MessageKey(stray), Value: value}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	own := addr("async", "acc", "things", "own")
@@ -642,7 +643,7 @@ stores:
 		headers[worker.HeaderAttempts] != "0" || headers[worker.HeaderTopic] != topic {
 		t.Errorf("dead letter headers %v, want reason other_store, kind invalid, attempts 0, source topic %s", headers, topic)
 	}
-	if !bytes.Equal(dead.Value, value) || !bytes.Equal(dead.Key, store.RecordKey(stray)) {
+	if !bytes.Equal(dead.Value, value) || !bytes.Equal(dead.Key, accepted.MessageKey(stray)) {
 		t.Error("the dead letter is not the stray record as published")
 	}
 	// Dead-lettered before its offset was committed, and never applied.

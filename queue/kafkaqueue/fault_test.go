@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -59,7 +60,7 @@ func TestFaultHungBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := store.New(map[string]store.Adapter{"kq": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"kq": pub}})
+	svc, err := store.New(map[string]store.Adapter{"kq": memstore.New()}, &store.Options{Queues: map[string]store.Queue{"kq": accepted.NewPublisher(pub)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func hungWave(ctx context.Context, t *testing.T, pub, closing *kafkaqueue.Publis
 				t.Errorf("Do: %v", err)
 				return
 			}
-			add(writeResult{key: store.RecordKey(a), err: res[0].Err})
+			add(writeResult{key: accepted.MessageKey(a), err: res[0].Err})
 		}()
 	}
 	if wave == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -63,7 +64,7 @@ type timedApplier struct {
 	ns atomic.Int64
 }
 
-func (t *timedApplier) Apply(ctx context.Context, recs []store.Record) ([]store.Result, error) {
+func (t *timedApplier) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	s := time.Now()
 	r, err := t.Applier.Apply(ctx, recs)
 	t.ns.Add(int64(time.Since(s)))
@@ -105,7 +106,7 @@ func (g gatedConsumer) Fetch(ctx context.Context) ([]queue.Message, error) {
 // heap rather than for its garbage.
 func BenchmarkWorkerVsSync(b *testing.B) {
 	const chunk = 20 * benchBatch
-	newSvc := func(queues map[string]queue.Publisher) *store.Service {
+	newSvc := func(queues map[string]store.Queue) *store.Service {
 		s, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: queues})
 		if err != nil {
 			b.Fatal(err)
@@ -128,7 +129,7 @@ func BenchmarkWorkerVsSync(b *testing.B) {
 		br := memqueue.New(&memqueue.Options{Partitions: 4, MaxFetch: benchBatch})
 		pub, _ := br.Publisher(topic)
 		dlq, _ := br.Publisher(dlqTopic)
-		producer, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
+		producer, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]store.Queue{"m": accepted.NewPublisher(pub)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -226,7 +227,7 @@ func BenchmarkAcceptedVsRawPublish(b *testing.B) {
 		accBroker, rawBroker := memqueue.New(nil), memqueue.New(nil)
 		accPub, _ := accBroker.Publisher(topic)
 		rawPub, _ := rawBroker.Publisher(topic)
-		svc, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]queue.Publisher{"m": accPub}})
+		svc, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger, Queues: map[string]store.Queue{"m": accepted.NewPublisher(accPub)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -234,10 +235,10 @@ func BenchmarkAcceptedVsRawPublish(b *testing.B) {
 		for i, op := range ops {
 			hash := ""
 			if op.Kind == store.OpMerge {
-				hash = store.ProgramHash(op.Program)
+				hash = accepted.ProgramHash(op.Program)
 			}
-			msgs[i] = queue.Message{Key: store.RecordKey(op.Addr),
-				Value: store.AppendRecord(nil, &store.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
+			msgs[i] = queue.Message{Key: accepted.MessageKey(op.Addr),
+				Value: accepted.Append(nil, &accepted.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
 		}
 		runtime.GC()
 		b.StartTimer()
@@ -284,7 +285,7 @@ func BenchmarkAcceptedVsRawProduceKafka(b *testing.B) {
 	env.createTopic(b, accTopic, 4)
 	env.createTopic(b, rawTopic, 4)
 	svc, err := store.New(map[string]store.Adapter{"m": memstore.New()}, &store.Options{Merger: testMerger,
-		Queues: map[string]queue.Publisher{"m": env.publisher(b, accTopic)}})
+		Queues: map[string]store.Queue{"m": accepted.NewPublisher(env.publisher(b, accTopic))}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -298,10 +299,10 @@ func BenchmarkAcceptedVsRawProduceKafka(b *testing.B) {
 	for i, op := range ops {
 		hash := ""
 		if op.Kind == store.OpMerge {
-			hash = store.ProgramHash(op.Program)
+			hash = accepted.ProgramHash(op.Program)
 		}
-		recs[i] = &kgo.Record{Key: store.RecordKey(op.Addr),
-			Value: store.AppendRecord(nil, &store.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
+		recs[i] = &kgo.Record{Key: accepted.MessageKey(op.Addr),
+			Value: accepted.Append(nil, &accepted.Record{RequestID: "00112233445566778899aabbccddeeff", Index: i % batch, AcceptedAt: time.Now(), Op: op}, hash)}
 	}
 	// Warm both clients up (connections, metadata, producer ids) before the clock starts.
 	if _, err := svc.Do(ctx, ops[:1], store.ReturnAccepted); err != nil {

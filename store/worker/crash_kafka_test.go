@@ -23,9 +23,9 @@ import (
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/subproc"
 	"github.com/tributary-dev/tributary/internal/testenv"
-	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/mongostore"
 	"github.com/tributary-dev/tributary/store/searchstore"
@@ -120,7 +120,7 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	svc, err := store.New(map[string]store.Adapter{"s": adapter}, &store.Options{Merger: crashMerger, Queues: map[string]queue.Publisher{"s": pub}})
+	svc, err := store.New(map[string]store.Adapter{"s": adapter}, &store.Options{Merger: crashMerger, Queues: map[string]store.Queue{"s": accepted.NewPublisher(pub)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ type announcing struct {
 	once sync.Once
 }
 
-func (a *announcing) Apply(ctx context.Context, recs []store.Record) ([]store.Result, error) {
+func (a *announcing) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	a.once.Do(func() { fmt.Println("applying") })
 	return a.Applier.Apply(ctx, recs)
 }

@@ -46,7 +46,7 @@ type crashing struct {
 	kill       func()
 }
 
-func (c *crashing) Apply(ctx context.Context, recs []store.Record) ([]store.Result, error) {
+func (c *crashing) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	c.n--
 	if c.n == 0 && !c.afterApply {
 		c.kill()

@@ -1,6 +1,6 @@
 // Package worker applies the store's accepted-mode writes: it consumes the records a
-// store.Service published to a durable queue (see store.Record) and applies them through the
-// same synchronous path as a WaitApplied call (store.Service.Apply), so queued and direct
+// store.Service enqueued to a durable queue (package store/accepted writes them as records)
+// and applies them through the same synchronous path as a WaitApplied call (store.Service.Apply), so queued and direct
 // writes share validation, ordering, merges and retries.
 //
 //	w, err := worker.New("orders", consumer, svc, deadLetters, nil) // the worker of store "orders"
@@ -16,7 +16,7 @@
 // reason other_store (error kind invalid, attempts 0) and never applied, even when the applier
 // configures that store: a record on the wrong topic is out of order with its store's own
 // records, and a store without a queue has no worker meant to apply its records at all. When
-// several stores publish to one queue on purpose (one publisher in store.Options.Queues for
+// several stores publish to one queue on purpose (one queue in store.Options.Queues for
 // them all), name the others in Options.AlsoApply; one worker then applies them all, and no
 // other worker may consume that topic. New refuses a store the applier does not configure
 // when the applier can say (a Stores method, as *store.Service has).
@@ -37,7 +37,7 @@
 // one is applied, since decoding costs a sizeable share of applying a put to memory. A fetch
 // read ahead is never finished before its turn, so abandoning it costs only its redelivery.
 // Decoding copies no document -- a record's document is its message's memory
-// (store.RecordDecoder.DecodeShared), held until the message is finished anyway -- and a
+// (accepted.Decoder.DecodeShared), held until the message is finished anyway -- and a
 // processed fetch's arrays are reused for a later one, so an Applier must not keep the
 // records it was given.
 //

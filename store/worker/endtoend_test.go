@@ -18,6 +18,7 @@ import (
 	"github.com/tributary-dev/tributary/luamerge"
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/mongostore"
 	"github.com/tributary-dev/tributary/store/searchstore"
 	"github.com/tributary-dev/tributary/store/worker"
@@ -105,7 +106,7 @@ func runEndToEnd(t *testing.T, env kafkaEnv, be backend) {
 	env.createTopic(t, topic, 4)
 	env.createTopic(t, dlqTopic, 1)
 	svc, err := store.New(map[string]store.Adapter{"m": be.adapter}, &store.Options{
-		Merger: lua, Queues: map[string]queue.Publisher{"m": env.publisher(t, topic)}})
+		Merger: lua, Queues: map[string]store.Queue{"m": accepted.NewPublisher(env.publisher(t, topic))}})
 	if err != nil {
 		t.Fatal(err)
 	}

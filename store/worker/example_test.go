@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -17,7 +17,7 @@ func Example() {
 	broker := memqueue.New(nil)
 	mutations, _ := broker.Publisher("mutations")
 	svc, _ := store.New(map[string]store.Adapter{"main": memstore.New()},
-		&store.Options{Queues: map[string]queue.Publisher{"main": mutations}})
+		&store.Options{Queues: map[string]store.Queue{"main": accepted.NewPublisher(mutations)}})
 	defer svc.Close(ctx)
 
 	a := store.Address{Store: "main", Namespace: "shop", Dataset: "carts", Key: store.StringKey("c1")}

@@ -19,6 +19,7 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -133,7 +134,7 @@ func newKafkaRig(t *testing.T, env kafkaEnv, adapter store.Adapter) *kafkaRig {
 	}
 	var err error
 	r.svc, err = store.New(map[string]store.Adapter{"m": adapter}, &store.Options{
-		Merger: testMerger, Queues: map[string]queue.Publisher{"m": env.publisher(t, r.topic)}})
+		Merger: testMerger, Queues: map[string]store.Queue{"m": accepted.NewPublisher(env.publisher(t, r.topic))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestWorkerDeadLetterAndOrderOnKafka(t *testing.T) {
 
 		plan.accept(t, r.svc, keys, 10)
 		raw := env.publisher(t, r.topic)
-		if err := raw.Publish(context.Background(), []queue.Message{{Key: store.RecordKey(key("k1")), Value: []byte("not a record")}}); err != nil {
+		if err := raw.Publish(context.Background(), []queue.Message{{Key: accepted.MessageKey(key("k1")), Value: []byte("not a record")}}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := r.svc.Do(context.Background(), []store.Op{store.Merge(key("k1"), progFail, jsonDoc(t, counter{N: 1}))}, store.ReturnAccepted)
@@ -342,7 +343,7 @@ type slowApplier struct {
 	delay time.Duration
 }
 
-func (s slowApplier) Apply(ctx context.Context, recs []store.Record) ([]store.Result, error) {
+func (s slowApplier) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	time.Sleep(s.delay)
 	return s.Applier.Apply(ctx, recs)
 }

@@ -16,20 +16,22 @@ import (
 
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 )
 
-// Applier applies decoded queue records on the synchronous path. *store.Service implements it
-// (Service.Apply). Apply must not keep recs, or the documents in them, after it returned: the
-// worker reuses the slice for a later fetch, and the documents are the fetched messages' memory.
+// Applier applies the operations of decoded queue records on the synchronous path.
+// *store.Service implements it (Service.Apply). Apply must not keep ops, or the documents in
+// them, after it returned: the worker reuses the slice for a later fetch, and the documents are
+// the fetched messages' memory.
 type Applier interface {
-	Apply(ctx context.Context, recs []store.Record) ([]store.Result, error)
+	Apply(ctx context.Context, ops []store.QueuedOp) ([]store.Result, error)
 }
 
 // Options configure a Worker. The zero value (or nil) gives the documented defaults.
 type Options struct {
 	// AlsoApply names further stores, besides the worker's own (New's storeName), whose records
 	// the worker applies: for a queue that several stores publish to (store.Options.Queues
-	// giving them one publisher). Records of any other store are dead-lettered (reason
+	// giving them one queue). Records of any other store are dead-lettered (reason
 	// other_store), never applied. Default none: the worker applies its own store's records
 	// only.
 	AlsoApply []string
@@ -150,7 +152,7 @@ type Worker struct {
 	also  []string
 
 	// Owned by the reading goroutine: the decoder and the table grouping a fetch into waves.
-	dec   store.RecordDecoder
+	dec   accepted.Decoder
 	depth addrTable
 	// spare holds fetches whose processing ended, for the reader to fill again: their slices
 	// keep their capacity, so a steady stream of fetches allocates no per-fetch arrays.
@@ -296,11 +298,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// wave is records of distinct addresses, applied together: recs[i] came in msgs[i]. recs is
-// contiguous so the first Apply takes it as it is, and msgs so that a wave applied whole is
-// finished with one call.
+// wave is records of distinct addresses, applied together: recs[i] came in msgs[i], and
+// ops[i] is its operation as Apply takes it. ops is contiguous so the first Apply takes it as
+// it is, and msgs so that a wave applied whole is finished with one call.
 type wave struct {
-	recs []store.Record
+	recs []accepted.Record
+	ops  []store.QueuedOp
 	msgs []queue.Message
 }
 
@@ -327,8 +330,9 @@ func (w *Worker) recycle(f *fetched) {
 	for i := range all {
 		wv := &all[i]
 		clear(wv.recs)
+		clear(wv.ops)
 		clear(wv.msgs)
-		wv.recs, wv.msgs = wv.recs[:0], wv.msgs[:0]
+		wv.recs, wv.ops, wv.msgs = wv.recs[:0], wv.ops[:0], wv.msgs[:0]
 	}
 	*f = fetched{waves: f.waves[:0]}
 	select {
@@ -406,7 +410,7 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonOtherStore, kind: store.KindInvalid.String()})
 			continue
 		}
-		var wave0 []store.Record
+		var wave0 []accepted.Record
 		if len(f.waves) > 0 {
 			wave0 = f.waves[0].recs
 		}
@@ -418,11 +422,12 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 				f.waves = append(f.waves, wave{})
 			}
 			if d == 0 && cap(f.waves[0].recs) == 0 { // the first wave usually holds nearly every record
-				f.waves[0] = wave{recs: make([]store.Record, 0, len(msgs)), msgs: make([]queue.Message, 0, len(msgs))}
+				f.waves[0] = wave{recs: make([]accepted.Record, 0, len(msgs)), ops: make([]store.QueuedOp, 0, len(msgs)), msgs: make([]queue.Message, 0, len(msgs))}
 			}
 		}
 		wv := &f.waves[d]
 		wv.recs = append(wv.recs, rec)
+		wv.ops = append(wv.ops, rec.Queued())
 		wv.msgs = append(wv.msgs, m)
 	}
 	return f
@@ -460,7 +465,7 @@ func (t *addrTable) reset(n int) {
 
 // add counts a record of *a and returns how many of a's records came before it. wave0 is the
 // fetch's wave 0 so far: a record of an address not seen yet is appended to it next.
-func (t *addrTable) add(a *store.Address, wave0 []store.Record) int {
+func (t *addrTable) add(a *store.Address, wave0 []accepted.Record) int {
 	h := maphash.Comparable(t.seed, a.Key) | 1
 	mask := len(t.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
@@ -506,7 +511,7 @@ func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
 // retryably, and returns the ones to dead-letter. Applied records are finished at once.
 func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]deadLetter, error) {
 	var dead []deadLetter
-	recs, msgs := wv.recs, wv.msgs
+	recs, ops, msgs := wv.recs, wv.ops, wv.msgs
 	var todo []int // the round's records as indexes into wv; nil in the first round: all of them
 	for round := 0; ; round++ {
 		if round > 0 {
@@ -514,12 +519,12 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 			if err := w.sleep(ctx, round); err != nil {
 				return nil, err
 			}
-			recs, msgs = make([]store.Record, len(todo)), make([]queue.Message, len(todo))
+			recs, ops, msgs = make([]accepted.Record, len(todo)), make([]store.QueuedOp, len(todo)), make([]queue.Message, len(todo))
 			for j, i := range todo {
-				recs[j], msgs[j] = wv.recs[i], wv.msgs[i]
+				recs[j], ops[j], msgs[j] = wv.recs[i], wv.ops[i], wv.msgs[i]
 			}
 		}
-		res, err := w.a.Apply(ctx, recs)
+		res, err := w.a.Apply(ctx, ops)
 		if err == nil && len(res) != len(recs) {
 			err = fmt.Errorf("the applier returned %d results for %d records", len(res), len(recs))
 		}

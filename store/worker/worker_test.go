@@ -15,6 +15,7 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/worker"
@@ -98,7 +99,7 @@ func newRig(t testing.TB, adapter driver.Store, partitions int) *rig {
 	}
 	svc, err := store.New(map[string]store.Adapter{"m": adapter}, &store.Options{
 		Merger:        testMerger,
-		Queues:        map[string]queue.Publisher{"m": pub},
+		Queues:        map[string]store.Queue{"m": accepted.NewPublisher(pub)},
 		RetryAttempts: 1, // the worker's retries are under test, not the service's
 	})
 	if err != nil {
@@ -309,7 +310,7 @@ func TestWorkerDeadLetterPoisonDoesNotBlockItsPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	garbage := queue.Message{Key: store.RecordKey(key("a")), Value: []byte(`{"v":1,"op":"put","doc":{"secret":"x"`),
+	garbage := queue.Message{Key: accepted.MessageKey(key("a")), Value: []byte(`{"v":1,"op":"put","doc":{"secret":"x"`),
 		Headers: []queue.Header{{Key: "trace", Value: []byte("t1")}}}
 	if err := raw.Publish(context.Background(), []queue.Message{garbage}); err != nil {
 		t.Fatal(err)
@@ -520,7 +521,7 @@ type gated struct {
 	release chan struct{}
 }
 
-func (g *gated) Apply(ctx context.Context, recs []store.Record) ([]store.Result, error) {
+func (g *gated) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	select {
 	case g.entered <- struct{}{}:
 	default:
@@ -612,7 +613,7 @@ func TestWorkerAppliesItsOwnStoreOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			svc, err := store.New(map[string]store.Adapter{"m": memstore.New(), "es": memstore.New()}, &store.Options{
-				Merger: testMerger, Queues: map[string]queue.Publisher{"m": pub}})
+				Merger: testMerger, Queues: map[string]store.Queue{"m": accepted.NewPublisher(pub)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -625,8 +626,8 @@ func TestWorkerAppliesItsOwnStoreOnly(t *testing.T) {
 				store.Put(foreign, jsonDoc(t, counter{N: 7})),
 				store.Put(key("after"), jsonDoc(t, counter{N: 2})),
 			} {
-				value := store.AppendRecord(nil, &store.Record{RequestID: "r", Index: i, AcceptedAt: at, Op: op}, "")
-				msgs = append(msgs, queue.Message{Key: store.RecordKey(op.Addr), Value: value})
+				value := accepted.Append(nil, &accepted.Record{RequestID: "r", Index: i, AcceptedAt: at, Op: op}, "")
+				msgs = append(msgs, queue.Message{Key: accepted.MessageKey(op.Addr), Value: value})
 			}
 			if err := pub.Publish(context.Background(), msgs); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package store_test
+package accepted_test
 
 import (
 	"bytes"
@@ -16,37 +16,38 @@ import (
 	"unsafe"
 
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 )
 
 // The record codec's fuzz targets. Their seeds are the encoder's output for varied records
 // (recordSamples, plus the files under testdata/fuzz/<target>/): a record the real Kafka path
-// carries is AppendRecord's bytes, so those are the values the decoder meets in practice.
+// carries is Append's bytes, so those are the values the decoder meets in practice.
 
-// FuzzDecodeRecord feeds arbitrary values to the decoder. It must never panic; it must refuse
+// FuzzDecode feeds arbitrary values to the decoder. It must never panic; it must refuse
 // with a *store.Error of kind KindInvalid whose text is one of the decoder's own messages and
 // quotes nothing of the value but the record's address; DecodeShared must agree with Decode
 // and share nothing but the document; whatever it accepts must encode back to a record that
 // decodes to the same thing, and encode canonically; and it must agree with refDecode, a
 // reference decoder of the documented format over encoding/json.
-func FuzzDecodeRecord(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, r := range recordSamples(f) {
 		f.Add(encode(&r))
 	}
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, value []byte) {
-		r, err := store.DecodeRecord(value)
+		r, err := accepted.Decode(value)
 		ref, refErr := refDecode(value)
 		if err != nil {
 			checkDecodeError(t, err)
 			if refErr == nil {
-				t.Fatalf("DecodeRecord refuses what the format allows: %v\nreference %+v", err, ref)
+				t.Fatalf("Decode refuses what the format allows: %v\nreference %+v", err, ref)
 			}
 			return
 		}
-		var d store.RecordDecoder
+		var d accepted.Decoder
 		shared, err := d.DecodeShared(value)
 		if err != nil || !sameRecord(&r, &shared) {
-			t.Fatalf("DecodeShared disagrees with DecodeRecord: %v\n got %+v\nwant %+v", err, shared, r)
+			t.Fatalf("DecodeShared disagrees with Decode: %v\n got %+v\nwant %+v", err, shared, r)
 		}
 		if overlaps(r.Op.Doc.JSON, value) {
 			t.Fatal("Decode shares the document with the value")
@@ -65,7 +66,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			// invalid JSON only there. With the document replaced by a valid value, the
 			// reference must accept the rest and agree.
 			if json.Valid(shared.Op.Doc.JSON) || shared.Op.Doc.JSON == nil {
-				t.Fatalf("DecodeRecord accepts what the format refuses (%v): %+v", refErr, r)
+				t.Fatalf("Decode accepts what the format refuses (%v): %+v", refErr, r)
 			}
 			off := int(uintptr(unsafe.Pointer(unsafe.SliceData(shared.Op.Doc.JSON))) - uintptr(unsafe.Pointer(unsafe.SliceData(value))))
 			fixed := append(append(append([]byte(nil), value[:off]...), "0"...), value[off+len(shared.Op.Doc.JSON):]...)
@@ -74,15 +75,15 @@ func FuzzDecodeRecord(f *testing.F) {
 				if repeatsDoc(value) {
 					return // an earlier "doc" the last one replaces is never looked at either
 				}
-				t.Fatalf("DecodeRecord accepts what the format refuses, beyond the document (%v): %+v", refErr, r)
+				t.Fatalf("Decode accepts what the format refuses, beyond the document (%v): %+v", refErr, r)
 			}
 			ref.Op.Doc.JSON = r.Op.Doc.JSON
 		}
 		if !sameRecord(&r, &ref) {
-			t.Fatalf("DecodeRecord disagrees with the reference decoder:\n got %+v\nwant %+v", r, ref)
+			t.Fatalf("Decode disagrees with the reference decoder:\n got %+v\nwant %+v", r, ref)
 		}
 		enc := encode(&r)
-		again, err := store.DecodeRecord(enc)
+		again, err := accepted.Decode(enc)
 		if err != nil {
 			t.Fatalf("a decoded record does not decode after encoding: %v\n%s", err, enc)
 		}
@@ -129,16 +130,16 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		if !ok || !utf8.ValidString(request) || index > 1<<31 {
 			return
 		}
-		r := store.Record{RequestID: request, Index: int(index), AcceptedAt: time.Unix(0, at), Op: op}
+		r := accepted.Record{RequestID: request, Index: int(index), AcceptedAt: time.Unix(0, at), Op: op}
 		enc := encode(&r)
-		got, err := store.DecodeRecord(enc)
+		got, err := accepted.Decode(enc)
 		if err != nil {
 			t.Fatalf("%s does not decode: %v\n%s", r.String(), err, enc)
 		}
 		if !sameRecord(&r, &got) {
 			t.Fatalf("round trip changed the record:\n got %+v\nwant %+v\n%s", got, r, enc)
 		}
-		var d store.RecordDecoder
+		var d accepted.Decoder
 		if shared, err := d.DecodeShared(enc); err != nil || !sameRecord(&r, &shared) {
 			t.Fatalf("DecodeShared: %v\n got %+v\nwant %+v", err, shared, r)
 		}
@@ -241,7 +242,7 @@ func checkDecodeError(t *testing.T, err error) {
 	t.Helper()
 	var e *store.Error
 	if !errors.As(err, &e) || error(e) != err || e.Kind != store.KindInvalid || !errors.Is(err, store.ErrInvalid) {
-		t.Fatalf("DecodeRecord failed with %v (%T), want a *store.Error of kind KindInvalid", err, err)
+		t.Fatalf("Decode failed with %v (%T), want a *store.Error of kind KindInvalid", err, err)
 	}
 	head := "store: "
 	if e.Op != 0 {
@@ -260,7 +261,7 @@ func checkDecodeError(t *testing.T, err error) {
 	head += "queue record is malformed: "
 	msg := err.Error()
 	if !strings.HasPrefix(msg, head) || !decodeErrorText.MatchString(msg[len(head):]) {
-		t.Fatalf("DecodeRecord failed with a message that is not one of its own: %q", msg)
+		t.Fatalf("Decode failed with a message that is not one of its own: %q", msg)
 	}
 }
 
@@ -273,20 +274,20 @@ func checkDecodeError(t *testing.T, err error) {
 //   - Strings, member names included, are valid UTF-8 (encoding/json would replace invalid
 //     bytes silently).
 //   - accepted_at is what time.Parse(time.RFC3339Nano) reads, any offset, and an instant whose
-//     UTC form AppendRecord can write again (years 0000-9999 in UTC).
+//     UTC form Append can write again (years 0000-9999 in UTC).
 //   - An int64 key is what strconv.ParseInt reads ("+5", "007"); a bytes key what
 //     base64.StdEncoding reads (it skips CR and LF, and ignores non-zero padding bits); an
 //     ObjectID key 24 hex digits of either case. All of them decode to the same key as the
-//     canonical text, which is what AppendRecord writes again.
+//     canonical text, which is what Append writes again.
 //   - revision is read only with if "revision", and program_sha256 only with a program; the
 //     other records ignore them as they ignore unknown members.
 //   - times is an array of strings; an empty array is no date-time pointers.
 //   - The document is not validated (Service.Apply does): any JSON value.
-func refDecode(value []byte) (store.Record, error) {
+func refDecode(value []byte) (accepted.Record, error) {
 	bad := errors.New("refused")
 	members, ok := refMembers(value)
 	if !ok {
-		return store.Record{}, bad
+		return accepted.Record{}, bad
 	}
 	str := func(name string) (s string, present, ok bool) {
 		raw, present := members[name]
@@ -309,7 +310,7 @@ func refDecode(value []byte) (store.Record, error) {
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		return n, true, err == nil
 	}
-	var r store.Record
+	var r accepted.Record
 	v, _, ok1 := integer("v")
 	index, hasIndex, ok2 := integer("index")
 	request, _, ok3 := str("request")
@@ -346,7 +347,7 @@ func refDecode(value []byte) (store.Record, error) {
 	if string(doc) == "null" {
 		doc, hasDoc = nil, false
 	}
-	if v != store.RecordVersion || !hasIndex || index < 0 || index > 1<<31 {
+	if v != accepted.Version || !hasIndex || index < 0 || index > 1<<31 {
 		return r, bad
 	}
 	acceptedAt, err := time.Parse(time.RFC3339Nano, at)
@@ -389,7 +390,7 @@ func refDecode(value []byte) (store.Record, error) {
 		}
 		r.Op = store.Put(a, d)
 	case "merge":
-		if !hasDoc || !hasProgram || hash != store.ProgramHash(program) {
+		if !hasDoc || !hasProgram || hash != accepted.ProgramHash(program) {
 			return r, bad
 		}
 		r.Op = store.Merge(a, program, d)

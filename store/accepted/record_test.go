@@ -1,4 +1,4 @@
-package store_test
+package accepted_test
 
 import (
 	"bytes"
@@ -11,9 +11,10 @@ import (
 	"unsafe"
 
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 )
 
-func recordSamples(t testing.TB) []store.Record {
+func recordSamples(t testing.TB) []accepted.Record {
 	t.Helper()
 	rev, err := store.ParseRevision("AAECAwQ")
 	if err != nil {
@@ -21,7 +22,7 @@ func recordSamples(t testing.TB) []store.Record {
 	}
 	at := time.Date(2026, 11, 30, 7, 1, 2, 123456789, time.UTC)
 	weird := store.Address{Store: "s/1%", Namespace: "ns/x", Dataset: "d%2F", Key: store.StringKey("k/é\"\\\n\x01")}
-	return []store.Record{
+	return []accepted.Record{
 		{RequestID: "00112233445566778899aabbccddeeff", Index: 0, AcceptedAt: at,
 			Op: store.Put(addr("m", "a"), store.Document{JSON: []byte(`{"a":1,"t":"2026-01-02T03:04:05Z","n":12345678901234567890}`), Times: []string{"/t"}})},
 		{RequestID: "r", Index: 7, AcceptedAt: at.Add(time.Hour).In(time.FixedZone("x", 3600)),
@@ -37,17 +38,17 @@ func recordSamples(t testing.TB) []store.Record {
 	}
 }
 
-func encode(r *store.Record) []byte {
+func encode(r *accepted.Record) []byte {
 	hash := ""
 	if r.Op.Kind == store.OpMerge {
-		hash = store.ProgramHash(r.Op.Program)
+		hash = accepted.ProgramHash(r.Op.Program)
 	}
-	return store.AppendRecord(nil, r, hash)
+	return accepted.Append(nil, r, hash)
 }
 
 // sameRecord compares records as the worker uses them: documents byte for byte but for the
 // whitespace around them, which the format drops.
-func sameRecord(a, b *store.Record) bool {
+func sameRecord(a, b *accepted.Record) bool {
 	trim := func(d store.Document) string { return string(bytes.Trim(d.JSON, " \t\r\n")) }
 	return a.RequestID == b.RequestID && a.Index == b.Index && a.AcceptedAt.Equal(b.AcceptedAt) &&
 		a.Op.Kind == b.Op.Kind && a.Op.Addr == b.Op.Addr && a.Op.Program == b.Op.Program &&
@@ -58,7 +59,7 @@ func sameRecord(a, b *store.Record) bool {
 func TestRecordRoundTrip(t *testing.T) {
 	for _, r := range recordSamples(t) {
 		enc := encode(&r)
-		got, err := store.DecodeRecord(enc)
+		got, err := accepted.Decode(enc)
 		if err != nil {
 			t.Fatalf("%s: decode: %v\n%s", r.String(), err, enc)
 		}
@@ -71,7 +72,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRecordKeyIsDeterministicAndInjective(t *testing.T) {
+func TestMessageKeyIsDeterministicAndInjective(t *testing.T) {
 	a := func(st, ns, ds string, k store.Key) store.Address {
 		return store.Address{Store: st, Namespace: ns, Dataset: ds, Key: k}
 	}
@@ -91,20 +92,20 @@ func TestRecordKeyIsDeterministicAndInjective(t *testing.T) {
 	}
 	seen := map[string]store.Address{}
 	for _, ad := range addrs {
-		k := string(store.RecordKey(ad))
-		if k != string(store.RecordKey(ad)) {
-			t.Fatalf("RecordKey(%v) is not deterministic", ad)
+		k := string(accepted.MessageKey(ad))
+		if k != string(accepted.MessageKey(ad)) {
+			t.Fatalf("MessageKey(%v) is not deterministic", ad)
 		}
 		if prev, dup := seen[k]; dup {
-			t.Fatalf("RecordKey gives %q to both %v and %v", k, prev, ad)
+			t.Fatalf("MessageKey gives %q to both %v and %v", k, prev, ad)
 		}
 		seen[k] = ad
 	}
 }
 
-func TestDecodeRecordRefusesMalformed(t *testing.T) {
+func TestDecodeRefusesMalformed(t *testing.T) {
 	good := string(encode(&recordSamples(t)[1]))
-	secret := store.Record{RequestID: "r", AcceptedAt: time.Now(),
+	secret := accepted.Record{RequestID: "r", AcceptedAt: time.Now(),
 		Op: store.Put(addr("m", "k"), store.Document{JSON: []byte(`{"password":"hunter2-secret"}`)})}
 	cases := map[string]string{
 		"not json":          `{"v":1,"doc":{"password":"hunter2-secret"`,
@@ -126,9 +127,9 @@ func TestDecodeRecordRefusesMalformed(t *testing.T) {
 		"zero revision":     strings.Replace(string(encode(&secret)), `"key_type"`, `"if":"revision","revision":"","key_type"`, 1),
 	}
 	for name, value := range cases {
-		_, err := store.DecodeRecord([]byte(value))
+		_, err := accepted.Decode([]byte(value))
 		if !errors.Is(err, store.ErrInvalid) {
-			t.Errorf("%s: DecodeRecord = %v, want ErrInvalid", name, err)
+			t.Errorf("%s: Decode = %v, want ErrInvalid", name, err)
 			continue
 		}
 		if strings.Contains(err.Error(), "hunter2") {
@@ -139,7 +140,7 @@ func TestDecodeRecordRefusesMalformed(t *testing.T) {
 
 // reformat writes a JSON object's members in the given order, with whitespace around every
 // token: a record as another encoder might write it, which the decoder must read exactly like
-// AppendRecord's own layout.
+// Append's own layout.
 func reformat(t *testing.T, value []byte, reverse bool) []byte {
 	t.Helper()
 	var members []json.RawMessage
@@ -177,12 +178,12 @@ func reformat(t *testing.T, value []byte, reverse bool) []byte {
 	return append(out, " }\r\n"...)
 }
 
-func TestDecodeRecordReadsAnyMemberOrderAndWhitespace(t *testing.T) {
+func TestDecodeReadsAnyMemberOrderAndWhitespace(t *testing.T) {
 	for _, r := range recordSamples(t) {
 		enc := encode(&r)
 		for _, reverse := range []bool{false, true} {
 			value := reformat(t, enc, reverse)
-			got, err := store.DecodeRecord(value)
+			got, err := accepted.Decode(value)
 			if err != nil {
 				t.Fatalf("%s, reversed %v: decode: %v\n%s", r.String(), reverse, err, value)
 			}
@@ -193,11 +194,11 @@ func TestDecodeRecordReadsAnyMemberOrderAndWhitespace(t *testing.T) {
 	}
 }
 
-// TestDecodeRecordStringsOfEveryByte puts every byte value (every rune below 0x100, as
+// TestDecodeStringsOfEveryByte puts every byte value (every rune below 0x100, as
 // UTF-8) at every position of the first 20 of a string, so that each lands at every place
-// of the decoder's eight-byte steps, escaped as AppendRecord escapes it.
-func TestDecodeRecordStringsOfEveryByte(t *testing.T) {
-	var d store.RecordDecoder
+// of the decoder's eight-byte steps, escaped as Append escapes it.
+func TestDecodeStringsOfEveryByte(t *testing.T) {
+	var d accepted.Decoder
 	for c := rune(0); c < 0x100; c++ {
 		for pos := range 20 {
 			id := []rune(strings.Repeat("x", 24))
@@ -217,14 +218,14 @@ func TestDecodeRecordStringsOfEveryByte(t *testing.T) {
 }
 
 func TestDecodeSharedSharesOnlyTheDocument(t *testing.T) {
-	var d store.RecordDecoder
+	var d accepted.Decoder
 	for _, r := range recordSamples(t) {
 		value := encode(&r)
 		shared, err := d.DecodeShared(value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		copied, err := store.DecodeRecord(value)
+		copied, err := accepted.Decode(value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,4 +258,40 @@ func overlaps(a, b []byte) bool {
 	}
 	a0, b0 := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
 	return a0 < b0+uintptr(len(b)) && b0 < a0+uintptr(len(a))
+}
+
+func addr(st, k string) store.Address {
+	return store.Address{Store: st, Namespace: "ns", Dataset: "ds", Key: store.StringKey(k)}
+}
+
+// TestEncoderOutputIsFormatV1 holds Append and MessageKey to texts of format version 1 written
+// down literally (the encoder's output when the format moved here from package store): workers
+// already deployed read these bytes, so any change to them is a format change, not a refactor.
+func TestEncoderOutputIsFormatV1(t *testing.T) {
+	want := []struct{ value, key string }{
+		{"{\"v\":1,\"request\":\"00112233445566778899aabbccddeeff\",\"index\":0,\"accepted_at\":\"2026-11-30T07:01:02.123456789Z\",\"op\":\"put\",\"store\":\"m\",\"namespace\":\"ns\",\"dataset\":\"ds\",\"key_type\":\"string\",\"key\":\"a\",\"doc\":{\"a\":1,\"t\":\"2026-01-02T03:04:05Z\",\"n\":12345678901234567890},\"times\":[\"/t\"]}",
+			"m/ns/ds/s:a"},
+		{"{\"v\":1,\"request\":\"r\",\"index\":7,\"accepted_at\":\"2026-11-30T08:01:02.123456789Z\",\"op\":\"merge\",\"store\":\"m\",\"namespace\":\"n\",\"dataset\":\"d\",\"key_type\":\"int64\",\"key\":\"-9223372036854775808\",\"program_sha256\":\"3233ae011ed5a871e969788b7269d2ad719b60420a2fde827f235c37e2c89acf\",\"program\":\"return function(c, i, x)\\n  return i -- \\\"quoted\\\" \\t\u2028\\nend\",\"doc\":{ \"x\" : [1, {\"y\": null}] }}",
+			"m/n/d/i:-9223372036854775808"},
+		{"{\"v\":1,\"request\":\"r\",\"index\":2,\"accepted_at\":\"2026-11-30T07:01:02.123456789Z\",\"op\":\"delete\",\"store\":\"m\",\"namespace\":\"n\",\"dataset\":\"d\",\"key_type\":\"bytes\",\"key\":\"AP8v\",\"if\":\"revision\",\"revision\":\"AAECAwQ\"}",
+			"m/n/d/b:00ff2f"},
+		{"{\"v\":1,\"request\":\"r\",\"index\":3,\"accepted_at\":\"2026-11-30T07:01:02.123456789Z\",\"op\":\"put\",\"store\":\"m\",\"namespace\":\"n\",\"dataset\":\"d\",\"key_type\":\"objectid\",\"key\":\"0102030405060708090a0b0c\",\"if\":\"absent\",\"doc\":{}}",
+			"m/n/d/o:0102030405060708090a0b0c"},
+		{"{\"v\":1,\"request\":\"r\",\"index\":4,\"accepted_at\":\"2026-11-30T07:01:02.123456789Z\",\"op\":\"delete\",\"store\":\"s/1%\",\"namespace\":\"ns/x\",\"dataset\":\"d%2F\",\"key_type\":\"string\",\"key\":\"k/é\\\"\\\\\\n\\u0001\",\"if\":\"absent\"}",
+			"s%2F1%25/ns%2Fx/d%252F/s:k/é\"\\\n\x01"},
+		{"{\"v\":1,\"request\":\"r\",\"index\":5,\"accepted_at\":\"2026-11-30T07:01:02.123456789Z\",\"op\":\"put\",\"store\":\"s/1%\",\"namespace\":\"ns/x\",\"dataset\":\"d%2F\",\"key_type\":\"string\",\"key\":\"k/é\\\"\\\\\\n\\u0001\",\"doc\":{\"k\":\"v\"}}",
+			"s%2F1%25/ns%2Fx/d%252F/s:k/é\"\\\n\x01"},
+	}
+	samples := recordSamples(t)
+	if len(samples) != len(want) {
+		t.Fatalf("%d samples, %d expected texts", len(samples), len(want))
+	}
+	for i, r := range samples {
+		if got := string(encode(&r)); got != want[i].value {
+			t.Errorf("sample %d: value\n got %s\nwant %s", i, got, want[i].value)
+		}
+		if got := string(accepted.MessageKey(r.Op.Addr)); got != want[i].key {
+			t.Errorf("sample %d: key %q, want %q", i, got, want[i].key)
+		}
+	}
 }

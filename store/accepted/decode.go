@@ -1,4 +1,4 @@
-package store
+package accepted
 
 import (
 	"bytes"
@@ -12,17 +12,19 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/store"
 )
 
-// RecordDecoder decodes queue records. It remembers the last merge program whose hash it
+// Decoder decodes queue records. It remembers the last merge program whose hash it
 // verified, so a run of records sharing one program hashes it once. The zero value is ready;
 // it is not safe for concurrent use.
 //
 // The decoder is hand-written rather than encoding/json because a worker decodes every record
 // it applies: reflection-driven decoding cost more than applying a put to memory. It is
-// fastest on the layout AppendRecord writes (members in its order, no whitespace, plain ASCII
+// fastest on the layout Append writes (members in its order, no whitespace, plain ASCII
 // strings), and reads any other layout of the same object to the same record, only slower.
-type RecordDecoder struct {
+type Decoder struct {
 	program, hash string
 	// The last value of each repeated string, so records of one request and dataset share
 	// them instead of allocating their own.
@@ -39,23 +41,23 @@ func intern(last *string, b []byte) string {
 	return *last
 }
 
-// DecodeRecord decodes one record with a fresh RecordDecoder.
-func DecodeRecord(value []byte) (Record, error) {
-	var d RecordDecoder
+// Decode decodes one record with a fresh Decoder.
+func Decode(value []byte) (Record, error) {
+	var d Decoder
 	return d.Decode(value)
 }
 
-// Decode reads a record AppendRecord wrote. A value that is not a well-formed record of a
-// known version fails with a *Error of kind KindInvalid whose message never quotes the value:
-// "store: queue record is malformed: ..." with a byte offset or the member at fault, and with
+// Decode reads a record Append wrote. A value that is not a well-formed record of a
+// known version fails with a *store.Error of kind store.KindInvalid whose message never
+// quotes the value: "store: queue record is malformed: ..." with a byte offset or the member at fault, and with
 // the operation and address once they are read ("store: merge m/ns/ds/\"k\": queue record is
 // malformed: the program does not match program_sha256").
 // The record shares no memory with value. Member names are matched exactly; unknown members
 // are skipped (they must be JSON); a repeated member counts once, the last time; a null member
 // is an absent one (see Record for all the decoder reads). Documents are delimited here and
-// validated when the record is applied (Service.Apply), against the configuration of the
+// validated when the record is applied (store.Service.Apply), against the configuration of the
 // service that applies it.
-func (d *RecordDecoder) Decode(value []byte) (Record, error) {
+func (d *Decoder) Decode(value []byte) (Record, error) {
 	var r Record
 	if err := d.decode(&r, value, false); err != nil {
 		return Record{}, err
@@ -67,7 +69,7 @@ func (d *RecordDecoder) Decode(value []byte) (Record, error) {
 // record: the record's document (Op.Doc.JSON) is a sub-slice of value instead of a copy. A
 // worker holds each message until it finished it anyway, so sharing saves it a copy and an
 // allocation per record. Everything else in the record is memory of its own, as with Decode.
-func (d *RecordDecoder) DecodeShared(value []byte) (Record, error) {
+func (d *Decoder) DecodeShared(value []byte) (Record, error) {
 	var r Record
 	if err := d.decode(&r, value, true); err != nil {
 		return Record{}, err
@@ -76,14 +78,14 @@ func (d *RecordDecoder) DecodeShared(value []byte) (Record, error) {
 }
 
 // decode fills *r, the zero Record, from value; on failure *r is partly filled.
-func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
+func (d *Decoder) decode(r *Record, value []byte, share bool) error {
 	var wr wireRecord // on the stack: filling it costs no write barriers
 	w := &wr
 	if err := scanRecord(w, value, share); err != nil {
 		return err
 	}
-	if w.v != RecordVersion {
-		return malformed(fmt.Sprintf("unknown record version %d (this decoder reads %d)", w.v, RecordVersion))
+	if w.v != Version {
+		return malformed(fmt.Sprintf("unknown record version %d (this decoder reads %d)", w.v, Version))
 	}
 	if !w.hasIndex || w.index < 0 || w.index > 1<<31 {
 		return malformed("index is missing or out of range")
@@ -91,7 +93,7 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	if string(w.acceptedAt) != d.atText || d.atText == "" {
 		at, err := time.Parse(time.RFC3339Nano, string(w.acceptedAt))
 		// An offset may move the instant out of the years RFC 3339 can write in UTC, as
-		// AppendRecord writes it: such a record could not be published again.
+		// Append writes it: such a record could not be published again.
 		if y := at.UTC().Year(); err != nil || y < 0 || y > 9999 {
 			return malformed("accepted_at is not an RFC 3339 date-time")
 		}
@@ -100,11 +102,11 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	op := &r.Op
 	switch string(w.op) {
 	case "put":
-		op.Kind = OpPut
+		op.Kind = store.OpPut
 	case "merge":
-		op.Kind = OpMerge
+		op.Kind = store.OpMerge
 	case "delete":
-		op.Kind = OpDelete
+		op.Kind = store.OpDelete
 	default:
 		return malformed("op is not put, merge or delete")
 	}
@@ -112,7 +114,7 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 		return malformed("key is missing")
 	}
 	var err error
-	if op.Addr.Key, err = decodeRecordKey(w.keyType, w.key); err != nil {
+	if op.Addr.Key, err = decodeKey(w.keyType, w.key); err != nil {
 		return err
 	}
 	op.Addr.Store, op.Addr.Namespace, op.Addr.Dataset = intern(&d.store, w.store), intern(&d.namespace, w.namespace), intern(&d.dataset, w.dataset)
@@ -124,28 +126,28 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 			return malformed("if is not revision or absent")
 		}
 	case "absent":
-		op.If = IfAbsent()
+		op.If = store.IfAbsent()
 	case "revision":
-		rev, err := ParseRevision(string(w.revision))
+		rev, err := store.ParseRevision(string(w.revision))
 		if err != nil || rev.IsZero() {
 			return malformed("revision is missing or malformed")
 		}
-		op.If = IfRevision(rev)
+		op.If = store.IfRevision(rev)
 	default:
 		return malformed("if is not revision or absent")
 	}
 	switch op.Kind {
-	case OpPut, OpMerge:
+	case store.OpPut, store.OpMerge:
 		if w.doc == nil {
 			return malformed("a " + op.Kind.String() + " without a document")
 		}
-		op.Doc = Document{JSON: w.doc, Times: w.times}
-	case OpDelete:
+		op.Doc = store.Document{JSON: w.doc, Times: w.times}
+	case store.OpDelete:
 		if w.doc != nil || w.times != nil || w.hasProgram {
 			return malformed("a delete with a document or program")
 		}
 	}
-	if op.Kind == OpMerge {
+	if op.Kind == store.OpMerge {
 		if !w.hasProgram {
 			return malformed("a merge without a program")
 		}
@@ -165,37 +167,37 @@ func (d *RecordDecoder) decode(r *Record, value []byte, share bool) error {
 	return nil
 }
 
-func decodeRecordKey(kind, v []byte) (Key, error) {
+func decodeKey(kind, v []byte) (store.Key, error) {
 	switch string(kind) {
 	case "string":
-		return StringKey(string(v)), nil
+		return store.StringKey(string(v)), nil
 	case "int64":
 		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
-			return Key{}, malformed("an int64 key is not a decimal int64")
+			return store.Key{}, malformed("an int64 key is not a decimal int64")
 		}
-		return Int64Key(n), nil
+		return store.Int64Key(n), nil
 	case "bytes":
 		b, err := base64.StdEncoding.AppendDecode(nil, v)
 		if err != nil {
-			return Key{}, malformed("a bytes key is not standard base64")
+			return store.Key{}, malformed("a bytes key is not standard base64")
 		}
-		return BytesKey(b), nil
+		return store.BytesKey(b), nil
 	case "objectid":
 		b, err := hex.AppendDecode(nil, v)
 		if err != nil || len(b) != 12 {
-			return Key{}, malformed("an objectid key is not 24 hex digits")
+			return store.Key{}, malformed("an objectid key is not 24 hex digits")
 		}
-		return ObjectIDKey([12]byte(b)), nil
+		return store.ObjectIDKey([12]byte(b)), nil
 	}
-	return Key{}, malformed("key_type is not string, int64, bytes or objectid")
+	return store.Key{}, malformed("key_type is not string, int64, bytes or objectid")
 }
 
-func malformed(msg string) error { return malformedOp(0, Address{}, msg) }
+func malformed(msg string) error { return malformedOp(0, store.Address{}, msg) }
 
 // malformedOp is malformed for a record whose operation and address are known.
-func malformedOp(op OpKind, addr Address, msg string) error {
-	return &Error{Kind: KindInvalid, Op: op, Addr: addr, Err: errors.New("queue record is malformed: " + msg)}
+func malformedOp(op store.OpKind, addr store.Address, msg string) error {
+	return &store.Error{Kind: store.KindInvalid, Op: op, Addr: addr, Err: errors.New("queue record is malformed: " + msg)}
 }
 
 // wireRecord holds the members of a record as scanned.
@@ -247,7 +249,7 @@ func (w *wireRecord) clear(m int) {
 	}
 }
 
-// The members of a record, in the order AppendRecord writes them.
+// The members of a record, in the order Append writes them.
 const (
 	memberV = iota
 	memberRequest
@@ -268,7 +270,7 @@ const (
 	memberUnknown
 )
 
-// memberNames[m] is member m's name; memberQuoted[m] is how AppendRecord writes it, quoted
+// memberNames[m] is member m's name; memberQuoted[m] is how Append writes it, quoted
 // and followed by ':'.
 var memberNames, memberQuoted = func() (names, quoted [memberUnknown]string) {
 	names = [...]string{"v", "request", "index", "accepted_at", "op", "store", "namespace", "dataset",
@@ -289,9 +291,9 @@ func scanRecord(w *wireRecord, b []byte, share bool) error {
 	if s.consume('}') {
 		return s.end()
 	}
-	next := 0 // members next and later are those AppendRecord may write after the last one
+	next := 0 // members next and later are those Append may write after the last one
 	for {
-		// A record as AppendRecord writes it has its members in order and without
+		// A record as Append writes it has its members in order and without
 		// whitespace: compare the names it may write here before scanning one.
 		m := memberUnknown
 		for c := next; c < memberUnknown; c++ {
@@ -468,7 +470,7 @@ func (s *scanner) end() error {
 }
 
 func (s *scanner) ws() {
-	if s.i < len(s.b) && s.b[s.i] > ' ' { // records as AppendRecord writes them have no whitespace
+	if s.i < len(s.b) && s.b[s.i] > ' ' { // records as Append writes them have no whitespace
 		return
 	}
 	for s.i < len(s.b) {

@@ -1,4 +1,4 @@
-package store
+package accepted
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/internal/jsonenc"
-	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store"
 )
 
-// RecordVersion is the version of the queue record format that AppendRecord writes and
-// DecodeRecord reads.
-const RecordVersion = 1
+// Version is the version of the queue record format that Append writes and
+// Decode reads.
+const Version = 1
 
 // Record is one accepted-mode write as it travels through a durable queue: self-contained, so
 // a worker can apply it with nothing but the record and the store configuration.
@@ -48,7 +48,7 @@ const RecordVersion = 1
 // Every record carries its program, even when many operations of one request share it: a
 // record is applied, retried and dead-lettered on its own, and a partition may be read from any
 // offset, so a program table in a batch envelope could be out of reach of the record that needs
-// it. Within one Publish, the store hashes each distinct program once, and a RecordDecoder
+// it. Within one Enqueue, the Publisher hashes each distinct program once, and a Decoder
 // verifies a run of records sharing a program once; the merger's compile cache (luamerge
 // keys it by the same SHA-256) compiles it once.
 //
@@ -60,18 +60,18 @@ const RecordVersion = 1
 // members in any order with any whitespace; an unknown member, which must still be JSON, is
 // skipped; a repeated member counts the last time; a null member is an absent one. v and index
 // are integers without fraction or exponent (index 0 to 2^31). It is lenient, in ways that
-// decode to the same record as AppendRecord's text of it, in exactly what the standard library
+// decode to the same record as Append's text of it, in exactly what the standard library
 // reads: accepted_at is what time.Parse(time.RFC3339Nano) takes (any offset, a comma before the
 // fraction, a one-digit hour), as long as the instant falls in the years 0000-9999 in UTC; an
 // int64 key is what strconv.ParseInt takes ("+5", "007"); a bytes key is what
 // base64.StdEncoding takes (line breaks skipped, non-zero padding bits ignored); an ObjectID
 // key takes hex digits of either case. revision is read only with if "revision", and
 // program_sha256 only with a program; other records ignore them. The document is delimited,
-// not validated: Service.Apply validates it, so a record whose document is not JSON is refused
-// there. FuzzDecodeRecord holds the decoder to a reference decoder over encoding/json that
+// not validated: store.Service.Apply validates it, so a record whose document is not JSON is refused
+// there. FuzzDecode holds the decoder to a reference decoder over encoding/json that
 // states these rules.
 //
-// The message key is RecordKey(address): every mutation of one record lands in one partition,
+// The message key is MessageKey(address): every mutation of one record lands in one partition,
 // in the order it was published.
 type Record struct {
 	// RequestID identifies the Do call that accepted the operation.
@@ -82,37 +82,40 @@ type Record struct {
 	// on every run and every redelivery.
 	AcceptedAt time.Time
 	// Op is the write: a put, merge or delete, with its precondition.
-	Op Op
+	Op store.Op
 }
 
-// RecordKey returns the queue message key of every mutation of the record at addr: a
+// Queued returns the operation as store.Service.Apply takes it.
+func (r *Record) Queued() store.QueuedOp { return store.QueuedOp{Op: r.Op, AcceptedAt: r.AcceptedAt} }
+
+// MessageKey returns the queue message key of every mutation of the record at addr: a
 // deterministic, injective and readable encoding of the address,
 //
 //	<store>/<namespace>/<dataset>/<key kind>:<key>
 //
 // where '%' and '/' in the names are escaped as %25 and %2F, the key kinds are s (string, as
 // it is), i (int64, decimal), b (bytes, hex) and o (ObjectID, hex).
-func RecordKey(addr Address) []byte {
-	return appendRecordKey(make([]byte, 0, 64), addr)
+func MessageKey(addr store.Address) []byte {
+	return appendKey(make([]byte, 0, 64), addr)
 }
 
-func appendRecordKey(dst []byte, addr Address) []byte {
+func appendKey(dst []byte, addr store.Address) []byte {
 	for _, name := range [...]string{addr.Store, addr.Namespace, addr.Dataset} {
 		dst = appendEscapedName(dst, name)
 		dst = append(dst, '/')
 	}
 	k := addr.Key
 	switch k.Kind() {
-	case KindStringKey:
+	case store.KindStringKey:
 		dst = append(dst, "s:"...)
 		dst = append(dst, k.StringValue()...) // the last component: a '/' in it is unambiguous
-	case KindInt64Key:
+	case store.KindInt64Key:
 		dst = append(dst, "i:"...)
 		dst = strconv.AppendInt(dst, k.Int64Value(), 10)
-	case KindBytesKey:
+	case store.KindBytesKey:
 		dst = append(dst, "b:"...)
 		dst = hex.AppendEncode(dst, k.BytesValue())
-	case KindObjectIDKey:
+	case store.KindObjectIDKey:
 		dst = append(dst, "o:"...)
 		id := k.ObjectIDValue()
 		dst = hex.AppendEncode(dst, id[:])
@@ -140,10 +143,10 @@ func ProgramHash(program string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// AppendRecord appends the version-1 encoding of r to dst. r.Op must be a valid put, merge or
-// delete (Service.Do validates before it encodes); programHash is ProgramHash(r.Op.Program)
+// Append appends the version-1 encoding of r to dst. r.Op must be a valid put, merge or
+// delete (the store.Service validates before it enqueues); programHash is ProgramHash(r.Op.Program)
 // for a merge, passed in so that a batch sharing one program hashes it once.
-func AppendRecord(dst []byte, r *Record, programHash string) []byte {
+func Append(dst []byte, r *Record, programHash string) []byte {
 	var at [len(time.RFC3339Nano)]byte
 	return appendRecord(dst, r, programHash, appendAcceptedAt(at[:0], r.AcceptedAt))
 }
@@ -153,7 +156,7 @@ func appendAcceptedAt(dst []byte, t time.Time) []byte {
 	return t.UTC().AppendFormat(dst, time.RFC3339Nano)
 }
 
-// appendRecord is AppendRecord with r.AcceptedAt already formatted by appendAcceptedAt, so
+// appendRecord is Append with r.AcceptedAt already formatted by appendAcceptedAt, so
 // the records of one request, which share it, format it once.
 func appendRecord(dst []byte, r *Record, programHash string, acceptedAt []byte) []byte {
 	op := &r.Op
@@ -175,36 +178,36 @@ func appendRecord(dst []byte, r *Record, programHash string, acceptedAt []byte) 
 	dst = append(dst, op.Addr.Key.Kind().String()...)
 	dst = append(dst, `","key":`...)
 	switch k := op.Addr.Key; k.Kind() {
-	case KindStringKey:
+	case store.KindStringKey:
 		dst = jsonenc.AppendString(dst, k.StringValue())
-	case KindInt64Key:
+	case store.KindInt64Key:
 		dst = append(dst, '"')
 		dst = append(strconv.AppendInt(dst, k.Int64Value(), 10), '"')
-	case KindBytesKey:
+	case store.KindBytesKey:
 		dst = append(dst, '"')
 		dst = append(base64.StdEncoding.AppendEncode(dst, k.BytesValue()), '"')
-	case KindObjectIDKey:
+	case store.KindObjectIDKey:
 		id := k.ObjectIDValue()
 		dst = append(dst, '"')
 		dst = append(hex.AppendEncode(dst, id[:]), '"')
 	default:
 		dst = append(dst, `""`...)
 	}
-	switch op.If.kind {
-	case driver.IfRevision:
-		dst = append(dst, `,"if":"revision","revision":"`...)
-		dst = append(dst, op.If.rev.String()...)
-		dst = append(dst, '"')
-	case driver.IfAbsent:
+	switch {
+	case op.If.Absent():
 		dst = append(dst, `,"if":"absent"`...)
+	case !op.If.IsZero():
+		dst = append(dst, `,"if":"revision","revision":"`...)
+		dst = append(dst, op.If.Revision().String()...)
+		dst = append(dst, '"')
 	}
-	if op.Kind == OpMerge {
+	if op.Kind == store.OpMerge {
 		dst = append(dst, `,"program_sha256":"`...)
 		dst = append(dst, programHash...)
 		dst = append(dst, `","program":`...)
 		dst = jsonenc.AppendString(dst, op.Program)
 	}
-	if op.Kind == OpPut || op.Kind == OpMerge {
+	if op.Kind == store.OpPut || op.Kind == store.OpMerge {
 		dst = append(dst, `,"doc":`...)
 		dst = append(dst, bytes.Trim(op.Doc.JSON, " \t\r\n")...) // the decoder's copy has none
 		if len(op.Doc.Times) > 0 {
@@ -223,8 +226,8 @@ func appendRecord(dst []byte, r *Record, programHash string, acceptedAt []byte) 
 
 // validUTF8Program reports whether a merge program can travel in a record: the format carries
 // it as a JSON string, which cannot hold arbitrary bytes.
-func validUTF8Program(op *Op) bool {
-	return op.Kind != OpMerge || utf8.ValidString(op.Program)
+func validUTF8Program(op *store.Op) bool {
+	return op.Kind != store.OpMerge || utf8.ValidString(op.Program)
 }
 
 // String renders the record for logs: request, index and address, never the document.

@@ -1,4 +1,4 @@
-package store_test
+package accepted_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/memqueue"
 	"github.com/tributary-dev/tributary/store"
+	"github.com/tributary-dev/tributary/store/accepted"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
@@ -24,7 +25,7 @@ func acceptedService(t *testing.T, b *memqueue.Broker, opts *store.Options) *sto
 	if opts == nil {
 		opts = &store.Options{}
 	}
-	opts.Queues = map[string]queue.Publisher{"q": pub}
+	opts.Queues = map[string]store.Queue{"q": accepted.NewPublisher(pub)}
 	if opts.Merger == nil {
 		opts.Merger = store.MergeFunc(func(_ context.Context, c *store.MergeCall) (store.MergeResult, error) {
 			return store.MergeResult{Doc: c.Incoming}, nil
@@ -80,20 +81,20 @@ func TestAcceptedModePublishesOneRecordPerWrite(t *testing.T) {
 	requests := map[string]bool{}
 	lastIndex := map[string]int{} // per partition and key: records keep request order
 	for _, m := range msgs {
-		r, err := store.DecodeRecord(m.Value)
+		r, err := accepted.Decode(m.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
 		requests[r.RequestID] = true
-		if string(m.Key) != string(store.RecordKey(r.Op.Addr)) {
-			t.Fatalf("message key %q, want RecordKey of %v", m.Key, r.Op.Addr)
+		if string(m.Key) != string(accepted.MessageKey(r.Op.Addr)) {
+			t.Fatalf("message key %q, want MessageKey of %v", m.Key, r.Op.Addr)
 		}
-		want := store.Record{RequestID: r.RequestID, Index: r.Index, AcceptedAt: at, Op: ops[r.Index]}
+		want := accepted.Record{RequestID: r.RequestID, Index: r.Index, AcceptedAt: at, Op: ops[r.Index]}
 		if !sameRecord(&r, &want) {
 			t.Fatalf("record %d is %+v, want op %+v accepted at %v", r.Index, r, ops[r.Index], at)
 		}
 		if string(m.Value) != string(encode(&want)) {
-			t.Fatalf("record %d is not AppendRecord's encoding:\n got %s\nwant %s", r.Index, m.Value, encode(&want))
+			t.Fatalf("record %d is not Append's encoding:\n got %s\nwant %s", r.Index, m.Value, encode(&want))
 		}
 		pk := fmt.Sprint(m.Partition, string(m.Key))
 		if last, ok := lastIndex[pk]; ok && last >= r.Index {
@@ -125,7 +126,7 @@ func TestAcceptedModeFailures(t *testing.T) {
 
 	// A partial publish failure fails exactly the messages the queue did not take.
 	b.FailMessages(func(m queue.Message) error {
-		if string(m.Key) == string(store.RecordKey(addr("q", "bad"))) {
+		if string(m.Key) == string(accepted.MessageKey(addr("q", "bad"))) {
 			return &queue.Error{Kind: queue.Unavailable, Queue: "t", Err: errors.New("broker down")}
 		}
 		return nil
@@ -170,7 +171,7 @@ func TestApplyUsesAcceptedTimeAndFailsRecordsAlone(t *testing.T) {
 	})
 	at := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
 	doc := store.Document{JSON: []byte(`{"a":1}`)}
-	res, err := s.Apply(ctx, []store.Record{
+	res, err := s.Apply(ctx, []store.QueuedOp{
 		{AcceptedAt: at, Op: store.Merge(addr("q", "m"), "p", doc)},
 		{AcceptedAt: at, Op: store.Put(addr("nowhere", "m"), doc)},
 		{AcceptedAt: at, Op: store.Read(addr("q", "m"))},
@@ -192,7 +193,7 @@ func TestApplyUsesAcceptedTimeAndFailsRecordsAlone(t *testing.T) {
 
 func TestQueuesMustNameConfiguredStores(t *testing.T) {
 	pub, _ := memqueue.New(nil).Publisher("t")
-	_, err := store.New(map[string]store.Adapter{"a": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"b": pub}})
+	_, err := store.New(map[string]store.Adapter{"a": memstore.New()}, &store.Options{Queues: map[string]store.Queue{"b": accepted.NewPublisher(pub)}})
 	if err == nil {
 		t.Fatal("New accepted a queue for a store it does not have")
 	}
@@ -246,7 +247,7 @@ func TestAcceptedModeFailureKinds(t *testing.T) {
 				}
 				return c.err
 			}}
-			s, err := store.New(map[string]store.Adapter{"q": memstore.New()}, &store.Options{Queues: map[string]queue.Publisher{"q": pub}})
+			s, err := store.New(map[string]store.Adapter{"q": memstore.New()}, &store.Options{Queues: map[string]store.Queue{"q": accepted.NewPublisher(pub)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +256,7 @@ func TestAcceptedModeFailureKinds(t *testing.T) {
 			if c.cancel && errors.Is(err, context.Canceled) {
 				// Do returns the caller's context error as soon as it ends; whether the
 				// publish settled first is a race, so the classification of these cases is
-				// also checked directly (TestPublishFailureOfAGoneCaller).
+				// also checked directly (TestEnqueueFailureOfAGoneCaller (package store)).
 				return
 			}
 			if err != nil {
