@@ -13,13 +13,9 @@ import (
 	"github.com/tributary-dev/tributary/internal/backoff"
 )
 
-// RunnerOptions configure a Runner. Pipeline is required; every other zero field takes the
-// documented default.
+// RunnerOptions configure a Runner. nil, and the zero value of each field, take the documented
+// defaults.
 type RunnerOptions struct {
-	// Pipeline names the pipeline (one source feeding one sink): the key of its checkpoint and
-	// the name in its dead letters and logs. Required.
-	Pipeline string
-
 	// BatchMaxEvents closes a batch at this many events. Default 1000.
 	BatchMaxEvents int
 	// BatchMaxBytes closes a batch before it would exceed this estimated size (an event larger
@@ -94,9 +90,6 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	var c RunnerOptions
 	if o != nil {
 		c = *o
-	}
-	if c.Pipeline == "" {
-		return c, errors.New("cdc: RunnerOptions.Pipeline is required")
 	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -213,13 +206,14 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 //
 // Errors and logs name the pipeline, tables and positions, never row values.
 type Runner struct {
-	src  Source
-	sink Sink
-	cps  CheckpointStore
-	dlq  DeadLetterWriter
-	o    RunnerOptions
-	log  *slog.Logger
-	wait backoff.Policy
+	pipeline string
+	src      Source
+	sink     Sink
+	cps      CheckpointStore
+	dlq      DeadLetterWriter
+	o        RunnerOptions
+	log      *slog.Logger
+	wait     backoff.Policy
 
 	running atomic.Bool
 	reports reporter // used by Run's goroutine only
@@ -269,8 +263,13 @@ func (s runState) String() string {
 	return "not running"
 }
 
-// NewRunner returns a runner; it starts when Run is called.
-func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLetterWriter, opts *RunnerOptions) (*Runner, error) {
+// NewRunner returns the runner of a pipeline; it starts when Run is called. pipeline names the
+// pipeline (one source feeding one sink): the key of its checkpoint and the name in its dead
+// letters, status and logs. opts may be nil (every default).
+func NewRunner(pipeline string, src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLetterWriter, opts *RunnerOptions) (*Runner, error) {
+	if pipeline == "" {
+		return nil, errors.New("cdc: NewRunner needs a pipeline name")
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -278,8 +277,8 @@ func NewRunner(src Source, sink Sink, checkpoints CheckpointStore, dlq DeadLette
 	if src == nil || sink == nil || checkpoints == nil || dlq == nil {
 		return nil, errors.New("cdc: NewRunner needs a source, a sink, a checkpoint store and a dead-letter writer")
 	}
-	return &Runner{src: src, sink: sink, cps: checkpoints, dlq: dlq, o: o,
-		log: o.Logger.With("pipeline", o.Pipeline), reports: newReporter(o.ReportInterval),
+	return &Runner{pipeline: pipeline, src: src, sink: sink, cps: checkpoints, dlq: dlq, o: o,
+		log: o.Logger.With("pipeline", pipeline), reports: newReporter(o.ReportInterval),
 		wait: backoff.Policy{Min: o.BackoffMin, Max: o.BackoffMax}}, nil
 }
 
@@ -399,7 +398,7 @@ func (r *Runner) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.o.Clock.Now()
-	st := Status{Pipeline: r.o.Pipeline, Health: r.healthLocked(now), State: r.state.String(),
+	st := Status{Pipeline: r.pipeline, Health: r.healthLocked(now), State: r.state.String(),
 		Progress: r.progressLocked(), Lag: r.lagLocked(now), Reconnects: r.reconnects,
 		LastFailure: r.lastFailure, FailedAt: r.failedAt}
 	st.BackpressureSince, _ = r.pushedLocked()
@@ -450,7 +449,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			r.log.Info("source stream ended")
 			return nil
 		}
-		wrapped := fmt.Errorf("cdc: pipeline %q: %w", r.o.Pipeline, err)
+		wrapped := fmt.Errorf("cdc: pipeline %q: %w", r.pipeline, err)
 		if r.o.Permanent(err) {
 			r.log.Error("pipeline stopped: the failure is permanent", "err", err)
 			return wrapped
@@ -496,7 +495,7 @@ func stableAfter(backoffMax time.Duration) time.Duration { return max(2*backoffM
 // checks (the first time in a Run) and the loop. It returns nil when the stream ended without a failure, and the
 // failure otherwise (described, not yet wrapped with the pipeline's name).
 func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) error {
-	cp, err := r.cps.LoadCheckpoint(ctx, r.o.Pipeline)
+	cp, err := r.cps.LoadCheckpoint(ctx, r.pipeline)
 	if err != nil {
 		return fmt.Errorf("loading the checkpoint: %w", err)
 	}
@@ -645,7 +644,7 @@ func (r *Runner) commit(ctx context.Context, st Stream, f *flight) error {
 	now := r.o.Clock.Now()
 	saved := false
 	if b.checkpoint != nil {
-		if err := r.cps.SaveCheckpoint(ctx, r.o.Pipeline, b.checkpoint); err != nil {
+		if err := r.cps.SaveCheckpoint(ctx, r.pipeline, b.checkpoint); err != nil {
 			return fmt.Errorf("saving the checkpoint: %w", err)
 		}
 		saved = true
@@ -760,7 +759,7 @@ func (r *Runner) deadLetters(b *batch, dead []DeadLetter) ([]DeadLetterRecord, e
 		case !refused:
 			continue
 		}
-		out = append(out, DeadLetterRecord{Pipeline: r.o.Pipeline, Reason: reason, Time: now, Event: ev})
+		out = append(out, DeadLetterRecord{Pipeline: r.pipeline, Reason: reason, Time: now, Event: ev})
 	}
 	return out, nil
 }

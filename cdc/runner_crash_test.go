@@ -218,10 +218,8 @@ func TestRunnerCrashChild(t *testing.T) {
 	}
 	sink := &logSink{log: log, run: run, rnd: rand.New(rand.NewPCG(uint64(run), 7))}
 	src := &countingSource{log: log, run: run}
-	r, err := cdc.NewRunner(src, sink, store, dlq, &cdc.RunnerOptions{
-		Pipeline: "crash", BatchMaxEvents: crashBatch, BatchMaxWait: time.Millisecond,
-		BackoffMin: 50 * time.Microsecond, BackoffMax: time.Millisecond,
-	})
+	r, err := cdc.NewRunner("crash", src, sink, store, dlq, &cdc.RunnerOptions{BatchMaxEvents: crashBatch, BatchMaxWait: time.Millisecond,
+		BackoffMin: 50 * time.Microsecond, BackoffMax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func ExampleRunner() {
 	bad[0].Malformed = fmt.Errorf("column 2 undecodable")
 	src := sliceSource{concat(txEvents(1, 2), txEvents(2, 3), bad)}
 
-	r, err := cdc.NewRunner(src, printSink{}, state, printDLQ{}, &cdc.RunnerOptions{Pipeline: "orders-to-es", BatchMaxEvents: 4})
+	r, err := cdc.NewRunner("orders-to-es", src, printSink{}, state, printDLQ{}, &cdc.RunnerOptions{BatchMaxEvents: 4})
 	if err != nil {
 		panic(err)
 	}

@@ -197,8 +197,7 @@ func TestRunnerPipelinedBatchesConverge(t *testing.T) {
 				sink := &versionedSink{docs: map[int64]doc{}, answered: map[int]bool{}}
 				store := &checkingStore{Memory: statestore.NewMemory(), sink: sink, t: t}
 				src := &fakeSource{}
-				r, err := cdc.NewRunner(src, sink, store, &memDLQ{}, &cdc.RunnerOptions{Pipeline: "pipe",
-					BatchMaxEvents: 1 + rng.IntN(6), BatchMaxWait: time.Hour, MaxInFlight: 4,
+				r, err := cdc.NewRunner("pipe", src, sink, store, &memDLQ{}, &cdc.RunnerOptions{BatchMaxEvents: 1 + rng.IntN(6), BatchMaxWait: time.Hour, MaxInFlight: 4,
 					BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond, Rand: rand.New(rand.NewPCG(seed, 8))})
 				if err != nil {
 					t.Fatal(err)
@@ -267,7 +266,7 @@ func TestRunnerSlowBatchHoldsOneSlot(t *testing.T) {
 			return nil, nil
 		}}}
 		src, mem := &fakeSource{}, statestore.NewMemory()
-		r, err := cdc.NewRunner(src, sink, mem, &memDLQ{}, &cdc.RunnerOptions{Pipeline: "pipe", MaxInFlight: 2, BatchMaxEvents: 1, BatchMaxWait: time.Hour})
+		r, err := cdc.NewRunner("pipe", src, sink, mem, &memDLQ{}, &cdc.RunnerOptions{MaxInFlight: 2, BatchMaxEvents: 1, BatchMaxWait: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

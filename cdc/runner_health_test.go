@@ -91,7 +91,7 @@ func TestRunnerLag(t *testing.T) {
 		src := &lagSource{fakeSource: &fakeSource{}}
 		dlq := &memDLQ{}
 		store := statestore.NewMemory()
-		r, err := cdc.NewRunner(src, &fakeSink{}, store, dlq, &cdc.RunnerOptions{Pipeline: "pipe", BatchMaxEvents: 2,
+		r, err := cdc.NewRunner("pipe", src, &fakeSink{}, store, dlq, &cdc.RunnerOptions{BatchMaxEvents: 2,
 			BatchMaxWait: time.Hour, LagInterval: 5 * time.Second, LagThreshold: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)

@@ -66,13 +66,10 @@ func preflightHarness(t *testing.T, check func([]*cdc.TableSchema) error, opts c
 		return &listingStream{fakeStream: st, tables: []*cdc.TableSchema{schema}, tr: tr}
 	}
 	cs := &checkingSink{fakeSink: h.sink, tr: tr, check: check}
-	if opts.Pipeline == "" {
-		opts.Pipeline = "pipe"
-	}
 	if opts.BatchMaxWait == 0 {
 		opts.BatchMaxWait = time.Hour
 	}
-	r, err := cdc.NewRunner(h.src, cs, h.store, h.dlq, &opts)
+	r, err := cdc.NewRunner("pipe", h.src, cs, h.store, h.dlq, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,10 @@ type harness struct {
 func newHarness(t *testing.T, opts cdc.RunnerOptions) *harness {
 	t.Helper()
 	h := &harness{t: t, src: &fakeSource{}, sink: &fakeSink{}, store: statestore.NewMemory(), dlq: &memDLQ{}}
-	if opts.Pipeline == "" {
-		opts.Pipeline = "pipe"
-	}
 	if opts.BatchMaxWait == 0 {
 		opts.BatchMaxWait = time.Hour // batches close by count unless a test says otherwise
 	}
-	r, err := cdc.NewRunner(h.src, h.sink, h.store, h.dlq, &opts)
+	r, err := cdc.NewRunner("pipe", h.src, h.sink, h.store, h.dlq, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -625,13 +622,16 @@ func TestRunnerHealth(t *testing.T) {
 
 func TestRunnerOptionsValidation(t *testing.T) {
 	mem := statestore.NewMemory()
-	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, &memDLQ{}, nil); err == nil {
+	if _, err := cdc.NewRunner("", &fakeSource{}, &fakeSink{}, mem, &memDLQ{}, nil); err == nil {
 		t.Fatal("no pipeline name accepted")
 	}
-	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, nil, &cdc.RunnerOptions{Pipeline: "p"}); err == nil {
+	if _, err := cdc.NewRunner("p", &fakeSource{}, &fakeSink{}, mem, &memDLQ{}, nil); err != nil {
+		t.Fatalf("nil options: %v, want every default", err)
+	}
+	if _, err := cdc.NewRunner("p", &fakeSource{}, &fakeSink{}, mem, nil, nil); err == nil {
 		t.Fatal("no dead-letter writer accepted")
 	}
-	if _, err := cdc.NewRunner(&fakeSource{}, &fakeSink{}, mem, &memDLQ{}, &cdc.RunnerOptions{Pipeline: "p", BackoffMin: time.Second, BackoffMax: time.Millisecond}); err == nil {
+	if _, err := cdc.NewRunner("p", &fakeSource{}, &fakeSink{}, mem, &memDLQ{}, &cdc.RunnerOptions{BackoffMin: time.Second, BackoffMax: time.Millisecond}); err == nil {
 		t.Fatal("BackoffMax below BackoffMin accepted")
 	}
 }

@@ -13,8 +13,8 @@
 //
 // A Config holds State (the bbolt file every pipeline shares: deployment identity, and per
 // pipeline its checkpoint and its indices' ownership records) and Pipelines. A pipeline's
-// Name is given once: mirror hands it to the sink (sink.Options.Pipeline, the owner in each
-// index's marker) and to the runner (cdc.RunnerOptions.Pipeline, the checkpoint's key), which
+// Name is given once: mirror hands it to the sink (sink.New's pipeline, the owner in each
+// index's marker) and to the runner (cdc.NewRunner's pipeline, the checkpoint's key), which
 // must agree. Both source types share one vocabulary: type, dsn, name, tables
 // (schema.table, schema.* -- every table of the schema, also those created later -- or a
 // bare table), snapshot (initial or never); PostgreSQL adds slot and publication, MySQL

@@ -93,7 +93,7 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 		return rep, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
 	}
 	if o.Indices && len(recs) > 0 {
-		s, err := sink.New(pc.Sink, &sink.Options{Pipeline: pipeline, State: st})
+		s, err := sink.New(pc.Sink, pipeline, st, nil)
 		if err != nil {
 			return rep, err
 		}

@@ -100,14 +100,14 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if p.dlq, err = cdc.OpenFileDLQ(pc.DLQ, nil); err != nil {
 		return p, fmt.Errorf("dead-letter file: %w", err)
 	}
-	if p.sink, err = sink.New(pc.Sink, &sink.Options{Pipeline: pc.Name, State: m.state, Observer: sinkObs}); err != nil {
+	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs}); err != nil {
 		return p, err
 	}
 	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type))
 	if err != nil {
 		return p, err
 	}
-	if p.runner, err = cdc.NewRunner(src, p.sink, m.state, p.dlq, runnerOptions(pc, log, runObs)); err != nil {
+	if p.runner, err = cdc.NewRunner(pc.Name, src, p.sink, m.state, p.dlq, runnerOptions(pc, log, runObs)); err != nil {
 		return p, err
 	}
 	tables := "every published table"
@@ -119,12 +119,10 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	return p, nil
 }
 
-// runnerOptions maps the runner: settings onto cdc.RunnerOptions; the pipeline's name is the
-// one the sink got.
+// runnerOptions maps the runner: settings onto cdc.RunnerOptions.
 func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.RunnerOptions {
 	r := pc.Runner
 	return &cdc.RunnerOptions{
-		Pipeline:       pc.Name,
 		BatchMaxEvents: r.BatchMaxEvents,
 		BatchMaxBytes:  r.BatchMaxBytes,
 		BatchMaxWait:   r.BatchMaxWait,

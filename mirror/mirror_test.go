@@ -124,9 +124,6 @@ func TestRunnerOptionsMapping(t *testing.T) {
 			t.Errorf("RunnerOptions.%s = %v, want %v", name, got, rv.Field(i))
 		}
 	}
-	if o.Pipeline != "p" {
-		t.Errorf("Pipeline %q", o.Pipeline)
-	}
 }
 
 // Open connects to nothing: with servers that do not exist it builds every pipeline, reports

@@ -42,6 +42,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 		case "file":
 			o.Positioning = mysqlcdc.PositionFile
 		}
+		var tables []mysqlcdc.TableName
 		for _, t := range c.Tables {
 			db, table, err := splitTable(t)
 			if err != nil {
@@ -54,9 +55,9 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 				return nil, errors.New("source.tables: a table without a database (db.table) needs one in the DSN (.../db)")
 			}
 			// "*" is passed through: mysqlcdc captures every table of the database.
-			o.Tables = append(o.Tables, mysqlcdc.TableName{Database: db, Table: table})
+			tables = append(tables, mysqlcdc.TableName{Database: db, Table: table})
 		}
-		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, &o)
+		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, tables, &o)
 	}
 	return nil, errors.New("source.type: must be postgres or mysql")
 }

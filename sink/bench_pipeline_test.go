@@ -167,8 +167,7 @@ func runnerVsCeiling(b *testing.B, s *server, name string, op cdc.Op) {
 		return func() func() {
 			evs := rows()
 			dlq := &memDLQ{}
-			r, err := cdc.NewRunner(sliceSource{evs}, k, statestore.NewMemory(), dlq, &cdc.RunnerOptions{
-				Pipeline: "bench-" + name, MaxInFlight: inFlight, BatchMaxEvents: benchBatch, BatchMaxWait: time.Minute})
+			r, err := cdc.NewRunner("bench-"+name, sliceSource{evs}, k, statestore.NewMemory(), dlq, &cdc.RunnerOptions{MaxInFlight: inFlight, BatchMaxEvents: benchBatch, BatchMaxWait: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -326,7 +326,7 @@ func (c *cannedCluster) Perform(r *http.Request) (*http.Response, error) {
 // loopback the cluster's indexing dominates both (BenchmarkSinkVsBaselines).
 func BenchmarkSinkClientCPU(b *testing.B) {
 	tp := &cannedCluster{fakeCluster: newFakeCluster(b), answers: map[[2]int][]byte{}}
-	k, err := New(Config{ID: "bench", URL: "http://fake.invalid:9200", Index: "bench", Auth: Auth{Type: AuthNone}}, &Options{Pipeline: "p", State: statestore.NewMemory(), Transport: tp, Engine: estest.Ptr(Elasticsearch)})
+	k, err := New(Config{ID: "bench", URL: "http://fake.invalid:9200", Index: "bench", Auth: Auth{Type: AuthNone}}, "p", statestore.NewMemory(), &Options{Transport: tp, Engine: estest.Ptr(Elasticsearch)})
 
 	if err != nil {
 		b.Fatal(err)

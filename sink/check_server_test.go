@@ -112,9 +112,9 @@ func (r *run) wait(t *testing.T) error {
 func startPipeline(t *testing.T, s *server, src cdc.Source, cfg Config, log *slog.Logger) (*memDLQ, *run) {
 	t.Helper()
 	st := statestore.NewMemory()
-	k := s.sinkOpts(t, cfg, Options{State: st})
+	k := s.sinkOpts(t, cfg, st, Options{})
 	dlq := &memDLQ{}
-	r, err := cdc.NewRunner(src, k, st, dlq, &cdc.RunnerOptions{Pipeline: "h3pre-pipe", BatchMaxWait: 50 * time.Millisecond,
+	r, err := cdc.NewRunner("h3pre-pipe", src, k, st, dlq, &cdc.RunnerOptions{BatchMaxWait: 50 * time.Millisecond,
 		Logger: log, ReportInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -179,8 +179,7 @@ func TestSinkPipelineRefusedAtStart(t *testing.T) {
 			m.exec(t, "CREATE TABLE "+upper+" (id INT PRIMARY KEY, n INT)", "CREATE TABLE "+lower+" (id INT PRIMARY KEY, n INT)")
 			t.Cleanup(func() { m.exec(t, "DROP TABLE IF EXISTS "+upper, "DROP TABLE IF EXISTS "+lower) })
 			m.exec(t, "INSERT INTO "+upper+" VALUES (1, 1)", "INSERT INTO "+lower+" VALUES (1, 2)")
-			src, err := mysqlcdc.New(m.addr, m.user, m.pass, &mysqlcdc.Options{SourceName: "shop",
-				Tables:   []mysqlcdc.TableName{{Database: m.db, Table: upper}, {Database: m.db, Table: lower}},
+			src, err := mysqlcdc.New(m.addr, m.user, m.pass, []mysqlcdc.TableName{{Database: m.db, Table: upper}, {Database: m.db, Table: lower}}, &mysqlcdc.Options{SourceName: "shop",
 				ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29))})
 			if err != nil {
 				t.Fatal(err)

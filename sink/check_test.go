@@ -18,7 +18,7 @@ func offlineSink(t *testing.T, index string, edit func(*Config)) *Sink {
 	if edit != nil {
 		edit(&cfg)
 	}
-	k, err := New(cfg, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k, err := New(cfg, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestBatchSplitsWithinBounds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFakeCluster(t)
 			rec := &recorder{}
-			k := fakeSink(t, f, Config{Batch: c.batch, Concurrency: 3}, Options{Observer: rec})
+			k := fakeSink(t, f, Config{Batch: c.batch, Concurrency: 3}, nil, Options{Observer: rec})
 			sch := ordersSchema("orders")
 			var batch []cdc.Event
 			for i := int64(1); i <= 50; i++ {

@@ -371,9 +371,7 @@ func TestSinkMariaDBDecimalsPipeline(t *testing.T) {
 			return "INSERT INTO " + table + " VALUES " + strings.Join(vs, ", ")
 		}
 		m.exec(t, insert(1))
-		src, err := mysqlcdc.New(m.addr, m.user, m.pass, &mysqlcdc.Options{
-			Tables: []mysqlcdc.TableName{{Database: m.db, Table: table}}, SourceName: "shop", ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29)),
-		})
+		src, err := mysqlcdc.New(m.addr, m.user, m.pass, []mysqlcdc.TableName{{Database: m.db, Table: table}}, &mysqlcdc.Options{SourceName: "shop", ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29))})
 		if err != nil {
 			t.Fatal(err)
 		}

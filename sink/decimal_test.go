@@ -40,7 +40,7 @@ func TestSinkMappingOptionsReachNormalization(t *testing.T) {
 	} {
 		t.Run("decimal_"+tc.decimal, func(t *testing.T) {
 			f := newFakeCluster(t)
-			k := fakeSink(t, f, Config{Mapping: MappingConfig{Decimal: tc.decimal}}, Options{})
+			k := fakeSink(t, f, Config{Mapping: MappingConfig{Decimal: tc.decimal}}, nil, Options{})
 			dead, err := k.Write(ctx, batch)
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +64,7 @@ func TestSinkMappingOptionsReachNormalization(t *testing.T) {
 
 			// The encode path without a cluster (what BenchmarkSinkEncode measures) applies the
 			// configured options as well.
-			k2 := fakeSink(t, newFakeCluster(t), Config{Mapping: MappingConfig{Decimal: tc.decimal}}, Options{})
+			k2 := fakeSink(t, newFakeCluster(t), Config{Mapping: MappingConfig{Decimal: tc.decimal}}, nil, Options{})
 			acts, _, err := k2.plan(batch[:1], nil)
 			if err != nil {
 				t.Fatal(err)
@@ -85,13 +85,13 @@ func TestSinkGuardFollowsIndexField(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(t)
 	st := statestore.NewMemory()
-	k := fakeSink(t, f, Config{}, Options{State: st})
+	k := fakeSink(t, f, Config{}, st, Options{})
 	narrow := priceSchema("orders", 10, 2)
 	if dead, err := k.Write(ctx, []cdc.Event{ev(cdc.Insert, narrow, 1, nil, priceRow(1, "12.50"))}); err != nil || len(dead) != 0 {
 		t.Fatalf("%v %+v", err, dead)
 	}
 	wide := priceSchema("orders", 12, 4)
-	for _, k := range []*Sink{k, fakeSink(t, f, Config{}, Options{State: st})} {
+	for _, k := range []*Sink{k, fakeSink(t, f, Config{}, st, Options{})} {
 		dead, err := k.Write(ctx, []cdc.Event{
 			ev(cdc.Update, wide, 2, nil, priceRow(1, "1.2345")),
 			ev(cdc.Insert, wide, 3, nil, priceRow(2, "1.2300")),
@@ -124,7 +124,7 @@ func TestSinkGuardWithoutAutoCreate(t *testing.T) {
 	st := statestore.NewMemory()
 	off := false
 	cfg := Config{AutoCreateIndex: &off}
-	k := fakeSink(t, f, cfg, Options{State: st})
+	k := fakeSink(t, f, cfg, st, Options{})
 	sch := priceSchema("orders", 20, 6)
 	if dead, err := k.Write(ctx, []cdc.Event{ev(cdc.Insert, sch, 1, nil, priceRow(1, "12.123456"))}); err != nil || len(dead) != 0 {
 		t.Fatalf("%v %+v", err, dead)
@@ -138,7 +138,7 @@ func TestSinkGuardWithoutAutoCreate(t *testing.T) {
 	f.EditIndex(indexOf(t, k, "orders"), func(ix *searchtest.Index) {
 		ix.Props["price"] = json.RawMessage(`{"type":"scaled_float","scaling_factor":100.0}`)
 	})
-	k2 := fakeSink(t, f, cfg, Options{State: st})
+	k2 := fakeSink(t, f, cfg, st, Options{})
 	dead, err := k2.Write(ctx, []cdc.Event{ev(cdc.Insert, sch, 2, nil, priceRow(2, "12.123456")), ev(cdc.Insert, sch, 3, nil, priceRow(3, "12.12"))})
 	if err != nil {
 		t.Fatal(err)

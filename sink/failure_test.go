@@ -70,7 +70,7 @@ func TestSinkFailureClasses(t *testing.T) {
 	for _, fc := range faults {
 		t.Run(fc.name, func(t *testing.T) {
 			f := newFakeCluster(t)
-			k := fakeSink(t, f, Config{}, Options{})
+			k := fakeSink(t, f, Config{}, nil, Options{})
 			f.Intercept(func(r *searchtest.Request) *searchtest.Reply {
 				if r.Endpoint == fc.endpoint && (fc.method == "" || r.Method == fc.method) {
 					return fc.reply
@@ -114,7 +114,7 @@ func TestSinkFailureClasses(t *testing.T) {
 // (the connection state is unknown).
 func TestSinkTimeoutIsBackpressure(t *testing.T) {
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{RequestTimeout: Duration(50 * time.Millisecond)}, Options{})
+	k := fakeSink(t, f, Config{RequestTimeout: Duration(50 * time.Millisecond)}, nil, Options{})
 	sch := ordersSchema("orders")
 	write(t, k, fakeEvents(sch, 1, 1))
 	release := make(chan struct{})
@@ -148,8 +148,8 @@ func TestSinkMappingFailureClasses(t *testing.T) {
 			f := newFakeCluster(t)
 			st := statestore.NewMemory()
 			v1 := ordersSchema("orders")
-			write(t, fakeSink(t, f, Config{}, Options{State: st}), fakeEvents(v1, 1, 1))
-			k := fakeSink(t, f, Config{}, Options{State: st}) // a new session reads the mapping
+			write(t, fakeSink(t, f, Config{}, st, Options{}), fakeEvents(v1, 1, 1))
+			k := fakeSink(t, f, Config{}, st, Options{}) // a new session reads the mapping
 			f.Intercept(func(r *searchtest.Request) *searchtest.Reply {
 				if r.Endpoint == "_mapping" && r.Method == tc.method {
 					return searchtest.ErrorAnswer(tc.status, "injected")
@@ -183,12 +183,12 @@ func TestSinkRefusalsArePermanent(t *testing.T) {
 
 	f := newFakeCluster(t)
 	st := statestore.NewMemory()
-	a := fakeSink(t, f, Config{}, Options{State: st})
+	a := fakeSink(t, f, Config{}, st, Options{})
 	write(t, a, fakeEvents(sch, 1, 1))
-	_, err := fakeSink(t, f, Config{}, Options{}).Write(ctx, fakeEvents(sch, 2, 1)) // another deployment
+	_, err := fakeSink(t, f, Config{}, nil, Options{}).Write(ctx, fakeEvents(sch, 2, 1)) // another deployment
 	wantRefusal(t, "another deployment's sink", err, esfence.OwnedByOther)
 
-	b := fakeSink(t, f, Config{}, Options{State: st}) // a copy of a's deployment claims the index
+	b := fakeSink(t, f, Config{}, st, Options{}) // a copy of a's deployment claims the index
 	write(t, b, fakeEvents(sch, 2, 1))
 	_, err = a.Write(ctx, fakeEvents(sch, 3, 1))
 	wantRefusal(t, "the fenced sink's _bulk", err, esfence.Fenced)
@@ -197,7 +197,7 @@ func TestSinkRefusalsArePermanent(t *testing.T) {
 	wantRefusal(t, "the fenced sink's next Write (an _mget of unchanged values)", err, esfence.Fenced)
 
 	// A second table into an index bound this session to the first.
-	static := fakeSink(t, f, Config{Index: "shared"}, Options{})
+	static := fakeSink(t, f, Config{Index: "shared"}, nil, Options{})
 	write(t, static, fakeEvents(sch, 1, 1))
 	_, err = static.Write(ctx, fakeEvents(ordersSchema("customers"), 1, 1))
 	wantRefusal(t, "a second table into a bound index", err, esfence.BoundToAnotherRelation)
@@ -215,7 +215,7 @@ func TestSinkRefusalsArePermanent(t *testing.T) {
 func TestSinkEngineCheckFailureClasses(t *testing.T) {
 	for status, permanent := range map[int]bool{401: true, 503: false, 429: false} {
 		f := newFakeCluster(t)
-		k, err := New(Config{ID: "e", URL: f.URL, Index: "cdc-{table}", Auth: Auth{Type: AuthNone}}, &Options{Pipeline: "p", State: statestore.NewMemory()})
+		k, err := New(Config{ID: "e", URL: f.URL, Index: "cdc-{table}", Auth: Auth{Type: AuthNone}}, "p", statestore.NewMemory(), nil)
 
 		if err != nil {
 			t.Fatal(err)
@@ -236,7 +236,7 @@ func TestSinkEngineCheckFailureClasses(t *testing.T) {
 // neither stops the pipeline nor is retried: its rows are dead-lettered, and no index is made.
 func TestSinkUnmappableTableDeadLettered(t *testing.T) {
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{}, Options{})
+	k := fakeSink(t, f, Config{}, nil, Options{})
 	sch := ordersSchema("orders")
 	sch.Columns[1].Name = "na.me"
 	dead, err := k.Write(context.Background(), fakeEvents(sch, 1, 1))

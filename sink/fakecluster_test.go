@@ -65,7 +65,7 @@ func (f *fakeCluster) bodies() []int {
 }
 
 // fakeSink is a sink writing to a fake cluster.
-func fakeSink(t *testing.T, f *fakeCluster, cfg Config, o Options) *Sink {
+func fakeSink(t *testing.T, f *fakeCluster, cfg Config, st statestore.Store, o Options) *Sink {
 	t.Helper()
 	if cfg.ID == "" {
 		cfg.ID = "fake"
@@ -79,11 +79,8 @@ func fakeSink(t *testing.T, f *fakeCluster, cfg Config, o Options) *Sink {
 	if cfg.Auth.Type == "" {
 		cfg.Auth.Type = AuthNone
 	}
-	if o.State == nil {
-		o.State = statestore.NewMemory()
-	}
-	if o.Pipeline == "" {
-		o.Pipeline = "p"
+	if st == nil {
+		st = statestore.NewMemory()
 	}
 	if o.Engine == nil {
 		e := Elasticsearch
@@ -92,7 +89,7 @@ func fakeSink(t *testing.T, f *fakeCluster, cfg Config, o Options) *Sink {
 	if o.ItemRetryBackoff == 0 {
 		o.ItemRetryBackoff = time.Millisecond
 	}
-	k, err := New(cfg, &o)
+	k, err := New(cfg, "p", st, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

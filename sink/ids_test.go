@@ -133,7 +133,7 @@ func TestIndexNames(t *testing.T) {
 // anything is sent (the sink points at a closed port) -- never an error that stops the pipeline
 // for a table that appeared after start, nor a batch the cluster rejects.
 func TestWriteBadIndexNameDeadLetters(t *testing.T) {
-	k, err := New(Config{ID: "x", URL: "http://127.0.0.1:1", Index: "cdc-{table}"}, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k, err := New(Config{ID: "x", URL: "http://127.0.0.1:1", Index: "cdc-{table}"}, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestSinkKeyChangeToUnformableID(t *testing.T) {
 	ctx := context.Background()
 	sch := codeSchema()
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{}, Options{})
+	k := fakeSink(t, f, Config{}, nil, Options{})
 	if dead, err := k.Write(ctx, []cdc.Event{
 		ev(cdc.Insert, sch, 1, nil, []cdc.Value{"a", int64(1)}),
 		ev(cdc.Insert, sch, 2, nil, []cdc.Value{"b", int64(2)}),
@@ -76,7 +76,7 @@ func TestSinkKeyChangeToUnformableID(t *testing.T) {
 // _id (a later re-insert of the old key wins).
 func TestPlanKeyChangeToUnformableID(t *testing.T) {
 	sch := codeSchema()
-	k := fakeSink(t, newFakeCluster(t), Config{}, Options{})
+	k := fakeSink(t, newFakeCluster(t), Config{}, nil, Options{})
 	acts, dead, err := k.plan([]cdc.Event{
 		ev(cdc.Update, sch, 4, []cdc.Value{"a", int64(1)}, []cdc.Value{"", int64(1)}),
 		ev(cdc.Update, sch, 5, []cdc.Value{"x|y", int64(1)}, []cdc.Value{"", int64(1)}),

@@ -180,8 +180,7 @@ func mariadbDocs(ctx context.Context, t *testing.T, dsn, table string) sourceDoc
 	t.Cleanup(func() { exec("DROP TABLE IF EXISTS " + table) })
 	var idb [4]byte
 	_, _ = crand.Read(idb[:])
-	src, err := mysqlcdc.New(addr, user, pass, &mysqlcdc.Options{
-		Tables:   []mysqlcdc.TableName{{Database: db, Table: table}},
+	src, err := mysqlcdc.New(addr, user, pass, []mysqlcdc.TableName{{Database: db, Table: table}}, &mysqlcdc.Options{
 		Snapshot: cdc.SnapshotInitial,
 		ServerID: 1<<24 + binary.BigEndian.Uint32(idb[:])%(1<<30),
 	})

@@ -37,7 +37,7 @@ func TestObserverCountsEachRequest(t *testing.T) {
 	f := newFakeCluster(t)
 	rec := &recorder{}
 	cfg := Config{Concurrency: 1, Batch: Batch{MaxDocs: 4}}
-	k := fakeSink(t, f, cfg, Options{Observer: rec})
+	k := fakeSink(t, f, cfg, nil, Options{Observer: rec})
 	sch := ordersSchema("orders")
 	ctx := context.Background()
 

@@ -139,7 +139,7 @@ func TestSinkPipelinedBackpressureConverges(t *testing.T) {
 
 		cps := &orderedCheckpoints{Memory: statestore.NewMemory()}
 		dlq := &memDLQ{}
-		r, err := cdc.NewRunner(sliceSource{evs}, k, cps, dlq, &cdc.RunnerOptions{Pipeline: "flight", MaxInFlight: 4,
+		r, err := cdc.NewRunner("flight", sliceSource{evs}, k, cps, dlq, &cdc.RunnerOptions{MaxInFlight: 4,
 			BatchMaxEvents: 40, BatchMaxWait: time.Minute, BackoffMin: time.Millisecond, BackoffMax: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

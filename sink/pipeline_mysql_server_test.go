@@ -57,9 +57,7 @@ func TestSinkMariaDBPipeline(t *testing.T) {
 		const values = `'héllo', 7, 1, 1234567.89, 0.5, '2026-11-30', '2026-11-30 12:34:56.123456',
 			'2026-11-30 12:34:56.123456', '{"a":[1,2]}', X'DEADBEEF', 18446744073709551615`
 		m.exec(t, "INSERT INTO "+table+" VALUES (1, 'a|b', "+values+"), (2, 'x', 'two', 2, 0, 2, 2, NULL, NULL, NULL, NULL, NULL, NULL)")
-		src, err := mysqlcdc.New(m.addr, m.user, m.pass, &mysqlcdc.Options{
-			Tables: []mysqlcdc.TableName{{Database: m.db, Table: table}}, SourceName: "shop", ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29)),
-		})
+		src, err := mysqlcdc.New(m.addr, m.user, m.pass, []mysqlcdc.TableName{{Database: m.db, Table: table}}, &mysqlcdc.Options{SourceName: "shop", ServerID: 1<<24 + uint32(time.Now().UnixNano()%(1<<29))})
 		if err != nil {
 			t.Fatal(err)
 		}

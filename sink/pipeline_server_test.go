@@ -124,8 +124,8 @@ func runPipeline(t *testing.T, s *server, src cdc.Source, st *statestore.Memory,
 
 // runPipelineConfig is runPipeline with the sink's configuration given.
 func runPipelineConfig(t *testing.T, s *server, src cdc.Source, st *statestore.Memory, cfg Config) (*pipelineSink, <-chan error, func()) {
-	k := &pipelineSink{Sink: s.sinkOpts(t, cfg, Options{State: st}), dlqForTest: &memDLQ{}}
-	r, err := cdc.NewRunner(src, k.Sink, st, k.dlqForTest, &cdc.RunnerOptions{Pipeline: "orders-to-es", BatchMaxWait: 50 * time.Millisecond})
+	k := &pipelineSink{Sink: s.sinkOpts(t, cfg, st, Options{}), dlqForTest: &memDLQ{}}
+	r, err := cdc.NewRunner("orders-to-es", src, k.Sink, st, k.dlqForTest, &cdc.RunnerOptions{BatchMaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

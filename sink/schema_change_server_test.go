@@ -49,7 +49,7 @@ func TestSinkSchemaChange(t *testing.T) {
 		mo := serverOptions(e)
 		st := statestore.NewMemory()
 		cfg := s.config("schema")
-		k := s.sinkOpts(t, cfg, Options{State: st, Mapping: &mo})
+		k := s.sinkOpts(t, cfg, st, Options{Mapping: &mo})
 		v1 := ordersSchema("orders")
 		write(t, k, fakeEvents(v1, 1, 2))
 		idx := indexOf(t, k, "orders")
@@ -71,7 +71,7 @@ func TestSinkSchemaChange(t *testing.T) {
 
 		// A later session (same state store) claims the index, so the marker is intact, and
 		// adds the next column.
-		k2 := s.sinkOpts(t, cfg, Options{State: st, Mapping: &mo})
+		k2 := s.sinkOpts(t, cfg, st, Options{Mapping: &mo})
 		v3 := addColumns(v1)
 		v3.Columns = append(v3.Columns, cdc.Column{Name: "note", Kind: cdc.KindText, SourceType: "text", Nullable: true})
 		if dead := write(t, k2, []cdc.Event{ev(cdc.Insert, v3, 4, nil, append(wideRow(4), "hello"))}); len(dead) != 0 {

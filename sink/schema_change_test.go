@@ -30,7 +30,7 @@ func wideRow(id int64) []cdc.Value {
 func TestSchemaChangeAddsFields(t *testing.T) {
 	f := newFakeCluster(t)
 	st := statestore.NewMemory()
-	k := fakeSink(t, f, Config{}, Options{State: st})
+	k := fakeSink(t, f, Config{}, st, Options{})
 	ctx := context.Background()
 	v1 := ordersSchema("orders")
 	if _, err := k.Write(ctx, fakeEvents(v1, 1, 2)); err != nil {
@@ -84,7 +84,7 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 	// missing (the fake refuses a changed field, so a resent one would fail the write).
 	v3 := addColumns(v2)
 	v3.Columns = append(v3.Columns[:6:6], cdc.Column{Name: "note", Kind: cdc.KindText, SourceType: "text", Nullable: true})
-	k2 := fakeSink(t, f, Config{}, Options{State: st})
+	k2 := fakeSink(t, f, Config{}, st, Options{})
 	if _, err := k2.Write(ctx, []cdc.Event{ev(cdc.Insert, v3, 6, nil, append(wideRow(5), "hi"))}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestSchemaChangeAddsFields(t *testing.T) {
 // cluster as per-item errors, which dead-letter them.
 func TestSchemaChangeKeepsChangedField(t *testing.T) {
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{}, Options{})
+	k := fakeSink(t, f, Config{}, nil, Options{})
 	ctx := context.Background()
 	v1 := ordersSchema("orders")
 	if _, err := k.Write(ctx, fakeEvents(v1, 1, 1)); err != nil {

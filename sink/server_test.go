@@ -42,17 +42,17 @@ func (s *server) config(part string) Config {
 // sink builds a sink writing through the state store (a new memory store when nil).
 func (s *server) sink(t testing.TB, cfg Config, st statestore.Store, tp esapi.Transport) *Sink {
 	t.Helper()
-	return s.sinkOpts(t, cfg, Options{State: st, Transport: tp})
+	return s.sinkOpts(t, cfg, st, Options{Transport: tp})
 }
 
 // sinkOpts builds a sink with options (pipeline and retry backoff filled in).
-func (s *server) sinkOpts(t testing.TB, cfg Config, o Options) *Sink {
+func (s *server) sinkOpts(t testing.TB, cfg Config, st statestore.Store, o Options) *Sink {
 	t.Helper()
-	if o.State == nil {
-		o.State = statestore.NewMemory()
+	if st == nil {
+		st = statestore.NewMemory()
 	}
-	o.Pipeline, o.ItemRetryBackoff = "orders-to-es", time.Millisecond
-	k, err := New(cfg, &o)
+	o.ItemRetryBackoff = time.Millisecond
+	k, err := New(cfg, "orders-to-es", st, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,12 +22,8 @@ import (
 	"github.com/tributary-dev/tributary/statestore"
 )
 
-// Options are what a sink needs besides its configuration.
+// Options are a sink's optional settings besides its configuration; nil means every default.
 type Options struct {
-	// Pipeline names the pipeline in the state store (ownership records are per pipeline).
-	Pipeline string
-	// State is the deployment's state store: its identity owns the indices the sink creates.
-	State statestore.Store
 	// Transport, when set, replaces the client built from the configuration (tests put a
 	// fault proxy or a counting transport here). It must not retry on its own.
 	Transport esapi.Transport
@@ -102,18 +98,20 @@ type tableInfo struct {
 	guards []fieldGuard
 }
 
-// New builds a sink. cfg is normalized and validated; nothing is sent to the cluster until
-// the first Write. opts is required (Pipeline and State; nil is refused); New copies *opts.
-func New(cfg Config, opts *Options) (*Sink, error) {
-	if opts == nil {
-		return nil, errors.New("elasticsearch sink: Options.Pipeline and Options.State are required")
+// New builds the sink of a pipeline. cfg is normalized and validated; nothing is sent to the
+// cluster until the first Write. pipeline names the pipeline in the state store (ownership
+// records are per pipeline); state is the deployment's state store, whose identity owns the
+// indices the sink creates. opts may be nil (every default); New copies *opts.
+func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*Sink, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
 	}
-	o := *opts
 	if err := cfg.Normalize(); err != nil {
 		return nil, err
 	}
-	if o.Pipeline == "" || o.State == nil {
-		return nil, errors.New("elasticsearch sink: Options.Pipeline and Options.State are required")
+	if pipeline == "" || state == nil {
+		return nil, errors.New("elasticsearch sink: New needs a pipeline name and a state store")
 	}
 	if o.ItemRetryBackoff <= 0 {
 		o.ItemRetryBackoff = 100 * time.Millisecond
@@ -123,7 +121,7 @@ func New(cfg Config, opts *Options) (*Sink, error) {
 		return nil, fmt.Errorf("elasticsearch sink %q: index: %w", cfg.ID, err)
 	}
 	s := &Sink{
-		cfg: cfg, tmpl: t, pipeline: o.Pipeline, opts: o,
+		cfg: cfg, tmpl: t, pipeline: pipeline, opts: o,
 		tables:   map[*cdc.TableSchema]*tableInfo{},
 		claims:   map[string]*esfence.Claim{},
 		bound:    map[string]cdc.TableID{},
@@ -141,7 +139,7 @@ func New(cfg Config, opts *Options) (*Sink, error) {
 		}
 		s.tp, s.owned = c, c
 	}
-	if s.fence, err = esfence.New(s.tp, o.State, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout)}); err != nil {
+	if s.fence, err = esfence.New(s.tp, state, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout)}); err != nil {
 		return nil, err
 	}
 	return s, nil

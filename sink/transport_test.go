@@ -40,7 +40,7 @@ func TestTransportTLSAndAuth(t *testing.T) {
 
 	cfg := Config{ID: "tls", URL: srv.URL, Index: "i", TLS: TLS{CA: ca},
 		Auth: Auth{Type: AuthBasic, Username: "elastic", Password: "pw-secret-1"}}
-	k, err := New(cfg, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k, err := New(cfg, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestTransportTLSAndAuth(t *testing.T) {
 
 	// Without the CA the server is not trusted.
 	cfg.TLS = TLS{}
-	k2, err := New(cfg, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k2, err := New(cfg, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestTransportTLSAndAuth(t *testing.T) {
 	// API key; the 401 is fatal (not backpressure) and does not carry the key.
 	cfg.TLS = TLS{CA: ca}
 	cfg.Auth = Auth{Type: AuthAPIKey, APIKey: "a2V5LXNlY3JldC0y"}
-	k3, err := New(cfg, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k3, err := New(cfg, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestTransportAsksNoCompression(t *testing.T) {
 		_, _ = w.Write([]byte(`{"nodes":{"n1":{"version":"2.19.0"}}}`))
 	}))
 	defer srv.Close()
-	k, err := New(Config{ID: "gz", URL: srv.URL, Index: "i", Auth: Auth{Type: AuthNone}}, &Options{Pipeline: "p", State: statestore.NewMemory()})
+	k, err := New(Config{ID: "gz", URL: srv.URL, Index: "i", Auth: Auth{Type: AuthNone}}, "p", statestore.NewMemory(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

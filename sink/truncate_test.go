@@ -12,7 +12,7 @@ import (
 // written: it never stops the pipeline and never turns into deletes.
 func TestTruncateIsDeadLettered(t *testing.T) {
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{}, Options{})
+	k := fakeSink(t, f, Config{}, nil, Options{})
 	sch := ordersSchema("orders")
 	batch := []cdc.Event{
 		ev(cdc.Insert, sch, 1, nil, row(1, "secret-name", 1)),

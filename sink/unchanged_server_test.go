@@ -109,8 +109,9 @@ func TestSinkUnchangedToastPipeline(t *testing.T) {
 			`INSERT INTO `+table+` VALUES (7, 7, 'small', 'small', '{"a":1}', '\x00')`)
 		src := pgSource(t, dsn, table, table)
 		obs := &unchangedCounter{}
-		k := &pipelineSink{Sink: s.sinkOpts(t, s.toastConfig("pg"), Options{State: statestore.NewMemory(), Observer: obs}), dlqForTest: &memDLQ{}}
-		r, err := cdc.NewRunner(src, k.Sink, k.opts.State, k.dlqForTest, &cdc.RunnerOptions{Pipeline: "h2toast", BatchMaxWait: 200 * time.Millisecond})
+		st := statestore.NewMemory()
+		k := &pipelineSink{Sink: s.sinkOpts(t, s.toastConfig("pg"), st, Options{Observer: obs}), dlqForTest: &memDLQ{}}
+		r, err := cdc.NewRunner("h2toast", src, k.Sink, st, k.dlqForTest, &cdc.RunnerOptions{BatchMaxWait: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -128,7 +128,7 @@ func (r *unchangedRecorder) last(t *testing.T) UnchangedStats {
 func TestUnchangedFilledFromBatch(t *testing.T) {
 	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
-	k := fakeSink(t, f, Config{}, Options{Observer: obs})
+	k := fakeSink(t, f, Config{}, nil, Options{Observer: obs})
 	sch := toastSchema("t")
 	one := toastRow(1, 1, "one")
 	five := toastRow(5, 5, "five")
@@ -165,7 +165,7 @@ func TestUnchangedFilledFromBatch(t *testing.T) {
 func TestUnchangedFilledFromIndex(t *testing.T) {
 	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
-	k := fakeSink(t, f, Config{}, Options{Observer: obs})
+	k := fakeSink(t, f, Config{}, nil, Options{Observer: obs})
 	sch := toastSchema("t")
 	rows := [][]cdc.Value{toastRow(1, 1, "one"), toastRow(2, 2, "two"), toastRow(3, 3, "three")}
 	write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, rows[0]), ev(cdc.Insert, sch, 2, nil, rows[1]), ev(cdc.Insert, sch, 3, nil, rows[2])})
@@ -199,7 +199,7 @@ func TestUnchangedFilledFromIndex(t *testing.T) {
 func TestUnchangedWithoutStoredDocument(t *testing.T) {
 	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
-	k := fakeSink(t, f, Config{}, Options{Observer: obs})
+	k := fakeSink(t, f, Config{}, nil, Options{Observer: obs})
 	sch := toastSchema("t")
 	// Row 4 was written before the table had big, doc and raw.
 	narrow := &cdc.TableSchema{ID: sch.ID, Columns: sch.Columns[:2], PrimaryKey: []int{0}}
@@ -245,7 +245,7 @@ func TestUnchangedWithoutStoredDocument(t *testing.T) {
 func TestUnchangedReplayIsSuperseded(t *testing.T) {
 	f := newFakeCluster(t)
 	obs := &unchangedRecorder{}
-	k := fakeSink(t, f, Config{}, Options{Observer: obs})
+	k := fakeSink(t, f, Config{}, nil, Options{Observer: obs})
 	sch := toastSchema("t")
 	write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, toastRow(1, 1, "one")), ev(cdc.Insert, sch, 2, nil, toastRow(2, 2, "two"))})
 	moved := []cdc.Event{
@@ -288,7 +288,7 @@ func TestUnchangedMgetFailures(t *testing.T) {
 	}
 	setup := func(t *testing.T) (*fakeCluster, *Sink) {
 		f := newFakeCluster(t)
-		k := fakeSink(t, f, Config{}, Options{})
+		k := fakeSink(t, f, Config{}, nil, Options{})
 		write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, toastRow(1, 1, "one"))})
 		return f, k
 	}

@@ -219,10 +219,8 @@ func RunCrashChild(t *testing.T, dir string, run int, src cdc.Source) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := cdc.NewRunner(&loggedSource{src: src, log: log, run: run}, &fileSink{log: log, run: run},
-		&announcingStore{CheckpointStore: store}, dlq, &cdc.RunnerOptions{
-			Pipeline: "crash", BatchMaxEvents: CrashBatch, BatchMaxWait: 5 * time.Millisecond,
-		})
+	r, err := cdc.NewRunner("crash", &loggedSource{src: src, log: log, run: run}, &fileSink{log: log, run: run},
+		&announcingStore{CheckpointStore: store}, dlq, &cdc.RunnerOptions{BatchMaxEvents: CrashBatch, BatchMaxWait: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,7 @@ func captureBinlog(tb testing.TB) *decodeCapture {
 		tb.Fatal(err)
 	}
 
-	src, err := New(addr, user, pass, &Options{Tables: names})
+	src, err := New(addr, user, pass, names, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -480,7 +480,7 @@ func (c *decodeCapture) decodeMySQLCDC(u *unit, st *stream, direct bool, consume
 // countUncaptured reads u with a source that captures none of its tables and returns the row
 // changes the reader counted towards version ordinals.
 func (c *decodeCapture) countUncaptured(u *unit, direct bool) (int, error) {
-	src, err := New(c.src.addr, c.src.user, c.src.password, &Options{Tables: []TableName{{Database: "none", Table: "none"}}})
+	src, err := New(c.src.addr, c.src.user, c.src.password, []TableName{{Database: "none", Table: "none"}}, nil)
 	if err != nil {
 		return 0, err
 	}

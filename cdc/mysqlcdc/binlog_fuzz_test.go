@@ -379,7 +379,7 @@ func fuzzTableFor(tm *replication.TableMapEvent) *table {
 
 // fuzzSource is a source capturing every table, for readers that never connect.
 func fuzzSource() *Source {
-	src, err := New("127.0.0.1:1", "fuzz", "", &Options{Tables: []TableName{{Database: "fz", Table: "*"}}})
+	src, err := New("127.0.0.1:1", "fuzz", "", []TableName{{Database: "fz", Table: "*"}}, nil)
 	if err != nil {
 		panic(err)
 	}

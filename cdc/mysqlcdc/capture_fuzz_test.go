@@ -103,7 +103,7 @@ func TestCaptureFuzzSeeds(t *testing.T) {
 	defer eventHook.Store(nil)
 
 	name := TableName{Database: m.DB, Table: table}
-	src, err := New(m.Addr, m.User, m.Password, &Options{Tables: []TableName{name}, Snapshot: cdc.SnapshotNever,
+	src, err := New(m.Addr, m.User, m.Password, []TableName{name}, &Options{Snapshot: cdc.SnapshotNever,
 		ServerID: 1<<24 + binary.BigEndian.Uint32(rnd[:])%(1<<30)})
 	if err != nil {
 		t.Fatal(err)

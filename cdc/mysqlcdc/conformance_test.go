@@ -122,8 +122,16 @@ func quote(name string) string { return "`" + strings.ReplaceAll(name, "`", "``"
 // newSource builds a source for the test database's tables, dropping them at cleanup.
 func (s server) newSource(t *testing.T, mode cdc.SnapshotMode, opts mysqlcdc.Options, tables ...string) *mysqlcdc.Source {
 	t.Helper()
+	return s.newSourceAfter(t, mode, opts, nil, tables...)
+}
+
+// newSourceAfter is newSource capturing first the tables of first, then the test database's
+// tables.
+func (s server) newSourceAfter(t *testing.T, mode cdc.SnapshotMode, opts mysqlcdc.Options, first []mysqlcdc.TableName, tables ...string) *mysqlcdc.Source {
+	t.Helper()
+	names := append([]mysqlcdc.TableName(nil), first...)
 	for _, tb := range tables {
-		opts.Tables = append(opts.Tables, mysqlcdc.TableName{Database: s.db, Table: tb})
+		names = append(names, mysqlcdc.TableName{Database: s.db, Table: tb})
 	}
 	opts.Snapshot = mode
 	if opts.ServerID == 0 {
@@ -132,7 +140,7 @@ func (s server) newSource(t *testing.T, mode cdc.SnapshotMode, opts mysqlcdc.Opt
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	src, err := mysqlcdc.New(s.addr, s.user, s.pass, &opts)
+	src, err := mysqlcdc.New(s.addr, s.user, s.pass, names, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,8 +113,7 @@ func TestMySQLCrashChild(t *testing.T) {
 	run, _ := strconv.Atoi(os.Getenv(myCrashRunEnv))
 	sid, _ := strconv.ParseUint(os.Getenv(myCrashServerEnv), 10, 32)
 	table := os.Getenv(myCrashTableEnv)
-	src, err := mysqlcdc.New(s.addr, s.user, s.pass, &mysqlcdc.Options{
-		Tables:     []mysqlcdc.TableName{{Database: s.db, Table: table}},
+	src, err := mysqlcdc.New(s.addr, s.user, s.pass, []mysqlcdc.TableName{{Database: s.db, Table: table}}, &mysqlcdc.Options{
 		ServerID:   uint32(sid), // the same replica id in every run: a new run displaces a killed one's connection
 		SourceName: table,
 	})

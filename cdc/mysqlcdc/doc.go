@@ -96,7 +96,7 @@
 //
 // # Captured tables and start checks
 //
-// Options.Tables names tables (db.table) or whole databases (db.*, Table AllTables): every
+// New's tables name tables (db.table) or whole databases (db.*, Table AllTables): every
 // table of such a database is captured, those that exist at Open and those created later --
 // a later table is captured from its first row on (its schema is loaded then, and an Info line
 // says so); its CREATE TABLE produces no event. Every table means every table: the shadow
@@ -119,7 +119,7 @@
 // you mean `db`.`myorders`?".
 //
 // The stream implements cdc.TableLister: Tables returns the schemas of the captured tables
-// that exist at Open, as Open read them, in Options.Tables order (a database's tables in name
+// that exist at Open, as Open read them, in the order of New's tables (a database's tables in name
 // order at its entry's place). Tables created later are not listed: a sink checks them when
 // their first event arrives. A snapshot reads the captured tables that exist in its read
 // view (listed again once the view is open, so that a table created just before it is read).

@@ -17,7 +17,7 @@ import (
 // list), also when go-mysql wraps them in its stack-carrying errors; everything else, lost
 // connections and server shutdowns included, stays retryable.
 func TestClassifyFailures(t *testing.T) {
-	src, err := New("127.0.0.1:1", "u", "secret-pw", &Options{Tables: []TableName{{"d", "t"}}, ServerID: 4242})
+	src, err := New("127.0.0.1:1", "u", "secret-pw", []TableName{{"d", "t"}}, &Options{ServerID: 4242})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestBinlogStatusStatementByVersion(t *testing.T) {
 
 // TestCapturesPatterns: a database captured whole captures every table of it, by exact name.
 func TestCapturesPatterns(t *testing.T) {
-	src, err := New("127.0.0.1:1", "u", "p", &Options{Tables: []TableName{{"shop", AllTables}, {"crm", "Users"}}})
+	src, err := New("127.0.0.1:1", "u", "p", []TableName{{"shop", AllTables}, {"crm", "Users"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCapturesPatterns(t *testing.T) {
 			t.Errorf("captures(%v) = %v, want %v", name, got, want)
 		}
 	}
-	if _, err := New("127.0.0.1:1", "u", "p", &Options{Tables: []TableName{{"", AllTables}}}); err == nil {
+	if _, err := New("127.0.0.1:1", "u", "p", []TableName{{"", AllTables}}, nil); err == nil {
 		t.Error("a pattern without a database was accepted")
 	}
 }

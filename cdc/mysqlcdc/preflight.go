@@ -13,7 +13,7 @@ import (
 )
 
 // Tables implements cdc.TableLister: the schemas of the captured tables that existed at Open,
-// as Open read them from INFORMATION_SCHEMA, in Options.Tables order (the tables of a
+// as Open read them from INFORMATION_SCHEMA, in the order of New's tables (the tables of a
 // database captured whole in name order, at its entry's place). Tables created later are
 // captured too, but not listed.
 func (s *stream) Tables() []*cdc.TableSchema {
@@ -69,7 +69,7 @@ func binlogSettingsProblem(logBin bool, format, image string) error {
 	return nil
 }
 
-// resolveTables lists the captured tables that exist now, in Options.Tables order: a named
+// resolveTables lists the captured tables that exist now, in the order of New's tables: a named
 // table at its place, a database captured whole as its tables in name order. With strict, a
 // named table or a database captured whole that does not exist as spelled fails with a
 // *cdc.StartError naming each, with the name of another case as the fix when there is one:
@@ -79,7 +79,7 @@ func binlogSettingsProblem(logBin bool, format, image string) error {
 // not an error: its tables are captured when they are created.
 func (s *Source) resolveTables(ctx context.Context, conn *client.Conn, strict bool) ([]TableName, error) {
 	var dbs []string
-	for _, t := range s.opts.Tables {
+	for _, t := range s.tables {
 		if d := strings.ToLower(t.Database); !slices.Contains(dbs, d) {
 			dbs = append(dbs, d)
 		}
@@ -122,7 +122,7 @@ func (s *Source) resolveTables(ctx context.Context, conn *client.Conn, strict bo
 
 	var tables []TableName
 	var probs []cdc.StartProblem
-	for _, t := range s.opts.Tables {
+	for _, t := range s.tables {
 		if t.Table == AllTables {
 			if !slices.Contains(schemas, t.Database) {
 				probs = append(probs, missingDatabase(s.tableID(t), t.Database, schemas))

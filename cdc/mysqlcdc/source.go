@@ -55,12 +55,6 @@ func (t TableName) String() string { return t.Database + "." + t.Table }
 
 // Options configures a Source. The zero value of each field means its default.
 type Options struct {
-	// Tables are the captured tables; at least one entry is required. An entry whose Table is
-	// AllTables ("db.*") captures every table of the database, including tables created
-	// later. Changes of other tables are read from the binlog and dropped. Names are exact:
-	// Open refuses a table or a database that does not exist as spelled (see Open); a
-	// database without tables is not an error.
-	Tables []TableName
 	// Flavor is the server's kind. Default MariaDB.
 	Flavor Flavor
 	// ServerID is the replica id this reader registers with; every reader of one server needs
@@ -97,9 +91,10 @@ type Source struct {
 	port     uint16
 	user     string
 	password string
+	tables   []TableName // New's tables, in their order
 	opts     Options
 	log      *slog.Logger
-	captured map[TableName]bool // tables named in Options.Tables
+	captured map[TableName]bool // tables named in tables
 	wholeDBs map[string]bool    // databases captured whole (AllTables)
 
 	// current is the stream of the latest Open while it runs, for Lag (stream.caughtUp).
@@ -113,9 +108,14 @@ var (
 
 // New returns a source for the server at addr (host:port) with the given credentials. The
 // account needs REPLICATION SLAVE and REPLICATION CLIENT (MariaDB: BINLOG MONITOR), SELECT on
-// the captured tables and, for a MySQL snapshot, RELOAD. New does not connect. opts must name
-// the captured tables (nil is refused like an empty Tables); New copies *opts.
-func New(addr, user, password string, optsIn *Options) (*Source, error) {
+// the captured tables and, for a MySQL snapshot, RELOAD. New does not connect.
+//
+// tables are the captured tables, at least one. An entry whose Table is AllTables ("db.*")
+// captures every table of the database, including tables created later. Changes of other
+// tables are read from the binlog and dropped. Names are exact: Open refuses a table or a
+// database that does not exist as spelled (see Open); a database without tables is not an
+// error. opts may be nil (every default); New copies tables and *opts.
+func New(addr, user, password string, tables []TableName, optsIn *Options) (*Source, error) {
 	var opts Options
 	if optsIn != nil {
 		opts = *optsIn
@@ -128,7 +128,7 @@ func New(addr, user, password string, optsIn *Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysqlcdc: address %q: bad port", addr)
 	}
-	if len(opts.Tables) == 0 {
+	if len(tables) == 0 {
 		return nil, errors.New("mysqlcdc: no captured tables")
 	}
 	if opts.Flavor == "" {
@@ -175,9 +175,9 @@ func New(addr, user, password string, optsIn *Options) (*Source, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	captured := make(map[TableName]bool, len(opts.Tables))
+	captured := make(map[TableName]bool, len(tables))
 	wholeDBs := map[string]bool{}
-	for _, t := range opts.Tables {
+	for _, t := range tables {
 		if t.Database == "" || t.Table == "" {
 			return nil, errors.New("mysqlcdc: a captured table lacks its database or name")
 		}
@@ -187,14 +187,13 @@ func New(addr, user, password string, optsIn *Options) (*Source, error) {
 			captured[t] = true
 		}
 	}
-	opts.Tables = append([]TableName(nil), opts.Tables...)
 	return &Source{
 		addr: addr, host: host, port: uint16(port), user: user, password: password,
-		opts: opts, log: opts.Logger, captured: captured, wholeDBs: wholeDBs,
+		tables: append([]TableName(nil), tables...), opts: opts, log: opts.Logger, captured: captured, wholeDBs: wholeDBs,
 	}, nil
 }
 
-// captures reports whether a table's changes are captured: named in Options.Tables, or in a
+// captures reports whether a table's changes are captured: named in New's tables, or in a
 // database captured whole. Names compare exactly, as the binlog spells them.
 func (s *Source) captures(t TableName) bool { return s.captured[t] || s.wholeDBs[t.Database] }
 

@@ -94,8 +94,7 @@ func TestLagBoundedByContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	src, err := mysqlcdc.New(proxy.Addr(), s.user, s.pass, &mysqlcdc.Options{ServerID: nextServerID(),
-		Tables: []mysqlcdc.TableName{{Database: s.db, Table: "mysu_lag_unused"}}})
+	src, err := mysqlcdc.New(proxy.Addr(), s.user, s.pass, []mysqlcdc.TableName{{Database: s.db, Table: "mysu_lag_unused"}}, &mysqlcdc.Options{ServerID: nextServerID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +127,7 @@ func TestOpenRefusesBadCredentials(t *testing.T) {
 	tables := []mysqlcdc.TableName{{Database: s.db, Table: table}}
 
 	const wrong = "mysu-wrong-pw-81723"
-	src, err := mysqlcdc.New(s.addr, s.user, wrong, &mysqlcdc.Options{Tables: tables, ServerID: nextServerID()})
+	src, err := mysqlcdc.New(s.addr, s.user, wrong, tables, &mysqlcdc.Options{ServerID: nextServerID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +147,7 @@ func TestOpenRefusesBadCredentials(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.exec(fmt.Sprintf("DROP USER IF EXISTS '%s'@'%%'", user)) })
 	for _, mode := range []cdc.SnapshotMode{cdc.SnapshotNever, cdc.SnapshotInitial} {
-		src, err := mysqlcdc.New(s.addr, user, pass, &mysqlcdc.Options{Tables: tables, ServerID: nextServerID(), Snapshot: mode})
+		src, err := mysqlcdc.New(s.addr, user, pass, tables, &mysqlcdc.Options{ServerID: nextServerID(), Snapshot: mode})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,9 +339,9 @@ func TestDatabasePatterns(t *testing.T) {
 	outside := "mysu_outside_" + sfx
 	var logs bytes.Buffer
 	var logMu sync.Mutex
-	opts := mysqlcdc.Options{Tables: []mysqlcdc.TableName{{Database: db, Table: mysqlcdc.AllTables}, {Database: empty, Table: mysqlcdc.AllTables}},
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	src := s.newSource(t, cdc.SnapshotInitial, opts, outside) // outside: dropped at cleanup, and captured by name
+	opts := mysqlcdc.Options{Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	whole := []mysqlcdc.TableName{{Database: db, Table: mysqlcdc.AllTables}, {Database: empty, Table: mysqlcdc.AllTables}}
+	src := s.newSourceAfter(t, cdc.SnapshotInitial, opts, whole, outside) // outside: dropped at cleanup, and captured by name
 	st, err := src.Open(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -387,8 +386,7 @@ func TestDatabasePatterns(t *testing.T) {
 		{"mysu_nosuchdb_" + sfx, "create it"},
 		{strings.ToUpper(db), "did you mean " + quote(db) + ".*?"},
 	} {
-		bad, err := mysqlcdc.New(s.addr, s.user, s.pass, &mysqlcdc.Options{ServerID: nextServerID(),
-			Tables: []mysqlcdc.TableName{{Database: c.db, Table: mysqlcdc.AllTables}}})
+		bad, err := mysqlcdc.New(s.addr, s.user, s.pass, []mysqlcdc.TableName{{Database: c.db, Table: mysqlcdc.AllTables}}, &mysqlcdc.Options{ServerID: nextServerID()})
 		if err != nil {
 			t.Fatal(err)
 		}

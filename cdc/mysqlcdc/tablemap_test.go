@@ -155,7 +155,7 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 	}
 	exec(fmt.Sprintf("INSERT INTO `%s` (id) VALUES (1)", name))
 
-	src, err := New(addr, user, pass, &Options{Tables: []TableName{{Database: db, Table: name}}})
+	src, err := New(addr, user, pass, []TableName{{Database: db, Table: name}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func TestTruncateThroughRunner(t *testing.T) {
 	src := newSource(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotNever, Tables: []pgcdc.Table{{Name: tb}}})
 	sink := &recordingSink{seen: make(chan cdc.Event, 16)}
 	state := statestore.NewMemory()
-	r, err := cdc.NewRunner(src, sink, state, noDLQ{}, &cdc.RunnerOptions{Pipeline: "truncate", BatchMaxWait: 10 * time.Millisecond})
+	r, err := cdc.NewRunner("truncate", src, sink, state, noDLQ{}, &cdc.RunnerOptions{BatchMaxWait: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,11 +187,11 @@ func (rt *runtime) memTopic(q *queueConfig, topic string) error {
 }
 
 // kafkaConfig maps a store's queue settings to kafkaqueue's.
-func kafkaConfig(q *queueConfig, topic string, log *slog.Logger) kafkaqueue.Config {
+func kafkaConfig(q *queueConfig, topic string) kafkaqueue.Config {
 	kc := kafkaqueue.Config{
 		Brokers: q.Brokers, Topic: topic, Group: q.Group, ClientID: q.ClientID,
 		DialTimeout: q.DialTimeout, RequestTimeout: q.RequestTimeout, DeliveryTimeout: q.DeliveryTimeout,
-		MaxFetch: q.MaxFetch, FetchMaxWait: q.FetchMaxWait, SessionTimeout: q.SessionTimeout, Logger: log,
+		MaxFetch: q.MaxFetch, FetchMaxWait: q.FetchMaxWait, SessionTimeout: q.SessionTimeout,
 	}
 	if ct := q.CreateTopics; ct != nil {
 		kc.CreateTopic = &kafkaqueue.TopicSpec{Partitions: ct.Partitions, ReplicationFactor: ct.ReplicationFactor}
@@ -212,7 +212,7 @@ func (rt *runtime) newPublisher(ctx context.Context, name string, q *queueConfig
 		}
 		return rt.memBroker().Publisher(topic)
 	}
-	return kafkaqueue.NewPublisher(ctx, kafkaConfig(q, topic, rt.log.With(slog.String("store", name))))
+	return kafkaqueue.NewPublisher(ctx, kafkaConfig(q, topic), &kafkaqueue.Options{Logger: rt.log.With(slog.String("store", name))})
 }
 
 func (rt *runtime) newConsumer(ctx context.Context, name string, q *queueConfig) (queue.Consumer, error) {
@@ -222,7 +222,7 @@ func (rt *runtime) newConsumer(ctx context.Context, name string, q *queueConfig)
 		}
 		return rt.memBroker().Consumer(q.Topic, q.Group)
 	}
-	return kafkaqueue.NewConsumer(ctx, kafkaConfig(q, q.Topic, rt.log.With(slog.String("store", name))))
+	return kafkaqueue.NewConsumer(ctx, kafkaConfig(q, q.Topic), &kafkaqueue.Options{Logger: rt.log.With(slog.String("store", name))})
 }
 
 // closeParts closes the Service (which closes the adapters) or, when it was never built, the

@@ -73,7 +73,7 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 			h.checks = append(h.checks, check{service: queueServicePrefix + name, store: name, dependency: "memory_queue",
 				probe: func(context.Context) error { return nil }})
 		default:
-			mon, err := kafkaqueue.NewMonitor(kafkaConfig(q, q.Topic, nil))
+			mon, err := kafkaqueue.NewMonitor(kafkaConfig(q, q.Topic), nil)
 			if err != nil {
 				h.closeChecks()
 				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)

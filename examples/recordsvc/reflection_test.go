@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +37,11 @@ func newReflector(t *testing.T, s *service) (*reflector, error) {
 
 func (r *reflector) ask(req *reflectionpb.ServerReflectionRequest) (*reflectionpb.ServerReflectionResponse, error) {
 	if err := r.stream.Send(req); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream (UNIMPLEMENTED, say) before the send: grpc-go
+			// reports that as io.EOF from Send, and the stream's status from Recv.
+			_, err = r.stream.Recv()
+		}
 		return nil, err
 	}
 	return r.stream.Recv()

@@ -173,8 +173,7 @@ func (m mariadb) readBack(_ context.Context, table string, cols []*column) ([][]
 func (m mariadb) newSource(t *testing.T, table, _ string) (cdc.Source, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return mysqlcdc.New(m.addr, m.user, m.pass, &mysqlcdc.Options{
-		Tables: []mysqlcdc.TableName{{Database: m.db, Table: table}}, SourceName: "h4diff",
+	return mysqlcdc.New(m.addr, m.user, m.pass, []mysqlcdc.TableName{{Database: m.db, Table: table}}, &mysqlcdc.Options{SourceName: "h4diff",
 		ServerID: 1<<24 + binary.BigEndian.Uint32(b[:])%(1<<30)})
 }
 

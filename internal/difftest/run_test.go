@@ -200,14 +200,13 @@ func runCase(t *testing.T, seed uint64, tl *tally) {
 	cfg := sink.Config{ID: "h4diff", URL: node.URL, Index: prefix + "-{table}", Auth: sink.Auth{Type: sink.AuthNone},
 		Shards: 1, Replicas: estest.Ptr(0),
 		Mapping: sink.MappingConfig{Decimal: ci.opts.decimal, Uint64: ci.opts.uint64, JSON: ci.opts.json}}
-	k, err := sink.New(cfg, &sink.Options{Pipeline: "h4diff-" + sfx, State: st, ItemRetryBackoff: time.Millisecond})
+	k, err := sink.New(cfg, "h4diff-"+sfx, st, &sink.Options{ItemRetryBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatalf("%s: sink: %v", ci, err)
 	}
 	defer k.Close()
 	dlq := &memDLQ{}
-	runner, err := cdc.NewRunner(src, k, st, dlq, &cdc.RunnerOptions{Pipeline: "h4diff-" + sfx,
-		BatchMaxEvents: pick(r, 1, 7, 50, 1000), BatchMaxWait: 50 * time.Millisecond})
+	runner, err := cdc.NewRunner("h4diff-"+sfx, src, k, st, dlq, &cdc.RunnerOptions{BatchMaxEvents: pick(r, 1, 7, 50, 1000), BatchMaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func benchPublish(b *testing.B, brokers []string, n int) {
 	ctx := context.Background()
 	topic := uniqueName("bench-publish")
 	createTopic(ctx, b, admin(b, brokers), topic, 4)
-	p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic})
+	p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,10 +68,22 @@ type Config struct {
 	// 6s and 30m); a value outside them makes Fetch fail with queue.Invalid. Heartbeats go
 	// out every third of it, at most every 3s (franz-go's default interval).
 	SessionTimeout time.Duration
+}
 
-	// Logger receives franz-go's log lines at Info and above. Default: none. Those lines
-	// name brokers, topics, groups and partitions, never message contents or credentials.
+// Options are what a publisher, consumer or monitor takes besides its Config: what a program
+// injects rather than declares. nil means every default.
+type Options struct {
+	// Logger receives franz-go's log lines at Info and above, and the consumer's warnings.
+	// Default: none. Those lines name brokers, topics, groups and partitions, never message
+	// contents or credentials.
 	Logger *slog.Logger
+}
+
+func (o *Options) logger() *slog.Logger {
+	if o == nil {
+		return nil
+	}
+	return o.Logger
 }
 
 // TLS configures encrypted connections.
@@ -183,7 +195,7 @@ func validTopicName(name string) error {
 }
 
 // clientOptions returns the options every client of cfg shares.
-func (cfg *Config) clientOptions() ([]kgo.Opt, error) {
+func (cfg *Config) clientOptions(log *slog.Logger) ([]kgo.Opt, error) {
 	clientID := cfg.ClientID
 	if clientID == "" {
 		clientID = defaultClientID
@@ -217,8 +229,8 @@ func (cfg *Config) clientOptions() ([]kgo.Opt, error) {
 			opts = append(opts, kgo.SASL(scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()))
 		}
 	}
-	if cfg.Logger != nil {
-		opts = append(opts, kgo.WithLogger(slogLogger{cfg.Logger}))
+	if log != nil {
+		opts = append(opts, kgo.WithLogger(slogLogger{log}))
 	}
 	return opts, nil
 }

@@ -44,7 +44,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok
 			tc.edit(&cfg)
-			_, err := kafkaqueue.NewConsumer(t.Context(), cfg)
+			_, err := kafkaqueue.NewConsumer(t.Context(), cfg, nil)
 			if queue.KindOf(err) != queue.Invalid || !strings.Contains(err.Error(), tc.expect) {
 				t.Fatalf("NewConsumer: %v; want Invalid mentioning %q", err, tc.expect)
 			}
@@ -54,7 +54,7 @@ func TestConfigValidation(t *testing.T) {
 		})
 	}
 	// Every problem is reported at once, so a configuration is fixed in one round.
-	_, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Topic: "a b"})
+	_, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Topic: "a b"}, nil)
 	for _, want := range []string{"no brokers", "characters", "no consumer group"} {
 		if !strings.Contains(fmt.Sprint(err), want) {
 			t.Fatalf("error %v does not mention %q", err, want)
@@ -64,7 +64,7 @@ func TestConfigValidation(t *testing.T) {
 	cfg := ok
 	cfg.Group = ""
 	cfg.Brokers = []string{"bad"}
-	if _, err := kafkaqueue.NewPublisher(t.Context(), cfg); strings.Contains(fmt.Sprint(err), "group") {
+	if _, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil); strings.Contains(fmt.Sprint(err), "group") {
 		t.Fatalf("NewPublisher asked for a group: %v", err)
 	}
 }
@@ -82,14 +82,14 @@ func closedPort(t *testing.T) string {
 
 func TestRefusedConnectionIsUnavailable(t *testing.T) {
 	cfg := kafkaqueue.Config{Brokers: []string{closedPort(t)}, Topic: "t", Group: "g", RequestTimeout: time.Second, DialTimeout: time.Second}
-	_, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+	_, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if queue.KindOf(err) != queue.Unavailable || !queue.Retryable(err) {
 		t.Fatalf("NewPublisher on a closed port: %v, want Unavailable", err)
 	}
 	if !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("error %q does not say the connection was refused", err)
 	}
-	if _, err := kafkaqueue.NewConsumer(t.Context(), cfg); queue.KindOf(err) != queue.Unavailable {
+	if _, err := kafkaqueue.NewConsumer(t.Context(), cfg, nil); queue.KindOf(err) != queue.Unavailable {
 		t.Fatalf("NewConsumer on a closed port: %v, want Unavailable", err)
 	}
 }
@@ -97,11 +97,11 @@ func TestRefusedConnectionIsUnavailable(t *testing.T) {
 func TestMissingTopic(t *testing.T) {
 	cluster := newFake(t)
 	cfg := kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "absent-topic", Group: "g"}
-	_, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+	_, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if queue.KindOf(err) != queue.NotFound || !strings.Contains(err.Error(), "absent-topic") {
 		t.Fatalf("NewPublisher without CreateTopic: %v, want NotFound naming the topic", err)
 	}
-	if _, err := kafkaqueue.NewConsumer(t.Context(), cfg); queue.KindOf(err) != queue.NotFound {
+	if _, err := kafkaqueue.NewConsumer(t.Context(), cfg, nil); queue.KindOf(err) != queue.NotFound {
 		t.Fatalf("NewConsumer without CreateTopic: %v, want NotFound", err)
 	}
 	if cluster.TopicInfo("absent-topic") != nil {
@@ -109,7 +109,7 @@ func TestMissingTopic(t *testing.T) {
 	}
 
 	cfg.CreateTopic = &kafkaqueue.TopicSpec{Partitions: 3}
-	p, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+	p, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatalf("NewPublisher with CreateTopic: %v", err)
 	}
@@ -118,7 +118,7 @@ func TestMissingTopic(t *testing.T) {
 		t.Fatalf("created topic has %d partitions, want 3", n)
 	}
 	// A second construction finds the topic and is fine with it.
-	c, err := kafkaqueue.NewConsumer(t.Context(), cfg)
+	c, err := kafkaqueue.NewConsumer(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatalf("NewConsumer with CreateTopic on an existing topic: %v", err)
 	}
@@ -130,7 +130,7 @@ func TestPublishToDeletedTopicIsNotFound(t *testing.T) {
 	if err := cluster.CreateTopic("doomed", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "doomed"})
+	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "doomed"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestPublishToDeletedTopicIsNotFound(t *testing.T) {
 func TestTooLargeMessageIsInvalidAlone(t *testing.T) {
 	cluster := newFake(t)
 	cluster.CreateTopic("big", 1, nil)
-	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "big"})
+	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "big"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestTooLargeMessageIsInvalidAlone(t *testing.T) {
 func TestPublishWithCanceledContext(t *testing.T) {
 	cluster := newFake(t)
 	cluster.CreateTopic("t", 1, nil)
-	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t"})
+	p, err := kafkaqueue.NewPublisher(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,19 +198,19 @@ func TestSASL(t *testing.T) {
 	// kfake drops the connection on a failed SASL exchange where Kafka answers
 	// SASL_AUTHENTICATION_FAILED (TestKindOf covers that mapping), so only the error's
 	// contents are checked here.
-	_, err = kafkaqueue.NewPublisher(t.Context(), cfg)
+	_, err = kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if err == nil || strings.Contains(err.Error(), secret) {
 		t.Fatalf("wrong password: %v; want an error without the password", err)
 	}
 
 	cfg.SASL = &kafkaqueue.SASL{Mechanism: "scram-sha-512", Username: "nobody", Password: secret}
-	_, err = kafkaqueue.NewPublisher(t.Context(), cfg)
+	_, err = kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if queue.KindOf(err) != queue.Denied || strings.Contains(err.Error(), secret) {
 		t.Fatalf("user without ACLs: %v; want Denied without the password", err)
 	}
 
 	cfg.SASL = &kafkaqueue.SASL{Mechanism: "SCRAM-SHA-256", Username: "app", Password: secret}
-	p, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+	p, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 	if err != nil {
 		t.Fatalf("right password: %v", err)
 	}

@@ -55,14 +55,14 @@ func harness(brokers []string, fetchMaxWait time.Duration, create func(context.C
 			return topic
 		},
 		NewPublisher: func(ctx context.Context, t *testing.T, topic string) queue.Publisher {
-			p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic})
+			p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return p
 		},
 		NewConsumer: func(ctx context.Context, t *testing.T, topic, group string) queue.Consumer {
-			c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, MaxFetch: 200, FetchMaxWait: fetchMaxWait})
+			c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, MaxFetch: 200, FetchMaxWait: fetchMaxWait}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,12 +49,13 @@ type pendingOffset struct {
 var _ queue.Consumer = (*Consumer)(nil)
 
 // NewConsumer joins cfg.Group on cfg.Topic after checking (or creating) the topic. A group
-// that never committed starts at the earliest offset. ctx bounds the check.
-func NewConsumer(ctx context.Context, cfg Config) (*Consumer, error) {
+// that never committed starts at the earliest offset. ctx bounds the check. opts may be nil.
+func NewConsumer(ctx context.Context, cfg Config, o *Options) (*Consumer, error) {
 	if err := cfg.validate(true); err != nil {
 		return nil, err
 	}
-	opts, err := cfg.clientOptions()
+	log := o.logger()
+	opts, err := cfg.clientOptions(log)
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +64,9 @@ func NewConsumer(ctx context.Context, cfg Config) (*Consumer, error) {
 		maxFetch = defaultMaxFetch
 	}
 	c := &Consumer{topic: cfg.Topic, maxFetch: maxFetch, tracks: map[int32]*track{}, logFail: func(string, error) {}}
-	if cfg.Logger != nil {
+	if log != nil {
 		c.logFail = func(msg string, err error) {
-			cfg.Logger.Warn(msg, "topic", cfg.Topic, "group", cfg.Group, "err", err)
+			log.Warn(msg, "topic", cfg.Topic, "group", cfg.Group, "err", err)
 		}
 	}
 	// The topic is checked with a client outside the group, so a missing topic never

@@ -21,7 +21,7 @@ func Example() {
 		CreateTopic: &kafkaqueue.TopicSpec{Partitions: 12, ReplicationFactor: 3},
 		SASL:        &kafkaqueue.SASL{Mechanism: "SCRAM-SHA-512", Username: "worker", Password: "from-a-secret-store"},
 	}
-	c, err := kafkaqueue.NewConsumer(ctx, cfg)
+	c, err := kafkaqueue.NewConsumer(ctx, cfg, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,8 @@ func ExampleMonitor() {
 		Brokers: []string{"127.0.0.1:9092"},
 		Topic:   "store-mutations",
 		Group:   "store-worker",
-	})
+	}, nil)
+
 	if err != nil {
 		log.Fatal(err)
 	}

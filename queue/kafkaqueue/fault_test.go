@@ -51,12 +51,12 @@ func TestFaultHungBroker(t *testing.T) {
 	topic := uniqueName("fault-hung")
 	createTopic(ctx, t, adm, topic, 4)
 	cfg := kafkaqueue.Config{Brokers: brokers, Topic: topic, DeliveryTimeout: hungBound}
-	pub, err := kafkaqueue.NewPublisher(ctx, cfg)
+	pub, err := kafkaqueue.NewPublisher(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	closing, err := kafkaqueue.NewPublisher(ctx, cfg) // closed while the broker hangs
+	closing, err := kafkaqueue.NewPublisher(ctx, cfg, nil) // closed while the broker hangs
 	if err != nil {
 		t.Fatal(err)
 	}

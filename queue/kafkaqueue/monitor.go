@@ -42,12 +42,12 @@ type Lag struct {
 
 // NewMonitor validates cfg and builds the monitor's client; it connects on first use, so
 // an unreachable cluster shows in Ping, not here. cfg.Group is needed only by Lag; the
-// monitor never creates the topic (CreateTopic is ignored).
-func NewMonitor(cfg Config) (*Monitor, error) {
+// monitor never creates the topic (CreateTopic is ignored). opts may be nil.
+func NewMonitor(cfg Config, o *Options) (*Monitor, error) {
 	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
-	opts, err := cfg.clientOptions()
+	opts, err := cfg.clientOptions(o.logger())
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func testMonitor(t *testing.T, brokers []string, topic string, fetchMaxWait time
 	group := uniqueName("monitor")
 	t.Cleanup(func() { admin(t, brokers).DeleteGroups(context.Background(), group) })
 	cfg := kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, FetchMaxWait: fetchMaxWait}
-	mon, err := kafkaqueue.NewMonitor(cfg)
+	mon, err := kafkaqueue.NewMonitor(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func testMonitor(t *testing.T, brokers []string, topic string, fetchMaxWait time
 		t.Fatalf("Lag of an empty topic: %+v, %v; want 0 on each of 3 partitions", lag, err)
 	}
 
-	p, err := kafkaqueue.NewPublisher(ctx, cfg)
+	p, err := kafkaqueue.NewPublisher(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func testMonitor(t *testing.T, brokers []string, topic string, fetchMaxWait time
 		t.Fatalf("Lag before the group committed anything: %+v, %v; want %d", lag, err, n)
 	}
 
-	c, err := kafkaqueue.NewConsumer(ctx, cfg)
+	c, err := kafkaqueue.NewConsumer(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func testMonitor(t *testing.T, brokers []string, topic string, fetchMaxWait time
 
 	missing := cfg
 	missing.Topic = uniqueName("absent")
-	gone, err := kafkaqueue.NewMonitor(missing)
+	gone, err := kafkaqueue.NewMonitor(missing, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +149,13 @@ func testMonitor(t *testing.T, brokers []string, topic string, fetchMaxWait time
 }
 
 func TestMonitorErrors(t *testing.T) {
-	if _, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Topic: "t"}); queue.KindOf(err) != queue.Invalid {
+	if _, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Topic: "t"}, nil); queue.KindOf(err) != queue.Invalid {
 		t.Fatalf("NewMonitor without brokers: %v, want Invalid", err)
 	}
 
 	cluster := newFake(t)
 	cluster.CreateTopic("t", 1, nil)
-	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t"})
+	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestMonitorErrors(t *testing.T) {
 		t.Fatalf("Ping with a canceled context: %v, want it bare", err)
 	}
 
-	refused, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: []string{closedPort(t)}, Topic: "t"})
+	refused, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: []string{closedPort(t)}, Topic: "t"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestMonitorErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	hanging, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: []string{silent.Addr().String()}, Topic: "t"})
+	hanging, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: []string{silent.Addr().String()}, Topic: "t"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestMonitorSASL(t *testing.T) {
 	cluster.CreateTopic("t", 1, nil)
 	cfg := kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t", Group: "g",
 		SASL: &kafkaqueue.SASL{Mechanism: "SCRAM-SHA-512", Username: "nobody", Password: secret}}
-	mon, err := kafkaqueue.NewMonitor(cfg)
+	mon, err := kafkaqueue.NewMonitor(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestMonitorSASL(t *testing.T) {
 	}
 
 	cfg.SASL = &kafkaqueue.SASL{Mechanism: "SCRAM-SHA-256", Username: "app", Password: secret}
-	ok, err := kafkaqueue.NewMonitor(cfg)
+	ok, err := kafkaqueue.NewMonitor(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,8 @@ func TestSessionTimeoutReachesTheGroup(t *testing.T) {
 				return nil, nil, false
 			})
 			c, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: "t", Group: "g",
-				SessionTimeout: tc.set, FetchMaxWait: 100 * time.Millisecond})
+				SessionTimeout: tc.set, FetchMaxWait: 100 * time.Millisecond}, nil)
+
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +293,7 @@ func TestSessionTimeoutReachesTheGroup(t *testing.T) {
 			}
 		})
 	}
-	if _, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", SessionTimeout: -time.Second}); queue.KindOf(err) != queue.Invalid {
+	if _, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", SessionTimeout: -time.Second}, nil); queue.KindOf(err) != queue.Invalid {
 		t.Fatalf("negative SessionTimeout: %v, want Invalid", err)
 	}
 }
@@ -305,7 +306,7 @@ func TestSessionTimeoutOutOfBrokerRangeIsInvalid(t *testing.T) {
 	createTopic(t.Context(), t, admin(t, brokers), topic, 1)
 	group := uniqueName("session")
 	t.Cleanup(func() { admin(t, brokers).DeleteGroups(context.Background(), group) })
-	c, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, SessionTimeout: time.Second})
+	c, err := kafkaqueue.NewConsumer(t.Context(), kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, SessionTimeout: time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func (c *firstErrNil) Err() error {
 // their order, before what is published next.
 func TestHungBrokerAnswersOutcomeUnknown(t *testing.T) {
 	cluster := fakeCluster(t, "hung")
-	p, err := NewPublisher(t.Context(), Config{Brokers: cluster.ListenAddrs(), Topic: "hung", DeliveryTimeout: time.Minute})
+	p, err := NewPublisher(t.Context(), Config{Brokers: cluster.ListenAddrs(), Topic: "hung", DeliveryTimeout: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func readValues(t *testing.T, brokers []string, topic, last string) string {
 // could be reached are reported not written (Unavailable), never OutcomeUnknown.
 func TestUnreachableBrokerIsUnavailable(t *testing.T) {
 	cluster := fakeCluster(t, "gone")
-	p, err := NewPublisher(t.Context(), Config{Brokers: cluster.ListenAddrs(), Topic: "gone", DeliveryTimeout: time.Minute})
+	p, err := NewPublisher(t.Context(), Config{Brokers: cluster.ListenAddrs(), Topic: "gone", DeliveryTimeout: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

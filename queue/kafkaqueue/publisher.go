@@ -51,12 +51,12 @@ func connectionBounds(d time.Duration) (produce, overhead time.Duration) {
 }
 
 // NewPublisher connects to cfg.Brokers and checks (or creates, see Config.CreateTopic) the
-// topic. ctx bounds the check.
-func NewPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
+// topic. ctx bounds the check. opts may be nil.
+func NewPublisher(ctx context.Context, cfg Config, o *Options) (*Publisher, error) {
 	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
-	opts, err := cfg.clientOptions()
+	opts, err := cfg.clientOptions(o.logger())
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func testRebalance(t *testing.T, brokers []string, topic string, fetchMaxWait ti
 	t.Cleanup(func() { adm.DeleteGroups(context.Background(), group) })
 	cfg := kafkaqueue.Config{Brokers: brokers, Topic: topic, Group: group, FetchMaxWait: fetchMaxWait}
 
-	p, err := kafkaqueue.NewPublisher(ctx, cfg)
+	p, err := kafkaqueue.NewPublisher(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func testRebalance(t *testing.T, brokers []string, topic string, fetchMaxWait ti
 		t.Fatal(err)
 	}
 
-	first, err := kafkaqueue.NewConsumer(ctx, cfg)
+	first, err := kafkaqueue.NewConsumer(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func testRebalance(t *testing.T, brokers []string, topic string, fetchMaxWait ti
 		prefixEnd[part] = ms[half].Offset
 	}
 
-	second, err := kafkaqueue.NewConsumer(ctx, cfg)
+	second, err := kafkaqueue.NewConsumer(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

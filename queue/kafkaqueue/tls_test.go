@@ -108,7 +108,7 @@ func TestTLS(t *testing.T) {
 	t.Run("trusted CA and client certificate", func(t *testing.T) {
 		cfg := base
 		cfg.TLS = &kafkaqueue.TLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}
-		p, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+		p, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,14 +120,14 @@ func TestTLS(t *testing.T) {
 	t.Run("untrusted broker certificate is Denied", func(t *testing.T) {
 		cfg := base
 		cfg.TLS = &kafkaqueue.TLS{CertFile: certFile, KeyFile: keyFile} // system roots only
-		if _, err := kafkaqueue.NewPublisher(t.Context(), cfg); queue.KindOf(err) != queue.Denied {
+		if _, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil); queue.KindOf(err) != queue.Denied {
 			t.Fatalf("NewPublisher: %v, want Denied", err)
 		}
 	})
 	t.Run("InsecureSkipVerify accepts the broker", func(t *testing.T) {
 		cfg := base
 		cfg.TLS = &kafkaqueue.TLS{CertFile: certFile, KeyFile: keyFile, InsecureSkipVerify: true}
-		p, err := kafkaqueue.NewPublisher(t.Context(), cfg)
+		p, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestTLS(t *testing.T) {
 	t.Run("CA file without certificates is Invalid", func(t *testing.T) {
 		cfg := base
 		cfg.TLS = &kafkaqueue.TLS{CAFile: writeFile(t, "empty.pem", []byte("not pem"))}
-		if _, err := kafkaqueue.NewPublisher(t.Context(), cfg); queue.KindOf(err) != queue.Invalid {
+		if _, err := kafkaqueue.NewPublisher(t.Context(), cfg, nil); queue.KindOf(err) != queue.Invalid {
 			t.Fatalf("NewPublisher: %v, want Invalid", err)
 		}
 	})

@@ -1,7 +1,7 @@
 // Package accepted carries a store.Service's accepted-mode writes through a durable queue: the
 // record format a worker (package store/worker) reads, and the store.Queue that publishes it.
 //
-//	pub, err := kafkaqueue.NewPublisher(ctx, cfg) // or a memqueue.Broker's, in one process
+//	pub, err := kafkaqueue.NewPublisher(ctx, cfg, nil) // or a memqueue.Broker's, in one process
 //	...
 //	svc, err := store.New(adapters, &store.Options{
 //		Queues: map[string]store.Queue{"orders": accepted.NewPublisher(pub)},

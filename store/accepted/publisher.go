@@ -14,7 +14,7 @@ import (
 // their order in its partition), the value a version-1 Record and the key MessageKey of the
 // operation's address. A worker (package store/worker) reads them back with a Decoder.
 //
-//	pub, err := kafkaqueue.NewPublisher(ctx, cfg)
+//	pub, err := kafkaqueue.NewPublisher(ctx, cfg, nil)
 //	...
 //	svc, err := store.New(adapters, &store.Options{Queues: map[string]store.Queue{"main": accepted.NewPublisher(pub)}})
 //

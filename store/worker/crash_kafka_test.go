@@ -115,7 +115,7 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute) // a hang guard only
 	defer cancel()
 	adapter := openCrashAdapter(ctx, t, &cfg)
-	pub, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: cfg.Topic})
+	pub, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: brokers, Topic: cfg.Topic}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestWorkerCrashKafkaRestartLosesNothing(t *testing.T) {
 	// applied or dead-lettered and committed.
 	last := startCrashChild(t, &cfg)
 	last.Await(ctx, t, "ready")
-	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: brokers, Topic: cfg.Topic, Group: cfg.Group})
+	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: brokers, Topic: cfg.Topic, Group: cfg.Group}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,11 +444,12 @@ func runCrashChild(raw string) {
 		fail("service", err)
 	}
 	c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: cfg.Brokers, Topic: cfg.Topic, Group: cfg.Group,
-		SessionTimeout: crashSession, MaxFetch: cfg.MaxFetch, FetchMaxWait: 500 * time.Millisecond})
+		SessionTimeout: crashSession, MaxFetch: cfg.MaxFetch, FetchMaxWait: 500 * time.Millisecond}, nil)
+
 	if err != nil {
 		fail("consumer", err)
 	}
-	dlq, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: cfg.Brokers, Topic: cfg.DLQ})
+	dlq, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: cfg.Brokers, Topic: cfg.DLQ}, nil)
 	if err != nil {
 		fail("dead-letter publisher", err)
 	}

@@ -95,7 +95,7 @@ func (env kafkaEnv) publisher(t testing.TB, topic string) *kafkaqueue.Publisher 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic})
+	p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func (env kafkaEnv) consumer(t *testing.T, topic, group string) *kafkaqueue.Cons
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic, Group: group, FetchMaxWait: env.fetchMaxWait})
+	c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic, Group: group, FetchMaxWait: env.fetchMaxWait}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
