@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -277,18 +278,63 @@ func TestOracleDeadLetterRules(t *testing.T) {
 		{"non-empty id", rec("serialization failure: the _id would be empty", "x", nil, nil, nil), stored, ""},
 		{"float NaN", rec(`serialization failure: column "d": NaN or infinite float (not representable in JSON)`, "k", nil, nil, nil), stored, ""},
 	} {
-		if got, _ := classifyDeadLetter(c.rec, c.o); got != c.want {
+		if got, _ := classifyDeadLetter(c.rec, c.o, nil); got != c.want {
 			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
 		}
 	}
 	malformed := rec(dateReason, "k", "infinity", nil, nil)
 	malformed.Event.Malformed = errTest
-	if got, _ := classifyDeadLetter(malformed, stored); got != "" {
+	if got, _ := classifyDeadLetter(malformed, stored, nil); got != "" {
 		t.Errorf("a malformed event is never documented: %q", got)
 	}
 }
 
 var errTest = &json.UnsupportedValueError{Str: "test"}
+
+// testPos is a position for the oracle's unit tests.
+type testPos int64
+
+func (p testPos) Version() int64 { return int64(p) }
+func (p testPos) String() string { return strconv.FormatInt(int64(p), 10) }
+
+// TestOracleFlattenedUnchanged: an update whose JSON column is Unchanged is classified by the
+// value the row held then (what the sink fills in from an older change of the batch), also
+// after a key change, and stays undocumented when that value is one flattened accepts.
+func TestOracleFlattenedUnchanged(t *testing.T) {
+	sch := &cdc.TableSchema{Columns: []cdc.Column{{Name: "id", Kind: cdc.KindText}, {Name: "j", Kind: cdc.KindJSON}}, PrimaryKey: []int{0}}
+	const clusterReason = "rejected by the cluster: status 400 document_parsing_exception, caused by parsing_exception"
+	flat := mapOpts{json: "flattened"}
+	h := newHistorySink(nil)
+	ins := func(id, j string, p int) cdc.Event {
+		return cdc.Event{Op: cdc.Insert, Schema: sch, After: []cdc.Value{id, cdc.RawJSON(j)}, Position: testPos(p)}
+	}
+	upd := func(old, id string, p int) cdc.Event {
+		ev := cdc.Event{Op: cdc.Update, Schema: sch, After: []cdc.Value{id, cdc.Unchanged{}}, Position: testPos(p)}
+		if old != id {
+			ev.Before = []cdc.Value{old, nil}
+		}
+		return ev
+	}
+	moved, same, fine := upd("a", "b", 2), upd("c", "c", 4), upd("d", "d", 6)
+	h.record([]cdc.Event{ins("a", `"scalar"`, 1), moved, ins("c", `[1,2]`, 3), same, ins("d", `{"x":1}`, 5), fine})
+	for _, c := range []struct {
+		name string
+		ev   cdc.Event
+		want string
+	}{
+		{"key change", moved, ruleFlattened},
+		{"same key", same, ruleFlattened},
+		{"accepted value", fine, ""},
+	} {
+		got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: c.ev}, flat, h)
+		if got != c.want {
+			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: upd("z", "z", 9)}, flat, h); got != "" {
+		t.Errorf("an Unchanged value of a row never seen: rule %q, want none", got)
+	}
+}
 
 // TestOracleUnchangedAfterDeadLetter: an unchanged_value_unavailable dead letter is covered
 // only by an earlier dead letter of the row its values come from -- as ruleUnchangedLost after
@@ -331,7 +377,7 @@ func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
 		{"unrelated history", []cdc.DeadLetterRecord{dl("serialization failure: the _id would be empty", cdc.Insert, nil, []cdc.Value{"", nil}), upd("", "b")}, 1, nil, []string{"b"},
 			map[string][]string{"b": {"a"}, "c": {""}}},
 	} {
-		d, fails := sortDeadLetters(c.dead, flat, c.moved)
+		d, fails := sortDeadLetters(c.dead, flat, c.moved, nil)
 		if len(fails) != c.fails {
 			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
 		}
@@ -345,5 +391,18 @@ func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
 				t.Errorf("%s: %q not undocumented only", c.name, id)
 			}
 		}
+	}
+}
+
+// TestOracleRefusalsFollowKeyChanges: a row's documented refusals include those under every
+// key it had before, through chains of key changes, and none of unrelated rows.
+func TestOracleRefusalsFollowKeyChanges(t *testing.T) {
+	documented := map[string][]refusal{"a": {{rule: ruleFlattened, col: "j"}}, "x": {{rule: ruleEmptyID}}}
+	moved := map[string][]string{"b": {"a"}, "c": {"b"}, "a": {"c"}} // a cycle must end too
+	if got := refusalsOf(documented, moved, "c"); len(got) != 1 || got[0].rule != ruleFlattened {
+		t.Fatalf("refusals of c (moved from b, from a): %v, want a's flattened refusal", got)
+	}
+	if got := refusalsOf(documented, moved, "y"); len(got) != 0 {
+		t.Fatalf("refusals of an unrelated row: %v", got)
 	}
 }

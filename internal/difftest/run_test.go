@@ -206,7 +206,8 @@ func runCase(t *testing.T, seed uint64, tl *tally) {
 	}
 	defer k.Close()
 	dlq := &memDLQ{}
-	runner, err := cdc.NewRunner("h4diff-"+sfx, src, k, st, dlq, &cdc.RunnerOptions{BatchMaxEvents: pick(r, 1, 7, 50, 1000), BatchMaxWait: 50 * time.Millisecond})
+	hist := newHistorySink(k)
+	runner, err := cdc.NewRunner("h4diff-"+sfx, src, hist, st, dlq, &cdc.RunnerOptions{BatchMaxEvents: pick(r, 1, 7, 50, 1000), BatchMaxWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func runCase(t *testing.T, seed uint64, tl *tally) {
 		t.Errorf("%s: the pipeline stopped: %v", ci, runErr)
 	}
 
-	fails := compareCase(ctx, t, d, node, ci, tb, index, dlq.records())
+	fails := compareCase(ctx, t, d, node, ci, tb, index, dlq.records(), hist)
 	tl.mu.Lock()
 	tl.cases++
 	if len(fails) > 0 {
@@ -579,7 +580,7 @@ func (tb *table) marker(d dialect) (string, string) {
 
 // compareCase reads the table back, derives every row's expected document and compares the
 // index and the dead letters with them.
-func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node, ci caseInfo, tb *table, index string, dead []cdc.DeadLetterRecord) []failure {
+func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node, ci caseInfo, tb *table, index string, dead []cdc.DeadLetterRecord, hist *historySink) []failure {
 	var fails []failure
 	colType := func(name string) string {
 		for _, c := range tb.cols {
@@ -649,7 +650,7 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	}
 
 	// Dead letters: each must be one the documentation names, for a value that rule covers.
-	dl, dlFails := sortDeadLetters(dead, ci.opts, tb.movedFrom)
+	dl, dlFails := sortDeadLetters(dead, ci.opts, tb.movedFrom, hist)
 	for _, f := range dlFails {
 		f.typ = colType(f.column)
 		fails = append(fails, f)
@@ -674,8 +675,12 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 		if len(e.refused) > 0 {
 			// The row may be missing (or older) only with a dead letter of a documented rule
 			// that covers one of its values (the first refused value decides which).
+			// A refusal under a key the row had before counts too: a key change whose value the
+			// source did not resend (Unchanged) carries the stored document's value, the one
+			// from before the refused change (sink/doc.go, Unchanged values).
+			history := refusalsOf(documented, tb.movedFrom, e.id)
 			if !slices.ContainsFunc(e.refused, func(rf refusal) bool {
-				return slices.ContainsFunc(documented[e.id], func(x refusal) bool {
+				return slices.ContainsFunc(history, func(x refusal) bool {
 					return x.rule == rf.rule
 				})
 			}) {
@@ -752,7 +757,7 @@ type deadLetterSets struct {
 // the sink coalesces a key change with the row's later changes in one batch, and the dead
 // letter of the newest one then stands for all of them (sink/doc.go, Writes), without the key
 // change's before image.
-func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts, movedFrom map[string][]string) (deadLetterSets, []failure) {
+func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts, movedFrom map[string][]string, hist *historySink) (deadLetterSets, []failure) {
 	d := deadLetterSets{documented: map[string][]refusal{}, undocumented: map[string]bool{},
 		movedAway: map[string]string{}, documentedLoss: map[string]bool{}}
 	var fails []failure
@@ -761,7 +766,7 @@ func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts, movedFrom map[strin
 	lost := map[string]bool{}
 	for _, rec := range dead {
 		id, ok := eventID(rec.Event)
-		rule, col := classifyDeadLetter(rec, o)
+		rule, col := classifyDeadLetter(rec, o, hist)
 		if rule == "" && ok && ruleReason[ruleUnchangedLost].MatchString(rec.Reason) {
 			if rootDocumented, seen := lostBefore(lost, movedFrom, unchangedSourceID(rec.Event, id), id); seen {
 				if !rootDocumented {
@@ -897,7 +902,7 @@ func eventID(ev cdc.Event) (string, bool) {
 // classifyDeadLetter returns the allow-list rule a dead letter falls under -- its reason is
 // the rule's and the event's row holds a value the rule covers -- or "" for an undocumented
 // one; col is the column the reason names, if any.
-func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) {
+func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink) (rule, col string) {
 	ev := rec.Event
 	if m := regexpColumn.FindStringSubmatch(rec.Reason); m != nil {
 		col = m[1]
@@ -912,7 +917,11 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 		}
 		for i, c := range ev.Schema.Columns {
 			if c.Kind == cdc.KindJSON && i < len(ev.After) {
-				if j := jsonBytes(ev.After[i]); j != nil && flattenedRefuses(j) {
+				j := jsonBytes(ev.After[i])
+				if _, un := ev.After[i].(cdc.Unchanged); un {
+					j = hist.unchangedJSON(ev, i) // what the sink filled in from an older change
+				}
+				if j != nil && flattenedRefuses(j) {
 					return ruleFlattened, c.Name
 				}
 			}
@@ -927,6 +936,25 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts) (rule, col string) 
 
 // lostBefore looks up the losses of the row at src and of the row at id under every _id it
 // had before: seen when any is known, documented when all known ones are.
+// refusalsOf returns the documented refusals of the row at id and of the row under every _id
+// it had before (movedFrom).
+func refusalsOf(documented map[string][]refusal, movedFrom map[string][]string, id string) []refusal {
+	var out []refusal
+	visited := map[string]bool{}
+	queue := []string{id}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		if visited[x] {
+			continue
+		}
+		visited[x] = true
+		out = append(out, documented[x]...)
+		queue = append(queue, movedFrom[x]...)
+	}
+	return out
+}
+
 func lostBefore(lost map[string]bool, movedFrom map[string][]string, src, id string) (documented, seen bool) {
 	documented = true
 	visited := map[string]bool{}

@@ -1,0 +1,93 @@
+package difftest
+
+import (
+	"context"
+	"sync"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/sink"
+)
+
+// historySink is the case's sink, recording for every update whose JSON column the source did
+// not resend (cdc.Unchanged: a TOASTed value) the value the row held then -- the latest one an
+// earlier event of the row carried, under its old _id for a key change. That is the value the
+// sink fills in from an older change of the batch (sink/unchanged.go), so a dead letter of
+// such an update can be classified by it (classifyDeadLetter): a filled-in top-level scalar is
+// refused by flattened as the original insert was. The embedded *sink.Sink keeps every other
+// method (ConcurrentWrites, IdentityColumns, CheckTables), so the runner drives it unchanged.
+type historySink struct {
+	*sink.Sink
+
+	mu       sync.Mutex
+	last     map[string]map[int][]byte // _id -> JSON column -> the last value seen (nil: NULL)
+	resolved map[string]map[int][]byte // eventKey -> JSON column -> the value Unchanged stood for
+}
+
+func newHistorySink(k *sink.Sink) *historySink {
+	return &historySink{Sink: k, last: map[string]map[int][]byte{}, resolved: map[string]map[int][]byte{}}
+}
+
+func eventKey(id string, ev cdc.Event) string {
+	pos := ""
+	if ev.Position != nil {
+		pos = ev.Position.String()
+	}
+	return id + "\x00" + pos
+}
+
+// Write implements cdc.Sink: it records the batch (the runner offers a batch again only after
+// backpressure, which records the same values again) and writes it.
+func (h *historySink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
+	h.record(batch)
+	return h.Sink.Write(ctx, batch)
+}
+
+func (h *historySink) record(batch []cdc.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ev := range batch {
+		if ev.Schema == nil || ev.Malformed != nil {
+			continue
+		}
+		id, ok := eventID(ev)
+		if !ok {
+			continue
+		}
+		if ev.Op == cdc.Delete || ev.Op == cdc.Truncate {
+			delete(h.last, id)
+			continue
+		}
+		prev := h.last[unchangedSourceID(ev, id)]
+		cur := map[int][]byte{}
+		for i, c := range ev.Schema.Columns {
+			if c.Kind != cdc.KindJSON || i >= len(ev.After) {
+				continue
+			}
+			if _, un := ev.After[i].(cdc.Unchanged); un {
+				v := prev[i]
+				if h.resolved[eventKey(id, ev)] == nil {
+					h.resolved[eventKey(id, ev)] = map[int][]byte{}
+				}
+				h.resolved[eventKey(id, ev)][i] = v
+				cur[i] = v
+				continue
+			}
+			cur[i] = jsonBytes(ev.After[i])
+		}
+		h.last[id] = cur
+	}
+}
+
+// unchangedJSON returns the value an Unchanged JSON column i of ev stood for, nil when unknown.
+func (h *historySink) unchangedJSON(ev cdc.Event, i int) []byte {
+	if h == nil {
+		return nil
+	}
+	id, ok := eventID(ev)
+	if !ok {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.resolved[eventKey(id, ev)][i]
+}
