@@ -1,0 +1,124 @@
+package pgcdc
+
+import (
+	"github.com/jackc/pglogrepl"
+)
+
+// A re-snapshot (issue 18) reads a table again while the stream keeps running, one chunk of
+// primary keys at a time. Each chunk is read between two watermarks -- non-transactional
+// logical messages this slot's stream decodes in WAL order -- and its rows enter the stream at
+// the high watermark, as if they were changes made there. resnapWindow is the decision part of
+// that: given what the stream decoded between the watermarks, which of the chunk's rows may be
+// emitted, with which version, or whether the chunk must be read again. It holds no connection
+// and does no I/O, so the argument below is checked by a model test (resnap_window_test.go)
+// that plays random interleavings of transactions, snapshots and commit races.
+//
+// # The chunk protocol
+//
+//  1. Write the low watermark (pg_logical_emit_message, non-transactional); its LSN is L0.
+//  2. In a REPEATABLE READ transaction take the snapshot S (its first statement,
+//     pg_current_snapshot(): xmin, xmax and xip, the transactions in progress at S) and read
+//     the chunk's rows (keyset order, after the last key done).
+//  3. Wait until no transaction of xip(S) is in progress (pg_xact_status), bounded: a
+//     transaction open longer makes the chunk be read again later.
+//  4. Write the high watermark; its LSN is L1.
+//
+// While the stream decodes from the low watermark to the high one, every change of the
+// chunk's table marks its key touched, and every commit of a transaction of xip(S) is noted.
+// At the high watermark:
+//
+//   - if a transaction of xip(S) committed (step 3's status) without its commit being decoded
+//     in the window, it committed before L0 and was still invisible to S (PostgreSQL writes a
+//     commit record before it leaves the proc array): the chunk raced it, and is read again;
+//   - otherwise every row whose key was touched is dropped (the stream carries a newer state
+//     of it), and the others are emitted with version L0, after every change decoded so far.
+//
+// # Why that never loses a change nor resurrects a row
+//
+// Take a kept row r of key k, as S saw it. Its state is that of the last change c to k that S
+// sees. c's transaction committed before S. Had it committed after L0, its commit would be in
+// the window and k touched; so it committed before L0, and c's own LSN is below L0: the
+// version L0 is above every change the index may hold for k, so r replaces a stale or missing
+// document and equals the current one.
+//
+// Every change c' to k that S does not see has a version above L0, or k is dropped, or the
+// chunk is read again: c' belongs to (a) a transaction of xip(S) -- by step 3 it ended before
+// L1; committed in the window, k is touched; committed before L0, the race check reads the
+// chunk again; aborted, there is no c' -- or (b) a transaction that took its xid after S
+// (xid >= xmax(S)), whose every record is after S, so after L0: c' > L0. In case (b) c' is
+// either in the window (k touched, r dropped) or after L1, where it follows r in the stream
+// and wins by version and by order. A row deleted after S is case (a) or (b) as well: its
+// delete is in the window (dropped) or after r (applied after r, with a higher version), never
+// before r, so no row comes back -- and nothing depends on the index keeping tombstones.
+//
+// Rows S does not see (inserted after S, or deleted before it) are not in the chunk: an insert
+// after S reaches the index through the stream; a row deleted before S and still in the index
+// stays there (a re-snapshot adds and refreshes, it does not remove -- removing documents of
+// rows that no longer exist is the reindex's business: a new generation holds only what the
+// chunks and the stream wrote).
+type resnapWindow struct {
+	low     pglogrepl.LSN   // the low watermark's LSN: the version of every emitted row
+	open    bool            // the low watermark was decoded
+	xip     map[uint32]bool // xids in progress at S (32-bit: pgoutput's BEGIN carries those)
+	seen    map[uint32]bool // xip transactions whose commit was decoded in the window
+	touched map[string]bool // keys of the chunk's table changed in the window
+	keys    []string        // the chunk's rows' keys, in the order read
+}
+
+// newResnapWindow is the window of a chunk whose low watermark was written at low (step 1):
+// the stream may decode the watermark, and changes after it, before the chunk is read.
+func newResnapWindow(low pglogrepl.LSN) *resnapWindow {
+	return &resnapWindow{low: low, xip: map[uint32]bool{}, seen: map[uint32]bool{}, touched: map[string]bool{}}
+}
+
+// read records the chunk as step 2 read it: the transactions in progress at its snapshot and
+// its rows' keys, in the order read.
+func (w *resnapWindow) read(xip []uint32, keys []string) {
+	for _, x := range xip {
+		w.xip[x] = true
+	}
+	w.keys = keys
+}
+
+// lowWatermark records that the stream decoded the chunk's low watermark.
+func (w *resnapWindow) lowWatermark() { w.open = true }
+
+// change records a decoded change of the chunk's table: key is the changed row's key, and for
+// an update that moved the key the old key is a second call.
+func (w *resnapWindow) change(key string) {
+	if w.open {
+		w.touched[key] = true
+	}
+}
+
+// commit records a decoded commit of transaction xid.
+func (w *resnapWindow) commit(xid uint32) {
+	if w.open && w.xip[xid] {
+		w.seen[xid] = true
+	}
+}
+
+// resnapOutcome is what the high watermark decides.
+type resnapOutcome struct {
+	// Again says the chunk raced a commit and must be read again: nothing is emitted.
+	Again bool
+	// Keep[i] says whether row i of the chunk is emitted (its key was not touched).
+	Keep []bool
+	// Version is the version of the emitted rows.
+	Version pglogrepl.LSN
+}
+
+// highWatermark decides the chunk at its high watermark. committed reports, for a transaction
+// of xip(S), whether it committed (step 3 asked the server once none was in progress).
+func (w *resnapWindow) highWatermark(committed func(xid uint32) bool) resnapOutcome {
+	for x := range w.xip {
+		if !w.seen[x] && committed(x) {
+			return resnapOutcome{Again: true}
+		}
+	}
+	keep := make([]bool, len(w.keys))
+	for i, k := range w.keys {
+		keep[i] = !w.touched[k]
+	}
+	return resnapOutcome{Keep: keep, Version: w.low}
+}
