@@ -309,8 +309,10 @@
 // Without a checkpoint a missing slot is no error (Open creates it); with one it is
 // ErrSlotMissing. That, a slot that lost its WAL (wal_status 'lost': ErrSlotLost), a slot of
 // another kind or database and a checkpoint this package did not write are permanent errors
-// (cdc.Permanent): no reconnect cures them. Other failures (the server unreachable,
-// restarting) are plain errors. None carries the DSN's password.
+// (cdc.Permanent): no reconnect cures them. A slot still being created (no
+// confirmed_flush_lsn yet: CREATE_REPLICATION_SLOT waits for the transactions in progress to
+// end) is measured like a missing checkpoint's, by what it retains. Other failures (the server
+// unreachable, restarting) are plain errors. None carries the DSN's password.
 //
 // # Truncate
 //

@@ -25,7 +25,7 @@ FROM (SELECT 1) AS one LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_nam
 type slotRow struct {
 	exists                    bool
 	kind, plugin, database    string
-	restart, confirmed        *string // NULL once the slot lost its WAL
+	restart, confirmed        *string // restart NULL: the slot lost its WAL; confirmed NULL: being created
 	walStatus, wantedDatabase string
 }
 
@@ -79,13 +79,24 @@ func (s *Source) measureLag(head pglogrepl.LSN, row *slotRow, resume *decodedChe
 		return lag, cdc.Permanent(fmt.Errorf("pgcdc: slot %s is a %s slot of plugin %q on database %q, want logical pgoutput on %q",
 			s.opts.Slot, row.kind, row.plugin, row.database, row.wantedDatabase))
 	}
-	if row.walStatus == "lost" || row.restart == nil || row.confirmed == nil {
+	if row.walStatus == "lost" || row.restart == nil {
 		return lag, cdc.Permanent(fmt.Errorf("%w: slot %s (wal_status %q): the server no longer holds the changes after its position",
 			ErrSlotLost, s.opts.Slot, row.walStatus))
 	}
 	restart, err := pglogrepl.ParseLSN(*row.restart)
 	if err != nil {
 		return lag, fmt.Errorf("pgcdc: lag: slot %s restart position: %w", s.opts.Slot, err)
+	}
+	if row.confirmed == nil {
+		// A slot being created: CREATE_REPLICATION_SLOT has reserved WAL and waits for the
+		// transactions in progress to end before it has a consistent point. Nothing was
+		// applied; what it keeps lies ahead (a long transaction holds the pipeline here).
+		lag.Retained = max(int64(head)-int64(restart), 0)
+		if resume == nil {
+			lag.Bytes = lag.Retained
+			return lag, nil
+		}
+		return lag, fmt.Errorf("pgcdc: lag: slot %s has no confirmed position yet (being created)", s.opts.Slot)
 	}
 	confirmed, err := pglogrepl.ParseLSN(*row.confirmed)
 	if err != nil {

@@ -27,6 +27,8 @@ func TestMeasureLag(t *testing.T) {
 		return &decodedCheckpoint{lsn: l, snap: &snapshotState{}, floor: l - 1}
 	}
 	const head = pglogrepl.LSN(0x10000)
+	creating := slot(0x4000, 0, "reserved")
+	creating.confirmed = nil
 	cases := []struct {
 		name   string
 		row    *slotRow
@@ -46,6 +48,9 @@ func TestMeasureLag(t *testing.T) {
 			cdc.SourceLag{Head: 0x10000, Applied: 0x1000a, Bytes: 0, Retained: 0xc000}},
 		{"snapshot: applied is its start, whatever the slot says", slot(0x4000, 0x9000, "unreserved"), snapshot(0x6000),
 			cdc.SourceLag{Head: 0x10000, Applied: 0x6000, Bytes: 0xa000, Retained: 0xc000}},
+		// Seen in make check: a slot waiting for a transaction in progress before it has a
+		// consistent point was reported as having lost its WAL (permanent).
+		{"slot being created, no checkpoint", creating, nil, cdc.SourceLag{Head: 0x10000, Bytes: 0xc000, Retained: 0xc000}},
 	}
 	for _, c := range cases {
 		got, err := src.measureLag(head, c.row, c.resume)
@@ -69,6 +74,9 @@ func TestMeasureLag(t *testing.T) {
 			restart: str(1), confirmed: str(1)}, nil, nil},
 		{"another database", &slotRow{exists: true, kind: "logical", plugin: "pgoutput", database: "other", wantedDatabase: "db",
 			restart: str(1), confirmed: str(1)}, stream(0x8000), nil},
+	}
+	if _, err := src.measureLag(head, creating, stream(0x8000)); err == nil || cdc.IsPermanent(err) {
+		t.Errorf("a slot being created behind a checkpoint: %v, want a retryable error", err)
 	}
 	for _, c := range refusals {
 		_, err := src.measureLag(head, c.row, c.resume)

@@ -5,9 +5,11 @@ import (
 )
 
 // A re-snapshot (issue 18) reads a table again while the stream keeps running, one chunk of
-// primary keys at a time. Each chunk is read between two watermarks -- non-transactional
-// logical messages this slot's stream decodes in WAL order -- and its rows enter the stream at
-// the high watermark, as if they were changes made there. resnapWindow is the decision part of
+// primary keys at a time. Each chunk is read between two watermarks -- transactional logical
+// messages, each in a transaction of its own, which this slot's stream decodes at their commits
+// -- and its rows enter the stream at the high watermark, as if they were changes made there.
+// (Not non-transactional messages: PostgreSQL 15 does not flush their WAL, so on a quiet server
+// the high watermark would never arrive; TestResnapshotAssumptions.) resnapWindow is the decision part of
 // that: given what the stream decoded between the watermarks, which of the chunk's rows may be
 // emitted, with which version, or whether the chunk must be read again. It holds no connection
 // and does no I/O, so the argument below is checked by a model test (resnap_window_test.go)
@@ -15,20 +17,24 @@ import (
 //
 // # The chunk protocol
 //
-//  1. Write the low watermark (pg_logical_emit_message, non-transactional); its LSN is L0.
+//  1. Write the low watermark and commit it; L0 is its commit's LSN, as the stream decodes it.
 //  2. In a REPEATABLE READ transaction take the snapshot S (its first statement,
-//     pg_current_snapshot(): xmin, xmax and xip, the transactions in progress at S) and read
-//     the chunk's rows (keyset order, after the last key done).
-//  3. Wait until no transaction of xip(S) is in progress (pg_xact_status), bounded: a
-//     transaction open longer makes the chunk be read again later.
-//  4. Write the high watermark; its LSN is L1.
+//     pg_current_snapshot()) and read the chunk's rows (keyset order, after the last key
+//     done). Then, outside it, take N = pg_current_xact_id(). The transactions S does not see
+//     that had an xid before S are among W = pg_snapshot_xip(S) + [pg_snapshot_xmax(S), N):
+//     xip alone misses the newest ones, since xmax is latestCompletedXid+1 (found on the test
+//     server: T1 in progress, xmin = xmax = T1, xip empty).
+//  3. Wait until no transaction of W is in progress (pg_xact_status), bounded: a transaction
+//     open longer makes the chunk be read again later. xids of W taken after S are waited for
+//     too, which costs a little time and nothing else.
+//  4. Write the high watermark and commit it.
 //
 // While the stream decodes from the low watermark to the high one, every change of the
-// chunk's table marks its key touched, and every commit of a transaction of xip(S) is noted.
+// chunk's table marks its key touched, and every commit of a transaction of W is noted.
 // At the high watermark:
 //
-//   - if a transaction of xip(S) committed (step 3's status) without its commit being decoded
-//     in the window, it committed before L0 and was still invisible to S (PostgreSQL writes a
+//   - if a transaction of W committed (step 3's status) without its commit being decoded in
+//     the window, it committed before L0 and was still invisible to S (PostgreSQL writes a
 //     commit record before it leaves the proc array): the chunk raced it, and is read again;
 //   - otherwise every row whose key was touched is dropped (the stream carries a newer state
 //     of it), and the others are emitted with version L0, after every change decoded so far.
@@ -42,10 +48,11 @@ import (
 // document and equals the current one.
 //
 // Every change c' to k that S does not see has a version above L0, or k is dropped, or the
-// chunk is read again: c' belongs to (a) a transaction of xip(S) -- by step 3 it ended before
-// L1; committed in the window, k is touched; committed before L0, the race check reads the
-// chunk again; aborted, there is no c' -- or (b) a transaction that took its xid after S
-// (xid >= xmax(S)), whose every record is after S, so after L0: c' > L0. In case (b) c' is
+// chunk is read again: c' belongs to (a) a transaction that had its xid before S, so one of W
+// -- by step 3 it ended before the high watermark; committed in the window, k is touched;
+// committed before L0, the race check reads the chunk again; aborted, there is no c' -- or (b)
+// a transaction that took its xid after S, whose every record is after S, so after L0 (the low
+// watermark committed before S began): c' > L0. In case (b) c' is
 // either in the window (k touched, r dropped) or after L1, where it follows r in the stream
 // and wins by version and by order. A row deleted after S is case (a) or (b) as well: its
 // delete is in the window (dropped) or after r (applied after r, with a higher version), never
@@ -57,22 +64,21 @@ import (
 // rows that no longer exist is the reindex's business: a new generation holds only what the
 // chunks and the stream wrote).
 type resnapWindow struct {
-	low     pglogrepl.LSN   // the low watermark's LSN: the version of every emitted row
+	low     pglogrepl.LSN   // the low watermark's commit LSN: the version of every emitted row
 	open    bool            // the low watermark was decoded
-	xip     map[uint32]bool // xids in progress at S (32-bit: pgoutput's BEGIN carries those)
-	seen    map[uint32]bool // xip transactions whose commit was decoded in the window
+	xip     map[uint32]bool // W: the xids S may not see (32-bit: pgoutput's BEGIN carries those)
+	seen    map[uint32]bool // W's transactions whose commit was decoded in the window
 	touched map[string]bool // keys of the chunk's table changed in the window
 	keys    []string        // the chunk's rows' keys, in the order read
 }
 
-// newResnapWindow is the window of a chunk whose low watermark was written at low (step 1):
+// newResnapWindow is the window of a chunk whose low watermark committed at low (step 1):
 // the stream may decode the watermark, and changes after it, before the chunk is read.
 func newResnapWindow(low pglogrepl.LSN) *resnapWindow {
 	return &resnapWindow{low: low, xip: map[uint32]bool{}, seen: map[uint32]bool{}, touched: map[string]bool{}}
 }
 
-// read records the chunk as step 2 read it: the transactions in progress at its snapshot and
-// its rows' keys, in the order read.
+// read records the chunk as step 2 read it: W and its rows' keys, in the order read.
 func (w *resnapWindow) read(xip []uint32, keys []string) {
 	for _, x := range xip {
 		w.xip[x] = true
@@ -109,7 +115,7 @@ type resnapOutcome struct {
 }
 
 // highWatermark decides the chunk at its high watermark. committed reports, for a transaction
-// of xip(S), whether it committed (step 3 asked the server once none was in progress).
+// of W, whether it committed (step 3 asked the server once none was in progress).
 func (w *resnapWindow) highWatermark(committed func(xid uint32) bool) resnapOutcome {
 	for x := range w.xip {
 		if !w.seen[x] && committed(x) {

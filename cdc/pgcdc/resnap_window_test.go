@@ -11,12 +11,12 @@ import (
 
 // The model test of resnapWindow's argument (resnap_window.go): a database with row locks,
 // MVCC snapshots, commit records written before a transaction leaves the proc array (and its
-// locks are released), and a stream that delivers whole transactions at their commit and
-// non-transactional messages at their place in the WAL; an index of versioned documents
+// locks are released), and a stream that delivers whole transactions, the watermarks' among
+// them, at their commits; an index of versioned documents
 // without tombstones, repaired by a re-snapshot running the chunk protocol while random
 // transactions update, delete and insert the rows being read. After every chunk and the
 // stream's end, the index must equal the database row by row. Mutants of the protocol (no race
-// check, no wait for xip, the high watermark as version) must be caught on some seeds: the model
+// check, no wait for W, the high watermark as version) must be caught on some seeds: the model
 // can tell a wrong protocol from a right one.
 
 type modelChange struct {
@@ -64,7 +64,7 @@ type mutant int
 const (
 	sound       mutant = iota
 	noRaceCheck        // the high watermark ignores xip commits missing from the window
-	noXipWait          // the high watermark is written without waiting for xip(S) to end
+	noXipWait          // the high watermark is written without waiting for W to end
 	highVersion        // rows are emitted with the high watermark's LSN as version
 )
 
@@ -301,7 +301,7 @@ func (m *model) readChunk() {
 	m.win.read(xip, keys)
 }
 
-// xipEnded reports whether every transaction of xip(S) has ended (step 3), and records their
+// xipEnded reports whether every transaction of W has ended (step 3), and records their
 // outcome.
 func (m *model) xipEnded() bool {
 	if m.mut != noXipWait {
@@ -370,7 +370,7 @@ func (m *model) act() {
 func (m *model) run() string {
 	for steps := 0; !m.done; steps++ {
 		if steps > 20000 {
-			// Step 3 waits for xip(S): end everything open so the re-snapshot can finish.
+			// Step 3 waits for W: end everything open so the re-snapshot can finish.
 			for len(m.open) > 0 {
 				m.commit(m.open[0], true)
 			}
