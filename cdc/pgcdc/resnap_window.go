@@ -33,11 +33,18 @@ import (
 // chunk's table marks its key touched, and every commit of a transaction of W is noted.
 // At the high watermark:
 //
+//   - every row whose key was touched is dropped (the stream carries a newer state of it);
 //   - if a transaction of W committed (step 3's status) without its commit being decoded in
-//     the window, it committed before L0 and was still invisible to S (PostgreSQL writes a
-//     commit record before it leaves the proc array): the chunk raced it, and is read again;
-//   - otherwise every row whose key was touched is dropped (the stream carries a newer state
-//     of it), and the others are emitted with version L0, after every change decoded so far.
+//     the window, it either changed no captured table (pgoutput skips such transactions), or
+//     committed before L0 while still invisible to S (PostgreSQL writes a commit record before
+//     it leaves the proc array): the chunk may have raced it. Then the chunk's rows are read
+//     again in a snapshot S2 taken after the high watermark was decoded that sees every
+//     committed transaction of W (taken again while one is still in its xip or at or past its
+//     xmax: committed in pg_xact_status is not yet visible -- the model test found that), and
+//     every row whose values differ (or that is gone) is dropped too. (Reading the chunk again from the start
+//     instead would never end on a server where transactions of other tables keep committing:
+//     their commits are never decoded -- the model test found that.)
+//   - the rows left are emitted with version L0, after every change decoded so far.
 //
 // # Why that never loses a change nor resurrects a row
 //
@@ -47,12 +54,15 @@ import (
 // version L0 is above every change the index may hold for k, so r replaces a stale or missing
 // document and equals the current one.
 //
-// Every change c' to k that S does not see has a version above L0, or k is dropped, or the
-// chunk is read again: c' belongs to (a) a transaction that had its xid before S, so one of W
-// -- by step 3 it ended before the high watermark; committed in the window, k is touched;
-// committed before L0, the race check reads the chunk again; aborted, there is no c' -- or (b)
-// a transaction that took its xid after S, whose every record is after S, so after L0 (the low
-// watermark committed before S began): c' > L0. In case (b) c' is
+// Every change c' to k that S does not see has a version above L0, or k is dropped: c'
+// belongs to (a) a transaction that had its xid before S, so one of W -- by step 3 it ended
+// before the high watermark; committed in the window, k is touched; committed before L0, its
+// commit was not decoded in the window, so S2 (which sees it) is compared, and k's row differs
+// there unless a later change restored it, which is itself in the window (touched) or after
+// L0 -- no second change of k can come between c' and S: c”s transaction holds k's row lock
+// until it is visible, after S; aborted, there is no c' -- or (b) a transaction that took its
+// xid after S, whose every record is after S, so after L0 (the low watermark committed before
+// S began): c' > L0. In case (b) c' is
 // either in the window (k touched, r dropped) or after L1, where it follows r in the stream
 // and wins by version and by order. A row deleted after S is case (a) or (b) as well: its
 // delete is in the window (dropped) or after r (applied after r, with a higher version), never
@@ -72,10 +82,10 @@ type resnapWindow struct {
 	keys    []string        // the chunk's rows' keys, in the order read
 }
 
-// newResnapWindow is the window of a chunk whose low watermark committed at low (step 1):
-// the stream may decode the watermark, and changes after it, before the chunk is read.
-func newResnapWindow(low pglogrepl.LSN) *resnapWindow {
-	return &resnapWindow{low: low, xip: map[uint32]bool{}, seen: map[uint32]bool{}, touched: map[string]bool{}}
+// newResnapWindow is the window of a chunk whose low watermark is being written (step 1): the
+// stream may decode the watermark, and changes after it, before the chunk is read.
+func newResnapWindow() *resnapWindow {
+	return &resnapWindow{xip: map[uint32]bool{}, seen: map[uint32]bool{}, touched: map[string]bool{}}
 }
 
 // read records the chunk as step 2 read it: W and its rows' keys, in the order read.
@@ -86,8 +96,9 @@ func (w *resnapWindow) read(xip []uint32, keys []string) {
 	w.keys = keys
 }
 
-// lowWatermark records that the stream decoded the chunk's low watermark.
-func (w *resnapWindow) lowWatermark() { w.open = true }
+// lowWatermark records that the stream decoded the chunk's low watermark, whose transaction
+// committed at commit: L0, the version of the rows the chunk emits.
+func (w *resnapWindow) lowWatermark(commit pglogrepl.LSN) { w.open, w.low = true, commit }
 
 // change records a decoded change of the chunk's table: key is the changed row's key, and for
 // an update that moved the key the old key is a second call.
@@ -97,18 +108,22 @@ func (w *resnapWindow) change(key string) {
 	}
 }
 
-// commit records a decoded commit of transaction xid.
+// commit records a decoded commit of transaction xid. Every commit in the window is kept, not
+// only W's: the stream may decode them before the chunk's reader has told W (read), which
+// happens only after step 3 (TestResnapshotChunkOnServer found that).
 func (w *resnapWindow) commit(xid uint32) {
-	if w.open && w.xip[xid] {
+	if w.open {
 		w.seen[xid] = true
 	}
 }
 
 // resnapOutcome is what the high watermark decides.
 type resnapOutcome struct {
-	// Again says the chunk raced a commit and must be read again: nothing is emitted.
-	Again bool
-	// Keep[i] says whether row i of the chunk is emitted (its key was not touched).
+	// Verify says the chunk may have raced a commit: before anything is emitted, the rows kept
+	// are read again in a snapshot taken now, and those whose values differ (or that are gone)
+	// are dropped as well.
+	Verify bool
+	// Keep[i] says whether row i of the chunk may be emitted (its key was not touched).
 	Keep []bool
 	// Version is the version of the emitted rows.
 	Version pglogrepl.LSN
@@ -117,14 +132,15 @@ type resnapOutcome struct {
 // highWatermark decides the chunk at its high watermark. committed reports, for a transaction
 // of W, whether it committed (step 3 asked the server once none was in progress).
 func (w *resnapWindow) highWatermark(committed func(xid uint32) bool) resnapOutcome {
+	out := resnapOutcome{Keep: make([]bool, len(w.keys)), Version: w.low}
 	for x := range w.xip {
 		if !w.seen[x] && committed(x) {
-			return resnapOutcome{Again: true}
+			out.Verify = true
+			break
 		}
 	}
-	keep := make([]bool, len(w.keys))
 	for i, k := range w.keys {
-		keep[i] = !w.touched[k]
+		out.Keep[i] = !w.touched[k]
 	}
-	return resnapOutcome{Keep: keep, Version: w.low}
+	return out
 }
