@@ -25,16 +25,20 @@ TESTENV_MDP=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 TESTENV_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TESTENV_REPO=$(cd "$TESTENV_SCRIPTS/../.." && pwd)
 
-# Loopback ports; every one can be overridden from the environment.
-ES_HTTP_PORT=${TRIBUTARY_ES_PORT:-39200}
-ES_TRANSPORT_PORT=${TRIBUTARY_ES_TRANSPORT_PORT:-39300}
-OS_HTTP_PORT=${TRIBUTARY_OPENSEARCH_PORT:-39201}
-OS_TRANSPORT_PORT=${TRIBUTARY_OPENSEARCH_TRANSPORT_PORT:-39301}
-KAFKA_PORT=${TRIBUTARY_KAFKA_PORT:-39092}
-KAFKA_CONTROLLER_PORT=${TRIBUTARY_KAFKA_CONTROLLER_PORT:-39093}
-PG_PORT=${TRIBUTARY_PG_PORT:-35432}
-MYSQL_PORT=${TRIBUTARY_MYSQL_PORT:-33306}
-MONGO_PORT=${TRIBUTARY_MONGO_PORT:-37017}
+# Loopback ports; every one can be overridden from the environment. All lie below Linux's
+# ephemeral range (ip_local_port_range, 32768-60999 by default): a client that connects to a
+# stopped server's port in that range can be given that very port as its own source port and
+# connect to itself, and the restarted server then cannot bind ("Address already in use": seen in
+# TestFaultPostgresOutage, whose load reconnects hundreds of times during the outage).
+ES_HTTP_PORT=${TRIBUTARY_ES_PORT:-19200}
+ES_TRANSPORT_PORT=${TRIBUTARY_ES_TRANSPORT_PORT:-19300}
+OS_HTTP_PORT=${TRIBUTARY_OPENSEARCH_PORT:-19201}
+OS_TRANSPORT_PORT=${TRIBUTARY_OPENSEARCH_TRANSPORT_PORT:-19301}
+KAFKA_PORT=${TRIBUTARY_KAFKA_PORT:-19092}
+KAFKA_CONTROLLER_PORT=${TRIBUTARY_KAFKA_CONTROLLER_PORT:-19093}
+PG_PORT=${TRIBUTARY_PG_PORT:-15432}
+MYSQL_PORT=${TRIBUTARY_MYSQL_PORT:-13306}
+MONGO_PORT=${TRIBUTARY_MONGO_PORT:-17017}
 
 log() { printf '%s %s\n' "[testenv ${TESTENV_NAME:-}]" "$*" >&2; }
 die() { log "error: $*"; exit 1; }

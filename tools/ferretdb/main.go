@@ -13,8 +13,8 @@
 //
 // Usage:
 //
-//	ferretdb-testenv -listen-addr 127.0.0.1:37017 -data-dir /path/to/data   # serve until SIGTERM
-//	ferretdb-testenv -check -listen-addr 127.0.0.1:37017                   # one wire round trip
+//	ferretdb-testenv -listen-addr 127.0.0.1:17017 -data-dir /path/to/data   # serve until SIGTERM
+//	ferretdb-testenv -check -listen-addr 127.0.0.1:17017                   # one wire round trip
 //	ferretdb-testenv -version                                              # embedded FerretDB version
 package main
 
