@@ -1,15 +1,11 @@
-package pgcdc_test
+package pgcdc
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
 // TestResnapshotAssumptions proves on the real server what the re-snapshot chunk protocol
@@ -29,43 +25,10 @@ import (
 //     pgoutput's BEGIN carries its xid's low 32 bits, and pg_xact_status says 'committed' once
 //     it committed.
 func TestResnapshotAssumptions(t *testing.T) {
-	dsn := testenv.Require(t, testenv.PostgresDSN)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sfx := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	table, pub, slot := "resnap_assume_"+sfx, "resnap_assume_pub_"+sfx, "resnap_assume_slot_"+sfx
-	conn := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		return c
-	}
-	// Registered before the connections: cleanups run last-in first-out, so the connections
-	// (and T1, should the test fail with it open) are closed before the table is dropped.
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer ccancel()
-		c, err := pgx.Connect(cctx, dsn)
-		if err != nil {
-			return
-		}
-		defer c.Close(cctx)
-		_, _ = c.Exec(cctx, "SELECT pg_drop_replication_slot($1)", slot)
-		_, _ = c.Exec(cctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = c.Exec(cctx, "DROP TABLE IF EXISTS "+table)
-	})
-	admin, writer, reader := conn(), conn(), conn()
-	exec := func(c *pgx.Conn, q string, args ...any) {
-		t.Helper()
-		if _, err := c.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, n int)")
-	exec(admin, "CREATE PUBLICATION "+pub+" FOR TABLE "+table)
-	exec(admin, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot)
+	f := newSlotFixture(t, "resnap_assume_")
+	ctx, table := f.ctx, f.table
+	admin, writer, reader := f.admin, f.conn(), f.conn()
+	exec := f.exec
 	emit := func(content string) {
 		t.Helper()
 		exec(admin, "BEGIN")
@@ -114,30 +77,12 @@ func TestResnapshotAssumptions(t *testing.T) {
 	}
 	emit("high")
 
-	rows, err := admin.Query(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-		'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seq []string
 	var updateLSN, low, high pglogrepl.LSN
 	var beginXid, txXid uint32
 	var last string // the content of the message of the transaction being decoded
-	for rows.Next() {
-		var lsnText string
-		var data []byte
-		if err := rows.Scan(&lsnText, &data); err != nil {
-			t.Fatal(err)
-		}
-		lsn, err := pglogrepl.ParseLSN(lsnText)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg, err := pglogrepl.Parse(data)
-		if err != nil {
-			t.Fatalf("pgoutput message at %s: %v", lsnText, err)
-		}
-		switch m := msg.(type) {
+	for _, p := range f.peek() {
+		switch m := p.msg.(type) {
 		case *pglogrepl.LogicalDecodingMessage:
 			if m.Prefix == "tributary.assume" && m.Transactional {
 				seq = append(seq, string(m.Content))
@@ -150,7 +95,7 @@ func TestResnapshotAssumptions(t *testing.T) {
 			seq = append(seq, "insert")
 		case *pglogrepl.UpdateMessage:
 			seq = append(seq, "update")
-			updateLSN, beginXid = lsn, txXid // the update is T1's
+			updateLSN, beginXid = p.lsn, txXid // the update is T1's
 		case *pglogrepl.CommitMessage:
 			seq = append(seq, "commit")
 			switch last {
@@ -160,9 +105,6 @@ func TestResnapshotAssumptions(t *testing.T) {
 				high = m.CommitLSN
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if got, want := strings.Join(seq, " "), "begin insert commit begin low commit begin update commit begin high commit"; got != want {
 		t.Fatalf("decoded order %q, want %q", got, want)

@@ -107,27 +107,15 @@ func readChunkRows(ctx context.Context, conn *pgx.Conn, spec *chunkSpec) (_ *chu
 	if xip, xmax, err = snapshotXids(ctx, tx); err != nil {
 		return nil, 0, nil, err
 	}
-	quoted := make([]string, len(spec.cols))
-	for i, c := range spec.cols {
-		quoted[i] = quoteIdent(c)
-	}
-	keyCols := make([]string, len(spec.key))
-	params := make([]string, len(spec.key))
-	for i, k := range spec.key {
-		keyCols[i] = quoteIdent(spec.cols[k])
-		params[i] = "$" + strconv.Itoa(i+1)
-	}
-	query := "SELECT " + strings.Join(quoted, ", ") + " FROM " + quoteIdent(spec.schema) + "." + quoteIdent(spec.table)
+	sel, key := spec.selectSQL()
+	query := sel
 	var args [][]byte
 	var oids []uint32
 	if spec.after != nil {
-		query += " WHERE (" + strings.Join(keyCols, ", ") + ") > (" + strings.Join(params, ", ") + ")"
-		for _, k := range spec.after {
-			args = append(args, []byte(k))
-		}
-		oids = spec.keyOIDs
+		query += " WHERE " + key + " > " + spec.params(1)
+		args, oids = keyArgs(spec.after), spec.keyOIDs
 	}
-	query += " ORDER BY " + strings.Join(keyCols, ", ") + " LIMIT " + strconv.Itoa(spec.limit+1)
+	query += " ORDER BY " + key + " LIMIT " + strconv.Itoa(spec.limit+1)
 	cr, err := scanRows(ctx, tx, spec, query, args, oids, spec.limit)
 	if err != nil {
 		return nil, 0, nil, err
@@ -213,9 +201,7 @@ func verifyChunk(ctx context.Context, conn *pgx.Conn, spec *chunkSpec, keys [][]
 	deadline := time.Now().Add(spec.wait)
 	pause := 5 * time.Millisecond
 	for {
-		sub := *spec
-		sub.after = nil
-		rows, seesAll, err := readRange(ctx, conn, &sub, keys[0], keys[len(keys)-1], committed)
+		rows, seesAll, err := readRange(ctx, conn, spec, keys[0], keys[len(keys)-1], committed)
 		if err != nil {
 			return nil, err
 		}
@@ -252,37 +238,49 @@ func readRange(ctx context.Context, conn *pgx.Conn, spec *chunkSpec, first, last
 			return nil, false, nil // not visible to this snapshot yet
 		}
 	}
-	quoted := make([]string, len(spec.cols))
-	for i, c := range spec.cols {
-		quoted[i] = quoteIdent(c)
-	}
-	keyCols := make([]string, len(spec.key))
-	lo := make([]string, len(spec.key))
-	hi := make([]string, len(spec.key))
-	n := len(spec.key)
-	var args [][]byte
-	var oids []uint32
-	for i, k := range spec.key {
-		keyCols[i] = quoteIdent(spec.cols[k])
-		lo[i] = "$" + strconv.Itoa(i+1)
-		hi[i] = "$" + strconv.Itoa(n+i+1)
-	}
-	for _, k := range first {
-		args = append(args, []byte(k))
-	}
-	for _, k := range last {
-		args = append(args, []byte(k))
-	}
-	oids = append(append(oids, spec.keyOIDs...), spec.keyOIDs...)
-	tuple := "(" + strings.Join(keyCols, ", ") + ")"
-	query := "SELECT " + strings.Join(quoted, ", ") + " FROM " + quoteIdent(spec.schema) + "." + quoteIdent(spec.table) +
-		" WHERE " + tuple + " >= (" + strings.Join(lo, ", ") + ") AND " + tuple + " <= (" + strings.Join(hi, ", ") + ")" +
-		" ORDER BY " + strings.Join(keyCols, ", ")
+	sel, key := spec.selectSQL()
+	query := sel + " WHERE " + key + " >= " + spec.params(1) + " AND " + key + " <= " + spec.params(len(spec.key)+1) +
+		" ORDER BY " + key
+	args := append(keyArgs(first), keyArgs(last)...)
+	oids := append(append([]uint32(nil), spec.keyOIDs...), spec.keyOIDs...)
 	cr, err := scanRows(ctx, tx, spec, query, args, oids, -1)
 	if err != nil {
 		return nil, false, err
 	}
 	return cr, true, tx.Commit(ctx)
+}
+
+// selectSQL returns the SELECT of every column FROM the table, and the key columns as a row
+// constructor "(k1, k2)" (for comparisons and ORDER BY).
+func (spec *chunkSpec) selectSQL() (sel, key string) {
+	cols := make([]string, len(spec.cols))
+	for i, c := range spec.cols {
+		cols[i] = quoteIdent(c)
+	}
+	keyCols := make([]string, len(spec.key))
+	for i, k := range spec.key {
+		keyCols[i] = cols[k]
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(spec.schema) + "." + quoteIdent(spec.table),
+		"(" + strings.Join(keyCols, ", ") + ")"
+}
+
+// params returns the row constructor of one key's parameters, numbered from first.
+func (spec *chunkSpec) params(first int) string {
+	ps := make([]string, len(spec.key))
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(first+i)
+	}
+	return "(" + strings.Join(ps, ", ") + ")"
+}
+
+// keyArgs is a key's text form as query arguments.
+func keyArgs(key []string) [][]byte {
+	args := make([][]byte, len(key))
+	for i, k := range key {
+		args[i] = []byte(k)
+	}
+	return args
 }
 
 // snapshotXids reads the transaction's snapshot: its xip and xmax (the first statement of a

@@ -1,16 +1,12 @@
 package pgcdc
 
 import (
-	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
 // TestResnapshotChunkOnServer runs the chunk protocol's steps (readChunk, verifyChunk) against
@@ -20,44 +16,13 @@ import (
 // low watermark's commit LSN; the check snapshot S2 sees the transaction's change; a
 // transaction that stays open makes the chunk busy.
 func TestResnapshotChunkOnServer(t *testing.T) {
-	dsn := testenv.Require(t, testenv.PostgresDSN)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sfx := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	table, pub, slot := "resnap_chunk_"+sfx, "resnap_chunk_pub_"+sfx, "resnap_chunk_slot_"+sfx
-	t.Cleanup(func() { // registered first: runs after the connections are closed
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer ccancel()
-		c, err := pgx.Connect(cctx, dsn)
-		if err != nil {
-			return
-		}
-		defer c.Close(cctx)
-		_, _ = c.Exec(cctx, "SELECT pg_drop_replication_slot($1)", slot)
-		_, _ = c.Exec(cctx, "DROP PUBLICATION IF EXISTS "+pub)
-		_, _ = c.Exec(cctx, "DROP TABLE IF EXISTS "+table)
-	})
-	conn := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		return c
-	}
-	admin, writer, reader := conn(), conn(), conn()
-	exec := func(c *pgx.Conn, q string) {
-		t.Helper()
-		if _, err := c.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(admin, "CREATE TABLE "+table+" (id int PRIMARY KEY, n int)")
+	f := newSlotFixture(t, "resnap_chunk_")
+	ctx, table := f.ctx, f.table
+	admin, writer, reader := f.admin, f.conn(), f.conn()
+	exec := f.exec
 	exec(admin, "INSERT INTO "+table+" SELECT g, g FROM generate_series(1, 10) g")
-	exec(admin, "CREATE PUBLICATION "+pub+" FOR TABLE "+table)
-	exec(admin, "SELECT pg_create_logical_replication_slot('"+slot+"', 'pgoutput')")
 	spec := &chunkSpec{schema: "public", table: table, cols: []string{"id", "n"}, key: []int{0}, keyOIDs: []uint32{23},
-		after: []string{"1"}, limit: 5, mark: "test " + sfx, wait: 20 * time.Second}
+		after: []string{"1"}, limit: 5, mark: "test " + table, wait: 20 * time.Second}
 
 	// T1 holds row 3 changed while the chunk is read, and commits while readChunk waits for W.
 	exec(writer, "BEGIN")
@@ -103,25 +68,12 @@ func TestResnapshotChunkOnServer(t *testing.T) {
 
 	// The window, fed with what the slot decoded.
 	w := newResnapWindow()
-	rows, err := admin.Query(ctx, `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL,
-		'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var xid uint32
 	var mark string
 	var low pglogrepl.LSN
 	highSeen := false
-	for rows.Next() {
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
-			t.Fatal(err)
-		}
-		msg, err := pglogrepl.Parse(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch m := msg.(type) {
+	for _, p := range f.peek() {
+		switch m := p.msg.(type) {
 		case *pglogrepl.BeginMessage:
 			xid, mark = m.Xid, ""
 		case *pglogrepl.LogicalDecodingMessage:
@@ -141,9 +93,6 @@ func TestResnapshotChunkOnServer(t *testing.T) {
 				w.commit(xid)
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if low == 0 || !highSeen {
 		t.Fatalf("watermarks decoded: low %s, high %v", low, highSeen)

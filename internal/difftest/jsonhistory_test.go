@@ -59,17 +59,17 @@ func (h *historySink) record(batch []cdc.Event) {
 		}
 		prev := h.last[unchangedSourceID(ev, id)]
 		cur := map[int][]byte{}
+		var resolved map[int][]byte
 		for i, c := range ev.Schema.Columns {
 			if c.Kind != cdc.KindJSON || i >= len(ev.After) {
 				continue
 			}
 			if _, un := ev.After[i].(cdc.Unchanged); un {
-				v := prev[i]
-				if h.resolved[eventKey(id, ev)] == nil {
-					h.resolved[eventKey(id, ev)] = map[int][]byte{}
+				if resolved == nil {
+					resolved = map[int][]byte{}
+					h.resolved[eventKey(id, ev)] = resolved
 				}
-				h.resolved[eventKey(id, ev)][i] = v
-				cur[i] = v
+				resolved[i], cur[i] = prev[i], prev[i]
 				continue
 			}
 			cur[i] = jsonBytes(ev.After[i])

@@ -934,14 +934,12 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink) 
 	return "", col
 }
 
-// lostBefore looks up the losses of the row at src and of the row at id under every _id it
-// had before: seen when any is known, documented when all known ones are.
-// refusalsOf returns the documented refusals of the row at id and of the row under every _id
-// it had before (movedFrom).
-func refusalsOf(documented map[string][]refusal, movedFrom map[string][]string, id string) []refusal {
-	var out []refusal
+// priorIDs returns ids and every _id their rows had before (movedFrom, followed through
+// chains of key changes), each once.
+func priorIDs(movedFrom map[string][]string, ids ...string) []string {
+	var out []string
 	visited := map[string]bool{}
-	queue := []string{id}
+	queue := append([]string(nil), ids...)
 	for len(queue) > 0 {
 		x := queue[0]
 		queue = queue[1:]
@@ -949,27 +947,30 @@ func refusalsOf(documented map[string][]refusal, movedFrom map[string][]string, 
 			continue
 		}
 		visited[x] = true
-		out = append(out, documented[x]...)
+		out = append(out, x)
 		queue = append(queue, movedFrom[x]...)
 	}
 	return out
 }
 
+// refusalsOf returns the documented refusals of the row at id and of the row under every _id
+// it had before (movedFrom).
+func refusalsOf(documented map[string][]refusal, movedFrom map[string][]string, id string) []refusal {
+	var out []refusal
+	for _, x := range priorIDs(movedFrom, id) {
+		out = append(out, documented[x]...)
+	}
+	return out
+}
+
+// lostBefore looks up the losses of the row at src and of the row at id under every _id it
+// had before: seen when any is known, documented when all known ones are.
 func lostBefore(lost map[string]bool, movedFrom map[string][]string, src, id string) (documented, seen bool) {
 	documented = true
-	visited := map[string]bool{}
-	queue := []string{src, id}
-	for len(queue) > 0 {
-		x := queue[0]
-		queue = queue[1:]
-		if visited[x] {
-			continue
-		}
-		visited[x] = true
+	for _, x := range priorIDs(movedFrom, src, id) {
 		if doc, ok := lost[x]; ok {
 			seen, documented = true, documented && doc
 		}
-		queue = append(queue, movedFrom[x]...)
 	}
 	return documented && seen, seen
 }
