@@ -226,6 +226,7 @@ type Runner struct {
 	lastSuccess  time.Time        // when a batch last succeeded, or the run started
 	pendingSince time.Time        // when the oldest event not yet acknowledged was read
 	snapshot     SnapshotProgress // the last snapshot progress seen (kept after it ends)
+	resnapshot   SnapshotProgress // the last re-snapshot progress seen (kept after it ends)
 	applied      Checkpoint       // the stored checkpoint, as far as this runner knows
 	reconnects   int64
 	lastFailure  error
@@ -295,6 +296,9 @@ type Progress struct {
 	// Snapshot is the source's snapshot progress: while a snapshot is read, then its last
 	// figures (Active false) for as long as the Runner lives.
 	Snapshot SnapshotProgress
+	// Resnapshot is the progress of a re-snapshot read while streaming (Resnapshotter),
+	// likewise kept after it ended.
+	Resnapshot SnapshotProgress
 }
 
 // Progress returns the runner's progress; safe to call at any time from any goroutine.
@@ -307,15 +311,25 @@ func (r *Runner) Progress() Progress {
 func (r *Runner) progressLocked() Progress {
 	p := r.progress
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
-			r.snapshot = sp
-		} else {
-			r.snapshot.Active = false
-		}
+		r.noteProgressLocked(true)
 		p.Pending += len(r.stream.Events())
 	}
-	p.Snapshot = r.snapshot
+	p.Snapshot, p.Resnapshot = r.snapshot, r.resnapshot
 	return p
+}
+
+// noteProgressLocked keeps the stream's snapshot or re-snapshot progress; ended says that a
+// stream reporting neither has no snapshot running.
+func (r *Runner) noteProgressLocked(ended bool) {
+	switch sp := r.stream.Progress(); {
+	case sp.Resnapshot != "":
+		r.resnapshot = sp
+		r.snapshot.Active = false
+	case sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0:
+		r.snapshot = sp
+	case ended:
+		r.snapshot.Active = false
+	}
 }
 
 // Health is the runner's health signal.
@@ -404,6 +418,8 @@ func (r *Runner) Status() Status {
 	st.BackpressureSince, _ = r.pushedLocked()
 	if r.state == running && st.Progress.Snapshot.Active {
 		st.State = "snapshotting"
+	} else if r.state == running && st.Progress.Resnapshot.Active {
+		st.State = "resnapshotting"
 	}
 	return st
 }
@@ -668,9 +684,7 @@ func (r *Runner) commit(ctx context.Context, st Stream, f *flight) error {
 	r.lastSuccess = now
 	r.lastFailure, r.failures = nil, 0
 	if r.stream != nil {
-		if sp := r.stream.Progress(); sp.Active || sp.TablesTotal > 0 || sp.RowsDone > 0 {
-			r.snapshot = sp
-		}
+		r.noteProgressLocked(false)
 	}
 	if saved {
 		r.applied = b.checkpoint

@@ -46,6 +46,11 @@ type Stream interface {
 }
 
 // SnapshotProgress is how far an initial snapshot has come.
+//
+// The same figures describe a re-snapshot (ResnapshotRequest) while the stream keeps running:
+// Resnapshot then names it, the tables are the request's, RowsDone counts the rows read
+// again (those the stream had changed meanwhile included: they are dropped, the stream
+// carries them), and Error says why its chunks are being retried or why it was given up.
 type SnapshotProgress struct {
 	Active        bool
 	Table         TableID // the table being read now
@@ -54,6 +59,25 @@ type SnapshotProgress struct {
 	RowsDone      int64 // rows delivered to the stream's reader (the runner knows what was acknowledged)
 	RowsEstimated int64 // the catalog's estimate for all captured tables
 	RowsPerSecond float64
+	Resnapshot    string // the re-snapshot's id; empty for the initial snapshot
+	Queued        int    // re-snapshot requests waiting behind this one
+	Error         string // a re-snapshot's last trouble (retried) or why it was given up; never row data
+}
+
+// ResnapshotRequest asks a running source to read tables again while it keeps streaming
+// (Resnapshotter). Sources document how they keep the re-read rows from overwriting newer
+// changes.
+type ResnapshotRequest struct {
+	Tables []string // in the source's spelling (PostgreSQL schema.table, MySQL db.table); empty: every captured table
+	Where  string   // an SQL condition on each table's rows (a key range, a filter); empty: every row
+	ID     string   // names the request in logs and progress; empty: the source makes one up
+}
+
+// Resnapshotter is a Source that can re-snapshot tables while streaming. Resnapshot returns
+// once the request is durable at the source; the running stream carries it out (progress in
+// Stream.Progress) and resumes it after a restart.
+type Resnapshotter interface {
+	Resnapshot(ctx context.Context, req ResnapshotRequest) (id string, err error)
 }
 
 // ErrSourceClosed is returned by streams used after Close.

@@ -8,7 +8,8 @@ type Status struct {
 	Pipeline string
 	Health   Health
 	// State is where the runner is in its life: "not running", "starting", "snapshotting",
-	// "streaming", "reconnecting", "stopped".
+	// "resnapshotting" (streaming while a re-snapshot reads), "streaming", "reconnecting",
+	// "stopped".
 	State    string
 	Progress Progress
 	// Lag is the last measurement of how far the stored checkpoint trails the source

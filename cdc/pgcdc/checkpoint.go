@@ -69,6 +69,8 @@ type checkpoint struct {
 	V    int            `json:"v"`
 	LSN  string         `json:"lsn"`
 	Snap *snapshotState `json:"snap,omitempty"`
+	// Resnap is set while a re-snapshot (resnap.go) is not done: its jobs and position.
+	Resnap *resnapState `json:"resnap,omitempty"`
 }
 
 // snapshotState is how far an interrupted snapshot came. Key holds the primary key of the last
@@ -90,14 +92,14 @@ type tableRef struct {
 // ErrBadCheckpoint is returned for a checkpoint this package did not write.
 var ErrBadCheckpoint = errors.New("pgcdc: malformed checkpoint")
 
-func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState) cdc.Checkpoint {
-	if snap == nil { // every transaction's: what json.Marshal writes, without reflection
+func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState, resnap *resnapState) cdc.Checkpoint {
+	if snap == nil && resnap == nil { // every transaction's: what json.Marshal writes, without reflection
 		b := append(make([]byte, 0, 40), `{"v":`...)
 		b = strconv.AppendInt(b, checkpointVersion, 10)
 		b = appendLSN(append(b, `,"lsn":"`...), lsn)
 		return append(b, `"}`...)
 	}
-	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap})
+	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap, Resnap: resnap})
 	if err != nil {
 		panic(err) // plain strings and numbers always marshal
 	}
@@ -106,9 +108,10 @@ func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState) cdc.Checkpoint {
 
 // decodedCheckpoint is a parsed checkpoint.
 type decodedCheckpoint struct {
-	lsn   pglogrepl.LSN
-	snap  *snapshotState
-	floor pglogrepl.LSN
+	lsn    pglogrepl.LSN
+	snap   *snapshotState
+	floor  pglogrepl.LSN
+	resnap *resnapState
 }
 
 func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
@@ -123,7 +126,17 @@ func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
 	if err != nil || lsn == 0 {
 		return decodedCheckpoint{}, fmt.Errorf("%w: bad LSN", ErrBadCheckpoint)
 	}
-	d := decodedCheckpoint{lsn: lsn, snap: c.Snap}
+	d := decodedCheckpoint{lsn: lsn, snap: c.Snap, resnap: c.Resnap}
+	if r := c.Resnap; r != nil {
+		if len(r.Jobs) == 0 {
+			d.resnap = nil
+		}
+		for _, j := range r.Jobs {
+			if j.ID == "" || (len(j.Tables) == 0 && !j.All) {
+				return decodedCheckpoint{}, fmt.Errorf("%w: re-snapshot job without an id or tables", ErrBadCheckpoint)
+			}
+		}
+	}
 	if c.Snap != nil {
 		if d.floor, err = pglogrepl.ParseLSN(c.Snap.Floor); err != nil {
 			return decodedCheckpoint{}, fmt.Errorf("%w: bad snapshot floor", ErrBadCheckpoint)

@@ -95,7 +95,7 @@ func parseMessage(wal []byte) (msg pglogrepl.Message, err error) {
 func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglogrepl.Message) error {
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
-		st.tx = txState{xid: strconv.FormatUint(uint64(m.Xid), 10), commitLSN: m.FinalLSN, commitTime: m.CommitTime}
+		st.tx = txState{xid: strconv.FormatUint(uint64(m.Xid), 10), xid32: m.Xid, commitLSN: m.FinalLSN, commitTime: m.CommitTime}
 		st.pending, st.hasPending = cdc.Event{}, false
 		st.inTx = true
 	case *pglogrepl.RelationMessage:
@@ -103,9 +103,10 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 	case *pglogrepl.TruncateMessage:
 		return st.truncate(ctx, at, m)
 	case *pglogrepl.LogicalDecodingMessage:
-		return st.handleLogicalMessage(m)
+		return st.handleLogicalMessage(ctx, m)
 	case *pglogrepl.CommitMessage:
 		st.inTx = false
+		st.resnapCommit()
 		if st.hasPending {
 			ev := st.pending
 			st.pending, st.hasPending = cdc.Event{}, false
@@ -113,7 +114,13 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 			// The idle period restarts once per transaction with captured changes rather than
 			// per change: no idle note is written inside a transaction anyway.
 			st.touchIdle()
-			return st.emit(ctx, ev)
+			if err := st.emit(ctx, ev); err != nil {
+				return err
+			}
+		}
+		if cw := st.highAt; cw != nil {
+			st.highAt = nil
+			return st.resnapHigh(ctx, cw, m.TransactionEndLSN)
 		}
 	}
 	return nil
@@ -166,6 +173,9 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		}
 		ti = p
 	}
+	if prev := st.relations[m.RelationID]; prev != nil && prev.info != nil {
+		st.resnapInvalidate(id) // the table's columns changed in the middle of a chunk
+	}
 	st.relations[m.RelationID] = &relation{captured: true, info: ti}
 	return nil
 }
@@ -187,6 +197,7 @@ func (st *stream) truncate(ctx context.Context, at pglogrepl.LSN, m *pglogrepl.T
 		if err := st.verifyCaptured(); err != nil {
 			return err
 		}
+		st.resnapInvalidate(rel.info.schema.ID)
 		ev := st.rowEvent(cdc.Truncate, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
 		ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
 		if err := st.hold(ctx, ev); err != nil {
@@ -225,6 +236,9 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, wal []byte) erro
 	}
 	if err := st.verifyCaptured(); err != nil {
 		return err
+	}
+	if st.rs != nil {
+		st.resnapChange(rel.info, f)
 	}
 	op := cdc.Insert
 	switch wal[0] {

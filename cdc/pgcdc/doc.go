@@ -166,6 +166,36 @@
 // Events (counting a resumed snapshot's earlier rows) against the sum of pg_class.reltuples,
 // and their rate since this stream started; it is zero once every snapshot row is handed over.
 //
+// # Re-snapshots
+//
+// Source.Resnapshot (cdc.Resnapshotter) reads tables again while the stream keeps running:
+// some or all captured tables, optionally only the rows an SQL condition selects (a key
+// range, a filter). The request is a transactional logical decoding message
+// (ResnapshotPrefix, JSON content), so it is as durable as the WAL and anyone with SQL access
+// can write one; the stream takes it up when it decodes it, carries out requests one after
+// another, and keeps the re-snapshot's position (request, table, last key, rows) in every
+// checkpoint until it is done, so a crash or restart resumes it after the last chunk whose
+// rows were acknowledged. Idle checkpoints wait while one runs: the slot must not move past a
+// request no stored checkpoint carries.
+//
+// Each chunk (Options.SnapshotChunk rows in key order) is read between two watermarks on a
+// connection of its own, and its rows enter the stream at the high watermark as Read events
+// (Position.Snapshot set) whose version is the low watermark's commit LSN; rows whose key the
+// stream changed between the watermarks are dropped, the stream carries their newer state.
+// resnap_window.go states the protocol and the argument that a kept row never overwrites a
+// newer change nor brings back a deleted row, even where the destination forgot its
+// tombstones; a model test plays it against random interleavings and a real-server test
+// (TestResnapshotWhileStreaming) against writers and crashes. A chunk waits for the
+// transactions in progress at its snapshot, at most Options.ResnapshotWait, and is read again
+// later when one stays open longer (the progress's Error says so). A re-snapshot adds and
+// refreshes documents; it does not remove those of rows that no longer exist. Tables need a
+// primary key. A condition the server refuses, or a missing privilege, gives the request up
+// (logged, and in the progress's Error); a table dropped meanwhile is skipped.
+//
+// Progress reports a re-snapshot (Resnapshot set to its id) while the initial snapshot is not
+// being read: the table being read, tables done of the request's, rows read (those dropped
+// included) against the planner's estimate, the rate, and requests queued behind it.
+//
 // # Checkpoints
 //
 // A checkpoint is a small JSON document (format version 1). After a transaction it holds the

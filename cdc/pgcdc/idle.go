@@ -114,6 +114,9 @@ func (st *stream) idleEligible(now time.Time) bool {
 		}
 		st.idle.out = nil
 	}
+	if st.resnapActive() {
+		return false // the slot must not move past a re-snapshot request no checkpoint carries
+	}
 	if st.plan.snapshot != nil && !st.ackedStream.Load() {
 		return false // the snapshot's rows are not all stored yet
 	}
@@ -167,8 +170,17 @@ func (st *stream) touchIdle() {
 
 // handleLogicalMessage handles logical decoding messages: this slot's idle notes; every other
 // message is ignored.
-func (st *stream) handleLogicalMessage(m *pglogrepl.LogicalDecodingMessage) error {
-	if m.Prefix != idlePrefix || m.Transactional {
+func (st *stream) handleLogicalMessage(ctx context.Context, m *pglogrepl.LogicalDecodingMessage) error {
+	if m.Transactional {
+		switch m.Prefix {
+		case resnapPrefix:
+			st.resnapMark(string(m.Content))
+		case ResnapshotPrefix:
+			st.resnapRequest(ctx, m.Content)
+		}
+		return nil
+	}
+	if m.Prefix != idlePrefix {
 		return nil
 	}
 	var n idleNote

@@ -1,6 +1,7 @@
 package pgcdc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -48,7 +49,7 @@ func TestIdleNoteVerification(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := &stream{src: &Source{opts: Options{Slot: slot}}, verified: make(chan error, 1),
 				verify: &verifyPlan{resume: resume, confirmed: confirmed}}
-			err := st.handleLogicalMessage(&c.msg)
+			err := st.handleLogicalMessage(context.Background(), &c.msg)
 			var got string
 			switch {
 			case errors.Is(err, ErrCheckpointBehindSlot):

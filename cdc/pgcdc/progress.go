@@ -5,11 +5,19 @@ import "github.com/tributary-dev/tributary/cdc"
 // Progress implements cdc.Stream. RowsDone counts snapshot rows the reader has taken from
 // Events: those put into the channel less those still buffered in it (momentarily one off
 // while a row is being handed over).
+//
+// While the initial snapshot is not being read, a re-snapshot's progress is reported instead,
+// once one was requested (Resnapshot set): RowsDone counts the rows its chunks read.
 func (st *stream) Progress() cdc.SnapshotProgress {
 	st.progMu.Lock()
 	p := st.progress
 	st.progMu.Unlock()
 	if !p.Active {
+		if r := st.rsLoad(); r != nil {
+			if rp := r.progress(); rp.Resnapshot != "" {
+				return rp
+			}
+		}
 		return p
 	}
 	taken := max(st.snapSent.Load()-int64(len(st.events)), 0)

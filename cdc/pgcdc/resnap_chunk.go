@@ -29,6 +29,10 @@ type chunkSpec struct {
 	limit         int      // rows per chunk
 	mark          string   // the watermarks' content (slot, re-snapshot and chunk), low/high appended
 	wait          time.Duration
+	where         string // an SQL condition the rows must meet; "" for every row
+	// load, when set, fills cols, key and keyOIDs in the chunk's snapshot transaction, before
+	// its rows are read: the columns are then exactly the table's as the snapshot sees it.
+	load func(ctx context.Context, tx pgx.Tx) error
 }
 
 // chunkRead is a chunk as steps 1-4 read it.
@@ -81,15 +85,7 @@ func readChunk(ctx context.Context, conn *pgx.Conn, spec *chunkSpec) (*chunkRead
 // writeWatermark commits a transactional logical message of its own (resnap_window.go: a
 // non-transactional one is not flushed on PostgreSQL 15).
 func writeWatermark(ctx context.Context, conn *pgx.Conn, content string) error {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgcdc: re-snapshot watermark: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_catalog.pg_logical_emit_message(true, $1, $2::text)", resnapPrefix, content); err != nil {
-		return fmt.Errorf("pgcdc: re-snapshot watermark: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := emitTransactional(ctx, conn, resnapPrefix, content); err != nil {
 		return fmt.Errorf("pgcdc: re-snapshot watermark: %w", err)
 	}
 	return nil
@@ -107,15 +103,20 @@ func readChunkRows(ctx context.Context, conn *pgx.Conn, spec *chunkSpec) (_ *chu
 	if xip, xmax, err = snapshotXids(ctx, tx); err != nil {
 		return nil, 0, nil, err
 	}
+	if spec.load != nil {
+		if err := spec.load(ctx, tx); err != nil {
+			return nil, 0, nil, err
+		}
+	}
 	sel, key := spec.selectSQL()
-	query := sel
+	var conds []string
 	var args [][]byte
 	var oids []uint32
 	if spec.after != nil {
-		query += " WHERE " + key + " > " + spec.params(1)
+		conds = append(conds, key+" > "+spec.params(1))
 		args, oids = keyArgs(spec.after), spec.keyOIDs
 	}
-	query += " ORDER BY " + key + " LIMIT " + strconv.Itoa(spec.limit+1)
+	query := sel + spec.whereSQL(conds...) + " ORDER BY " + key + " LIMIT " + strconv.Itoa(spec.limit+1)
 	cr, err := scanRows(ctx, tx, spec, query, args, oids, spec.limit)
 	if err != nil {
 		return nil, 0, nil, err
@@ -239,8 +240,7 @@ func readRange(ctx context.Context, conn *pgx.Conn, spec *chunkSpec, first, last
 		}
 	}
 	sel, key := spec.selectSQL()
-	query := sel + " WHERE " + key + " >= " + spec.params(1) + " AND " + key + " <= " + spec.params(len(spec.key)+1) +
-		" ORDER BY " + key
+	query := sel + spec.whereSQL(key+" >= "+spec.params(1), key+" <= "+spec.params(len(spec.key)+1)) + " ORDER BY " + key
 	args := append(keyArgs(first), keyArgs(last)...)
 	oids := append(append([]uint32(nil), spec.keyOIDs...), spec.keyOIDs...)
 	cr, err := scanRows(ctx, tx, spec, query, args, oids, -1)
@@ -263,6 +263,17 @@ func (spec *chunkSpec) selectSQL() (sel, key string) {
 	}
 	return "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(spec.schema) + "." + quoteIdent(spec.table),
 		"(" + strings.Join(keyCols, ", ") + ")"
+}
+
+// whereSQL is the WHERE clause of conds and the spec's condition ("" for none).
+func (spec *chunkSpec) whereSQL(conds ...string) string {
+	if spec.where != "" {
+		conds = append(conds, "("+spec.where+")")
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
 }
 
 // params returns the row constructor of one key's parameters, numbered from first.

@@ -66,6 +66,10 @@ type Options struct {
 	// SnapshotChunk is how many rows a snapshot reads per query; each chunk's last row carries
 	// a checkpoint. Default 1024.
 	SnapshotChunk int
+	// ResnapshotWait bounds how long a re-snapshot chunk waits for the transactions in
+	// progress when its snapshot was taken (doc.go, Re-snapshots); a chunk that waited longer
+	// is read again later. Default 10s.
+	ResnapshotWait time.Duration
 	// StatusInterval is how often the stream reports its acknowledged position to the server
 	// even when nothing happens. It must stay well below the server's wal_sender_timeout
 	// (default 60s). Default 10s.
@@ -161,6 +165,9 @@ func New(dsn string, optsIn *Options) (_ *Source, err error) {
 	}
 	if opts.SnapshotChunk <= 0 {
 		opts.SnapshotChunk = 1024
+	}
+	if opts.ResnapshotWait <= 0 {
+		opts.ResnapshotWait = 10 * time.Second
 	}
 	if opts.StatusInterval <= 0 {
 		opts.StatusInterval = 10 * time.Second
@@ -490,6 +497,9 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 	}
 
 	p := &plan{database: database, tables: tables, schemas: schemas, toast: toast}
+	if resume != nil {
+		p.resnap = resume.resnap
+	}
 	switch {
 	case slot == nil && resume != nil:
 		return nil, fmt.Errorf("%w: %s is gone, the changes after the checkpoint with it", ErrSlotMissing, s.opts.Slot)
@@ -569,6 +579,7 @@ type plan struct {
 	start    pglogrepl.LSN      // stream from here; already confirmed to the server
 	snapshot *snapshotPlan      // nil: no snapshot
 	verify   *verifyPlan        // set when resuming behind the slot's confirmed position
+	resnap   *resnapState       // a re-snapshot the checkpoint says is not done
 }
 
 // Drop removes the slot (waiting until no stream uses it) and the publication: what deleting

@@ -80,6 +80,12 @@ type stream struct {
 	verify   *verifyPlan
 	verified chan error
 
+	// rs carries out re-snapshots (resnap_run.go), nil until one is requested; highAt is the
+	// chunk whose high watermark the transaction being decoded holds. Run's goroutine only.
+	rs     *resnapper
+	highAt *chunkWindow
+	rsPub  atomic.Pointer[resnapper] // rs, for Progress
+
 	progMu   sync.Mutex
 	progress cdc.SnapshotProgress
 	progT0   time.Time
@@ -96,6 +102,7 @@ type relation struct {
 // txState is the transaction being decoded.
 type txState struct {
 	xid        string
+	xid32      uint32
 	commitLSN  pglogrepl.LSN
 	commitTime time.Time
 }
@@ -220,6 +227,7 @@ func (st *stream) run() {
 		_ = st.repl.Conn().SetDeadline(now.Add(2 * time.Second))
 		_, _ = st.repl.Conn().Write(statusUpdate(pos, pos, now, false))
 	}
+	st.stopResnapper()
 	_ = st.repl.Close(cctx)
 	st.sess.close()
 	ccancel()
@@ -253,6 +261,10 @@ func (st *stream) runAll(ctx context.Context) error {
 		if err := st.startVerify(ctx); err != nil {
 			return err
 		}
+	}
+	if st.plan.resnap != nil {
+		st.startResnapper(ctx, st.plan.resnap)
+		st.opts().Logger.Info("pgcdc: resuming re-snapshot", "slot", st.opts().Slot, "jobs", len(st.plan.resnap.Jobs))
 	}
 	return st.receive(ctx)
 }
@@ -452,11 +464,11 @@ func (st *stream) streamCheckpoint(end pglogrepl.LSN) cdc.Checkpoint {
 			break
 		}
 	}
-	return encodeCheckpoint(end, nil)
+	return encodeCheckpoint(end, nil, st.resnapCheckpoint())
 }
 
 func (st *stream) snapshotCheckpoint(state *snapshotState) cdc.Checkpoint {
-	return encodeCheckpoint(st.plan.start, state)
+	return encodeCheckpoint(st.plan.start, state, st.plan.resnap)
 }
 
 // emit delivers ev. While the consumer is slow it keeps reporting status to the server, which

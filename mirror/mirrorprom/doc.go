@@ -25,7 +25,8 @@
 //	                                     sink_unavailable, lagging
 //	                                     (cdc.Health.Class), other
 //	state{state}                         1 for the current state, 0 for the others: not_running,
-//	                                     starting, snapshotting, streaming, reconnecting, stopped
+//	                                     starting, snapshotting, resnapshotting, streaming,
+//	                                     reconnecting, stopped
 //	replication_lag_seconds              from the source's lag measurements (cdc.LagReporter),
 //	                                     else from the newest commit of the last streamed batch
 //	replication_lag_bytes, retained_bytes, lag_measured_timestamp_seconds, lag_measurement_failing
@@ -33,6 +34,9 @@
 //	last_batch_timestamp_seconds, last_checkpoint_timestamp_seconds
 //	snapshot_active, snapshot_rows_done, snapshot_rows_estimated, snapshot_tables_done,
 //	snapshot_tables_total                of the running snapshot, else of the last one
+//	resnapshot_active, resnapshot_rows_done, resnapshot_rows_estimated, resnapshot_rows_per_second,
+//	resnapshot_tables_done, resnapshot_tables_total, resnapshot_queued
+//	                                     of the running re-snapshot, else of the last one
 //	events_total, batches_total, dead_letters_total, backpressure_retries_total, reconnects_total
 //
 // From the observers:

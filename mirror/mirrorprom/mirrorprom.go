@@ -46,6 +46,8 @@ type Collector struct {
 	lagSeconds, lagBytes, retained, lagMeasured, lagError *prometheus.Desc
 	pending, lastBatch, lastCheckpoint                    *prometheus.Desc
 	snapActive, snapDone, snapEst, snapTables, snapTotal  *prometheus.Desc
+	resnapActive, resnapDone, resnapEst, resnapTables     *prometheus.Desc
+	resnapTotal, resnapRate, resnapQueued                 *prometheus.Desc
 	events, batches, deadLetters, retries, reconnects     *prometheus.Desc
 }
 
@@ -99,6 +101,13 @@ func New(opts *Options) *Collector {
 	c.snapEst = desc("snapshot_rows_estimated", "The source catalog's row estimate for the snapshot's tables: of the running snapshot, else of the last one.")
 	c.snapTables = desc("snapshot_tables_done", "Snapshot tables read completely: of the running snapshot, else of the last one.")
 	c.snapTotal = desc("snapshot_tables_total", "Tables the snapshot reads: of the running snapshot, else of the last one.")
+	c.resnapActive = desc("resnapshot_active", "1 while a re-snapshot reads tables again while streaming.")
+	c.resnapDone = desc("resnapshot_rows_done", "Rows the re-snapshot read: of the running one, else of the last one.")
+	c.resnapEst = desc("resnapshot_rows_estimated", "The planner's row estimate for the re-snapshot's tables: of the running one, else of the last one.")
+	c.resnapTables = desc("resnapshot_tables_done", "Tables the re-snapshot read completely: of the running one, else of the last one.")
+	c.resnapTotal = desc("resnapshot_tables_total", "Tables the re-snapshot reads: of the running one, else of the last one.")
+	c.resnapRate = desc("resnapshot_rows_per_second", "The re-snapshot's read rate: of the running one, else of the last one.")
+	c.resnapQueued = desc("resnapshot_queued", "Re-snapshot requests waiting behind the running one.")
 	c.events = desc("events_total", "Events in batches that succeeded (applied, superseded or dead-lettered); events per second is rate() of it.")
 	c.batches = desc("batches_total", "Batches that succeeded.")
 	c.deadLetters = desc("dead_letters_total", "Events written to the dead-letter file.")
@@ -136,7 +145,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{c.healthy, c.healthReason, c.state, c.lagSeconds, c.lagBytes, c.retained,
 		c.lagMeasured, c.lagError, c.pending, c.lastBatch, c.lastCheckpoint, c.snapActive, c.snapDone, c.snapEst,
-		c.snapTables, c.snapTotal, c.events, c.batches, c.deadLetters, c.retries, c.reconnects} {
+		c.snapTables, c.snapTotal, c.resnapActive, c.resnapDone, c.resnapEst, c.resnapTables, c.resnapTotal,
+		c.resnapRate, c.resnapQueued, c.events, c.batches, c.deadLetters, c.retries, c.reconnects} {
 		ch <- d
 	}
 }
@@ -207,6 +217,14 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s cdc.Status) {
 	gauge(c.snapEst, float64(snap.RowsEstimated))
 	gauge(c.snapTables, float64(snap.TablesDone))
 	gauge(c.snapTotal, float64(snap.TablesTotal))
+	rs := pr.Resnapshot
+	gauge(c.resnapActive, b2f(rs.Active))
+	gauge(c.resnapDone, float64(rs.RowsDone))
+	gauge(c.resnapEst, float64(rs.RowsEstimated))
+	gauge(c.resnapTables, float64(rs.TablesDone))
+	gauge(c.resnapTotal, float64(rs.TablesTotal))
+	gauge(c.resnapRate, rs.RowsPerSecond)
+	gauge(c.resnapQueued, float64(rs.Queued))
 	count(c.events, pr.Events)
 	count(c.batches, pr.Batches)
 	count(c.deadLetters, pr.DeadLetters)
@@ -215,7 +233,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s cdc.Status) {
 }
 
 // states are the values of Status.State, as label values.
-var states = []string{"not_running", "starting", "snapshotting", "streaming", "reconnecting", "stopped"}
+var states = []string{"not_running", "starting", "snapshotting", "resnapshotting", "streaming", "reconnecting", "stopped"}
 
 func stateLabel(s string) string { return strings.ReplaceAll(s, " ", "_") }
 
