@@ -80,6 +80,11 @@ type Resnapshotter interface {
 	Resnapshot(ctx context.Context, req ResnapshotRequest) (id string, err error)
 }
 
+// ErrResnapshotRefused is what a Resnapshotter's error wraps when the request cannot be
+// carried out as given (a table not captured or without a primary key, a condition the
+// server refuses); other errors (a server out of reach) may succeed when tried again.
+var ErrResnapshotRefused = errors.New("re-snapshot request refused")
+
 // ErrSourceClosed is returned by streams used after Close.
 var ErrSourceClosed = errors.New("cdc: source stream closed")
 

@@ -69,6 +69,9 @@ type SourceConfig struct {
 	// PostgreSQL: the replication slot and the publication, created when missing. Default
 	// tributary_<name> for both.
 	Slot, Publication string
+	// PostgreSQL: SnapshotChunk is how many rows a snapshot or re-snapshot reads per query
+	// (pgcdc.Options.SnapshotChunk). Default 1024.
+	SnapshotChunk int
 
 	// MySQL and MariaDB: Flavor is mariadb (default) or mysql; ServerID the replica id the
 	// reader registers with (default derived from the pipeline's name, so pipelines of one
@@ -261,6 +264,9 @@ func (v *validator) source(i int, s *SourceConfig) {
 	default:
 		v.bad(key("snapshot"), "must be initial or never")
 	}
+	if s.SnapshotChunk < 0 {
+		v.bad(key("snapshot_chunk"), "must be positive")
+	}
 	for j, t := range s.Tables {
 		if _, _, err := splitTable(t); err != nil {
 			v.bad(key("tables["+strconv.Itoa(j)+"]"), "%v", err)
@@ -285,7 +291,7 @@ func (v *validator) source(i int, s *SourceConfig) {
 			v.bad(key("slot"), "use a-z, 0-9 and '_' (at most 63)")
 		}
 	case "mysql":
-		only("postgres", map[string]bool{"slot": s.Slot != "", "publication": s.Publication != ""})
+		only("postgres", map[string]bool{"slot": s.Slot != "", "publication": s.Publication != "", "snapshot_chunk": s.SnapshotChunk != 0})
 		if len(s.Tables) == 0 {
 			v.bad(key("tables"), "MySQL needs the captured tables listed")
 		}

@@ -321,6 +321,7 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"snapshot", p.str(&s.Snapshot)},
 		{"slot", p.str(&s.Slot)},
 		{"publication", p.str(&s.Publication)},
+		{"snapshot_chunk", p.integer(&s.SnapshotChunk)},
 		{"flavor", p.str(&s.Flavor)},
 		{"server_id", p.uint32(&s.ServerID)},
 		{"positioning", p.str(&s.Positioning)},

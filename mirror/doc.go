@@ -17,7 +17,8 @@
 // index's marker) and to the runner (cdc.NewRunner's pipeline, the checkpoint's key), which
 // must agree. Both source types share one vocabulary: type, dsn, name, tables
 // (schema.table, schema.* -- every table of the schema, also those created later -- or a
-// bare table), snapshot (initial or never); PostgreSQL adds slot and publication, MySQL
+// bare table), snapshot (initial or never); PostgreSQL adds slot, publication and
+// snapshot_chunk (rows per snapshot and re-snapshot query), MySQL
 // flavor, server_id and positioning, and each type's own keys are refused on the other.
 // Runner settings map onto cdc.RunnerOptions (see RunnerConfig).
 //

@@ -131,7 +131,7 @@ func openForPipeline(cfg *Config, pipeline string, lock time.Duration) (*Pipelin
 	}
 	pc := cfg.Pipeline(pipeline)
 	if pc == nil {
-		return nil, nil, fmt.Errorf("mirror: no pipeline %q in the configuration (it has %s)", pipeline, strings.Join(cfg.Names(), ", "))
+		return nil, nil, fmt.Errorf("%w: %q (the configuration has %s)", ErrNoPipeline, pipeline, strings.Join(cfg.Names(), ", "))
 	}
 	if lock <= 0 {
 		lock = 2 * time.Second

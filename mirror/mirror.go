@@ -46,6 +46,7 @@ type pipeline struct {
 	name   string
 	dlq    *cdc.FileDLQ
 	sink   *sink.Sink
+	src    cdc.Source
 	runner runner
 }
 
@@ -107,6 +108,7 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if err != nil {
 		return p, err
 	}
+	p.src = src
 	if p.runner, err = cdc.NewRunner(pc.Name, src, p.sink, m.state, p.dlq, runnerOptions(pc, log, runObs)); err != nil {
 		return p, err
 	}
@@ -148,6 +150,39 @@ func (m *Mirror) Pipelines() []string {
 	}
 	return out
 }
+
+// ErrResnapshotUnsupported is Resnapshot's error for a pipeline whose source cannot read
+// tables again while streaming.
+var ErrResnapshotUnsupported = errors.New("mirror: the pipeline's source cannot re-snapshot while streaming")
+
+// Resnapshot asks pipeline's source to read tables again while the pipeline keeps streaming
+// (cdc.Resnapshotter): req.Tables as the configuration spells them (empty: every captured
+// table), req.Where an optional SQL condition on each table's rows. It returns the request's
+// id once the request is durable at the source; the running pipeline carries it out (its
+// Status's Progress.Resnapshot tells how far), and one started later takes it up. The
+// source's refusals (a table not captured or without a primary key, a condition the server
+// refuses) come back as its errors; a source that cannot is ErrResnapshotUnsupported.
+func (m *Mirror) Resnapshot(ctx context.Context, pipeline string, req cdc.ResnapshotRequest) (string, error) {
+	for _, p := range m.pipes {
+		if p.name != pipeline {
+			continue
+		}
+		rs, ok := p.src.(cdc.Resnapshotter)
+		if !ok {
+			return "", fmt.Errorf("%w (pipeline %q)", ErrResnapshotUnsupported, pipeline)
+		}
+		id, err := rs.Resnapshot(ctx, req)
+		if err != nil {
+			return "", fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		m.log.Info("re-snapshot requested", "pipeline", pipeline, "id", id, "tables", len(req.Tables), "where", req.Where != "")
+		return id, nil
+	}
+	return "", fmt.Errorf("%w: %q (it has %s)", ErrNoPipeline, pipeline, strings.Join(m.Pipelines(), ", "))
+}
+
+// ErrNoPipeline is the error for a pipeline name the configuration does not have.
+var ErrNoPipeline = errors.New("mirror: no such pipeline")
 
 // Status returns every pipeline's status (cdc.Runner.Status), in configuration order; safe to
 // call at any time from any goroutine, also before Run and after it returned.

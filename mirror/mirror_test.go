@@ -154,6 +154,19 @@ func TestOpenConnectsToNothing(t *testing.T) {
 			t.Fatalf("status before Run: %+v", s)
 		}
 	}
+	// Re-snapshot requests: MySQL cannot yet, an unknown pipeline is named, and PostgreSQL's
+	// request needs its server (here out of reach: not a refusal of the request).
+	ctx := context.Background()
+	if _, err := m.Resnapshot(ctx, "my", cdc.ResnapshotRequest{}); !errors.Is(err, ErrResnapshotUnsupported) {
+		t.Errorf("Resnapshot(my) = %v", err)
+	}
+	if _, err := m.Resnapshot(ctx, "nope", cdc.ResnapshotRequest{}); !errors.Is(err, ErrNoPipeline) {
+		t.Errorf("Resnapshot(nope) = %v", err)
+	}
+	if _, err := m.Resnapshot(ctx, "pg", cdc.ResnapshotRequest{Tables: []string{"public.t"}}); err == nil ||
+		errors.Is(err, cdc.ErrResnapshotRefused) || strings.Contains(err.Error(), "pw") {
+		t.Errorf("Resnapshot(pg) with the server out of reach = %v", err)
+	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}

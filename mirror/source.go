@@ -64,7 +64,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 
 func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slog.Logger) (*pgcdc.Source, error) {
 	c := &p.Source
-	o := pgcdc.Options{Name: name, Slot: c.Slot, Publication: c.Publication, Snapshot: mode, Logger: log}
+	o := pgcdc.Options{Name: name, Slot: c.Slot, Publication: c.Publication, Snapshot: mode, SnapshotChunk: c.SnapshotChunk, Logger: log}
 	for _, t := range c.Tables {
 		schema, table, err := splitTable(t)
 		if err != nil {

@@ -28,8 +28,8 @@ const ResnapshotPrefix = "tributary.resnapshot"
 
 // ErrResnapshotRequest is the error of a re-snapshot request that cannot be carried out as
 // given: a table that is not captured, has no primary key or does not exist, or a WHERE
-// condition the server refuses.
-var ErrResnapshotRequest = errors.New("pgcdc: re-snapshot request refused")
+// condition the server refuses. It is cdc.ErrResnapshotRefused.
+var ErrResnapshotRequest = cdc.ErrResnapshotRefused
 
 // resnapRequest is a request message's content.
 type resnapRequest struct {
@@ -116,7 +116,7 @@ func (s *Source) Resnapshot(ctx context.Context, req cdc.ResnapshotRequest) (str
 		var t requestTable
 		b, _ := json.Marshal(name)
 		if err := t.UnmarshalJSON(b); err != nil || t.Name == "" {
-			return "", fmt.Errorf("%w: table %q: want schema.table", ErrResnapshotRequest, name)
+			return "", fmt.Errorf("pgcdc: %w: table %q: want schema.table", ErrResnapshotRequest, name)
 		}
 		r.Tables = append(r.Tables, t)
 	}
@@ -161,17 +161,17 @@ func (s *Source) Resnapshot(ctx context.Context, req cdc.ResnapshotRequest) (str
 // primary key, or with a condition the server does not accept on it.
 func (s *Source) checkResnapTable(ctx context.Context, conn *pgx.Conn, database string, t Table, where string) error {
 	if !s.captures(t) {
-		return fmt.Errorf("%w: %s.%s is not captured by this source", ErrResnapshotRequest, t.Schema, t.Name)
+		return fmt.Errorf("pgcdc: %w: %s.%s is not captured by this source", ErrResnapshotRequest, t.Schema, t.Name)
 	}
 	ti, err := newCatalog(conn).loadTable(ctx, s.tableID(database, t))
 	if errors.Is(err, errNoTable) {
-		return fmt.Errorf("%w: %s.%s does not exist", ErrResnapshotRequest, t.Schema, t.Name)
+		return fmt.Errorf("pgcdc: %w: %s.%s does not exist", ErrResnapshotRequest, t.Schema, t.Name)
 	}
 	if err != nil {
 		return err
 	}
 	if len(ti.schema.PrimaryKey) == 0 {
-		return fmt.Errorf("%w: %s.%s has no primary key (a re-snapshot reads by key ranges)", ErrResnapshotRequest, t.Schema, t.Name)
+		return fmt.Errorf("pgcdc: %w: %s.%s has no primary key (a re-snapshot reads by key ranges)", ErrResnapshotRequest, t.Schema, t.Name)
 	}
 	if where == "" {
 		return nil
@@ -190,7 +190,7 @@ func (s *Source) checkResnapTable(ctx context.Context, conn *pgx.Conn, database 
 	}
 	if err != nil {
 		// The server's message names what is wrong with the condition, never row data.
-		return fmt.Errorf("%w: condition on %s.%s: %w", ErrResnapshotRequest, t.Schema, t.Name, err)
+		return fmt.Errorf("pgcdc: %w: condition on %s.%s: %w", ErrResnapshotRequest, t.Schema, t.Name, err)
 	}
 	return nil
 }
@@ -256,7 +256,7 @@ func emitTransactional(ctx context.Context, conn *pgx.Conn, prefix, content stri
 func (st *stream) parseResnapRequest(content []byte, at string) (*resnapJob, error) {
 	var r resnapRequest
 	if err := json.Unmarshal(content, &r); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON request: %v", ErrResnapshotRequest, err)
+		return nil, fmt.Errorf("pgcdc: %w: not a JSON request: %v", ErrResnapshotRequest, err)
 	}
 	if r.Slot != "" && r.Slot != st.opts().Slot {
 		return nil, nil
@@ -267,13 +267,13 @@ func (st *stream) parseResnapRequest(content []byte, at string) (*resnapJob, err
 	}
 	for _, t := range r.Tables {
 		if t.Name == "" {
-			return nil, fmt.Errorf("%w (%s): a table without a name", ErrResnapshotRequest, job.ID)
+			return nil, fmt.Errorf("pgcdc: %w (%s): a table without a name", ErrResnapshotRequest, job.ID)
 		}
 		if !st.src.captures(Table(t)) {
 			if r.Slot == "" {
 				return nil, nil // a request for another source's tables
 			}
-			return nil, fmt.Errorf("%w (%s): %s.%s is not captured by this source", ErrResnapshotRequest, job.ID, t.Schema, t.Name)
+			return nil, fmt.Errorf("pgcdc: %w (%s): %s.%s is not captured by this source", ErrResnapshotRequest, job.ID, t.Schema, t.Name)
 		}
 		if ref := tableRef(t); !slices.Contains(job.Tables, ref) {
 			job.Tables = append(job.Tables, ref)

@@ -379,7 +379,7 @@ func (r *resnapper) chunk(ctx context.Context, job resnapJob, t Table, id cdc.Ta
 			return err
 		}
 		if len(ti.schema.PrimaryKey) == 0 {
-			return fmt.Errorf("%w: %s has no primary key", ErrResnapshotRequest, id)
+			return fmt.Errorf("pgcdc: %w: %s has no primary key", ErrResnapshotRequest, id)
 		}
 		spec.cols, spec.key, spec.keyOIDs = columnNames(ti.schema), ti.schema.PrimaryKey, nil
 		for _, k := range ti.schema.PrimaryKey {

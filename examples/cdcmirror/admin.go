@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,9 +130,45 @@ func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr st
 			}
 			fmt.Fprintln(w)
 		}
+		for _, sp := range []*snapshotStatus{p.Snapshot, p.Resnapshot} {
+			if sp != nil && (sp.Active || sp.ID != "") {
+				fmt.Fprintf(w, "  live %s\n", snapshotLine(sp))
+			}
+		}
 		return
 	}
 	fmt.Fprintf(w, "  live: the cdcmirror at %s does not run this pipeline\n", addr)
+}
+
+// snapshotLine is a snapshot's or re-snapshot's live figures:
+//
+//	re-snapshot rs-1: running, table public.t, 1/2 tables, 500/1000 rows, 250 rows/s, ETA 2s
+func snapshotLine(sp *snapshotStatus) string {
+	var b strings.Builder
+	if sp.ID != "" {
+		b.WriteString("re-snapshot " + sp.ID + ": ")
+	} else {
+		b.WriteString("snapshot: ")
+	}
+	state := "done"
+	if sp.Active {
+		state = "running"
+	}
+	b.WriteString(state)
+	if sp.Table != "" {
+		b.WriteString(", table " + sp.Table)
+	}
+	fmt.Fprintf(&b, ", %d/%d tables, %d/%d rows, %.0f rows/s", sp.TablesDone, sp.TablesTotal, sp.RowsDone, sp.RowsEstimated, sp.RowsPerSecond)
+	if sp.ETASeconds > 0 {
+		fmt.Fprintf(&b, ", ETA %s", time.Duration(sp.ETASeconds*float64(time.Second)).Round(time.Second))
+	}
+	if sp.Queued > 0 {
+		fmt.Fprintf(&b, ", %d queued", sp.Queued)
+	}
+	if sp.Error != "" {
+		b.WriteString(", " + sp.Error)
+	}
+	return b.String()
 }
 
 // liveStatus asks a running cdcmirror for its /status.
@@ -160,3 +198,51 @@ func liveStatus(ctx context.Context, addr string) (*statusDoc, error) {
 }
 
 func ago(t time.Time) string { return time.Since(t).Round(time.Second).String() }
+
+// resnapFlags are the resnapshot command's flags.
+type resnapFlags struct {
+	tables stringList
+	where  *string
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// requestResnapshot asks the cdcmirror serving addr to re-snapshot (POST /admin/resnapshot)
+// and prints the request's id. A refusal (the tables, the condition) is a usage error.
+func requestResnapshot(ctx context.Context, w io.Writer, addr string, body resnapshotBody) error {
+	if addr == "" {
+		return usageError{errors.New("--metrics-addr is required: the running cdcmirror takes the request")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/admin/resnapshot", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("no cdcmirror answers at %s (is it running with --metrics-addr %s?): %w", addr, addr, err)
+	}
+	defer res.Body.Close()
+	var ans resnapshotAnswer
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&ans); err != nil {
+		return fmt.Errorf("/admin/resnapshot: %s: %w", res.Status, err)
+	}
+	switch {
+	case res.StatusCode == http.StatusAccepted:
+		fmt.Fprintf(w, "re-snapshot %s requested for pipeline %s; `cdcmirror status` shows its progress\n", ans.ID, ans.Pipeline)
+		return nil
+	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusNotFound:
+		return usageError{errors.New(ans.Error)}
+	}
+	return fmt.Errorf("/admin/resnapshot: %s: %s", res.Status, ans.Error)
+}

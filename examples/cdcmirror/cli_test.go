@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
 	"github.com/tributary-dev/tributary/mirror/mirrorprom"
 )
 
@@ -91,6 +94,62 @@ func indent(s string) string {
 type fakeMirror struct{ st []cdc.Status }
 
 func (f *fakeMirror) Status() []cdc.Status { return f.st }
+
+// Resnapshot answers as mirror.Mirror does: "pg" takes requests for "public.t" (its id is the
+// where), "maria" cannot, other tables are refused, other pipelines unknown.
+func (f *fakeMirror) Resnapshot(_ context.Context, pipeline string, req cdc.ResnapshotRequest) (string, error) {
+	switch {
+	case pipeline == "maria":
+		return "", mirror.ErrResnapshotUnsupported
+	case pipeline != "pg":
+		return "", fmt.Errorf("%w: %q", mirror.ErrNoPipeline, pipeline)
+	case len(req.Tables) != 1 || req.Tables[0] != "public.t":
+		return "", fmt.Errorf("pgcdc: %w: not captured", cdc.ErrResnapshotRefused)
+	}
+	return "id-" + req.Where, nil
+}
+
+// TestResnapshotEndpoint checks POST /admin/resnapshot's answers.
+func TestResnapshotEndpoint(t *testing.T) {
+	m := &fakeMirror{st: []cdc.Status{{Pipeline: "pg"}, {Pipeline: "maria"}}}
+	mux := newMux(prometheus.NewRegistry(), m)
+	post := func(ct, body string) (int, resnapshotAnswer) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/admin/resnapshot", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		mux.ServeHTTP(rec, req)
+		var ans resnapshotAnswer
+		if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil {
+			t.Fatalf("%s: answer %q: %v", body, rec.Body.String(), err)
+		}
+		return rec.Code, ans
+	}
+	const js = "application/json"
+	for _, c := range []struct {
+		ct, body string
+		code     int
+		id       string
+	}{
+		{js, `{"pipeline": "pg", "tables": ["public.t"], "where": "id < 5"}`, 202, "id-id < 5"},
+		{js, `{"pipeline": "pg", "tables": ["public.x"]}`, 400, ""},
+		{js, `{"pipeline": "maria", "tables": ["db.t"]}`, 501, ""},
+		{js, `{"pipeline": "nope"}`, 404, ""},
+		{js, `{"tables": ["public.t"]}`, 400, ""}, // two pipelines: which one?
+		{js, `{"pipeline": "pg", "table": "public.t"}`, 400, ""},
+		{js, `not json`, 400, ""},
+		{"text/plain", `{"pipeline": "pg", "tables": ["public.t"]}`, 415, ""},
+	} {
+		code, ans := post(c.ct, c.body)
+		if code != c.code || ans.ID != c.id || (code != 202) != (ans.Error != "") {
+			t.Errorf("%s %s: %d %+v, want %d id %q", c.ct, c.body, code, ans, c.code, c.id)
+		}
+	}
+	m.st = m.st[:1] // one pipeline: it may go unnamed
+	if code, ans := post(js, `{"tables": ["public.t"]}`); code != 202 || ans.Pipeline != "pg" {
+		t.Errorf("one pipeline, unnamed: %d %+v", code, ans)
+	}
+}
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()

@@ -29,7 +29,7 @@
 // source: has type (postgres or mysql), dsn, name (the source's name in each index's
 // ownership marker; default the type), tables (schema.table, schema.* for every table of a
 // schema including later ones, or a bare table), snapshot (initial or never); for postgres
-// slot and publication (created when missing), for mysql flavor (mariadb or mysql),
+// slot, publication (created when missing) and snapshot_chunk, for mysql flavor (mariadb or mysql),
 // server_id (default derived from the pipeline's name) and positioning (gtid or file). A
 // PostgreSQL dsn is a libpq URL or key=value string; a MySQL dsn is
 // user:password@tcp(host:port)/db or mysql://user:password@host:port/db.
@@ -76,8 +76,10 @@
 // global one: the mirrorprom collector under the namespace cdcmirror, plus the Go runtime and
 // process collectors; see mirror/mirrorprom for every metric), /healthz (200 only when every
 // pipeline is healthy, else 503; one line per pipeline, "name: ok" or "name: reason") and
-// /status (every pipeline's cdc.Status as JSON: health, state, progress, snapshot, lag,
-// reconnects, last failure). Every metric carries a pipeline label.
+// /status (every pipeline's cdc.Status as JSON: health, state, progress, snapshot,
+// re-snapshot, lag, reconnects, last failure). Every metric carries a pipeline label. The same
+// listener takes POST /admin/resnapshot (a JSON body: pipeline, tables, where; see
+// resnapshot below); keep --metrics-addr on a loopback or otherwise trusted address.
 //
 // status prints, per pipeline (or the one --pipeline names): when its checkpoint was saved,
 // how far the source's server is ahead of it (when the source measures lag), the PostgreSQL
@@ -90,6 +92,13 @@
 // checkpoint and ownership records. --pipeline is required when the file has several. It is
 // refused while the pipeline runs. Without --indices the indices stay, and a restarted
 // pipeline is refused them (an index is never adopted) until they are deleted.
+//
+// resnapshot asks the running cdcmirror (at --metrics-addr) to read tables again while the
+// pipeline keeps streaming (mirror.Resnapshot): --table as source.tables spells it
+// (repeatable; none: every captured table), --where an SQL condition on each table's rows.
+// It prints the request's id; the progress bar, /status, `status` and the resnapshot_*
+// metrics follow it. PostgreSQL sources only, for now. A request may also be written by SQL
+// alone (pgcdc.ResnapshotPrefix), with no cdcmirror command at hand.
 //
 // # Stopping
 //

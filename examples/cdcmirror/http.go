@@ -1,20 +1,41 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/mirror"
 )
 
-// statusSource is what the endpoints read: a *mirror.Mirror.
+// statusSource is what the endpoints use: a *mirror.Mirror.
 type statusSource interface {
 	Status() []cdc.Status
+	Resnapshot(ctx context.Context, pipeline string, req cdc.ResnapshotRequest) (string, error)
+}
+
+// resnapshotBody is what POST /admin/resnapshot takes and `cdcmirror resnapshot` sends.
+type resnapshotBody struct {
+	Pipeline string   `json:"pipeline,omitempty"` // may be left out when there is one pipeline
+	Tables   []string `json:"tables,omitempty"`   // as the configuration spells them; empty: every captured table
+	Where    string   `json:"where,omitempty"`    // an SQL condition on each table's rows
+	ID       string   `json:"id,omitempty"`
+}
+
+// resnapshotAnswer is its answer: the request's id, or why there is none.
+type resnapshotAnswer struct {
+	Pipeline string `json:"pipeline,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // newMux serves /metrics from reg, /healthz (200 only when every pipeline is healthy; the
@@ -42,6 +63,12 @@ func newMux(reg *prometheus.Registry, m statusSource) *http.ServeMux {
 			fmt.Fprintf(w, "%s: %s\n", s.Pipeline, reason)
 		}
 	})
+	mux.HandleFunc("POST /admin/resnapshot", func(w http.ResponseWriter, r *http.Request) {
+		code, ans := resnapshot(r, m)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(ans)
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		var out statusDoc
@@ -53,6 +80,47 @@ func newMux(reg *prometheus.Registry, m statusSource) *http.ServeMux {
 		_ = enc.Encode(out)
 	})
 	return mux
+}
+
+// resnapshot serves POST /admin/resnapshot: 202 with the request's id once the source holds
+// it durably, 400 for a request the source refuses (the reason in error), 404 for an unknown
+// pipeline, 415 without a JSON content type (a browser page cannot send one across origins
+// without asking first, so a page the operator visits cannot start a re-snapshot), 501 for a
+// source that cannot, 503 when the source's server cannot be reached.
+func resnapshot(r *http.Request, m statusSource) (int, resnapshotAnswer) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return http.StatusUnsupportedMediaType, resnapshotAnswer{Error: "the body must be JSON (Content-Type: application/json)"}
+	}
+	var body resnapshotBody
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return http.StatusBadRequest, resnapshotAnswer{Error: "bad request body: " + err.Error()}
+	}
+	if body.Pipeline == "" {
+		sts := m.Status()
+		if len(sts) != 1 {
+			return http.StatusBadRequest, resnapshotAnswer{Error: fmt.Sprintf("pipeline is required: %d pipelines run here", len(sts))}
+		}
+		body.Pipeline = sts[0].Pipeline
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	id, err := m.Resnapshot(ctx, body.Pipeline, cdc.ResnapshotRequest{Tables: body.Tables, Where: body.Where, ID: body.ID})
+	ans := resnapshotAnswer{Pipeline: body.Pipeline, ID: id}
+	if err == nil {
+		return http.StatusAccepted, ans
+	}
+	ans.Error = err.Error()
+	switch {
+	case errors.Is(err, mirror.ErrNoPipeline):
+		return http.StatusNotFound, ans
+	case errors.Is(err, mirror.ErrResnapshotUnsupported):
+		return http.StatusNotImplemented, ans
+	case errors.Is(err, cdc.ErrResnapshotRefused):
+		return http.StatusBadRequest, ans
+	}
+	return http.StatusServiceUnavailable, ans
 }
 
 // statusDoc is the /status document.
@@ -74,6 +142,7 @@ type pipelineStatus struct {
 	LastBatch         *time.Time      `json:"last_batch,omitempty"`
 	LastCheckpoint    *time.Time      `json:"last_checkpoint,omitempty"`
 	Snapshot          *snapshotStatus `json:"snapshot,omitempty"`
+	Resnapshot        *snapshotStatus `json:"resnapshot,omitempty"`
 	Lag               *lagStatus      `json:"lag,omitempty"`
 	Reconnects        int64           `json:"reconnects"`
 	LastFailure       string          `json:"last_failure,omitempty"`
@@ -82,11 +151,29 @@ type pipelineStatus struct {
 }
 
 type snapshotStatus struct {
-	Active        bool  `json:"active"`
-	TablesDone    int   `json:"tables_done"`
-	TablesTotal   int   `json:"tables_total"`
-	RowsDone      int64 `json:"rows_done"`
-	RowsEstimated int64 `json:"rows_estimated"`
+	ID            string  `json:"id,omitempty"` // a re-snapshot's
+	Active        bool    `json:"active"`
+	Table         string  `json:"table,omitempty"`
+	TablesDone    int     `json:"tables_done"`
+	TablesTotal   int     `json:"tables_total"`
+	RowsDone      int64   `json:"rows_done"`
+	RowsEstimated int64   `json:"rows_estimated"`
+	RowsPerSecond float64 `json:"rows_per_second"`
+	ETASeconds    float64 `json:"eta_seconds,omitempty"` // while active, from the estimate and the rate
+	Queued        int     `json:"queued,omitempty"`
+	Error         string  `json:"error,omitempty"`
+}
+
+func snapshotJSON(sp cdc.SnapshotProgress) *snapshotStatus {
+	out := &snapshotStatus{ID: sp.Resnapshot, Active: sp.Active, TablesDone: sp.TablesDone, TablesTotal: sp.TablesTotal,
+		RowsDone: sp.RowsDone, RowsEstimated: sp.RowsEstimated, RowsPerSecond: sp.RowsPerSecond, Queued: sp.Queued, Error: sp.Error}
+	if sp.Table != (cdc.TableID{}) {
+		out.Table = sp.Table.String()
+	}
+	if sp.Active && sp.RowsPerSecond > 0 && sp.RowsEstimated > sp.RowsDone {
+		out.ETASeconds = float64(sp.RowsEstimated-sp.RowsDone) / sp.RowsPerSecond
+	}
+	return out
 }
 
 type lagStatus struct {
@@ -110,8 +197,10 @@ func pipelineJSON(s cdc.Status) pipelineStatus {
 		out.LastFailure = s.LastFailure.Error()
 	}
 	if sp := p.Snapshot; sp.Active || sp.TablesTotal > 0 {
-		out.Snapshot = &snapshotStatus{Active: sp.Active, TablesDone: sp.TablesDone, TablesTotal: sp.TablesTotal,
-			RowsDone: sp.RowsDone, RowsEstimated: sp.RowsEstimated}
+		out.Snapshot = snapshotJSON(sp)
+	}
+	if sp := p.Resnapshot; sp.Resnapshot != "" {
+		out.Resnapshot = snapshotJSON(sp)
 	}
 	if l := s.Lag; !l.MeasuredAt.IsZero() || l.Err != nil {
 		out.Lag = &lagStatus{Seconds: l.Seconds, Bytes: l.Bytes, Retained: l.Retained, MeasuredAt: when(l.MeasuredAt)}

@@ -84,7 +84,8 @@ func (e usageError) Unwrap() error { return e.error }
 const usage = `usage:
   cdcmirror [run] --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
   cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
-  cdcmirror drop --config FILE [--pipeline NAME] [--indices]`
+  cdcmirror drop --config FILE [--pipeline NAME] [--indices]
+  cdcmirror resnapshot --config FILE [--pipeline NAME] [--table T]... [--where COND] [--metrics-addr 127.0.0.1:9464]`
 
 // command runs one cdcmirror command with args. run (the default) runs until ctx ends (a
 // signal: nil, after a clean stop) or every pipeline stopped. Reports go to stdout, logs and
@@ -92,7 +93,7 @@ const usage = `usage:
 // once it accepts connections.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer, listening func(net.Addr)) error {
 	name := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot") {
 		name, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("cdcmirror "+name, flag.ContinueOnError)
@@ -105,6 +106,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 	var run runFlags
 	var pipeline *string
 	var indices *bool
+	var rs resnapFlags
 	switch name {
 	case "run":
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "listen address for /metrics, /healthz and /status (empty: none)")
@@ -115,6 +117,11 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 	case "drop":
 		pipeline = fs.String("pipeline", "", "the pipeline to delete (required when the file has several)")
 		indices = fs.Bool("indices", false, "delete the pipeline's indices too (without it they stay, and a restarted pipeline is refused them)")
+	case "resnapshot":
+		pipeline = fs.String("pipeline", "", "the pipeline (required when the file has several)")
+		fs.Var(&rs.tables, "table", "a table to read again, as source.tables spells it (repeatable; none: every captured table)")
+		rs.where = fs.String("where", "", "an SQL condition on each table's rows (a key range, a filter)")
+		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "where the running cdcmirror serves /admin/resnapshot")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -151,6 +158,12 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 			return err
 		}
 		return drop(ctx, stdout, cfg, names[0], *indices)
+	case "resnapshot":
+		names, err := selected(cfg, *pipeline, false)
+		if err != nil {
+			return err
+		}
+		return requestResnapshot(ctx, stdout, *run.metricsAddr, resnapshotBody{Pipeline: names[0], Tables: rs.tables, Where: *rs.where})
 	}
 	return runMirror(ctx, cfg, run, stderr, listening)
 }

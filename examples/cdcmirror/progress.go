@@ -134,7 +134,7 @@ func (p *progress) report() {
 		if p.last.TablesTotal == 1 {
 			tables = "table"
 		}
-		p.con.println(fmt.Sprintf("%ssnapshot: done, %d %s read in %s", p.prefix(), p.last.TablesTotal, tables, now.Sub(p.started).Round(time.Second)))
+		p.con.println(fmt.Sprintf("%s%s: done, %d %s read in %s", p.prefix(), kind(p.last), p.last.TablesTotal, tables, now.Sub(p.started).Round(time.Second)))
 	}
 }
 
@@ -153,7 +153,7 @@ func (p *progress) prefix() string {
 // stale; once the rows read pass the estimate, the percentage stays at 99 and the ETA is "?".
 func renderBar(s cdc.SnapshotProgress, width int) string {
 	var b strings.Builder
-	b.WriteString("snapshot " + where(s))
+	b.WriteString(kind(s) + " " + where(s))
 	if s.RowsEstimated > 0 {
 		frac := min(float64(s.RowsDone)/float64(s.RowsEstimated), 0.99)
 		filled := int(frac * float64(width))
@@ -174,7 +174,7 @@ func renderBar(s cdc.SnapshotProgress, width int) string {
 //	snapshot: 250/1000 rows (25%), 50 rows/s, ETA 15s, table public.orders (1/2)
 func renderLine(s cdc.SnapshotProgress) string {
 	var b strings.Builder
-	b.WriteString("snapshot: ")
+	b.WriteString(kind(s) + ": ")
 	if s.RowsEstimated > 0 {
 		pct := min(s.RowsDone*100/s.RowsEstimated, 99)
 		fmt.Fprintf(&b, "%d/%d rows (%d%%)", s.RowsDone, s.RowsEstimated, pct)
@@ -186,7 +186,26 @@ func renderLine(s cdc.SnapshotProgress) string {
 		b.WriteString(", ETA " + eta(s))
 	}
 	b.WriteString(", table " + where(s))
+	if s.Error != "" {
+		b.WriteString(", retrying: " + s.Error)
+	}
 	return b.String()
+}
+
+// kind names what is being read: the initial snapshot, or a re-snapshot by its id.
+func kind(s cdc.SnapshotProgress) string {
+	if s.Resnapshot != "" {
+		return "re-snapshot " + s.Resnapshot
+	}
+	return "snapshot"
+}
+
+// current is the progress to show: the initial snapshot's unless a re-snapshot runs.
+func current(p cdc.Progress) cdc.SnapshotProgress {
+	if p.Resnapshot.Active && !p.Snapshot.Active {
+		return p.Resnapshot
+	}
+	return p.Snapshot
 }
 
 // where names the table being read and the table count.

@@ -104,7 +104,7 @@ func showProgress(con *console, m *mirror.Mirror, bar bool) (stop func()) {
 	var ps []*progress
 	for i, name := range names {
 		p := &progress{con: con, bar: bar, every: every, now: time.Now,
-			read: func() cdc.SnapshotProgress { return m.Status()[i].Progress.Snapshot }}
+			read: func() cdc.SnapshotProgress { return current(m.Status()[i].Progress) }}
 		if len(names) > 1 {
 			p.name = name
 		}

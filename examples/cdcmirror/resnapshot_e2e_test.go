@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/mirrortest"
+	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
+)
+
+// TestCommandResnapshot runs what the binary runs over a PostgreSQL pipeline that starts
+// without a snapshot, so the rows already in the table reach the index only through a
+// re-snapshot: `cdcmirror resnapshot` asks the running mirror (POST /admin/resnapshot) while
+// a writer updates, deletes and inserts rows; /status, `status` and /metrics follow it; at the
+// end the index equals the table row by row.
+func TestCommandResnapshot(t *testing.T) {
+	pgDSN := testenv.Require(t, testenv.PostgresDSN)
+	mirrortest.EachEngine(t, func(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node) {
+		sfx := estest.RandomHex(t, 4)
+		pg := mirrortest.NewPostgres(t, pgDSN, "mir_rs_"+sfx)
+		slot := "mir_rs_" + sfx
+		index := "mir-rs-" + pg.Name()
+		node.DeleteAtCleanup(t, index)
+		dir := t.TempDir()
+		cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
+			fmt.Sprintf("  - name: pg\n    source:\n      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n      snapshot: never\n      snapshot_chunk: 64\n",
+				testenv.PostgresDSN, pg.Name(), slot, slot) +
+			fmt.Sprintf(`    sinks:
+      - type: elasticsearch
+        config:
+          id: es-rs
+          url: "${%s}"
+          index: "mir-rs-{table}"
+          auth: {type: none}
+%s          number_of_replicas: 0
+`, eng.URLVar, eng.MappingYAML("          ")) +
+			"    dlq: " + filepath.Join(dir, "pg.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
+		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
+				_, _ = mirror.Drop(context.Background(), cfg, "pg", nil)
+			}
+		})
+		pg.Exec(t, pg.Insert(1, 3000)...) // before the slot: not streamed
+
+		run := startCommand(t, cfgPath)
+		// The slot is created after the command listens: rows go in until one is streamed.
+		next := 3001
+		run.waitFor("streaming", func() string {
+			if docs, err := node.Docs(t, index, 4000); err == nil && len(docs) > 0 {
+				return ""
+			}
+			if next <= 3050 {
+				pg.Exec(t, pg.Insert(next, next)...)
+				next++
+			}
+			return "no document streamed yet"
+		})
+
+		// A writer changes rows all through the re-snapshot.
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		var werr error
+		go func() {
+			defer wg.Done()
+			werr = writeRows(ctx, pgDSN, pg.Name())
+		}()
+		defer func() { cancel(); wg.Wait() }()
+
+		out := run.admin("resnapshot", "--config", cfgPath, "--metrics-addr", run.addr, "--table", "public."+pg.Name())
+		if !strings.HasPrefix(out, "re-snapshot ") || !strings.Contains(out, "requested for pipeline pg") {
+			t.Fatalf("resnapshot printed %q", out)
+		}
+		id := strings.Fields(out)[1]
+		run.waitFor("the re-snapshot to end", func() string {
+			doc, err := liveStatus(context.Background(), run.addr)
+			if err != nil {
+				return err.Error()
+			}
+			rs := doc.Pipelines[0].Resnapshot
+			if rs == nil || rs.ID != id || rs.Active {
+				return fmt.Sprintf("%+v", rs)
+			}
+			if rs.Error != "" || rs.TablesDone != 1 || rs.RowsDone < 2000 {
+				t.Fatalf("re-snapshot ended with %+v", rs)
+			}
+			return ""
+		})
+		cancel()
+		wg.Wait()
+		if werr != nil {
+			t.Fatalf("writer: %v", werr)
+		}
+		run.waitFor("convergence", node.Converged(t, index, pg, 4000))
+
+		status := run.admin("status", "--config", cfgPath, "--metrics-addr", run.addr)
+		if !strings.Contains(status, "live re-snapshot "+id+": done, table ") && !strings.Contains(status, "live re-snapshot "+id+": done,") {
+			t.Errorf("status lacks the re-snapshot:\n%s", status)
+		}
+		_, text := run.get("/metrics")
+		m := parseMetrics(t, strings.NewReader(text))
+		if m[`cdcmirror_resnapshot_active{pipeline="pg"}`] != 0 || m[`cdcmirror_resnapshot_tables_done{pipeline="pg"}`] != 1 ||
+			m[`cdcmirror_resnapshot_rows_done{pipeline="pg"}`] < 2000 {
+			t.Errorf("re-snapshot metrics: active %v, tables %v, rows %v", m[`cdcmirror_resnapshot_active{pipeline="pg"}`],
+				m[`cdcmirror_resnapshot_tables_done{pipeline="pg"}`], m[`cdcmirror_resnapshot_rows_done{pipeline="pg"}`])
+		}
+		// A request the source refuses is a usage error that says why.
+		var errOut strings.Builder
+		err := command(context.Background(), []string{"resnapshot", "--config", cfgPath, "--metrics-addr", run.addr, "--table", "public.nope"},
+			&strings.Builder{}, &errOut, nil)
+		if err == nil || exitStatus(&strings.Builder{}, err) != 2 || !strings.Contains(err.Error(), "not captured") {
+			t.Errorf("resnapshot of a table not captured: %v", err)
+		}
+		run.stop()
+	})
+}
+
+// writeRows updates, deletes and re-inserts random rows of 1..3100 until ctx ends.
+func writeRows(ctx context.Context, dsn, table string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for ctx.Err() == nil {
+		id := 1 + r.IntN(3100)
+		var q string
+		switch r.IntN(4) {
+		case 0:
+			q = "DELETE FROM " + table + " WHERE id = $1"
+		case 1:
+			q = "INSERT INTO " + table + " (id, name, qty, price, active, doc) VALUES ($1, 'again', 1, 1.5, true, '{}') ON CONFLICT (id) DO NOTHING"
+		default:
+			q = "UPDATE " + table + " SET qty = qty + 1, name = name || '+' WHERE id = $1"
+		}
+		if _, err := conn.Exec(ctx, q, id); err != nil && ctx.Err() == nil {
+			return err
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
