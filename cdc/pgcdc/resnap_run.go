@@ -296,11 +296,10 @@ func (r *resnapper) step(ctx context.Context) error {
 	if job.All && len(job.Tables) == 0 {
 		return r.resolveAll(ctx)
 	}
-	if len(job.Tables) == 0 {
+	if len(job.Tables) == 0 { // an all-tables job that found none
 		r.mu.Lock()
 		r.finishJobLocked("")
 		r.mu.Unlock()
-		r.st.opts().Logger.Info("pgcdc: re-snapshot done", "slot", r.st.opts().Slot, "id", job.ID)
 		return nil
 	}
 	t := Table(job.Tables[0])
@@ -325,6 +324,10 @@ func (r *resnapper) resolveAll(ctx context.Context) error {
 		j.Tables = append(j.Tables, tableRef(t))
 	}
 	j.Total = len(j.Tables)
+	if j.Total == 0 {
+		r.st.opts().Logger.Warn("pgcdc: a re-snapshot of every table found none with a primary key", "slot", r.st.opts().Slot, "id", j.ID)
+		r.finishJobLocked("")
+	}
 	return nil
 }
 
@@ -455,11 +458,16 @@ func (r *resnapper) deliver(res *chunkResult) {
 	}
 }
 
-// nextTableLocked moves Jobs[0] to its next table.
+// nextTableLocked moves Jobs[0] to its next table, or ends it after its last: a checkpoint
+// never carries a job without tables.
 func (r *resnapper) nextTableLocked() {
 	j := &r.state.Jobs[0]
 	j.Tables = slices.Delete(j.Tables, 0, 1)
 	r.state.Key = nil
+	if len(j.Tables) == 0 {
+		r.st.opts().Logger.Info("pgcdc: re-snapshot done", "slot", r.st.opts().Slot, "id", j.ID, "rows", r.state.Rows)
+		r.finishJobLocked("")
+	}
 }
 
 // abandonWindow ends a chunk that failed before its rows were decided: the decode loop stops
