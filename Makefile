@@ -11,7 +11,7 @@ export GOWORK := off
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
 
-.PHONY: help quickstart demo bench bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench bench-resnap bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -48,6 +48,9 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkBinlogDecode -benchtime 20x ./cdc/mysqlcdc/ && \
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
+
+bench-resnap: ## re-snapshot pgbench_accounts (scale TRIBUTARY_RESNAP_SCALE, default 10) while pgbench runs; index equal row by row at the end
+	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench BenchmarkResnapshotPgbench -benchtime 1x -timeout 60m ./mirror/
 
 # The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
 bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}

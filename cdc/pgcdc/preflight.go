@@ -55,19 +55,11 @@ func (st *stream) snapshotTables(ctx context.Context) ([]Table, error) {
 	if len(src.opts.Tables) > 0 && len(src.patterns) == 0 {
 		return st.plan.tables, nil
 	}
-	rows, err := st.sql.Query(ctx, `SELECT schemaname::text, tablename::text FROM pg_catalog.pg_publication_tables
-		WHERE pubname = $1 ORDER BY 1, 2`, src.opts.Publication)
+	tables, err := src.publishedCaptured(ctx, st.sql)
 	if err != nil {
-		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
+		return nil, fmt.Errorf("pgcdc: in the snapshot: %w", err)
 	}
-	published, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Table, error) {
-		var t Table
-		return t, r.Scan(&t.Schema, &t.Name)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pgcdc: read publication tables in the snapshot: %w", err)
-	}
-	return slices.DeleteFunc(published, func(t Table) bool { return !src.captures(t) }), nil
+	return tables, nil
 }
 
 // checkTables refuses named tables and pattern schemas of Options.Tables that do not exist as

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +21,14 @@ import (
 // deleted document at once (no tombstone): a re-snapshot row that came after a newer delete
 // would bring the row back, and the comparison at the end would see it.
 type versionedIndex struct {
-	docs  map[int64]indexDoc
-	reads int // Read events applied
+	docs   map[int64]indexDoc
+	reads  int // Read events applied
+	nCol   int // the columns of n and pad (id is the first)
+	padCol int
+}
+
+func newVersionedIndex(nCol, padCol int) *versionedIndex {
+	return &versionedIndex{docs: map[int64]indexDoc{}, nCol: nCol, padCol: padCol}
 }
 
 type indexDoc struct {
@@ -44,7 +52,7 @@ func (x *versionedIndex) apply(t *testing.T, ev cdc.Event) {
 		if d, ok := x.docs[id]; ok && d.version >= v {
 			return
 		}
-		x.docs[id] = indexDoc{version: v, n: ev.After[1].(int64), pad: ev.After[2].(string)}
+		x.docs[id] = indexDoc{version: v, n: ev.After[x.nCol].(int64), pad: ev.After[x.padCol].(string)}
 		if ev.Op == cdc.Read {
 			x.reads++
 		}
@@ -69,6 +77,25 @@ func (x *versionedIndex) delete(id, v int64) {
 // snapshot, so the rows no writer touched reach the index only through the re-snapshot. At
 // the end the index (external-version rules, no tombstones) equals the table row by row.
 func TestResnapshotWhileStreaming(t *testing.T) {
+	for _, sh := range []resnapShape{
+		{name: "int", cols: "id int PRIMARY KEY", keyCols: "id", vals: "$1", nCol: 1},
+		// A composite key of an int, a text and a timestamptz: the window compares the keys
+		// pgoutput sends with those the chunk's SELECT returns, as text.
+		{name: "composite", cols: "id int, k text, at timestamptz, PRIMARY KEY (id, k, at)", keyCols: "id, k, at",
+			vals: "$1::int, md5($1::int::text), timestamptz '2020-01-01 00:00:00+00' + $1::int * interval '1 second'", nCol: 3},
+	} {
+		t.Run(sh.name, func(t *testing.T) { resnapshotWhileStreaming(t, sh) })
+	}
+}
+
+// resnapShape is the captured table's key: its columns (id first, then n bigint and pad text
+// follow), and the key's values for an id ($1).
+type resnapShape struct {
+	name, cols, keyCols, vals string
+	nCol                      int
+}
+
+func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 	dsn := testenv.Require(t, testenv.PostgresDSN)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -78,8 +105,8 @@ func TestResnapshotWhileStreaming(t *testing.T) {
 	table, other := "resnap_"+suffix(t), "resnapo_"+suffix(t)
 	const rows, keys = 1500, 2000
 	if err := execSQL(ctx, dsn, false,
-		fmt.Sprintf("CREATE TABLE %s (id int PRIMARY KEY, n bigint NOT NULL, pad text NOT NULL)", quote(table)),
-		fmt.Sprintf("INSERT INTO %s SELECT g, g, 'p' || g FROM generate_series(1, %d) g", quote(table), rows),
+		fmt.Sprintf("CREATE TABLE %s (%s, n bigint NOT NULL, pad text NOT NULL)", quote(table), sh.cols),
+		fmt.Sprintf("INSERT INTO %s SELECT %s, g, 'p' || g FROM generate_series(1, %d) g", quote(table), strings.ReplaceAll(sh.vals, "$1", "(g)"), rows),
 		fmt.Sprintf("CREATE TABLE %s (id int, n bigint)", quote(other))); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +151,7 @@ func TestResnapshotWhileStreaming(t *testing.T) {
 					return
 				default:
 				}
-				if err := writeTx(ctx, conn, r, table, other, keys); err != nil && ctx.Err() == nil {
+				if err := writeTx(ctx, conn, r, sh, table, other, keys); err != nil && ctx.Err() == nil {
 					werrMu.Lock()
 					werr = err
 					werrMu.Unlock()
@@ -146,7 +173,7 @@ func TestResnapshotWhileStreaming(t *testing.T) {
 	}
 	defer stopWriters()
 
-	idx := &versionedIndex{docs: map[int64]indexDoc{}}
+	idx := newVersionedIndex(sh.nCol, sh.nCol+1)
 	// consume takes events until until says so; a closed stream is a failure.
 	consume := func(until func() bool) {
 		t.Helper()
@@ -197,7 +224,7 @@ func TestResnapshotWhileStreaming(t *testing.T) {
 
 	// Everything committed so far is in the index once the sentinel is.
 	const sentinel = 1 << 30
-	if err := execSQL(ctx, dsn, false, fmt.Sprintf("INSERT INTO %s VALUES (%d, 0, 's')", quote(table), sentinel)); err != nil {
+	if err := execSQL(ctx, dsn, false, fmt.Sprintf("INSERT INTO %s VALUES (%s, 0, 's')", quote(table), strings.ReplaceAll(sh.vals, "$1", strconv.Itoa(sentinel)))); err != nil {
 		t.Fatal(err)
 	}
 	consume(func() bool { _, ok := idx.docs[sentinel]; return ok })
@@ -251,7 +278,7 @@ func TestResnapshotWhileStreaming(t *testing.T) {
 // writeTx commits one random transaction: changes of the captured table (an update, a delete,
 // an upsert of a key that may be gone), sometimes held open a while, or a write of the other
 // table alone.
-func writeTx(ctx context.Context, conn *pgx.Conn, r *rand.Rand, table, other string, keys int) error {
+func writeTx(ctx context.Context, conn *pgx.Conn, r *rand.Rand, sh resnapShape, table, other string, keys int) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
@@ -271,7 +298,7 @@ func writeTx(ctx context.Context, conn *pgx.Conn, r *rand.Rand, table, other str
 			case 1, 2:
 				q = fmt.Sprintf("UPDATE %s SET n = n + 1, pad = pad || 'u' WHERE id = $1", quote(table))
 			default:
-				q = fmt.Sprintf("INSERT INTO %s VALUES ($1, 0, 'i') ON CONFLICT (id) DO UPDATE SET n = %s.n + 10", quote(table), quote(table))
+				q = fmt.Sprintf("INSERT INTO %s VALUES (%s, 0, 'i') ON CONFLICT (%s) DO UPDATE SET n = %s.n + 10", quote(table), sh.vals, sh.keyCols, quote(table))
 			}
 			if _, err := tx.Exec(ctx, q, k); err != nil {
 				var pgErr interface{ SQLState() string }
@@ -324,7 +351,7 @@ func TestResnapshotRequests(t *testing.T) {
 		}
 	}
 
-	idx := &versionedIndex{docs: map[int64]indexDoc{}}
+	idx := newVersionedIndex(1, 2)
 	wait := func(id string) {
 		t.Helper()
 		for {

@@ -1,0 +1,246 @@
+package mirror_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/mirrortest"
+	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
+)
+
+// BenchmarkResnapshotPgbench is the time to re-snapshot pgbench_accounts while pgbench runs:
+// pgbench -i at scale TRIBUTARY_RESNAP_SCALE (default 10: a million accounts) in a database of
+// its own, a mirror that starts without a snapshot (so the accounts reach the index only
+// through the re-snapshot), pgbench's TPC-B mix on two clients all through the re-snapshot;
+// then pgbench stops and the index must equal the table row by row (aid, abalance). Reports
+// resnap-s, rows/s and pgbench's tps meanwhile. Elasticsearch only; -benchtime 1x.
+func BenchmarkResnapshotPgbench(b *testing.B) {
+	dsn := testenv.Require(b, testenv.PostgresDSN)
+	esURL := testenv.Require(b, testenv.ElasticsearchURL)
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		b.Fatal("BenchmarkResnapshotPgbench needs pgbench on PATH (Debian: postgresql-client)")
+	}
+	scale := 10
+	if v := os.Getenv("TRIBUTARY_RESNAP_SCALE"); v != "" {
+		var err error
+		if scale, err = strconv.Atoi(v); err != nil || scale < 1 {
+			b.Fatalf("TRIBUTARY_RESNAP_SCALE=%q: want a positive integer", v)
+		}
+	}
+	for range b.N {
+		resnapPgbench(b, dsn, esURL, scale)
+	}
+}
+
+func resnapPgbench(b *testing.B, dsn, esURL string, scale int) {
+	b.StopTimer()
+	db := "mir_rsb_" + estest.RandomHex(b, 4)
+	dbDSN := tpcbDatabase(b, dsn, db)
+	pgbench(b, "-i", "-s", strconv.Itoa(scale), "-q", dbDSN)
+	dir := b.TempDir()
+	index := "mir-rsb-" + db[len("mir_rsb_"):]
+	estest.Connect(b, estest.Elasticsearch, esURL).DeleteAtCleanup(b, index+"-*")
+	text := fmt.Sprintf(`pipeline: rsb
+source:
+  type: postgres
+  dsn: %q
+  tables: [public.pgbench_accounts, public.pgbench_branches, public.pgbench_tellers]
+  slot: %s
+  publication: %s
+  snapshot: never
+  snapshot_chunk: 4096
+sinks:
+  - type: elasticsearch
+    config:
+      id: es-rsb
+      url: %q
+      index: "%s-{table}"
+      auth: {type: none}
+      number_of_shards: 1
+      number_of_replicas: 0
+state: %s
+dlq: %s
+`, dbDSN, db, db, esURL, index, filepath.Join(dir, "state.db"), filepath.Join(dir, "dlq.jsonl"))
+	path := filepath.Join(dir, "mirror.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := mirror.LoadConfig(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dropSlotAtCleanup(b, dbDSN, db)
+	m, err := mirror.Open(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	ended := func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("Run returned: %v", err)
+		default:
+			return nil
+		}
+	}
+	mirrortest.WaitFor(b, "streaming", ended, func() string {
+		if s := m.Status()[0]; s.State != "streaming" {
+			return s.State
+		}
+		return ""
+	})
+
+	// pgbench all through the re-snapshot.
+	bctx, stopBench := context.WithCancel(ctx)
+	var benchOut bytes.Buffer
+	cmd := exec.CommandContext(bctx, "pgbench", "-n", "-c", "2", "-T", "3600", dbDSN)
+	cmd.Stdout, cmd.Stderr = &benchOut, &benchOut
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // pgbench prints its summary
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	benchDone := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(benchDone) }()
+	defer func() { stopBench(); <-benchDone }()
+	time.Sleep(2 * time.Second)
+
+	b.StartTimer()
+	t0 := time.Now()
+	id, err := m.Resnapshot(ctx, "rsb", cdc.ResnapshotRequest{Tables: []string{"public.pgbench_accounts"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mirrortest.WaitFor(b, "the re-snapshot", ended, func() string {
+		s := m.Status()[0]
+		rs := s.Progress.Resnapshot
+		if rs.Resnapshot != id || rs.Active || s.Progress.Pending > 0 {
+			return fmt.Sprintf("%+v, %d pending", rs, s.Progress.Pending)
+		}
+		return ""
+	})
+	took := time.Since(t0)
+	b.StopTimer()
+	rows := m.Status()[0].Progress.Resnapshot.RowsDone
+	stopBench()
+	<-benchDone
+	tps := 0.0
+	if mm := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(benchOut.Bytes()); mm != nil {
+		tps, _ = strconv.ParseFloat(string(mm[1]), 64)
+	}
+
+	want := accountBalances(b, dbDSN)
+	mirrortest.WaitFor(b, "the index to equal pgbench_accounts", ended, func() string {
+		got, err := indexBalances(esURL, index+"-*accounts*")
+		if err != nil {
+			return err.Error()
+		}
+		bad := 0
+		for aid, bal := range want {
+			if g, ok := got[aid]; !ok || g != bal {
+				bad++
+			}
+		}
+		if bad > 0 || len(got) != len(want) {
+			return fmt.Sprintf("%d of %d rows differ, %d documents", bad, len(want), len(got))
+		}
+		return ""
+	})
+	b.ReportMetric(took.Seconds(), "resnap-s")
+	b.ReportMetric(float64(rows)/took.Seconds(), "rows/s")
+	b.ReportMetric(tps, "pgbench-tps")
+	b.Logf("scale %d: %d rows re-read in %v while pgbench ran at %.0f tps; index equal row by row", scale, rows, took.Round(time.Millisecond), tps)
+}
+
+// accountBalances reads pgbench_accounts: aid -> abalance.
+func accountBalances(b *testing.B, dsn string) map[int64]int64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, "SELECT aid, abalance FROM pgbench_accounts")
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[int64]int64{}
+	for rows.Next() {
+		var aid, bal int64
+		if err := rows.Scan(&aid, &bal); err != nil {
+			b.Fatal(err)
+		}
+		out[aid] = bal
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// indexBalances reads every document of the indices pattern names: aid -> abalance, in
+// pages sorted by aid (search_after).
+func indexBalances(esURL, pattern string) (map[int64]int64, error) {
+	out := map[int64]int64{}
+	var after []any
+	for {
+		q := map[string]any{"size": 10000, "_source": []string{"aid", "abalance"}, "sort": []any{map[string]any{"aid": "asc"}},
+			"track_total_hits": false}
+		if after != nil {
+			q["search_after"] = after
+		}
+		body, _ := json.Marshal(q)
+		res, err := http.Post(esURL+"/"+pattern+"/_search", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Hits struct {
+				Hits []struct {
+					Source struct {
+						Aid, Abalance int64
+					} `json:"_source"`
+					Sort []any `json:"sort"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&page)
+		res.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("_search: %s: %w", res.Status, err)
+		}
+		if res.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("_search: %s", res.Status)
+		}
+		hits := page.Hits.Hits
+		for _, h := range hits {
+			out[h.Source.Aid] = h.Source.Abalance
+		}
+		if len(hits) < 10000 {
+			return out, nil
+		}
+		after = hits[len(hits)-1].Sort
+	}
+}
