@@ -158,10 +158,14 @@ func tupleKey(ti *tableInfo, src []byte) (key []string, rest []byte, ok bool) {
 func (st *stream) resnapHigh(ctx context.Context, cw *chunkWindow, end pglogrepl.LSN) error {
 	r := st.rs
 	r.mu.Lock()
-	cw.highSeen, cw.highEnd = true, end
-	if r.win == cw {
-		r.win = nil
+	if r.win != cw {
+		// The chunk's goroutine gave the chunk up after writing its watermark (its commit
+		// answer was lost): nothing comes for it.
+		r.mu.Unlock()
+		return nil
 	}
+	cw.highSeen, cw.highEnd = true, end
+	r.win = nil
 	close(cw.high)
 	r.mu.Unlock()
 	res, err := st.awaitChunk(ctx, cw)
