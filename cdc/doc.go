@@ -62,6 +62,15 @@
 // health, state, progress (snapshot totals kept after the snapshot), lag, reconnects and the
 // last failure for metrics exporters and status commands.
 //
+// # Re-snapshots
+//
+// A source that is a [Resnapshotter] reads tables again while its stream keeps running
+// ([ResnapshotRequest]: tables, a condition); Resnapshot returns once the request is durable at
+// the source, and the stream reports its progress through [Stream.Progress] with
+// SnapshotProgress.Resnapshot set. The runner keeps it apart from the initial snapshot's
+// (Progress.Resnapshot), reports the state "resnapshotting", and keeps checking lag meanwhile.
+// A request the source cannot carry out wraps [ErrResnapshotRefused].
+//
 // # Start checks
 //
 // A configuration that cannot work is refused at start, not dead-lettered row by row: a

@@ -57,6 +57,13 @@
 // adopted) until they are deleted; DropReport.IndicesLeft names them. The dead-letter file is
 // left alone.
 //
+// # Re-snapshots
+//
+// Resnapshot asks a running pipeline's source to read tables again while it keeps streaming
+// (cdc.Resnapshotter: PostgreSQL sources; MySQL/MariaDB ones return ErrResnapshotUnsupported
+// for now); the pipeline's Status follows it in Progress.Resnapshot. An unknown pipeline is
+// ErrNoPipeline.
+//
 // # Inspecting
 //
 // Inspect reports on a pipeline from outside a running mirror: whether a checkpoint is stored
