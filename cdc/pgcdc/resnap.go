@@ -45,11 +45,7 @@ type requestTable Table
 func (t *requestTable) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
-		schema, name, found := strings.Cut(s, ".")
-		if !found {
-			schema, name = "public", s
-		}
-		*t = requestTable{Schema: schema, Name: name}
+		*t = parseRequestTable(s)
 		return nil
 	}
 	var o struct{ Schema, Name string }
@@ -61,6 +57,15 @@ func (t *requestTable) UnmarshalJSON(b []byte) error {
 	}
 	*t = requestTable{Schema: o.Schema, Name: o.Name}
 	return nil
+}
+
+// parseRequestTable reads "schema.table", or "table" in public.
+func parseRequestTable(s string) requestTable {
+	schema, name, found := strings.Cut(s, ".")
+	if !found {
+		schema, name = "public", s
+	}
+	return requestTable{Schema: schema, Name: name}
 }
 
 func (t requestTable) MarshalJSON() ([]byte, error) {
@@ -113,9 +118,8 @@ func (s *resnapState) clone() *resnapState {
 func (s *Source) Resnapshot(ctx context.Context, req cdc.ResnapshotRequest) (string, error) {
 	r := resnapRequest{Slot: s.opts.Slot, Where: req.Where, ID: req.ID}
 	for _, name := range req.Tables {
-		var t requestTable
-		b, _ := json.Marshal(name)
-		if err := t.UnmarshalJSON(b); err != nil || t.Name == "" {
+		t := parseRequestTable(name)
+		if t.Name == "" {
 			return "", fmt.Errorf("pgcdc: %w: table %q: want schema.table", ErrResnapshotRequest, name)
 		}
 		r.Tables = append(r.Tables, t)

@@ -338,8 +338,11 @@ func (r *resnapper) estimateNeeded() bool {
 }
 
 // estimateJob asks the planner how many rows the job's tables hold (under its condition): the
-// progress's estimate. A failure leaves it unknown.
+// progress's estimate. A failure leaves it unknown (0), not asked again for this job.
 func (r *resnapper) estimateJob(ctx context.Context, job resnapJob) {
+	r.mu.Lock()
+	r.estimate = 0
+	r.mu.Unlock()
 	var total float64
 	for _, t := range job.Tables {
 		q := "EXPLAIN (FORMAT JSON) SELECT 1 FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
