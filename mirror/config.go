@@ -69,8 +69,8 @@ type SourceConfig struct {
 	// PostgreSQL: the replication slot and the publication, created when missing. Default
 	// tributary_<name> for both.
 	Slot, Publication string
-	// PostgreSQL: SnapshotChunk is how many rows a snapshot or re-snapshot reads per query
-	// (pgcdc.Options.SnapshotChunk). Default 1024.
+	// SnapshotChunk is how many rows a re-snapshot reads per query, and PostgreSQL's initial
+	// snapshot too (pgcdc.Options.SnapshotChunk, mysqlcdc.Options.SnapshotChunk). Default 1024.
 	SnapshotChunk int
 
 	// MySQL and MariaDB: Flavor is mariadb (default) or mysql; ServerID the replica id the
@@ -79,6 +79,11 @@ type SourceConfig struct {
 	Flavor      string
 	ServerID    uint32
 	Positioning string
+	// MariaDB: SignalTable is the table (db.table, or a bare name in the DSN's database)
+	// re-snapshot requests and watermarks are written to, created when missing
+	// (mysqlcdc.Options.SignalTable). Default tributary_signal in the first captured table's
+	// database.
+	SignalTable string
 }
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
@@ -286,12 +291,18 @@ func (v *validator) source(i int, s *SourceConfig) {
 	}
 	switch s.Type {
 	case "postgres":
-		only("mysql", map[string]bool{"flavor": s.Flavor != "", "server_id": s.ServerID != 0, "positioning": s.Positioning != ""})
+		only("mysql", map[string]bool{"flavor": s.Flavor != "", "server_id": s.ServerID != 0, "positioning": s.Positioning != "",
+			"signal_table": s.SignalTable != ""})
 		if s.Slot != "" && !slotName.MatchString(s.Slot) {
 			v.bad(key("slot"), "use a-z, 0-9 and '_' (at most 63)")
 		}
 	case "mysql":
-		only("postgres", map[string]bool{"slot": s.Slot != "", "publication": s.Publication != "", "snapshot_chunk": s.SnapshotChunk != 0})
+		only("postgres", map[string]bool{"slot": s.Slot != "", "publication": s.Publication != ""})
+		if s.SignalTable != "" {
+			if _, t, err := splitTable(s.SignalTable); err != nil || t == "*" {
+				v.bad(key("signal_table"), "must be db.table or a table name")
+			}
+		}
 		if len(s.Tables) == 0 {
 			v.bad(key("tables"), "MySQL needs the captured tables listed")
 		}

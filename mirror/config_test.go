@@ -200,6 +200,7 @@ func TestConfigPipelinesErrors(t *testing.T) {
 		{"top-level key with pipelines", "state: /tmp/mirror.state", "state: /tmp/mirror.state\ndlq: x", []string{"with pipelines:, write name:"}},
 		{"unknown pipeline key", "    dlq: /tmp/pg.dlq", "    dql: /tmp/pg.dlq", []string{`unknown key "dql" in pipelines[0]:`, "pipelines[0].dlq: is required"}},
 		{"postgres key on mysql", "      tables: [shop.*, other.orders]", "      tables: [shop.*]\n      slot: x", []string{"pipelines[1].source.slot: is a postgres setting"}},
+		{"bad signal table", "      tables: [shop.*, other.orders]", "      tables: [shop.*]\n      signal_table: shop.*", []string{"pipelines[1].source.signal_table: must be db.table or a table name"}},
 		{"bad mysql dsn", "mysql://app:p%40ss@db.example/shop", "app:p%40ss@db.example:3306/shop", []string{"pipelines[1].source.dsn: a MySQL DSN is"}},
 		{"two sinks", "        config: {id: es, url: \"${MIRROR_TEST_URL}\", index: \"my-{table}\", auth: {type: none}}\n",
 			"        config: {id: es, url: \"${MIRROR_TEST_URL}\", index: \"my-{table}\", auth: {type: none}}\n      - type: elasticsearch\n        config: {id: es2}\n",

@@ -325,6 +325,7 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"flavor", p.str(&s.Flavor)},
 		{"server_id", p.uint32(&s.ServerID)},
 		{"positioning", p.str(&s.Positioning)},
+		{"signal_table", p.str(&s.SignalTable)},
 	})
 }
 

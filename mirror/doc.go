@@ -17,9 +17,10 @@
 // index's marker) and to the runner (cdc.NewRunner's pipeline, the checkpoint's key), which
 // must agree. Both source types share one vocabulary: type, dsn, name, tables
 // (schema.table, schema.* -- every table of the schema, also those created later -- or a
-// bare table), snapshot (initial or never); PostgreSQL adds slot, publication and
-// snapshot_chunk (rows per snapshot and re-snapshot query), MySQL
-// flavor, server_id and positioning, and each type's own keys are refused on the other.
+// bare table), snapshot (initial or never) and snapshot_chunk (rows per re-snapshot query,
+// and per PostgreSQL snapshot query); PostgreSQL adds slot and publication, MySQL flavor,
+// server_id, positioning and signal_table (MariaDB re-snapshot requests), and each type's own
+// keys are refused on the other.
 // Runner settings map onto cdc.RunnerOptions (see RunnerConfig).
 //
 // ParseConfig and LoadConfig read YAML: one pipeline at the top level (pipeline:, source:,
@@ -60,9 +61,9 @@
 // # Re-snapshots
 //
 // Resnapshot asks a running pipeline's source to read tables again while it keeps streaming
-// (cdc.Resnapshotter: PostgreSQL sources; MySQL/MariaDB ones return ErrResnapshotUnsupported
-// for now); the pipeline's Status follows it in Progress.Resnapshot. An unknown pipeline is
-// ErrNoPipeline.
+// (cdc.Resnapshotter: PostgreSQL and MariaDB sources; a MySQL server is
+// ErrResnapshotUnsupported, its snapshots cannot tell their binlog position); the pipeline's
+// Status follows it in Progress.Resnapshot. An unknown pipeline is ErrNoPipeline.
 //
 // # Inspecting
 //

@@ -172,6 +172,10 @@ func (m *Mirror) Resnapshot(ctx context.Context, pipeline string, req cdc.Resnap
 			return "", fmt.Errorf("%w (pipeline %q)", ErrResnapshotUnsupported, pipeline)
 		}
 		id, err := rs.Resnapshot(ctx, req)
+		if errors.Is(err, errors.ErrUnsupported) {
+			// MySQL (not MariaDB): the source type can, this server cannot.
+			return "", fmt.Errorf("%w (pipeline %q): %w", ErrResnapshotUnsupported, pipeline, err)
+		}
 		if err != nil {
 			return "", fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
 		}

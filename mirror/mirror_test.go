@@ -137,6 +137,9 @@ func TestOpenConnectsToNothing(t *testing.T) {
 		{Name: "my", DLQ: filepath.Join(dir, "my.dlq"),
 			Source: SourceConfig{Type: "mysql", DSN: "u:pw@tcp(127.0.0.1:1)/db", Tables: []string{"db.*", "orders"}},
 			Sink:   sink.Config{ID: "es", URL: "http://127.0.0.1:1", Index: "mir-my-{table}", Auth: sink.Auth{Type: sink.AuthNone}}},
+		{Name: "my8", DLQ: filepath.Join(dir, "my8.dlq"),
+			Source: SourceConfig{Type: "mysql", Flavor: "mysql", DSN: "u:pw@tcp(127.0.0.1:1)/db", Tables: []string{"orders"}},
+			Sink:   sink.Config{ID: "es", URL: "http://127.0.0.1:1", Index: "mir-my8-{table}", Auth: sink.Auth{Type: sink.AuthNone}}},
 	}}
 	var observed []string
 	m, err := Open(cfg, &Options{Observe: func(p string) (cdc.Observer, sink.Observer) {
@@ -146,7 +149,7 @@ func TestOpenConnectsToNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Pipelines(); len(got) != 2 || got[0] != "pg" || got[1] != "my" || len(observed) != 2 || observed[1] != "my" {
+	if got := m.Pipelines(); len(got) != 3 || got[0] != "pg" || got[1] != "my" || len(observed) != 3 || observed[1] != "my" {
 		t.Fatalf("pipelines %v, observed %v", got, observed)
 	}
 	for _, s := range m.Status() {
@@ -154,11 +157,16 @@ func TestOpenConnectsToNothing(t *testing.T) {
 			t.Fatalf("status before Run: %+v", s)
 		}
 	}
-	// Re-snapshot requests: MySQL cannot yet, an unknown pipeline is named, and PostgreSQL's
-	// request needs its server (here out of reach: not a refusal of the request).
+	// Re-snapshot requests: MySQL cannot (MariaDB can), an unknown pipeline is named, and
+	// PostgreSQL's and MariaDB's requests need their server (here out of reach: not a refusal
+	// of the request).
 	ctx := context.Background()
-	if _, err := m.Resnapshot(ctx, "my", cdc.ResnapshotRequest{}); !errors.Is(err, ErrResnapshotUnsupported) {
-		t.Errorf("Resnapshot(my) = %v", err)
+	if _, err := m.Resnapshot(ctx, "my8", cdc.ResnapshotRequest{}); !errors.Is(err, ErrResnapshotUnsupported) {
+		t.Errorf("Resnapshot(my8) = %v", err)
+	}
+	if _, err := m.Resnapshot(ctx, "my", cdc.ResnapshotRequest{Tables: []string{"db.orders"}}); err == nil ||
+		errors.Is(err, cdc.ErrResnapshotRefused) || errors.Is(err, ErrResnapshotUnsupported) || strings.Contains(err.Error(), "pw") {
+		t.Errorf("Resnapshot(my) with the server out of reach = %v", err)
 	}
 	if _, err := m.Resnapshot(ctx, "nope", cdc.ResnapshotRequest{}); !errors.Is(err, ErrNoPipeline) {
 		t.Errorf("Resnapshot(nope) = %v", err)

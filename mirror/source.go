@@ -32,7 +32,21 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		o := mysqlcdc.Options{Flavor: mysqlcdc.Flavor(c.Flavor), ServerID: c.ServerID, Snapshot: mode, SourceName: name, Logger: log}
+		o := mysqlcdc.Options{Flavor: mysqlcdc.Flavor(c.Flavor), ServerID: c.ServerID, Snapshot: mode, SourceName: name, Logger: log,
+			SnapshotChunk: c.SnapshotChunk}
+		if c.SignalTable != "" {
+			db, table, err := splitTable(c.SignalTable)
+			if err != nil {
+				return nil, err
+			}
+			if db == "" {
+				db = dsn.db
+			}
+			if db == "" {
+				return nil, errors.New("source.signal_table: a table without a database (db.table) needs one in the DSN (.../db)")
+			}
+			o.SignalTable = mysqlcdc.TableName{Database: db, Table: table}
+		}
 		if o.ServerID == 0 {
 			o.ServerID = serverID(p.Name)
 		}

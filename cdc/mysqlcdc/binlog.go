@@ -54,6 +54,12 @@ type reader struct {
 	indexedFile string
 	curIndex    *uint64
 
+	// Re-snapshots (resnap_stream.go): the resnapper once a job exists, the signal rows of the
+	// open transaction.
+	rs           *resnapper
+	txSignals    []signalRow
+	warnedSignal bool
+
 	domain          uint32
 	domainSeen      bool
 	warnedDomain    bool
@@ -128,6 +134,9 @@ func (r *reader) checkpoint() cdc.Checkpoint {
 	c := checkpoint{File: r.file, Pos: r.pos, UseGTID: r.useGTID}
 	if r.useGTID {
 		c.GTID = r.gtidPos()
+	}
+	if r.rs != nil {
+		c.Resnap = r.resnapAt()
 	}
 	return c.encode()
 }
@@ -292,6 +301,7 @@ func (r *reader) begin(h *replication.EventHeader) {
 	r.txTime = time.Unix(int64(h.Timestamp), 0).UTC()
 	r.txRows = 0
 	r.held, r.holding = cdc.Event{}, false
+	r.txSignals = nil
 }
 
 // checkDomain warns once when a second MariaDB GTID domain appears: sequence numbers of
@@ -339,6 +349,7 @@ func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		}
 		// The next row of any table is read with a fresh catalog schema. Cheaper than parsing
 		// the statement for table names, and DDL is rare.
+		r.ddlOnWindow(q)
 		clear(r.tables)
 		clear(r.projections)
 	}
@@ -406,6 +417,11 @@ func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
 		}
 	}
 	r.inTx = false
+	if r.txSignals != nil {
+		if err := r.signals(ctx); err != nil {
+			return err
+		}
+	}
 	if !r.holding {
 		r.st.passed(r.file, r.pos) // a transaction of other tables
 		return nil
@@ -419,6 +435,11 @@ func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
 
 // emit holds ev and sends the previously held event, which is now known not to be last.
 func (r *reader) emit(ctx context.Context, ev cdc.Event) error {
+	if r.rs != nil {
+		if w := r.rs.win.Load(); w != nil {
+			r.observe(w, &ev)
+		}
+	}
 	if !r.holding {
 		r.held, r.holding = ev, true
 		return nil

@@ -84,6 +84,48 @@
 // fails with that retryable error, and the reopened stream reads the remaining tables in a
 // new view.
 //
+// # Re-snapshots
+//
+// On MariaDB the Source is a cdc.Resnapshotter: Resnapshot(ctx, cdc.ResnapshotRequest) reads
+// tables again while the stream keeps running (a table, several, every captured one with a
+// primary key, and optionally an SQL condition on the rows). Requests and watermarks are rows
+// of a signal table (Options.SignalTable, default tributary_signal in the first captured
+// table's database, created when missing, never captured): Resnapshot checks the tables
+// (captured, existing, a primary key of types a range can bound: integers, DECIMAL, strings
+// under their collation, binary strings, temporal types, UUID; not FLOAT/DOUBLE, ENUM, SET,
+// BIT) and the condition (EXPLAIN), then writes the request row -- so anyone with SQL access can
+// request one too:
+//
+//	INSERT INTO db.tributary_signal (id, kind, body)
+//	VALUES ('fix-1', 'resnapshot', '{"tables": ["db.orders"], "where": "id < 1000"}')
+//
+// (body: tables as db.table, empty for every captured table; where; source, the SourceName
+// that should carry it out, empty for any source capturing the tables). The stream takes a
+// request up at its commit in the binlog, so it survives a crash: a stored checkpoint before
+// the request reads it again, and every checkpoint after it carries the job's state (the jobs,
+// the table being read, the last key done) until the job ends, from which a reopened stream
+// resumes.
+//
+// A goroutine with its own connection reads each table in chunks of Options.SnapshotChunk
+// rows in key order (keyset bounds, strings compared under the column's collation), each chunk
+// in its own consistent snapshot, whose binlog position P MariaDB reports exactly. Before the
+// snapshot is taken, the chunk's window opens: the reader records the newest version of every
+// key of the table it decodes. After the chunk's rows are read, a watermark row is written;
+// at its commit the reader drops the rows whose key changed after P (the stream carries
+// their newer state, a delete included) and emits the others there as cdc.Read events with
+// P's snapshot version, which is above every change before P and below every change after
+// it. A row so emitted follows every change decoded before it and precedes every later one,
+// so it neither overwrites a newer change nor brings back a deleted row, also where the
+// destination keeps no tombstones. A DDL statement naming the table, a TRUNCATE of it or a
+// change whose key cannot be read in the window makes the chunk be read again; connection
+// failures are retried with backoff (1s..30s, Progress().Error says why); a condition the
+// server refuses, a missing privilege give the job up (logged, Progress().Error); a dropped
+// table is skipped. Progress reports the re-snapshot (Resnapshot set) whenever the initial
+// snapshot is not being read. Not done by a re-snapshot: removing documents of rows deleted
+// before it (no event names them). MySQL cannot tell a consistent snapshot's binlog position
+// without a global lock: there Resnapshot is errors.ErrUnsupported and a request row is
+// ignored with a warning.
+//
 // # Schemas
 //
 // Schemas come from INFORMATION_SCHEMA (COLUMNS, STATISTICS for the primary key, and on MariaDB

@@ -104,6 +104,8 @@ type checkpoint struct {
 	// Snapshot is set on checkpoints inside an initial snapshot; the coordinates are then where
 	// streaming will start once the snapshot is complete.
 	Snapshot *snapshotMark `json:"snapshot,omitempty"`
+	// Resnap is set while a re-snapshot job is not done (resnap.go).
+	Resnap *resnapState `json:"resnap,omitempty"`
 }
 
 // snapshotMark records the tables an interrupted snapshot has delivered in full.
@@ -115,7 +117,7 @@ const checkpointFormat = 1
 
 func (c checkpoint) encode() []byte {
 	c.Format = checkpointFormat
-	if c.Snapshot != nil {
+	if c.Snapshot != nil || c.Resnap != nil {
 		b, _ := json.Marshal(c) // a struct of strings and integers always marshals
 		return b
 	}

@@ -129,7 +129,7 @@ func (s *Source) resolveTables(ctx context.Context, conn *client.Conn, strict bo
 				continue
 			}
 			for _, f := range found {
-				if f.Database == t.Database && !slices.Contains(tables, f) {
+				if f.Database == t.Database && f != s.signalName && !slices.Contains(tables, f) {
 					tables = append(tables, f)
 				}
 			}

@@ -54,6 +54,9 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	name := TableName{Database: string(e.Table.Schema), Table: string(e.Table.Table)}
 	first := r.txRows
 	if !r.src.captures(name) {
+		if name == r.src.signalName {
+			return r.signalRows(e, images, deferred, step)
+		}
 		if deferred {
 			n, ok := countRows(e.Table, e, pair, body)
 			if ok {

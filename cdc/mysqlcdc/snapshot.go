@@ -43,17 +43,23 @@ func (s *snapshot) resume(c checkpoint) {
 //
 // MySQL has no such variables: a global read lock is held just long enough to open the read
 // view and read the binlog status.
-func beginSnapshot(ctx context.Context, src *Source) (_ *snapshot, err error) {
+func beginSnapshot(ctx context.Context, src *Source) (*snapshot, error) {
 	conn, err := src.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	s, err := startSnapshot(ctx, src, conn)
+	if err != nil {
+		quit(conn)
+		return nil, err
+	}
+	return s, nil
+}
+
+// startSnapshot opens the consistent read on conn (beginSnapshot; a re-snapshot's chunks reuse
+// their connection).
+func startSnapshot(ctx context.Context, src *Source, conn *client.Conn) (*snapshot, error) {
 	defer closeOnDone(ctx, conn)()
-	defer func() {
-		if err != nil {
-			quit(conn)
-		}
-	}()
 	// Results in each column's own character set (as the binlog has them), TIMESTAMP functions
 	// in UTC, and room for a slow consumer between rows.
 	for _, q := range []string{
@@ -115,8 +121,8 @@ func beginSnapshot(ctx context.Context, src *Source) (_ *snapshot, err error) {
 	if !s.start.UseGTID {
 		s.start.GTID = ""
 	}
-	s.version, err = snapshotVersion(src, s.start)
-	if err != nil {
+	var err error
+	if s.version, err = snapshotVersion(src, s.start); err != nil {
 		return nil, err
 	}
 	s.at = s.start

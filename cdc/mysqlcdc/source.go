@@ -81,6 +81,13 @@ type Options struct {
 	Heartbeat time.Duration
 	// Now is the clock for snapshot rates. Default time.Now.
 	Now func() time.Time
+	// SignalTable is the table re-snapshot requests and watermarks are written to (MariaDB,
+	// see Re-snapshots in the package documentation); it is never captured. Default
+	// DefaultSignalTable in the database of the first captured table.
+	SignalTable TableName
+	// SnapshotChunk is how many rows a re-snapshot reads per query (the initial snapshot reads
+	// each table in one query). Default 1024.
+	SnapshotChunk int
 }
 
 // Source reads a MySQL or MariaDB server's binlog. It implements cdc.Source and
@@ -96,6 +103,8 @@ type Source struct {
 	log      *slog.Logger
 	captured map[TableName]bool // tables named in tables
 	wholeDBs map[string]bool    // databases captured whole (AllTables)
+	// signalName is the signal table (Options.SignalTable), never captured.
+	signalName TableName
 
 	// current is the stream of the latest Open while it runs, for Lag (stream.caughtUp).
 	current atomic.Pointer[stream]
@@ -175,6 +184,9 @@ func New(addr, user, password string, tables []TableName, optsIn *Options) (*Sou
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.SnapshotChunk <= 0 {
+		opts.SnapshotChunk = 1024
+	}
 	captured := make(map[TableName]bool, len(tables))
 	wholeDBs := map[string]bool{}
 	for _, t := range tables {
@@ -187,15 +199,28 @@ func New(addr, user, password string, tables []TableName, optsIn *Options) (*Sou
 			captured[t] = true
 		}
 	}
+	signal := opts.SignalTable
+	if signal.Table == "" {
+		signal = TableName{Database: tables[0].Database, Table: DefaultSignalTable}
+	} else if signal.Database == "" || signal.Table == AllTables {
+		return nil, errors.New("mysqlcdc: the signal table needs a database and a table name")
+	}
+	if captured[signal] {
+		return nil, fmt.Errorf("mysqlcdc: the signal table %s is a captured table", signal)
+	}
 	return &Source{
 		addr: addr, host: host, port: uint16(port), user: user, password: password,
 		tables: append([]TableName(nil), tables...), opts: opts, log: opts.Logger, captured: captured, wholeDBs: wholeDBs,
+		signalName: signal,
 	}, nil
 }
 
 // captures reports whether a table's changes are captured: named in New's tables, or in a
 // database captured whole. Names compare exactly, as the binlog spells them.
-func (s *Source) captures(t TableName) bool { return s.captured[t] || s.wholeDBs[t.Database] }
+// The signal table is never captured, even in a database captured whole.
+func (s *Source) captures(t TableName) bool {
+	return s.captured[t] || (s.wholeDBs[t.Database] && t != s.signalName)
+}
 
 // tableID is the cdc identity of a captured table.
 func (s *Source) tableID(t TableName) cdc.TableID {
@@ -237,6 +262,7 @@ func (s *Source) open(ctx context.Context, cp cdc.Checkpoint) (*stream, error) {
 	s.current.Store(st)
 	r := newReader(st)
 	var snap *snapshot
+	var resnap *resnapState
 	switch {
 	case cp != nil:
 		var c checkpoint
@@ -244,6 +270,7 @@ func (s *Source) open(ctx context.Context, cp cdc.Checkpoint) (*stream, error) {
 		if err != nil {
 			return nil, cdc.Permanent(err)
 		}
+		resnap, c.Resnap = c.Resnap, nil
 		if c.UseGTID != (s.opts.Positioning == PositionGTID) {
 			return nil, cdc.Permanent(errors.New("mysqlcdc: the checkpoint was made with another positioning; versions would not compare"))
 		}
@@ -307,6 +334,14 @@ func (s *Source) open(ctx context.Context, cp cdc.Checkpoint) (*stream, error) {
 	}
 	st.start(func(ctx context.Context) error {
 		defer r.cat.close()
+		defer func() {
+			if r.rs != nil {
+				r.rs.stop()
+			}
+		}()
+		if resnap != nil {
+			r.startResnapper(ctx, resnap)
+		}
 		if snap != nil {
 			if err := snap.run(ctx, st, r); err != nil {
 				return err

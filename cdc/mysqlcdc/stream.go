@@ -28,6 +28,8 @@ type stream struct {
 	caughtUp atomic.Uint64
 	progress cdc.SnapshotProgress
 	tables   []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
+	// rs is the reader's resnapper once it has one, for Progress.
+	rs atomic.Pointer[resnapper]
 }
 
 func newStream(src *Source) *stream {
@@ -124,10 +126,20 @@ func axis(file string, pos uint32) uint64 {
 	return n<<32 | uint64(pos)
 }
 
+// Progress reports the initial snapshot's progress while it is read; otherwise a
+// re-snapshot's, once one was requested (Resnapshot set), else the initial snapshot's figures.
 func (s *stream) Progress() cdc.SnapshotProgress {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.progress
+	p := s.progress
+	s.mu.Unlock()
+	if !p.Active {
+		if rs := s.rs.Load(); rs != nil {
+			if rp := rs.progress(); rp.Resnapshot != "" {
+				return rp
+			}
+		}
+	}
+	return p
 }
 
 func (s *stream) setProgress(f func(p *cdc.SnapshotProgress)) {

@@ -29,8 +29,9 @@
 // source: has type (postgres or mysql), dsn, name (the source's name in each index's
 // ownership marker; default the type), tables (schema.table, schema.* for every table of a
 // schema including later ones, or a bare table), snapshot (initial or never); for postgres
-// slot, publication (created when missing) and snapshot_chunk, for mysql flavor (mariadb or mysql),
-// server_id (default derived from the pipeline's name) and positioning (gtid or file). A
+// slot and publication (created when missing), for mysql flavor (mariadb or mysql), server_id
+// (default derived from the pipeline's name), positioning (gtid or file) and signal_table
+// (where MariaDB re-snapshot requests go); snapshot_chunk for both (rows per re-snapshot query). A
 // PostgreSQL dsn is a libpq URL or key=value string; a MySQL dsn is
 // user:password@tcp(host:port)/db or mysql://user:password@host:port/db.
 //
@@ -97,8 +98,9 @@
 // pipeline keeps streaming (mirror.Resnapshot): --table as source.tables spells it
 // (repeatable; none: every captured table), --where an SQL condition on each table's rows.
 // It prints the request's id; the progress bar, /status, `status` and the resnapshot_*
-// metrics follow it. PostgreSQL sources only, for now. A request may also be written by SQL
-// alone (pgcdc.ResnapshotPrefix), with no cdcmirror command at hand.
+// metrics follow it. PostgreSQL and MariaDB sources (a MySQL server answers 501). A request may
+// also be written by SQL alone (pgcdc.ResnapshotPrefix; MariaDB: a row of the signal table),
+// with no cdcmirror command at hand.
 //
 // # Stopping
 //
