@@ -50,7 +50,10 @@ type Stream interface {
 // The same figures describe a re-snapshot (ResnapshotRequest) while the stream keeps running:
 // Resnapshot then names it, the tables are the request's, RowsDone counts the rows read
 // again (those the stream had changed meanwhile included: they are dropped, the stream
-// carries them), and Error says why its chunks are being retried or why it was given up.
+// carries them), and Error says why its chunks are being retried or why it was given up. A
+// re-snapshot is reported ended (Active false) only once every row it emits is in the
+// stream's Events, so that a runner whose pending events are all acknowledged after that has
+// stored every one (a reindex switches on it).
 type SnapshotProgress struct {
 	Active        bool
 	Table         TableID // the table being read now

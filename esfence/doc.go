@@ -101,6 +101,35 @@
 // [Fence.ForgetPipeline] lets the pipeline start over: its next claims create the indices
 // afresh.
 //
+// # Generations
+//
+// [Fence.EnsureTable] claims a table rather than one index: its documents live in a concrete
+// generation <name>-g<N>, readers use <name>, a read-only alias (is_write_index false: a
+// write through it fails) the sink owns, created with generation 1 in the same request as
+// the index and its write alias. Each generation is an ordinary destination -- marker naming
+// the generation's own name, instance, write alias, ownership record -- so every claim step
+// and refusal above holds for each; the table record (namespace esfence-table, key <name>)
+// says which generation is live, which is being filled, which are retired, and the highest
+// number ever used (numbers are never reused). A claim checks that the read alias resolves to
+// exactly the live generation (fence_malformed otherwise; alias_not_supported when the name
+// has become a concrete index). An index created under the table's name before generations (a
+// legacy index, generation 0) is claimed as it is, without a read alias.
+//
+// Reindexing: [Fence.BeginGeneration] records the next generation, then creates and claims it
+// (with the new mapping, without the read alias); from then on every change goes to both
+// generations ([Generations.Targets]) while the caller fills the new one. [Fence.Switch]
+// records that it switches, refreshes the new generation, and sends one _aliases request that
+// removes the live generation's write alias (must_exist: the proof of the claim, and the end
+// of writes to it), removes the read alias from it and adds the read alias to the new one: a
+// reader sees the old generation or the new one, never a mix. A legacy index cannot carry an
+// alias of its own name, so it is fenced off first and then replaced by the read alias in a
+// second request (remove_index runs before the add: the legacy index is deleted at once). The
+// outgoing generation is retired: [Fence.DeleteRetired] deletes it, marker-checked, once the
+// retention given to Switch has passed. A switch cut short is completed by the next claim:
+// the read alias already on the new generation (only the record lags), a legacy index
+// already fenced off (the replacement remains), or nothing done yet (the switch is made
+// again). [Fence.AbandonGeneration] drops a generation being filled.
+//
 // # Deployment requirement
 //
 // require_alias does not apply to delete actions: a delete through a removed alias would
@@ -122,7 +151,9 @@
 // # Privileges
 //
 // The sink's user needs the monitor cluster privilege (cluster settings and state) and, on its
-// indices, create_index, manage_aliases, write and view_index_metadata.
+// indices, create_index, manage_aliases, write and view_index_metadata; reindexing also
+// delete_index (retired generations) and, to migrate a legacy index, manage on it (the
+// remove_index action).
 //
 // # What fencing does not promise
 //

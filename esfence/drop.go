@@ -24,9 +24,22 @@ func (f *Fence) DropIndices(ctx context.Context, pipeline string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("esfence: listing the ownership records of pipeline %q: %w", pipeline, err)
 	}
+	tables, err := f.state.List(ctx, pipeline, TableNamespace)
+	if err != nil {
+		return nil, fmt.Errorf("esfence: listing the table records of pipeline %q: %w", pipeline, err)
+	}
+	migrated := map[string]bool{} // legacy indices replaced by their table's read alias
+	for _, r := range tables {
+		if rec, err := decodeTableRecord(r.Value); err == nil && rec.Live > 0 {
+			migrated[r.Key] = true
+		}
+	}
 	var dropped []string
 	var errs []error
 	for _, r := range recs {
+		if migrated[r.Key] {
+			continue
+		}
 		deleted, err := f.dropIndex(ctx, pipeline, r.Key, r.Value)
 		if err != nil {
 			errs = append(errs, err)

@@ -81,6 +81,9 @@ type Destination struct {
 	Mapping json.RawMessage
 	// Settings is the optional "settings" object the index is created with.
 	Settings json.RawMessage
+	// ReadAlias, when set, is a read-only alias (is_write_index false) the index is created
+	// with: the first generation of a table (EnsureTable) carries its table's name so.
+	ReadAlias string
 }
 
 func (d Destination) validate() error {
@@ -295,10 +298,11 @@ func (f *Fence) create(ctx context.Context, d Destination, uuid string, rec reco
 	if err != nil {
 		return nil, false, err
 	}
-	body := map[string]any{
-		"mappings": mappings,
-		"aliases":  map[string]any{writeAlias(rec.Instance, rec.Pending): map[string]any{}},
+	aliases := map[string]any{writeAlias(rec.Instance, rec.Pending): map[string]any{}}
+	if d.ReadAlias != "" {
+		aliases[d.ReadAlias] = map[string]any{"is_write_index": false}
 	}
+	body := map[string]any{"mappings": mappings, "aliases": aliases}
 	if len(d.Settings) > 0 {
 		body["settings"] = d.Settings
 	}

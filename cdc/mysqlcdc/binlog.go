@@ -424,13 +424,20 @@ func (r *reader) commit(ctx context.Context, h *replication.EventHeader) error {
 	}
 	if !r.holding {
 		r.st.passed(r.file, r.pos) // a transaction of other tables
+		if r.rs != nil {
+			r.rs.published()
+		}
 		return nil
 	}
 	ev := r.held
 	r.held, r.holding = cdc.Event{}, false
 	ev.Checkpoint = r.checkpoint()
 	r.st.delivered(r.file, r.pos)
-	return r.st.send(ctx, ev)
+	err := r.st.send(ctx, ev)
+	if r.rs != nil && err == nil {
+		r.rs.published()
+	}
+	return err
 }
 
 // emit holds ev and sends the previously held event, which is now known not to be last.

@@ -40,6 +40,9 @@ type resnapper struct {
 	estimate int64
 	lastErr  string
 	last     cdc.SnapshotProgress
+	// ending says that a job ended at a watermark whose rows are not all in the stream's
+	// channel yet: it is reported active until they are (published).
+	ending bool
 
 	wake   chan struct{} // a job was added (capacity 1)
 	cancel context.CancelFunc
@@ -156,6 +159,11 @@ func (rs *resnapper) startJobLocked() {
 func (rs *resnapper) progress() cdc.SnapshotProgress {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if rs.ending {
+		p := rs.last
+		p.Active = true
+		return p
+	}
 	if rs.state == nil || len(rs.state.Jobs) == 0 {
 		return rs.last
 	}
@@ -184,6 +192,13 @@ func (rs *resnapper) finishJobLocked(why string) {
 	if len(rs.state.Jobs) > 0 {
 		rs.startJobLocked()
 	}
+}
+
+// published says that the rows of the watermark that ended a job are in the stream's channel.
+func (rs *resnapper) published() {
+	rs.mu.Lock()
+	rs.ending = false
+	rs.mu.Unlock()
 }
 
 // nextTableLocked moves Jobs[0] to its next table, or ends it after its last: a checkpoint

@@ -118,7 +118,10 @@ func (r *reader) watermark(ctx context.Context, mark string) error {
 		if w.more {
 			rs.state.Key = w.last
 		} else {
+			jobs := len(rs.state.Jobs)
 			rs.nextTableLocked()
+			// The job ended: it is reported so once this transaction's events are sent.
+			rs.ending = rs.ending || len(rs.state.Jobs) < jobs
 		}
 	}
 	rs.mu.Unlock()

@@ -34,6 +34,9 @@ type resnapper struct {
 	estimate int64
 	lastErr  string
 	last     cdc.SnapshotProgress
+	// ending says that a job ended with a chunk whose rows are not all in the stream's
+	// channel yet: it is reported active until they are (published).
+	ending bool
 
 	wake    chan struct{}     // a job was added (capacity 1)
 	results chan *chunkResult // a chunk's rows, for the decode loop waiting at its high watermark
@@ -168,6 +171,11 @@ func (r *resnapper) startJobLocked() {
 func (r *resnapper) progress() cdc.SnapshotProgress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ending {
+		p := r.last
+		p.Active = true
+		return p
+	}
 	if r.state == nil || len(r.state.Jobs) == 0 {
 		return r.last
 	}
@@ -435,7 +443,10 @@ func (r *resnapper) chunk(ctx context.Context, job resnapJob, t Table, id cdc.Ta
 		if cr.more {
 			r.state.Key = cr.keys[len(cr.keys)-1]
 		} else {
+			jobs := len(r.state.Jobs)
 			r.nextTableLocked()
+			// The job ended: it is reported so once the decode loop has emitted these rows.
+			r.ending = r.ending || len(r.state.Jobs) < jobs
 		}
 		r.lastErr = ""
 	}
@@ -459,6 +470,13 @@ func (r *resnapper) deliver(res *chunkResult) {
 		default:
 		}
 	}
+}
+
+// published says that the rows of the chunk that ended a job are in the stream's channel.
+func (r *resnapper) published() {
+	r.mu.Lock()
+	r.ending = false
+	r.mu.Unlock()
 }
 
 // nextTableLocked moves Jobs[0] to its next table, or ends it after its last: a checkpoint

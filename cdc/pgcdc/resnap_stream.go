@@ -185,6 +185,7 @@ func (st *stream) resnapHigh(ctx context.Context, cw *chunkWindow, end pglogrepl
 			return err
 		}
 	}
+	r.published()
 	return nil
 }
 

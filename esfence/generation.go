@@ -1,0 +1,556 @@
+package esfence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
+
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// Generations (doc.go, "Generations"): a table's documents live in a concrete index
+// <name>-g<N>, and readers use <name>, a read alias the sink owns, created with the first
+// generation and moved to the next one in one atomic _aliases request once that one is full.
+// Each generation is an ordinary destination (marker, instance, write alias, ownership record
+// keyed by its concrete name); the table record, keyed by <name>, says which generation is
+// live, which is being filled and which are retired.
+
+// TableNamespace is the state store namespace of table records; the key is the read alias.
+const TableNamespace = "esfence-table"
+
+// tableRecord is the state store's side of a table's generations, one per (pipeline, name).
+type tableRecord struct {
+	Version int `json:"v"`
+	// Live is the generation readers see through the read alias; 0 is a legacy index, the
+	// concrete index named like the table (created before generations), which has no read alias.
+	Live int `json:"live"`
+	// Next is the generation being filled (0: none); Switching says the read alias is being
+	// moved to it.
+	Next      int  `json:"next,omitempty"`
+	Switching bool `json:"switching,omitempty"`
+	// Top is the highest generation ever named: numbers are never reused.
+	Top     int          `json:"top"`
+	Retired []retiredGen `json:"retired,omitempty"`
+	// Retain is how long the outgoing generation of the switch in progress stays retired.
+	Retain time.Duration `json:"retain_ns,omitempty"`
+}
+
+// retiredGen is a former live generation, deleted once its time has come.
+type retiredGen struct {
+	Gen   int       `json:"gen"`
+	After time.Time `json:"after"`
+}
+
+func decodeTableRecord(b []byte) (tableRecord, error) {
+	var r tableRecord
+	if err := json.Unmarshal(b, &r); err != nil || r.Version != recordVersion || r.Live < 0 || r.Next < 0 || r.Top < r.Live || r.Top < r.Next ||
+		(r.Switching && r.Next == 0) {
+		return r, errors.New("esfence: the table record has an unknown format")
+	}
+	return r, nil
+}
+
+func (r tableRecord) encode() []byte {
+	r.Version = recordVersion
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // integers, a bool and times always marshal
+	}
+	return b
+}
+
+// maxGenSuffix is the room a generation suffix takes in an index name ("-g" and ten digits).
+const maxGenSuffix = 12
+
+// GenerationIndex is the concrete index of generation gen of the table whose read alias is
+// name (gen 0: the legacy index, named like the table).
+func GenerationIndex(name string, gen int) string {
+	if gen == 0 {
+		return name
+	}
+	return name + "-g" + strconv.Itoa(gen)
+}
+
+// Generations is a table's generations as one claim: the live one, and the next one while it
+// is being filled. A sink writes every change to each of Targets, through each claim's write
+// alias; readers use ReadAlias.
+type Generations struct {
+	dest Destination // Index is the table's name (the read alias)
+	rec  tableRecord
+	rev  statestore.Revision
+	live *Claim
+	next *Claim
+}
+
+// Name is the table's name: its read alias, or its legacy index.
+func (g *Generations) Name() string { return g.dest.Index }
+
+// ReadAlias is the name readers query: the table's name. Empty for a legacy index (then the
+// name is the index itself).
+func (g *Generations) ReadAlias() string {
+	if g.rec.Live == 0 {
+		return ""
+	}
+	return g.dest.Index
+}
+
+// Live is the claim of the generation readers see.
+func (g *Generations) Live() *Claim { return g.live }
+
+// Next is the claim of the generation being filled, nil when none is.
+func (g *Generations) Next() *Claim { return g.next }
+
+// LiveGen and NextGen are the generations' numbers (NextGen 0: none).
+func (g *Generations) LiveGen() int { return g.rec.Live }
+func (g *Generations) NextGen() int { return g.rec.Next }
+
+// Targets are the claims every change goes to: the live generation's and, while one is
+// filled, the next one's.
+func (g *Generations) Targets() []*Claim {
+	if g.next != nil {
+		return []*Claim{g.live, g.next}
+	}
+	return []*Claim{g.live}
+}
+
+// Retired lists the retired generations not deleted yet and when each is due.
+func (g *Generations) Retired() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, r := range g.rec.Retired {
+		out[GenerationIndex(g.dest.Index, r.Gen)] = r.After
+	}
+	return out
+}
+
+func (f *Fence) loadTable(ctx context.Context, d Destination) (tableRecord, statestore.Revision, error) {
+	r, err := f.state.Get(ctx, d.Pipeline, TableNamespace, d.Index)
+	if err != nil {
+		return tableRecord{}, 0, fmt.Errorf("esfence: reading the table record: %w", err)
+	}
+	if r.Revision == 0 {
+		return tableRecord{}, 0, nil
+	}
+	rec, err := decodeTableRecord(r.Value)
+	if err != nil {
+		return tableRecord{}, 0, fmt.Errorf("%w (pipeline %q, table %q)", err, d.Pipeline, d.Index)
+	}
+	return rec, r.Revision, nil
+}
+
+func (f *Fence) putTable(ctx context.Context, d Destination, rec tableRecord, rev statestore.Revision) (statestore.Revision, error) {
+	n, err := f.state.Put(ctx, d.Pipeline, TableNamespace, d.Index, rec.encode(), rev)
+	if errors.Is(err, statestore.ErrConflict) {
+		return 0, f.refuse(d, Fenced, "the table record changed meanwhile (another copy of this deployment)")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("esfence: writing the table record: %w", err)
+	}
+	return n, nil
+}
+
+// gen is d for generation n of its table (the read alias only on the first one, created with
+// it; a later generation gets it when it goes live).
+func gen(d Destination, n int, first bool) Destination {
+	g := d
+	g.Index = GenerationIndex(d.Index, n)
+	g.ReadAlias = ""
+	if first {
+		g.ReadAlias = d.Index
+	}
+	return g
+}
+
+// EnsureTable claims d's table: d.Index is the table's name. A table never seen is created as
+// generation 1, <name>-g1, with the read alias <name> (index, write alias and read alias in one
+// request). A legacy index -- one this pipeline created under the table's name before
+// generations, or any index of that name, which the claim then proves or refuses as Ensure
+// does -- is claimed as generation 0, without a read alias. Otherwise the live generation is
+// claimed (and the next one, while it is filled), after checking that the read alias names the
+// live generation (or, while switching, the next one; a switch cut short is completed here).
+// Refusals are *ConflictErrors, as for Ensure.
+func (f *Fence) EnsureTable(ctx context.Context, d Destination) (*Generations, error) {
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	if d.ReadAlias != "" {
+		return nil, errors.New("esfence: EnsureTable takes the table's name as Index and no ReadAlias")
+	}
+	if len(d.Index) > statestore.MaxNameBytes-maxGenSuffix {
+		return nil, fmt.Errorf("esfence: %q leaves no room for a generation suffix", d.Index)
+	}
+	if len(d.Mapping) > 0 {
+		if _, err := mappingWithMarker(d.Mapping, Marker{}); err != nil {
+			return nil, err
+		}
+	}
+	return f.ensureTable(ctx, d, true)
+}
+
+// ReclaimTable claims g's generations again (a reconnect, a client recreation); the returned
+// value replaces g, whose write aliases no longer work.
+func (f *Fence) ReclaimTable(ctx context.Context, g *Generations) (*Generations, error) {
+	if g == nil {
+		return nil, errors.New("esfence: nil generations")
+	}
+	return f.ensureTable(ctx, g.dest, false)
+}
+
+func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate bool) (*Generations, error) {
+	rec, rev, err := f.loadTable(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if rev == 0 {
+		legacy, _, err := f.loadRecord(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		st, err := f.getIndex(ctx, d.Index)
+		if err != nil {
+			return nil, err
+		}
+		if legacy.Instance != "" || st.exists {
+			// A legacy index, or a name taken: today's claim proves it or refuses it.
+			c, err := f.claim(ctx, d, mayCreate)
+			if err != nil {
+				return nil, err
+			}
+			return &Generations{dest: d, live: c}, nil
+		}
+		if !mayCreate {
+			return nil, f.refuse(d, DestinationMissing, "the table's index does not exist; it is never recreated")
+		}
+		rec = tableRecord{Live: 1, Top: 1}
+		if rev, err = f.putTable(ctx, d, rec, 0); err != nil {
+			return nil, err
+		}
+	}
+	g := &Generations{dest: d, rec: rec, rev: rev}
+	if rec.Switching {
+		return f.finishSwitch(ctx, g)
+	}
+	if err := f.checkReadAlias(ctx, g, rec.Live); err != nil {
+		return nil, err
+	}
+	if g.live, err = f.claim(ctx, gen(d, rec.Live, rec.Live == 1), mayCreate && rec.Live == 1); err != nil {
+		return nil, err
+	}
+	if rec.Next != 0 {
+		if g.next, err = f.claim(ctx, gen(d, rec.Next, false), true); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// checkReadAlias proves that the read alias resolves to exactly generation want, or to nothing
+// when generation 1 has not been created yet. Generation 0 has no read alias: the name is the
+// legacy index, which the claim checks.
+func (f *Fence) checkReadAlias(ctx context.Context, g *Generations, want ...int) error {
+	if g.rec.Live == 0 && !g.rec.Switching {
+		return nil
+	}
+	targets, concrete, err := f.resolve(ctx, g.dest.Index)
+	if err != nil {
+		return err
+	}
+	if concrete {
+		if g.rec.Live == 0 { // switching from a legacy index: it is still there
+			return nil
+		}
+		return f.refuse(g.dest, AliasNotSupported, "the table's name is a concrete index, not the sink's read alias")
+	}
+	if len(targets) == 0 && g.rec.Live == 1 && g.rec.Top == 1 {
+		if st, err := f.getIndex(ctx, GenerationIndex(g.dest.Index, 1)); err != nil || !st.exists {
+			return err // the first generation was never created: the claim creates both
+		}
+	}
+	for _, w := range want {
+		if len(targets) == 1 && targets[0] == GenerationIndex(g.dest.Index, w) {
+			return nil
+		}
+	}
+	return f.refuse(g.dest, FenceMalformed, fmt.Sprintf("the read alias resolves to %d indices, not to the live generation", len(targets)))
+}
+
+// resolve says which indices a name resolves to as an alias, and whether it is a concrete
+// index instead.
+func (f *Fence) resolve(ctx context.Context, name string) (targets []string, concrete bool, err error) {
+	st, err := f.getIndex(ctx, name)
+	if err != nil || !st.exists {
+		return nil, false, err
+	}
+	if st.concrete {
+		return nil, true, nil
+	}
+	const what = "resolving the read alias"
+	a, err := f.do(ctx, what, esapi.IndicesGetAliasRequest{Name: []string{name}})
+	if err != nil {
+		return nil, false, err
+	}
+	if a.status == http.StatusNotFound {
+		return nil, false, nil
+	}
+	if !a.ok() {
+		return nil, false, a.serverError(what)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(a.body, &m); err != nil {
+		return nil, false, errors.New("esfence: " + what + ": unexpected answer")
+	}
+	for idx := range m {
+		targets = append(targets, idx)
+	}
+	slices.Sort(targets)
+	return targets, false, nil
+}
+
+// BeginGeneration starts filling a new generation of g's table with d's mapping and settings
+// (d.Index the table's name, as for EnsureTable): the table record names it first, then the
+// index is created (without the read alias) and claimed. From now on every change must go to
+// both generations (Targets); the caller fills the new one (a re-snapshot) and then calls
+// Switch. A generation already being filled is an error.
+func (f *Fence) BeginGeneration(ctx context.Context, g *Generations, d Destination) (*Generations, error) {
+	if g == nil || d.Index != g.dest.Index {
+		return nil, errors.New("esfence: BeginGeneration needs the table's generations and a destination of the same name")
+	}
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	rec, rev, err := f.loadTable(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if rev != g.rev {
+		return nil, f.refuse(d, Fenced, "the table record changed since the claim")
+	}
+	if rec.Next != 0 {
+		return nil, fmt.Errorf("esfence: table %q: generation %d is already being filled", d.Index, rec.Next)
+	}
+	rec.Top++
+	rec.Next = rec.Top
+	if rev, err = f.putTable(ctx, d, rec, rev); err != nil {
+		return nil, err
+	}
+	n := &Generations{dest: d, rec: rec, rev: rev, live: g.live}
+	if n.next, err = f.claim(ctx, gen(d, rec.Next, false), true); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// AbandonGeneration gives up filling g's next generation: the table record forgets it and the
+// index is deleted (after its marker proved it is this pipeline's).
+func (f *Fence) AbandonGeneration(ctx context.Context, g *Generations) (*Generations, error) {
+	if g == nil || g.next == nil {
+		return g, nil
+	}
+	rec := g.rec
+	next := rec.Next
+	rec.Next, rec.Switching = 0, false
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.deleteGeneration(ctx, g.dest, next); err != nil {
+		return nil, err
+	}
+	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live}, nil
+}
+
+// Switch makes g's next generation the live one: it is refreshed, then one _aliases request
+// removes the live generation's write alias (it must still exist: this proves the claim, and
+// stops writes to the outgoing generation) and the read alias from it, and adds the read alias
+// to the next generation, so a reader sees the old generation or the new one, never a mix and
+// never a partly filled one. A legacy index, which cannot carry an alias of its own name, is
+// fenced off the same way and then replaced by the alias in a second request (remove_index and
+// add run together): it is deleted at once. Another generation stays retired until retain has
+// passed (DeleteRetired deletes it). The returned value replaces g; its only target is the new
+// generation.
+func (f *Fence) Switch(ctx context.Context, g *Generations, retain time.Duration) (*Generations, error) {
+	if g == nil || g.next == nil {
+		return nil, errors.New("esfence: no generation is being filled")
+	}
+	rec := g.rec
+	rec.Switching, rec.Retain = true, max(retain, 0)
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return nil, err
+	}
+	g = &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next}
+	if f.afterPending != nil {
+		if err := f.afterPending(g.dest.Index); err != nil {
+			return nil, err
+		}
+	}
+	return f.switchAliases(ctx, g)
+}
+
+// switchAliases carries out a recorded switch (Switching set) with the live claim in hand.
+func (f *Fence) switchAliases(ctx context.Context, g *Generations) (*Generations, error) {
+	d, rec := g.dest, g.rec
+	next := GenerationIndex(d.Index, rec.Next)
+	const refresh = "refreshing the new generation"
+	a, err := f.do(ctx, refresh, esapi.IndicesRefreshRequest{Index: []string{next}})
+	if err != nil {
+		return nil, err
+	}
+	if !a.ok() {
+		return nil, a.serverError(refresh)
+	}
+	readAlias := map[string]any{"index": next, "alias": d.Index, "is_write_index": false}
+	fenceOff := map[string]any{"remove": map[string]any{"index": g.live.Index(), "alias": g.live.WriteAlias(), "must_exist": true}}
+	if rec.Live == 0 {
+		if err := f.aliases(ctx, d, "fencing off the legacy index", fenceOff); err != nil {
+			return nil, err
+		}
+		if f.afterRotate != nil {
+			if err := f.afterRotate(d.Index); err != nil {
+				return nil, err
+			}
+		}
+		if err := f.aliases(ctx, d, "replacing the legacy index by the read alias",
+			map[string]any{"remove_index": map[string]any{"index": d.Index}}, map[string]any{"add": readAlias}); err != nil {
+			return nil, err
+		}
+	} else if err := f.aliases(ctx, d, "switching the read alias", fenceOff,
+		map[string]any{"remove": map[string]any{"index": g.live.Index(), "alias": d.Index, "must_exist": true}},
+		map[string]any{"add": readAlias}); err != nil {
+		return nil, err
+	}
+	return f.recordSwitch(ctx, g)
+}
+
+// recordSwitch records a switch the cluster has made.
+func (f *Fence) recordSwitch(ctx context.Context, g *Generations) (*Generations, error) {
+	rec := g.rec
+	if rec.Live != 0 {
+		rec.Retired = append(rec.Retired, retiredGen{Gen: rec.Live, After: time.Now().Add(rec.Retain).UTC()})
+	}
+	rec.Live, rec.Next, rec.Switching, rec.Retain = rec.Next, 0, false, 0
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return nil, err
+	}
+	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.next}, nil
+}
+
+// finishSwitch completes a switch a crash cut short, as the cluster shows it: the read alias
+// already on the next generation (only the record is behind), or still on the live one (the
+// switch is made again, after claiming both).
+func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations, error) {
+	d, rec := g.dest, g.rec
+	targets, concrete, err := f.resolve(ctx, d.Index)
+	if err != nil {
+		return nil, err
+	}
+	nextName := GenerationIndex(d.Index, rec.Next)
+	if g.next, err = f.claim(ctx, gen(d, rec.Next, false), false); err != nil {
+		return nil, err
+	}
+	if !concrete && len(targets) == 1 && targets[0] == nextName {
+		return f.recordSwitch(ctx, g)
+	}
+	if rec.Live == 0 && concrete {
+		st, err := f.getIndex(ctx, d.Index)
+		if err != nil {
+			return nil, err
+		}
+		fenced := true
+		for _, a := range st.aliases {
+			fenced = fenced && !strings.HasPrefix(a, internalPrefix)
+		}
+		if fenced { // the legacy index was fenced off; the second request is what remains
+			if err := f.aliases(ctx, d, "replacing the legacy index by the read alias",
+				map[string]any{"remove_index": map[string]any{"index": d.Index}},
+				map[string]any{"add": map[string]any{"index": nextName, "alias": d.Index, "is_write_index": false}}); err != nil {
+				return nil, err
+			}
+			return f.recordSwitch(ctx, g)
+		}
+	} else if err := f.checkReadAlias(ctx, g, rec.Live); err != nil {
+		return nil, err
+	}
+	if g.live, err = f.claim(ctx, gen(d, rec.Live, false), false); err != nil {
+		return nil, err
+	}
+	return f.switchAliases(ctx, g)
+}
+
+// aliases sends one _aliases request; a must_exist remove that finds nothing means another
+// claim moved the fence: fenced.
+func (f *Fence) aliases(ctx context.Context, d Destination, what string, actions ...any) error {
+	a, err := f.do(ctx, what, esapi.IndicesUpdateAliasesRequest{Body: jsonBody(map[string]any{"actions": actions})})
+	if err != nil {
+		return err // outcome unknown: the record says switching, the next claim finds out
+	}
+	if !a.ok() {
+		se := a.serverError(what)
+		if a.status == http.StatusNotFound && se.Type == "aliases_not_found_exception" {
+			return f.refuse(d, Fenced, "the write alias was rotated by another claim")
+		}
+		if a.status == http.StatusNotFound && se.Type == "index_not_found_exception" {
+			return f.refuse(d, DestinationMissing, "a generation of the table was deleted")
+		}
+		return se
+	}
+	return aliasActionsFailed(a.body)
+}
+
+// DeleteRetired deletes g's retired generations whose time has come (now or later than their
+// due time), each after its marker proved it is this pipeline's, and returns their names.
+func (f *Fence) DeleteRetired(ctx context.Context, g *Generations, now time.Time) (*Generations, []string, error) {
+	if g == nil || len(g.rec.Retired) == 0 {
+		return g, nil, nil
+	}
+	rec := g.rec
+	var keep []retiredGen
+	var due []int
+	for _, r := range rec.Retired {
+		if now.Before(r.After) {
+			keep = append(keep, r)
+		} else {
+			due = append(due, r.Gen)
+		}
+	}
+	if len(due) == 0 {
+		return g, nil, nil
+	}
+	var deleted []string
+	for _, n := range due {
+		if err := f.deleteGeneration(ctx, g.dest, n); err != nil {
+			return g, deleted, err
+		}
+		deleted = append(deleted, GenerationIndex(g.dest.Index, n))
+	}
+	rec.Retired = keep
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return g, deleted, err
+	}
+	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next}, deleted, nil
+}
+
+// deleteGeneration deletes generation n of d's table as DropIndices deletes an index: only
+// after its marker and record proved it is this pipeline's; already gone is fine. Its
+// ownership record stays, so it is never recreated.
+func (f *Fence) deleteGeneration(ctx context.Context, d Destination, n int) error {
+	name := GenerationIndex(d.Index, n)
+	r, err := f.state.Get(ctx, d.Pipeline, Namespace, name)
+	if err != nil {
+		return fmt.Errorf("esfence: reading the ownership record: %w", err)
+	}
+	if r.Revision == 0 {
+		return nil // never created
+	}
+	_, err = f.dropIndex(ctx, d.Pipeline, name, r.Value)
+	return err
+}
