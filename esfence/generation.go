@@ -175,15 +175,16 @@ func gen(d Destination, n int, first bool) Destination {
 // does -- is claimed as generation 0, without a read alias. Otherwise the live generation is
 // claimed (and the next one, while it is filled), after checking that the read alias names the
 // live generation (or, while switching, the next one; a switch cut short is completed here).
-// Refusals are *ConflictErrors, as for Ensure.
-func (f *Fence) EnsureTable(ctx context.Context, d Destination) (*Generations, error) {
+// Refusals are *ConflictErrors, as for Ensure. With legacy, a table never seen is created as a
+// legacy index instead (generation 0, no read alias), which a later BeginGeneration migrates.
+func (f *Fence) EnsureTable(ctx context.Context, d Destination, legacy bool) (*Generations, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
 	if d.ReadAlias != "" {
 		return nil, errors.New("esfence: EnsureTable takes the table's name as Index and no ReadAlias")
 	}
-	if len(d.Index) > statestore.MaxNameBytes-maxGenSuffix {
+	if !legacy && len(d.Index) > statestore.MaxNameBytes-maxGenSuffix {
 		return nil, fmt.Errorf("esfence: %q leaves no room for a generation suffix", d.Index)
 	}
 	if len(d.Mapping) > 0 {
@@ -191,7 +192,7 @@ func (f *Fence) EnsureTable(ctx context.Context, d Destination) (*Generations, e
 			return nil, err
 		}
 	}
-	return f.ensureTable(ctx, d, true)
+	return f.ensureTable(ctx, d, true, legacy)
 }
 
 // ReclaimTable claims g's generations again (a reconnect, a client recreation); the returned
@@ -200,10 +201,10 @@ func (f *Fence) ReclaimTable(ctx context.Context, g *Generations) (*Generations,
 	if g == nil {
 		return nil, errors.New("esfence: nil generations")
 	}
-	return f.ensureTable(ctx, g.dest, false)
+	return f.ensureTable(ctx, g.dest, false, false)
 }
 
-func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate bool) (*Generations, error) {
+func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLegacy bool) (*Generations, error) {
 	rec, rev, err := f.loadTable(ctx, d)
 	if err != nil {
 		return nil, err
@@ -217,7 +218,7 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate bool) 
 		if err != nil {
 			return nil, err
 		}
-		if legacy.Instance != "" || st.exists {
+		if legacy.Instance != "" || st.exists || asLegacy {
 			// A legacy index, or a name taken: today's claim proves it or refuses it.
 			c, err := f.claim(ctx, d, mayCreate)
 			if err != nil {
@@ -324,6 +325,9 @@ func (f *Fence) BeginGeneration(ctx context.Context, g *Generations, d Destinati
 	}
 	if err := d.validate(); err != nil {
 		return nil, err
+	}
+	if len(d.Index) > statestore.MaxNameBytes-maxGenSuffix {
+		return nil, fmt.Errorf("esfence: %q leaves no room for a generation suffix", d.Index)
 	}
 	rec, rev, err := f.loadTable(ctx, d)
 	if err != nil {

@@ -56,7 +56,7 @@ func TestGenerations(t *testing.T) {
 		st := statestore.NewMemory()
 		f := s.fence(t, st)
 		d := s.dest("gens")
-		g, err := f.EnsureTable(ctx, d)
+		g, err := f.EnsureTable(ctx, d, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestGenerations(t *testing.T) {
 		}
 
 		// A new session (another Fence on the same store) claims the live generation.
-		g, err = s.fence(t, st).EnsureTable(ctx, d)
+		g, err = s.fence(t, st).EnsureTable(ctx, d, false)
 		if err != nil || g.Live().Index() != g2 || g.Next() != nil {
 			t.Fatalf("a new session: %v", err)
 		}
@@ -140,7 +140,7 @@ func TestGenerations(t *testing.T) {
 		// Someone moves the read alias: refused, not followed.
 		s.OK(t, esapi.IndicesUpdateAliasesRequest{Body: estest.JSONBody(t, map[string]any{"actions": []any{
 			map[string]any{"remove": map[string]any{"index": g2, "alias": d.Index}}}})})
-		if _, err := s.fence(t, st).EnsureTable(ctx, d); err == nil {
+		if _, err := s.fence(t, st).EnsureTable(ctx, d, false); err == nil {
 			t.Fatal("a table whose read alias is gone was claimed")
 		} else {
 			wantRefusal(t, err, FenceMalformed, d)
@@ -152,7 +152,7 @@ func TestGenerations(t *testing.T) {
 		if it := s.write(t, lc.WriteAlias(), "index", "legacy-doc"); it.Error != nil {
 			t.Fatalf("write: %+v", it.Error)
 		}
-		lg, err := f.EnsureTable(ctx, ld)
+		lg, err := f.EnsureTable(ctx, ld, false)
 		if err != nil || lg.Live().Index() != ld.Index || lg.ReadAlias() != "" || lg.LiveGen() != 0 {
 			t.Fatalf("a legacy index as a table: %v", err)
 		}
@@ -177,7 +177,7 @@ func TestGenerations(t *testing.T) {
 		// Its write alias went with it; a write through it must not create anything.
 		estest.WantItemError(t, "index through the legacy write alias", s.write(t, legacyWrite, "index", "x"),
 			http.StatusNotFound, "index_not_found_exception", "require_alias")
-		if lg, err = s.fence(t, st).EnsureTable(ctx, ld); err != nil || lg.Live().Index() != lg1 || lg.ReadAlias() != ld.Index {
+		if lg, err = s.fence(t, st).EnsureTable(ctx, ld, false); err != nil || lg.Live().Index() != lg1 || lg.ReadAlias() != ld.Index {
 			t.Fatalf("the migrated table in a new session: %v", err)
 		}
 
@@ -217,7 +217,7 @@ func TestGenerationSwitchResumes(t *testing.T) {
 				if tc.legacy {
 					ensure(t, f, d)
 				}
-				if g, err = f.EnsureTable(ctx, d); err != nil {
+				if g, err = f.EnsureTable(ctx, d, false); err != nil {
 					t.Fatal(err)
 				}
 				if g, err = f.BeginGeneration(ctx, g, d); err != nil {
@@ -229,7 +229,7 @@ func TestGenerationSwitchResumes(t *testing.T) {
 				if _, err := crashing.Switch(ctx, g, time.Hour); err != errCrash {
 					t.Fatalf("switch: %v, want the simulated crash", err)
 				}
-				g, err = s.fence(t, st).EnsureTable(ctx, d)
+				g, err = s.fence(t, st).EnsureTable(ctx, d, false)
 				if err != nil {
 					t.Fatalf("claim after the crash: %v", err)
 				}
@@ -255,7 +255,7 @@ func TestGenerationsFenceCopies(t *testing.T) {
 		orig := statestore.NewMemory()
 		d := s.dest("copies")
 		a := s.fence(t, orig)
-		ga, err := a.EnsureTable(ctx, d)
+		ga, err := a.EnsureTable(ctx, d, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestGenerationsFenceCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := s.fence(t, orig.Copy())
-		gb, err := b.EnsureTable(ctx, d)
+		gb, err := b.EnsureTable(ctx, d, false)
 		if err != nil {
 			t.Fatalf("the copy's claim: %v", err)
 		}
@@ -287,7 +287,7 @@ func TestGenerationsFenceCopies(t *testing.T) {
 		if gb, err = b.Switch(ctx, gb, time.Hour); err != nil {
 			t.Fatalf("the claiming copy's switch: %v", err)
 		}
-		if _, err := s.fence(t, statestore.NewMemory()).EnsureTable(ctx, d); err == nil {
+		if _, err := s.fence(t, statestore.NewMemory()).EnsureTable(ctx, d, false); err == nil {
 			t.Fatal("another deployment claimed the table")
 		}
 		other := d

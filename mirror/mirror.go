@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/sink"
@@ -217,6 +218,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 	var left atomic.Int64
 	left.Store(int64(len(m.pipes)))
 	var wg sync.WaitGroup
+	retire, stopRetire := context.WithCancel(ctx)
+	defer stopRetire()
+	for _, p := range m.pipes {
+		if p.sink != nil {
+			go m.deleteRetired(retire, p)
+		}
+	}
 	for i, p := range m.pipes {
 		wg.Go(func() {
 			err := p.runner.Run(ctx)
@@ -238,6 +246,29 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// retireInterval is how often Run looks for generations a reindex retired whose time has come.
+const retireInterval = 30 * time.Second
+
+// deleteRetired deletes, while Run runs, the generations of p's tables whose retention ended.
+func (m *Mirror) deleteRetired(ctx context.Context, p *pipeline) {
+	tick := time.NewTicker(retireInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		deleted, err := p.sink.DeleteRetired(ctx, time.Now())
+		for _, idx := range deleted {
+			m.log.Info("retired generation deleted", "pipeline", p.name, "index", idx)
+		}
+		if err != nil && ctx.Err() == nil {
+			m.log.Warn("deleting a retired generation failed; tried again later", "pipeline", p.name, "error", err)
+		}
+	}
 }
 
 // PipelineError is why one pipeline stopped.

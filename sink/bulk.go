@@ -411,7 +411,11 @@ func (s *Sink) lostDestination(ctx context.Context, a *action) error {
 	detail := "the write alias is gone: another claim rotated the fence"
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
-	if ans, err := search.Do(cctx, s.tp, esapi.IndicesExistsRequest{Index: []string{a.index}}); err == nil {
+	index := a.index
+	if c := s.liveClaim(index); c != nil && s.claims[index] == nil {
+		index = c.Index() // a table's name (an _mget before toTargets): its live generation
+	}
+	if ans, err := search.Do(cctx, s.tp, esapi.IndicesExistsRequest{Index: []string{index}}); err == nil {
 		if ans.Status == http.StatusNotFound {
 			class = esfence.DestinationMissing
 			detail = "the index was deleted; it is never recreated (delete the pipeline to start over)"

@@ -50,7 +50,7 @@ func (s *Sink) CheckTables(ctx context.Context, tables []*cdc.TableSchema) error
 			other, ok = s.bound[name]
 		}
 		if !ok {
-			if c := s.claims[name]; c != nil {
+			if c := s.liveClaim(name); c != nil {
 				other, ok = c.Destination().Table, true
 			}
 		}
@@ -140,7 +140,7 @@ func (s *Sink) checkBindings(acts []action) error {
 		lastIndex, lastTable = a.index, a.table
 		owner, ok := s.bound[a.index]
 		if !ok {
-			if c := s.claims[a.index]; c != nil {
+			if c := s.liveClaim(a.index); c != nil {
 				owner, ok = c.Destination().Table, true
 			}
 		}

@@ -91,6 +91,14 @@ type Config struct {
 	// Mapping tunes the generated mappings, for engines without scaled_float or
 	// unsigned_long and for JSON columns that should be searchable.
 	Mapping MappingConfig `yaml:"mapping,omitempty" json:"mapping,omitempty"`
+	// ReadAlias creates each new table's index as its first generation, <index>-g1, behind a
+	// read-only alias named <index> that readers query, so that the table can be reindexed
+	// without downtime (doc.go, Reindexing). Without it (the default) a new table's index is
+	// <index> itself, which a reindex turns into a generation behind the alias.
+	ReadAlias bool `yaml:"read_alias,omitempty" json:"read_alias,omitempty"`
+	// RetireAfter is how long the generation a reindex replaced is kept before it is deleted
+	// (default 1h), for readers that still hold it (a scroll, a point in time).
+	RetireAfter Duration `yaml:"retire_after,omitempty" json:"retire_after,omitempty"`
 }
 
 // MappingConfig is the YAML face of MappingOptions.
@@ -141,6 +149,8 @@ const (
 	DefaultMaxBytes        = 10 << 20
 	DefaultConcurrency     = 2
 	DefaultDeleteRetention = 24 * time.Hour
+	// DefaultRetireAfter is how long a replaced generation is kept after a reindex.
+	DefaultRetireAfter = time.Hour
 	DefaultItemRetries     = 3
 )
 
@@ -214,6 +224,9 @@ func (c *Config) Normalize() error {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
+	}
+	if c.RetireAfter == 0 {
+		c.RetireAfter = Duration(DefaultRetireAfter)
 	}
 	if c.DeleteRetention == 0 {
 		c.DeleteRetention = Duration(DefaultDeleteRetention)
@@ -308,6 +321,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Concurrency < 0 || c.Concurrency > 64 {
 		bad("concurrency must be between 1 and 64")
+	}
+	if c.RetireAfter < 0 {
+		bad("retire_after must not be negative")
 	}
 	if c.DeleteRetention < 0 {
 		bad("delete_retention must not be negative")

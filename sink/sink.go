@@ -56,6 +56,10 @@ type Sink struct {
 	mu     sync.Mutex
 	tables map[*cdc.TableSchema]*tableInfo
 	claims map[string]*esfence.Claim // by concrete index name
+	// gens is, per table name (the template's expansion), the table's claimed generations
+	// (generations.go); gensEpoch counts their changes.
+	gens      map[string]*esfence.Generations
+	gensEpoch uint64
 	// bound is, per concrete index, the one table whose rows go into it this session: set by
 	// CheckTables and by the first action of a table (checkBindings).
 	bound map[string]cdc.TableID
@@ -96,6 +100,11 @@ type tableInfo struct {
 	// guards says, per column, what a value must satisfy for the index's field (nil until
 	// derived; encode then derives them from the generated mapping).
 	guards []fieldGuard
+	// targets are the generations the table's actions go to as of targetsEpoch; byIndex the
+	// info of each generation other than index itself (its own mapping knowledge and guards).
+	targets      []genTarget
+	targetsEpoch uint64
+	byIndex      map[string]*tableInfo
 }
 
 // New builds the sink of a pipeline. cfg is normalized and validated; nothing is sent to the
@@ -124,6 +133,7 @@ func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*S
 		cfg: cfg, tmpl: t, pipeline: pipeline, opts: o,
 		tables:   map[*cdc.TableSchema]*tableInfo{},
 		claims:   map[string]*esfence.Claim{},
+		gens:     map[string]*esfence.Generations{},
 		bound:    map[string]cdc.TableID{},
 		fields:   map[string]map[string]json.RawMessage{},
 		encoding: encodingName(cfg),
@@ -323,6 +333,7 @@ func (s *Sink) prepare(ctx context.Context, batch []cdc.Event) ([]*chunk, []acti
 		s.recycle(acts, nil)
 		return nil, nil, dead, nil
 	}
+	acts = s.toTargets(acts)
 	if err := s.extendMappings(ctx, acts); err != nil {
 		return nil, nil, nil, err
 	}
@@ -516,15 +527,17 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 		return err
 	}
 	if s.stale.Load() {
-		for idx, c := range s.claims {
-			n, err := s.fence.Reclaim(ctx, c)
+		for name, g := range s.gens {
+			n, err := s.fence.ReclaimTable(ctx, g)
 			if err != nil {
 				return s.requestError(err, "claiming an index")
 			}
-			s.claims[idx] = n
-			// Whoever held the index meanwhile may have added fields: read them again.
-			delete(s.fields, idx)
-			s.observer().Claimed(idx)
+			s.setGens(name, n)
+			for _, c := range n.Targets() {
+				// Whoever held the index meanwhile may have added fields: read them again.
+				delete(s.fields, c.Index())
+				s.observer().Claimed(c.Index())
+			}
 		}
 		s.claimEpoch.Add(1)
 		s.stale.Store(false)
@@ -536,19 +549,21 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 			continue
 		}
 		last = a.index
-		if _, ok := s.claims[a.index]; ok {
+		if _, ok := s.gens[a.index]; ok {
 			continue
 		}
 		d, err := s.destination(ctx, a)
 		if err != nil {
 			return err
 		}
-		c, err := s.fence.Ensure(ctx, d)
+		g, err := s.fence.EnsureTable(ctx, d, !s.cfg.ReadAlias)
 		if err != nil {
 			return s.requestError(err, "claiming an index")
 		}
-		s.claims[a.index] = c
-		s.observer().Claimed(a.index)
+		s.setGens(a.index, g)
+		for _, c := range g.Targets() {
+			s.observer().Claimed(c.Index())
+		}
 	}
 	return nil
 }

@@ -380,7 +380,7 @@ func takeStored(a *action, source json.RawMessage, st *UnchangedStats) string {
 // (fenced or destination_missing); any other status is fatal.
 func (s *Sink) mget(ctx context.Context, a *action, body []byte, n int, st *UnchangedStats) ([]mgetDoc, error) {
 	const what = "_mget of unchanged values"
-	alias := s.claims[a.index].WriteAlias()
+	alias := s.liveClaim(a.index).WriteAlias() // before toTargets: a.index is the table's name
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.RequestTimeout))
 	defer cancel()
 	realtime := true
