@@ -151,7 +151,7 @@ const (
 	DefaultDeleteRetention = 24 * time.Hour
 	// DefaultRetireAfter is how long a replaced generation is kept after a reindex.
 	DefaultRetireAfter = time.Hour
-	DefaultItemRetries     = 3
+	DefaultItemRetries = 3
 )
 
 // ConfigError is every problem of one sink configuration, as ParseConfig, Normalize, Validate
