@@ -79,3 +79,10 @@ func (s *TableSchema) ColumnIndex(name string) int {
 type SchemaLoader interface {
 	LoadSchema(ctx context.Context, id TableID) (*TableSchema, error)
 }
+
+// CurrentSchemaLoader is a source that can also load a table's schema as its catalog has it
+// now, which may be ahead of the stream's (LoadSchema answers as of the stream's position
+// where the source tracks it): what a reindex maps a new index for.
+type CurrentSchemaLoader interface {
+	LoadCurrentSchema(ctx context.Context, id TableID) (*TableSchema, error)
+}

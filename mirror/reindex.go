@@ -89,9 +89,16 @@ func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexR
 	return rep, nil
 }
 
-// currentSchema is the table's schema as the source has it now (the sink's latest when the
-// source cannot load schemas).
+// currentSchema is the table's schema as the source's catalog has it now (a reindex maps the
+// new generation for the rows the re-snapshot will read).
 func (m *Mirror) currentSchema(ctx context.Context, p *pipeline, id cdc.TableID) (*cdc.TableSchema, error) {
+	if l, ok := p.src.(cdc.CurrentSchemaLoader); ok {
+		sch, err := l.LoadCurrentSchema(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: loading the schema of %s: %w", p.name, id, err)
+		}
+		return sch, nil
+	}
 	l, ok := p.src.(cdc.SchemaLoader)
 	if !ok {
 		return nil, fmt.Errorf("mirror: pipeline %q: its source cannot load table schemas", p.name)

@@ -238,6 +238,12 @@ func (s *Source) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSche
 	return t.schema, nil
 }
 
+// LoadCurrentSchema implements cdc.CurrentSchemaLoader: LoadSchema, which always reads the
+// catalog as it is now.
+func (s *Source) LoadCurrentSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSchema, error) {
+	return s.LoadSchema(ctx, id)
+}
+
 // Open starts a stream: after cp when it is set; otherwise with a snapshot or from the server's
 // current position, as Options.Snapshot says. Before anything else it checks what no retry
 // can change: a server without a ROW binlog of FULL images fails Open with a permanent error,

@@ -269,6 +269,30 @@ func (s *Source) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSche
 	return ti.schema, nil
 }
 
+// LoadCurrentSchema implements cdc.CurrentSchemaLoader: the table's schema as the catalog has
+// it now (restricted to the columns the publication publishes), whatever the stream has
+// decoded; nothing is cached.
+func (s *Source) LoadCurrentSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSchema, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.sqlCfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgcdc: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	cat := newCatalog(conn)
+	ti, err := cat.loadTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	published, err := publishedColumns(ctx, conn, s.opts.Publication, id)
+	if err != nil {
+		return nil, err
+	}
+	if ti, err = cat.restrictTo(ctx, ti, published); err != nil {
+		return nil, err
+	}
+	return ti.schema, nil
+}
+
 func (s *Source) remember(ti *tableInfo) {
 	s.mu.Lock()
 	s.schemas[ti.schema.ID] = ti

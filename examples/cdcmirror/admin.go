@@ -102,6 +102,13 @@ func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string
 			fmt.Fprintf(w, "  indices: %s\n", strings.Join(rep.Indices, ", "))
 		}
 		printLive(w, name, live, liveErr, addr)
+		if live != nil {
+			for _, j := range live.Reindexes {
+				if j.Pipeline == name {
+					fmt.Fprintf(w, "  live %s\n", reindexLine(j))
+				}
+			}
+		}
 	}
 	return nil
 }

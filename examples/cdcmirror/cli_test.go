@@ -109,10 +109,18 @@ func (f *fakeMirror) Resnapshot(_ context.Context, pipeline string, req cdc.Resn
 	return "id-" + req.Where, nil
 }
 
+// Reindex answers as mirror.Mirror does for a table never written: "pg" knows "public.t".
+func (f *fakeMirror) Reindex(_ context.Context, pipeline, table string) (*mirror.ReindexReport, error) {
+	if pipeline != "pg" || table != "public.t" {
+		return nil, fmt.Errorf("mirror: pipeline %q: no such table in this session: %q", pipeline, table)
+	}
+	return &mirror.ReindexReport{Generation: "t-g2", Replaced: "t-g1", Rows: 3}, nil
+}
+
 // TestResnapshotEndpoint checks POST /admin/resnapshot's answers.
 func TestResnapshotEndpoint(t *testing.T) {
 	m := &fakeMirror{st: []cdc.Status{{Pipeline: "pg"}, {Pipeline: "maria"}}}
-	mux := newMux(prometheus.NewRegistry(), m)
+	mux := newMux(prometheus.NewRegistry(), m, newReindexes(context.Background()))
 	post := func(ct, body string) (int, resnapshotAnswer) {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -151,6 +159,62 @@ func TestResnapshotEndpoint(t *testing.T) {
 	}
 }
 
+// TestReindexEndpoint checks POST /admin/reindex's answers, and that /status follows a
+// reindex to its outcome.
+func TestReindexEndpoint(t *testing.T) {
+	m := &fakeMirror{st: []cdc.Status{{Pipeline: "pg"}, {Pipeline: "maria"}}}
+	mux := newMux(prometheus.NewRegistry(), m, newReindexes(context.Background()))
+	post := func(ct, body string) (int, string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/admin/reindex", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		mux.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	const js = "application/json"
+	for _, c := range []struct {
+		ct, body string
+		code     int
+	}{
+		{js, `{"pipeline": "pg"}`, 400},                         // no table
+		{js, `{"pipeline": "nope", "table": "t"}`, 404},         // unknown pipeline
+		{js, `{"table": "public.t"}`, 400},                      // two pipelines: which one?
+		{js, `{"pipeline": "pg", "tables": ["public.t"]}`, 400}, // an unknown key
+		{"text/plain", `{"pipeline": "pg", "table": "public.t"}`, 415},
+		{js, `{"pipeline": "pg", "table": "public.t"}`, 202},
+		{js, `{"pipeline": "pg", "table": "public.x"}`, 202}, // fails later, in /status
+	} {
+		if code, body := post(c.ct, c.body); code != c.code {
+			t.Errorf("%s %s: %d %s, want %d", c.ct, c.body, code, body, c.code)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := get(t, mux, "/status")
+		var doc statusDoc
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Reindexes) == 2 && doc.Reindexes[0].State == "done" && doc.Reindexes[1].State == "failed" {
+			if j := doc.Reindexes[0]; j.Generation != "t-g2" || j.Replaced != "t-g1" || j.Rows != 3 {
+				t.Errorf("done reindex: %+v", j)
+			}
+			if j := doc.Reindexes[1]; !strings.Contains(j.Error, "no such table") {
+				t.Errorf("failed reindex: %+v", j)
+			}
+			if line := reindexLine(doc.Reindexes[0]); !strings.Contains(line, "readers see t-g2 (was t-g1)") {
+				t.Errorf("status line %q", line)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/status never showed both outcomes: %s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
 	rec := httptest.NewRecorder()
@@ -172,7 +236,7 @@ func TestEndpoints(t *testing.T) {
 	c.Watch(m)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	mux := newMux(reg, m)
+	mux := newMux(reg, m, newReindexes(context.Background()))
 	if code, body := get(t, mux, "/healthz"); code != 200 || body != "pg: ok\nmaria: ok\n" {
 		t.Fatalf("healthy: %d %q", code, body)
 	}

@@ -21,6 +21,7 @@ import (
 type statusSource interface {
 	Status() []cdc.Status
 	Resnapshot(ctx context.Context, pipeline string, req cdc.ResnapshotRequest) (string, error)
+	Reindex(ctx context.Context, pipeline, table string) (*mirror.ReindexReport, error)
 }
 
 // resnapshotBody is what POST /admin/resnapshot takes and `cdcmirror resnapshot` sends.
@@ -42,7 +43,7 @@ type resnapshotAnswer struct {
 // body has one line per pipeline, "name: ok" or "name: reason") and /status (every pipeline's
 // status as JSON, what `cdcmirror status` reads). Reasons and failures name no row data and
 // no credential.
-func newMux(reg *prometheus.Registry, m statusSource) *http.ServeMux {
+func newMux(reg *prometheus.Registry, m statusSource, rx *reindexes) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -69,12 +70,22 @@ func newMux(reg *prometheus.Registry, m statusSource) *http.ServeMux {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(ans)
 	})
+	mux.HandleFunc("POST /admin/reindex", func(w http.ResponseWriter, r *http.Request) {
+		code, job, msg := rx.reindex(r, m)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(struct {
+			reindexJob
+			Message string `json:"message,omitempty"`
+		}{job, msg})
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		var out statusDoc
 		for _, s := range m.Status() {
 			out.Pipelines = append(out.Pipelines, pipelineJSON(s))
 		}
+		out.Reindexes = rx.list()
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(out)
@@ -126,6 +137,7 @@ func resnapshot(r *http.Request, m statusSource) (int, resnapshotAnswer) {
 // statusDoc is the /status document.
 type statusDoc struct {
 	Pipelines []pipelineStatus `json:"pipelines"`
+	Reindexes []reindexJob     `json:"reindexes,omitempty"` // asked of this process, oldest first
 }
 
 // pipelineStatus is cdc.Status as JSON: errors as their text, absent times left out.

@@ -85,7 +85,8 @@ const usage = `usage:
   cdcmirror [run] --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
   cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
   cdcmirror drop --config FILE [--pipeline NAME] [--indices]
-  cdcmirror resnapshot --config FILE [--pipeline NAME] [--table T]... [--where COND] [--metrics-addr 127.0.0.1:9464]`
+  cdcmirror resnapshot --config FILE [--pipeline NAME] [--table T]... [--where COND] [--metrics-addr 127.0.0.1:9464]
+  cdcmirror reindex --config FILE [--pipeline NAME] --table T [--metrics-addr 127.0.0.1:9464]`
 
 // command runs one cdcmirror command with args. run (the default) runs until ctx ends (a
 // signal: nil, after a clean stop) or every pipeline stopped. Reports go to stdout, logs and
@@ -93,7 +94,7 @@ const usage = `usage:
 // once it accepts connections.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer, listening func(net.Addr)) error {
 	name := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex") {
 		name, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("cdcmirror "+name, flag.ContinueOnError)
@@ -107,6 +108,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 	var pipeline *string
 	var indices *bool
 	var rs resnapFlags
+	var reindexTable *string
 	switch name {
 	case "run":
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "listen address for /metrics, /healthz and /status (empty: none)")
@@ -122,6 +124,10 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 		fs.Var(&rs.tables, "table", "a table to read again, as source.tables spells it (repeatable; none: every captured table)")
 		rs.where = fs.String("where", "", "an SQL condition on each table's rows (a key range, a filter)")
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "where the running cdcmirror serves /admin/resnapshot")
+	case "reindex":
+		pipeline = fs.String("pipeline", "", "the pipeline (required when the file has several)")
+		reindexTable = fs.String("table", "", "the table whose index is rebuilt, as source.tables spells it")
+		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "where the running cdcmirror serves /admin/reindex")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -164,6 +170,12 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 			return err
 		}
 		return requestResnapshot(ctx, stdout, *run.metricsAddr, resnapshotBody{Pipeline: names[0], Tables: rs.tables, Where: *rs.where})
+	case "reindex":
+		names, err := selected(cfg, *pipeline, false)
+		if err != nil {
+			return err
+		}
+		return requestReindex(ctx, stdout, *run.metricsAddr, reindexBody{Pipeline: names[0], Table: *reindexTable})
 	}
 	return runMirror(ctx, cfg, run, stderr, listening)
 }

@@ -210,3 +210,81 @@ func writeRows(ctx context.Context, dsn, table string) error {
 	}
 	return nil
 }
+
+// TestCommandReindex runs what the binary runs over a PostgreSQL pipeline whose sink creates
+// indices behind a read alias: the qty column becomes text at the source (the long field
+// dead-letters the new values), `cdcmirror reindex` (POST /admin/reindex, then /status until it
+// is done) rebuilds the index with the new mapping, and `status` reports it; readers of the
+// alias see every row with its text qty.
+func TestCommandReindex(t *testing.T) {
+	pgDSN := testenv.Require(t, testenv.PostgresDSN)
+	mirrortest.EachEngine(t, func(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node) {
+		sfx := estest.RandomHex(t, 4)
+		pg := mirrortest.NewPostgres(t, pgDSN, "mir_rx_"+sfx)
+		slot := "mir_rx_" + sfx
+		index := "mir-rx-" + pg.Name()
+		node.DeleteAtCleanup(t, index+"*")
+		dir := t.TempDir()
+		cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
+			fmt.Sprintf("  - name: pg\n    source:\n      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n",
+				testenv.PostgresDSN, pg.Name(), slot, slot) +
+			fmt.Sprintf(`    sinks:
+      - type: elasticsearch
+        config:
+          id: es-rx
+          url: "${%s}"
+          index: "mir-rx-{table}"
+          auth: {type: none}
+          read_alias: true
+          retire_after: 10m
+%s          number_of_replicas: 0
+`, eng.URLVar, eng.MappingYAML("          ")) +
+			"    dlq: " + filepath.Join(dir, "pg.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
+		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
+				_, _ = mirror.Drop(context.Background(), cfg, "pg", nil)
+			}
+		})
+		pg.Exec(t, pg.Insert(1, 500)...)
+		run := startCommand(t, cfgPath)
+		run.waitFor("the snapshot", node.Converged(t, index, pg, 600))
+		pg.Exec(t, "ALTER TABLE "+pg.Name()+" ALTER COLUMN qty TYPE text USING qty::text",
+			"UPDATE "+pg.Name()+" SET qty = 'q-' || id WHERE id <= 20")
+
+		out := run.admin("reindex", "--config", cfgPath, "--metrics-addr", run.addr, "--table", "public."+pg.Name())
+		if !strings.Contains(out, "reindex of public."+pg.Name()+" done") || !strings.Contains(out, "readers see "+index+"-g2 (was "+index+"-g1)") {
+			t.Fatalf("reindex printed %q", out)
+		}
+		if typ := node.FieldTypes(t, index)["qty"]; typ == "long" || typ == "integer" {
+			t.Fatalf("qty is mapped as %q after the reindex", typ)
+		}
+		run.waitFor("the text values", func() string {
+			docs, err := node.Docs(t, index, 600)
+			if err != nil {
+				return err.Error()
+			}
+			if len(docs) != 500 {
+				return fmt.Sprintf("%d documents", len(docs))
+			}
+			for id := int64(1); id <= 500; id++ {
+				want := fmt.Sprint(id * 3)
+				if id <= 20 {
+					want = fmt.Sprintf("q-%d", id)
+				}
+				if got := fmt.Sprint(docs[id]["qty"]); got != want {
+					return fmt.Sprintf("row %d: qty %q, want %q", id, got, want)
+				}
+			}
+			return ""
+		})
+		status := run.admin("status", "--config", cfgPath, "--metrics-addr", run.addr)
+		if !strings.Contains(status, "live reindex public."+pg.Name()+": done") {
+			t.Errorf("status lacks the reindex:\n%s", status)
+		}
+		run.stop()
+	})
+}

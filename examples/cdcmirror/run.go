@@ -58,7 +58,7 @@ func runMirror(ctx context.Context, cfg *mirror.Config, f runFlags, stderr io.Wr
 		if err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		srv := &http.Server{Handler: newMux(reg, m), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: newMux(reg, m, newReindexes(ctx)), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
