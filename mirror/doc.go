@@ -65,6 +65,29 @@
 // ErrResnapshotUnsupported, its snapshots cannot tell their binlog position); the pipeline's
 // Status follows it in Progress.Resnapshot. An unknown pipeline is ErrNoPipeline.
 //
+// # Reindexing
+//
+// Reindex rebuilds one table's index without downtime while the pipeline runs: a new
+// generation with the mapping of the table's current schema (loaded from the source's
+// catalog), every change written to both generations, a re-snapshot filling the new one, and,
+// once the re-snapshot has ended and every row it read is acknowledged, the sink's read alias
+// moved to it in one request (package sink, Reindexing); the old generation is deleted after
+// the sink's retire_after, while Run runs. The driving case is a column type change at the
+// source (ALTER TABLE ... ALTER COLUMN ... TYPE), whose new values the old field dead-letters.
+// A re-snapshot that is given up abandons the new generation (ErrReindex). Reindex blocks until
+// the switch; a reindex cut short (ctx, a crash) keeps writing to both generations, and
+// calling Reindex again resumes it. The steps and their resume points:
+//
+//  1. BeginReindex: the state store records the next generation, then it is created and
+//     claimed (a crash between: the next claim creates it); dual writes from here on.
+//  2. The re-snapshot request, durable at the source (a crash: the source resumes it; a
+//     second Reindex call requests another, harmless: versions keep the newest row).
+//  3. Wait: the re-snapshot ended (its rows are in the stream) and the runner acknowledged
+//     everything delivered up to then.
+//  4. Switch: recorded, the new generation refreshed, one _aliases request (a crash: the next
+//     claim completes it whichever side of the request it fell on).
+//  5. Retire: the old generation deleted after retire_after (marker-checked).
+//
 // # Inspecting
 //
 // Inspect reports on a pipeline from outside a running mirror: whether a checkpoint is stored

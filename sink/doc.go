@@ -332,14 +332,37 @@
 // sink (see "Decimals"); other values the old field accepts are indexed (coerced by the
 // cluster, e.g. a numeric string into an integer field), the others are rejected per document
 // and dead-lettered with the cluster's error type (document_parsing_exception on Elasticsearch,
-// mapper_parsing_exception on OpenSearch). Changing a type for good takes a new index: a new
-// index name in the template, or a new pipeline. A column name the mapping refuses (a "." in
+// mapper_parsing_exception on OpenSearch). Changing a type for good takes a new index: a
+// reindex (see "Reindexing"), or a new index name in the template, or a new pipeline. A column
+// name the mapping refuses (a "." in
 // it, a metadata name) stops the pipeline with a fatal error naming it, as at creation. With
 // auto_create_index: false nothing is sent and new columns are mapped dynamically.
 //
 // The engine (for the mapping) is read once from the local node's info: Elasticsearch 8
 // reports a build_flavor, OpenSearch 2 does not. GET / is not used because some
 // distributions do not serve it.
+//
+// # Reindexing
+//
+// Every table is claimed as generations (esfence.EnsureTable). With read_alias: true a new
+// table's index is created as <index>-g1 behind a read-only alias <index> that readers query;
+// without it (the default) the index is <index> itself, a legacy index. BeginReindex(schema)
+// starts the next generation with the mapping generated from the given schema (the table's
+// current one); from then on every action of the table is written to both generations, each
+// with the guards and mapping knowledge of its own index, so a value the old field rejects is
+// dead-lettered for the old generation only (its dead letter names that index's reason) while
+// the new one takes it. The caller fills the new generation (package mirror: a re-snapshot of
+// the table) and, once every row is stored, calls SwitchReindex: the read alias moves to the
+// new generation in one request that also removes the old generation's write alias (a legacy
+// index is replaced by the alias, and deleted at once: searches in flight on it at that
+// instant may fail); the old generation is kept for retire_after (default 1h) and deleted by
+// DeleteRetired (package mirror calls it while it runs). Chunks still in flight to the old
+// generation at the switch come back as backpressure and are written again to the new one.
+// AbandonReindex drops a new generation. A restart while a reindex fills keeps writing to
+// both generations (the state store records it); the fill must be made again (mirror.Reindex
+// resumes it). Reindexing needs auto_create_index: true (without it the sink owns no mapping).
+// Readers must query the read alias, not a wildcard over the generations (<index>* would also
+// match the generation being filled).
 //
 // # Deletes never resurrect
 //

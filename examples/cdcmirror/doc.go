@@ -102,6 +102,14 @@
 // also be written by SQL alone (pgcdc.ResnapshotPrefix; MariaDB: a row of the signal table),
 // with no cdcmirror command at hand.
 //
+// reindex asks the running cdcmirror to rebuild one table's index without downtime
+// (mirror.Reindex; POST /admin/reindex with {"pipeline", "table"}): --table as source.tables
+// spells it. It prints when the reindex started and, following /status, when readers see the
+// new generation (or why it failed); interrupted, it leaves the reindex running. `status`
+// shows the running cdcmirror's reindexes. Readers query the index name, which the sink's
+// read_alias: true makes a read alias from the start (without it, the first reindex replaces
+// the index by the alias).
+//
 // # Stopping
 //
 // SIGINT or SIGTERM stops every pipeline: the batch in flight is abandoned, each checkpoint
