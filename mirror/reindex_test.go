@@ -245,3 +245,74 @@ func reindexAlterColumnType(t *testing.T, eng mirrortest.Engine, node *mirrortes
 	t.Logf("%d rows equal; %d queries through the read alias during the reindex, none partial, %d failed; %d writes",
 		rows, reads.Load(), failed.Load(), writes.Load())
 }
+
+// TestReindexResumes cuts a reindex short while its re-snapshot runs (its context ends, then
+// the mirror stops), starts the mirror again -- it writes every change to both generations
+// from its first claim, the state store says a reindex is filling -- and calls Reindex again:
+// it resumes the same generation and switches; the index then equals the table.
+func TestReindexResumes(t *testing.T) {
+	dsn := testenv.Require(t, testenv.PostgresDSN)
+	mirrortest.EachEngine(t, func(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node) {
+		name := "mir_rr_" + estest.RandomHex(t, 4)
+		tb := mirrortest.NewPostgres(t, dsn, name)
+		dropSlotAtCleanup(t, dsn, name)
+		index := "mir-rr-" + name
+		node.DeleteAtCleanup(t, index+"*")
+		const rows = 3000
+		cfg := writeConfig(t, t.TempDir(), "rr", fmt.Sprintf("source:\n  type: postgres\n  dsn: \"${%s}\"\n  tables: [public.%s]\n  slot: %s\n  publication: %s\n  snapshot_chunk: 50\n",
+			testenv.PostgresDSN, name, name, name), eng, "mir-rr-{table}")
+		cfg.Pipelines[0].Sink.ReadAlias = true
+		tb.Exec(t, tb.Insert(1, rows)...)
+		run := start(t, cfg)
+		run.wait("the snapshot", node.Converged(t, index, tb, rows+10))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := run.m.Reindex(ctx, "rr", "public."+name); done <- err }()
+		run.wait("the reindex's re-snapshot", func() string {
+			if p := run.status().Progress.Resnapshot; !p.Active || p.RowsDone == 0 {
+				return fmt.Sprintf("%+v", p)
+			}
+			return ""
+		})
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("a reindex whose context ended switched")
+		}
+		run.stop()
+		if err := run.m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !node.IndexExists(t, index+"-g2") {
+			t.Fatal("the new generation is gone after the interrupted reindex")
+		}
+
+		run = start(t, cfg)
+		tb.Exec(t, "UPDATE "+name+" SET name = 'after restart' WHERE id <= 5") // the sink meets the table again
+		run.wait("the change in the generation being filled", func() string {
+			docs, err := node.Docs(t, index+"-g2", 5) // written there by the restarted sink itself
+			if err != nil {
+				return err.Error()
+			}
+			for id := int64(1); id <= 5; id++ {
+				if docs[id]["name"] != "after restart" {
+					return fmt.Sprintf("row %d in %s-g2: %v", id, index, docs[id])
+				}
+			}
+			return ""
+		})
+		rctx, rcancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
+		defer rcancel()
+		rep, err := run.m.Reindex(rctx, "rr", "public."+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Generation != index+"-g2" || rep.Replaced != index+"-g1" {
+			t.Fatalf("the resumed reindex: %+v, want generation 2 replacing 1", rep)
+		}
+		run.wait("convergence", node.Converged(t, index, tb, rows+10))
+		if got := node.FieldTypes(t, index); len(got) == 0 {
+			t.Fatal("no mapping through the read alias")
+		}
+	})
+}
