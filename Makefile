@@ -49,8 +49,8 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 	  $(GO) test -run '^$$' -bench BenchmarkPublish -benchtime 2s ./queue/kafkaqueue/; \
 	  else echo "bench: skipping server benchmarks (run make testenv-up first)"; fi
 
-bench-resnap: ## re-snapshot pgbench_accounts (scale TRIBUTARY_RESNAP_SCALE, default 10) while pgbench runs; index equal row by row at the end
-	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench BenchmarkResnapshotPgbench -benchtime 1x -timeout 60m ./mirror/
+bench-resnap: ## re-snapshot, then reindex, pgbench_accounts (scale TRIBUTARY_RESNAP_SCALE, default 10) while pgbench runs; index equal row by row at the end
+	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench 'BenchmarkResnapshotPgbench|BenchmarkReindexPgbench' -benchtime 1x -timeout 60m ./mirror/
 
 # The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
 bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}

@@ -218,31 +218,41 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// postAdmin POSTs body as JSON to path on the cdcmirror serving addr (bounded by 40s) and
+// decodes its JSON answer into ans.
+func postAdmin(ctx context.Context, addr, path string, body, ans any) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("no cdcmirror answers at %s (is it running with --metrics-addr %s?): %w", addr, addr, err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(ans); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", path, res.Status, err)
+	}
+	return res, nil
+}
+
 // requestResnapshot asks the cdcmirror serving addr to re-snapshot (POST /admin/resnapshot)
 // and prints the request's id. A refusal (the tables, the condition) is a usage error.
 func requestResnapshot(ctx context.Context, w io.Writer, addr string, body resnapshotBody) error {
 	if addr == "" {
 		return usageError{errors.New("--metrics-addr is required: the running cdcmirror takes the request")}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
-	defer cancel()
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/admin/resnapshot", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("no cdcmirror answers at %s (is it running with --metrics-addr %s?): %w", addr, addr, err)
-	}
-	defer res.Body.Close()
 	var ans resnapshotAnswer
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&ans); err != nil {
-		return fmt.Errorf("/admin/resnapshot: %s: %w", res.Status, err)
+	res, err := postAdmin(ctx, addr, "/admin/resnapshot", body, &ans)
+	if err != nil {
+		return err
 	}
 	switch {
 	case res.StatusCode == http.StatusAccepted:

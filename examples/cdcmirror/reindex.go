@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,28 +121,13 @@ func requestReindex(ctx context.Context, w io.Writer, addr string, body reindexB
 	if body.Table == "" {
 		return usageError{errors.New("--table is required")}
 	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 40*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, "POST", "http://"+addr+"/admin/reindex", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("no cdcmirror answers at %s (is it running with --metrics-addr %s?): %w", addr, addr, err)
-	}
-	defer res.Body.Close()
 	var ans struct {
 		reindexJob
 		Message string `json:"message"`
 	}
-	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&ans); err != nil {
-		return fmt.Errorf("/admin/reindex: %s: %w", res.Status, err)
+	res, err := postAdmin(ctx, addr, "/admin/reindex", body, &ans)
+	if err != nil {
+		return err
 	}
 	switch {
 	case res.StatusCode == http.StatusBadRequest || res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusConflict:
