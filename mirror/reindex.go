@@ -33,8 +33,10 @@ var ErrReindex = errors.New("mirror: reindex failed")
 // old one is deleted after the sink's retire_after. table is spelled as source.tables spells it.
 // Reindex blocks until the switch (or ctx ends: the reindex then stays in progress, writes still
 // go to both generations, and calling Reindex again resumes it with a new re-snapshot). The
-// pipeline must be running and have written a change of the table in this run; its source must
-// re-snapshot (PostgreSQL, MariaDB).
+// pipeline must be running and have written a change of the table in this run, with no other
+// re-snapshot running; its source must re-snapshot (PostgreSQL, MariaDB). Should another
+// re-snapshot be requested while the reindex's runs, the reindex may end with ErrReindex rather
+// than switch on an outcome it could not see.
 func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexReport, error) {
 	p := m.pipe(pipeline)
 	if p == nil {
@@ -47,6 +49,10 @@ func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexR
 	id, ok := p.sink.FindTable(table)
 	if !ok {
 		return nil, fmt.Errorf("mirror: pipeline %q: %w: %q (the pipeline must have written a change of it in this run)", pipeline, sink.ErrNoTable, table)
+	}
+	if rp := p.runner.Status().Progress.Resnapshot; rp.Active {
+		// Its outcome must be told apart from the reindex's own re-snapshot's.
+		return nil, fmt.Errorf("mirror: pipeline %q: re-snapshot %s is running; reindex once it has ended", pipeline, rp.Resnapshot)
 	}
 	began := time.Now()
 	sch, err := m.currentSchema(ctx, p, id)
@@ -119,11 +125,17 @@ func (m *Mirror) awaitStored(ctx context.Context, p *pipeline, rid string) (int6
 	defer tick.Stop()
 	var target int64 = -1
 	var rows int64
+	seen := false
 	for {
 		st := p.runner.Status()
 		pr := st.Progress
 		rp := pr.Resnapshot
+		seen = seen || rp.Resnapshot == rid
 		switch {
+		case target < 0 && seen && rp.Resnapshot != rid:
+			// A re-snapshot requested meanwhile runs now: this one ended unseen, and whether
+			// it was given up cannot be told. Never switch on a guess.
+			return 0, fmt.Errorf("%w: re-snapshot %s ended while another one started; its outcome is unknown (reindex again)", ErrReindex, rid)
 		case target < 0 && rp.Resnapshot == rid && !rp.Active:
 			if rp.Error != "" {
 				return 0, fmt.Errorf("%w: re-snapshot %s: %s", ErrReindex, rid, rp.Error)
