@@ -80,8 +80,9 @@
 //
 //  1. BeginReindex: the state store records the next generation, then it is created and
 //     claimed (a crash between: the next claim creates it); dual writes from here on.
-//  2. The re-snapshot request, durable at the source (a crash: the source resumes it; a
-//     second Reindex call requests another, harmless: versions keep the newest row).
+//  2. The re-snapshot request, durable at the source (a crash: the source resumes it, and a
+//     second Reindex call waits for it; once it has ended, a second call requests another,
+//     harmless: versions keep the newest row).
 //  3. Wait: the re-snapshot ended (its rows are in the stream) and the runner acknowledged
 //     everything delivered up to then.
 //  4. Switch: recorded, the new generation refreshed, one _aliases request (a crash: the next

@@ -50,30 +50,36 @@ func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexR
 	if !ok {
 		return nil, fmt.Errorf("mirror: pipeline %q: %w: %q (the pipeline must have written a change of it in this run)", pipeline, sink.ErrNoTable, table)
 	}
-	if rp := p.runner.Status().Progress.Resnapshot; rp.Active {
-		// Its outcome must be told apart from the reindex's own re-snapshot's.
-		return nil, fmt.Errorf("mirror: pipeline %q: re-snapshot %s is running; reindex once it has ended", pipeline, rp.Resnapshot)
-	}
 	began := time.Now()
-	sch, err := m.currentSchema(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	next, err := p.sink.BeginReindex(ctx, sch)
-	if err != nil {
-		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
-	}
 	before, _ := p.sink.Generations(id)
-	m.log.Info("reindex started: changes go to both generations", "pipeline", pipeline, "table", id.String(), "live", before.Live, "next", next)
-	// Changes are written to both generations from here on; the re-snapshot, requested now,
-	// brings every row that exists to the new one.
-	rid, err := rs.Resnapshot(ctx, cdc.ResnapshotRequest{Tables: []string{table}, ID: "reindex-" + next + "-" + began.UTC().Format("150405.000")})
-	if errors.Is(err, errors.ErrUnsupported) {
-		_ = p.sink.AbandonReindex(ctx, id)
-		return nil, fmt.Errorf("%w (pipeline %q): %w", ErrResnapshotUnsupported, pipeline, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+	var next, rid string
+	if rp := p.runner.Status().Progress.Resnapshot; rp.Active {
+		if before.Next == "" || !strings.HasPrefix(rp.Resnapshot, reindexPrefix(before.Next)) {
+			// Its outcome must be told apart from the reindex's own re-snapshot's.
+			return nil, fmt.Errorf("mirror: pipeline %q: re-snapshot %s is running; reindex once it has ended", pipeline, rp.Resnapshot)
+		}
+		// The re-snapshot of this reindex, resumed by the source after a restart: wait for it.
+		next, rid = before.Next, rp.Resnapshot
+		m.log.Info("reindex resumed: its re-snapshot runs on", "pipeline", pipeline, "table", id.String(), "next", next, "resnapshot", rid)
+	} else {
+		sch, err := m.currentSchema(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		if next, err = p.sink.BeginReindex(ctx, sch); err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		m.log.Info("reindex started: changes go to both generations", "pipeline", pipeline, "table", id.String(), "live", before.Live, "next", next)
+		// Changes are written to both generations from here on; the re-snapshot, requested
+		// now, brings every row that exists to the new one.
+		rid, err = rs.Resnapshot(ctx, cdc.ResnapshotRequest{Tables: []string{table}, ID: reindexPrefix(next) + began.UTC().Format("150405.000")})
+		if errors.Is(err, errors.ErrUnsupported) {
+			_ = p.sink.AbandonReindex(ctx, id)
+			return nil, fmt.Errorf("%w (pipeline %q): %w", ErrResnapshotUnsupported, pipeline, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
 	}
 	fillStart := time.Now()
 	rows, err := m.awaitStored(ctx, p, rid)
@@ -151,6 +157,9 @@ func (m *Mirror) awaitStored(ctx context.Context, p *pipeline, rid string) (int6
 		}
 	}
 }
+
+// reindexPrefix begins the id of the re-snapshot that fills generation next.
+func reindexPrefix(next string) string { return "reindex-" + next + "-" }
 
 // pipe is the pipeline of that name, nil when there is none.
 func (m *Mirror) pipe(name string) *pipeline {
