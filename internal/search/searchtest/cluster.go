@@ -89,6 +89,8 @@ type Index struct {
 	Props    map[string]json.RawMessage // the fields
 	Settings json.RawMessage            // as created
 	Aliases  map[string]bool
+	// ReadOnly lists the aliases made with is_write_index false: writes through them fail.
+	ReadOnly map[string]bool
 	Docs     map[string]Doc
 	// Dynamic lists the fields documents brought before the mapping had them, in order.
 	Dynamic []string
@@ -159,7 +161,7 @@ func (c *Cluster) Index(name string) *Index {
 	if ix == nil {
 		return nil
 	}
-	cp := &Index{Mappings: clone(ix.Mappings), Props: clone(ix.Props), Aliases: clone(ix.Aliases),
+	cp := &Index{Mappings: clone(ix.Mappings), Props: clone(ix.Props), Aliases: clone(ix.Aliases), ReadOnly: clone(ix.ReadOnly),
 		Docs: clone(ix.Docs), Settings: ix.Settings, Dynamic: append([]string(nil), ix.Dynamic...)}
 	return cp
 }
@@ -268,8 +270,10 @@ func endpointOf(path string) string {
 		return "_cluster/settings"
 	case strings.HasPrefix(path, "/_nodes"):
 		return "_nodes"
-	case last == "_bulk", last == "_mget", last == "_aliases", last == "_mapping":
+	case last == "_bulk", last == "_mget", last == "_aliases", last == "_mapping", last == "_refresh":
 		return last
+	case len(parts) == 2 && parts[0] == "_alias":
+		return "_alias"
 	case len(parts) == 1 && parts[0] != "" && !strings.HasPrefix(parts[0], "_"):
 		return "index"
 	}
@@ -310,6 +314,15 @@ func (c *Cluster) simulate(r *Request, items func(call, i int) int) *Reply {
 		return c.bulk(r, items)
 	case "_aliases":
 		return c.aliasActions(r.Body)
+	case "_alias":
+		return c.aliasGet(parts[1])
+	case "_refresh":
+		if len(parts) == 2 {
+			if _, ix := c.resolve(parts[0], false); ix == nil {
+				return errorReply(404, "index_not_found_exception")
+			}
+		}
+		return Status(200, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
 	case "_mget":
 		name := ""
 		if len(parts) == 2 {

@@ -6,9 +6,12 @@
 //
 // The requests those packages send: cluster state (cluster_uuid) and settings
 // (action.auto_create_index), the local node's info (the engine), index creation, GET and
-// HEAD of an index, atomic _aliases actions with must_exist, mapping reads and additions
-// through an index or alias name, _bulk with external versions through aliases
-// (require_alias), and real-time _mget (by index or alias in the path, or _index per entry).
+// HEAD of an index or an alias (answered by the indices it names), atomic _aliases actions
+// with must_exist, remove_index (run first, as both engines do) and read-only aliases
+// (is_write_index false: writes through them fail), GET /_alias/<name>, _refresh, mapping
+// reads and additions through an index or alias name, _bulk with external versions through
+// aliases (require_alias), and real-time _mget (by index or alias in the path, or _index per
+// entry).
 // Requests it does not know are answered 400 fake_unsupported_request. The behaviour is
 // pinned against the real engines by the packages' *_server_test.go tests; the fake is for
 // what a test must count, inspect or break.

@@ -35,16 +35,37 @@ func (c *Cluster) resolve(name string, aliasOnly bool) (string, *Index) {
 	return "", nil
 }
 
+// get answers GET /<name>: keyed by the index, or for an alias by every index it names.
 func (c *Cluster) get(name string) *Reply {
-	ix := c.indices[name]
-	if ix == nil {
+	out := map[string]any{}
+	for n, ix := range c.indices {
+		if n != name && !ix.Aliases[name] {
+			continue
+		}
+		aliases := map[string]any{}
+		for a := range ix.Aliases {
+			aliases[a] = map[string]any{}
+		}
+		out[n] = map[string]any{"aliases": aliases, "mappings": ix.mappingsJSON()}
+	}
+	if len(out) == 0 {
 		return errorReply(404, "index_not_found_exception")
 	}
-	aliases := map[string]any{}
-	for a := range ix.Aliases {
-		aliases[a] = map[string]any{}
+	return jsonReply(200, out)
+}
+
+// aliasGet answers GET /_alias/<name>: the indices the alias names.
+func (c *Cluster) aliasGet(name string) *Reply {
+	out := map[string]any{}
+	for n, ix := range c.indices {
+		if ix.Aliases[name] {
+			out[n] = map[string]any{"aliases": map[string]any{name: map[string]any{}}}
+		}
 	}
-	return jsonReply(200, map[string]any{name: map[string]any{"aliases": aliases, "mappings": ix.mappingsJSON()}})
+	if len(out) == 0 {
+		return Status(404, `{"error":"alias [`+name+`] missing","status":404}`)
+	}
+	return jsonReply(200, out)
 }
 
 func (c *Cluster) create(name string, body string) *Reply {
@@ -62,7 +83,7 @@ func (c *Cluster) create(name string, body string) *Reply {
 		}
 	}
 	ix := &Index{Mappings: map[string]json.RawMessage{}, Props: map[string]json.RawMessage{}, Aliases: map[string]bool{},
-		Docs: map[string]Doc{}, Settings: req.Settings}
+		ReadOnly: map[string]bool{}, Docs: map[string]Doc{}, Settings: req.Settings}
 	for k, v := range req.Mappings {
 		if k == "properties" {
 			_ = json.Unmarshal(v, &ix.Props)
@@ -70,8 +91,17 @@ func (c *Cluster) create(name string, body string) *Reply {
 		}
 		ix.Mappings[k] = v
 	}
-	for a := range req.Aliases {
+	for a, v := range req.Aliases {
+		if c.indices[a] != nil {
+			return errorReply(400, "invalid_alias_name_exception")
+		}
 		ix.Aliases[a] = true
+		var opts struct {
+			IsWriteIndex *bool `json:"is_write_index"`
+		}
+		if json.Unmarshal(v, &opts) == nil && opts.IsWriteIndex != nil && !*opts.IsWriteIndex {
+			ix.ReadOnly[a] = true
+		}
 	}
 	c.indices[name] = ix
 	return Status(200, `{"acknowledged":true}`)
@@ -80,31 +110,60 @@ func (c *Cluster) create(name string, body string) *Reply {
 func (c *Cluster) aliasActions(body string) *Reply {
 	var req struct {
 		Actions []map[string]struct {
-			Index     string `json:"index"`
-			Alias     string `json:"alias"`
-			MustExist bool   `json:"must_exist"`
+			Index        string `json:"index"`
+			Alias        string `json:"alias"`
+			MustExist    bool   `json:"must_exist"`
+			IsWriteIndex *bool  `json:"is_write_index"`
 		} `json:"actions"`
 	}
 	if err := json.Unmarshal([]byte(body), &req); err != nil {
 		return errorReply(400, "parse_exception")
 	}
-	for _, a := range req.Actions { // checked before any is applied: the request is atomic
+	// remove_index actions run first, as both engines run them; then every other action is
+	// checked before any is applied: the request is atomic.
+	removed := map[string]bool{}
+	for _, a := range req.Actions {
+		if x, ok := a["remove_index"]; ok {
+			if c.indices[x.Index] == nil {
+				return errorReply(404, "index_not_found_exception")
+			}
+			removed[x.Index] = true
+		}
+	}
+	for _, a := range req.Actions {
 		for kind, x := range a {
+			if kind == "remove_index" {
+				continue
+			}
 			ix := c.indices[x.Index]
-			if ix == nil {
+			if ix == nil || removed[x.Index] {
 				return errorReply(404, "index_not_found_exception")
 			}
 			if kind == "remove" && x.MustExist && !ix.Aliases[x.Alias] {
 				return errorReply(404, "aliases_not_found_exception")
 			}
+			if kind == "add" && c.indices[x.Alias] != nil && !removed[x.Alias] {
+				return errorReply(400, "invalid_alias_name_exception")
+			}
 		}
+	}
+	for name := range removed {
+		delete(c.indices, name)
 	}
 	for _, a := range req.Actions {
 		for kind, x := range a {
-			if kind == "remove" {
+			switch kind {
+			case "remove_index":
+			case "remove":
 				delete(c.indices[x.Index].Aliases, x.Alias)
-			} else {
-				c.indices[x.Index].Aliases[x.Alias] = true
+				delete(c.indices[x.Index].ReadOnly, x.Alias)
+			default:
+				ix := c.indices[x.Index]
+				ix.Aliases[x.Alias] = true
+				if ix.ReadOnly == nil {
+					ix.ReadOnly = map[string]bool{}
+				}
+				ix.ReadOnly[x.Alias] = x.IsWriteIndex != nil && !*x.IsWriteIndex
 			}
 		}
 	}
@@ -194,6 +253,9 @@ func (c *Cluster) apply(kind, name, id string, version int64, src json.RawMessag
 	_, ix := c.resolve(name, aliasOnly)
 	if ix == nil {
 		return 404, "index_not_found_exception"
+	}
+	if ix.ReadOnly[name] {
+		return 400, "illegal_argument_exception" // no write index is defined for the alias
 	}
 	if d, ok := ix.Docs[id]; ok && d.Version >= version {
 		return 409, "version_conflict_engine_exception"
