@@ -96,6 +96,7 @@ func (rx *reindexes) reindex(r *http.Request, m statusSource) (int, reindexJob, 
 	}
 	job := &reindexJob{Pipeline: body.Pipeline, Table: body.Table, State: "running", Started: time.Now().UTC()}
 	rx.jobs = append(rx.jobs, job)
+	answer := *job // the goroutine changes job under mu from now on
 	rx.mu.Unlock()
 	go func() {
 		rep, err := m.Reindex(rx.ctx, job.Pipeline, job.Table)
@@ -108,7 +109,7 @@ func (rx *reindexes) reindex(r *http.Request, m statusSource) (int, reindexJob, 
 		}
 		job.State, job.Generation, job.Replaced, job.Rows = "done", rep.Generation, rep.Replaced, rep.Rows
 	}()
-	return http.StatusAccepted, *job, ""
+	return http.StatusAccepted, answer, ""
 }
 
 // requestReindex asks the cdcmirror serving addr to reindex a table (POST /admin/reindex),
