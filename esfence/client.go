@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
@@ -147,6 +148,8 @@ type indexState struct {
 	concrete bool // the name is itself an index, not an alias or a data stream
 	meta     map[string]json.RawMessage
 	aliases  []string
+	// resolvesTo are the indices an alias or a data stream names (sorted; nil for an index).
+	resolvesTo []string
 }
 
 // getIndex reads the name's mapping _meta and aliases. An alias or a data stream resolves to
@@ -175,6 +178,10 @@ func (f *Fence) getIndex(ctx context.Context, name string) (indexState, error) {
 	st := indexState{exists: true}
 	got, found := m[name]
 	if !found || len(m) != 1 {
+		for idx := range m {
+			st.resolvesTo = append(st.resolvesTo, idx)
+		}
+		slices.Sort(st.resolvesTo)
 		return st, nil
 	}
 	st.concrete = true

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,12 +213,17 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 		if err != nil {
 			return nil, err
 		}
-		st, err := f.getIndex(ctx, d.Index)
-		if err != nil {
-			return nil, err
+		taken := legacy.Instance != "" || asLegacy
+		if !taken { // a name someone else took is refused by the claim, never aliased over
+			st, err := f.getIndex(ctx, d.Index)
+			if err != nil {
+				return nil, err
+			}
+			taken = st.exists
 		}
-		if legacy.Instance != "" || st.exists || asLegacy {
-			// A legacy index, or a name taken: today's claim proves it or refuses it.
+		if taken {
+			// A legacy index (or one to create as such), or a name taken: Ensure's claim
+			// proves it or refuses it.
 			c, err := f.claim(ctx, d, mayCreate)
 			if err != nil {
 				return nil, err
@@ -255,63 +259,29 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 // checkReadAlias proves that the read alias resolves to exactly generation want, or to nothing
 // when generation 1 has not been created yet. Generation 0 has no read alias: the name is the
 // legacy index, which the claim checks.
-func (f *Fence) checkReadAlias(ctx context.Context, g *Generations, want ...int) error {
+func (f *Fence) checkReadAlias(ctx context.Context, g *Generations, want int) error {
 	if g.rec.Live == 0 && !g.rec.Switching {
 		return nil
 	}
-	targets, concrete, err := f.resolve(ctx, g.dest.Index)
+	st, err := f.getIndex(ctx, g.dest.Index)
 	if err != nil {
 		return err
 	}
-	if concrete {
+	if st.concrete {
 		if g.rec.Live == 0 { // switching from a legacy index: it is still there
 			return nil
 		}
 		return f.refuse(g.dest, AliasNotSupported, "the table's name is a concrete index, not the sink's read alias")
 	}
-	if len(targets) == 0 && g.rec.Live == 1 && g.rec.Top == 1 {
-		if st, err := f.getIndex(ctx, GenerationIndex(g.dest.Index, 1)); err != nil || !st.exists {
+	if !st.exists && g.rec.Live == 1 && g.rec.Top == 1 {
+		if first, err := f.getIndex(ctx, GenerationIndex(g.dest.Index, 1)); err != nil || !first.exists {
 			return err // the first generation was never created: the claim creates both
 		}
 	}
-	for _, w := range want {
-		if len(targets) == 1 && targets[0] == GenerationIndex(g.dest.Index, w) {
-			return nil
-		}
+	if len(st.resolvesTo) == 1 && st.resolvesTo[0] == GenerationIndex(g.dest.Index, want) {
+		return nil
 	}
-	return f.refuse(g.dest, FenceMalformed, fmt.Sprintf("the read alias resolves to %d indices, not to the live generation", len(targets)))
-}
-
-// resolve says which indices a name resolves to as an alias, and whether it is a concrete
-// index instead.
-func (f *Fence) resolve(ctx context.Context, name string) (targets []string, concrete bool, err error) {
-	st, err := f.getIndex(ctx, name)
-	if err != nil || !st.exists {
-		return nil, false, err
-	}
-	if st.concrete {
-		return nil, true, nil
-	}
-	const what = "resolving the read alias"
-	a, err := f.do(ctx, what, esapi.IndicesGetAliasRequest{Name: []string{name}})
-	if err != nil {
-		return nil, false, err
-	}
-	if a.status == http.StatusNotFound {
-		return nil, false, nil
-	}
-	if !a.ok() {
-		return nil, false, a.serverError(what)
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(a.body, &m); err != nil {
-		return nil, false, errors.New("esfence: " + what + ": unexpected answer")
-	}
-	for idx := range m {
-		targets = append(targets, idx)
-	}
-	slices.Sort(targets)
-	return targets, false, nil
+	return f.refuse(g.dest, FenceMalformed, fmt.Sprintf("the read alias resolves to %d indices, not to the live generation", len(st.resolvesTo)))
 }
 
 // BeginGeneration starts filling a new generation of g's table with d's mapping and settings
@@ -452,10 +422,11 @@ func (f *Fence) recordSwitch(ctx context.Context, g *Generations) (*Generations,
 // switch is made again, after claiming both).
 func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations, error) {
 	d, rec := g.dest, g.rec
-	targets, concrete, err := f.resolve(ctx, d.Index)
+	st, err := f.getIndex(ctx, d.Index)
 	if err != nil {
 		return nil, err
 	}
+	targets, concrete := st.resolvesTo, st.concrete
 	nextName := GenerationIndex(d.Index, rec.Next)
 	if g.next, err = f.claim(ctx, gen(d, rec.Next, false), false); err != nil {
 		return nil, err
@@ -464,10 +435,6 @@ func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations,
 		return f.recordSwitch(ctx, g)
 	}
 	if rec.Live == 0 && concrete {
-		st, err := f.getIndex(ctx, d.Index)
-		if err != nil {
-			return nil, err
-		}
 		fenced := true
 		for _, a := range st.aliases {
 			fenced = fenced && !strings.HasPrefix(a, internalPrefix)

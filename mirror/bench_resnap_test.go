@@ -97,14 +97,7 @@ sinks:
 state: %s
 dlq: %s
 `, dbDSN, db, db, esURL, index, reindex, filepath.Join(dir, "state.db"), filepath.Join(dir, "dlq.jsonl"))
-	path := filepath.Join(dir, "mirror.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := mirror.LoadConfig(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := loadYAML(b, dir, text)
 	dropSlotAtCleanup(b, dbDSN, db)
 	m, err := mirror.Open(cfg, nil)
 	if err != nil {

@@ -90,14 +90,7 @@ sinks:
 state: %s
 dlq: %s
 `, dbDSN, tables, db, db, esURL, index, filepath.Join(dir, "state.db"), filepath.Join(dir, "dlq.jsonl"))
-	path := filepath.Join(dir, "mirror.yaml")
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := mirror.LoadConfig(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := loadYAML(b, dir, text)
 	dropSlotAtCleanup(b, dbDSN, db)
 
 	// The snapshot: 100,000 accounts, 10 tellers, 1 branch.

@@ -80,6 +80,13 @@ runner:
   batch_max_events: 100
   batch_max_wait: 50ms
 `, eng.URLVar, index, eng.MappingYAML("      "), filepath.Join(dir, "state.db"), filepath.Join(dir, "dlq.jsonl"))
+	cfg := loadYAML(t, dir, text)
+	return cfg
+}
+
+// loadYAML writes a configuration's text into dir and loads it.
+func loadYAML(t testing.TB, dir, text string) *mirror.Config {
+	t.Helper()
 	path := filepath.Join(dir, "mirror.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

@@ -152,6 +152,7 @@ func reindexAlterColumnType(t *testing.T, eng mirrortest.Engine, node *mirrortes
 	defer cancel()
 	var wg sync.WaitGroup
 	var writes, reads, partial, failed atomic.Int64
+	var switched atomic.Bool // Reindex returned: the read alias is on the new generation
 	var readErr atomic.Value
 	wg.Add(2)
 	go func() {
@@ -167,11 +168,13 @@ func reindexAlterColumnType(t *testing.T, eng mirrortest.Engine, node *mirrortes
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
+			after := switched.Load() // a read that started before the switch may meet it
 			n, err := count()
 			switch {
-			case err != nil && !src.readAlias:
+			case err != nil && !src.readAlias && !after:
 				// Replacing a legacy index deletes it: a search in flight at that instant
-				// fails (OpenSearch answers 503). It is counted, never a partial answer.
+				// fails (OpenSearch answers 503). It is counted, never a partial answer; a read
+				// started after the switch was made may not fail.
 				failed.Add(1)
 			case err != nil:
 				readErr.Store(err)
@@ -187,6 +190,7 @@ func reindexAlterColumnType(t *testing.T, eng mirrortest.Engine, node *mirrortes
 	rctx, rcancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
 	defer rcancel()
 	rep, err := run.m.Reindex(rctx, pipeline, src.table)
+	switched.Store(true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,14 +202,14 @@ func reindexAlterColumnType(t *testing.T, eng mirrortest.Engine, node *mirrortes
 	if rep.Generation != wantGen || rep.Replaced != wantReplaced || rep.Rows < rows {
 		t.Errorf("reindex report %+v, want generation %s replacing %s", rep, wantGen, wantReplaced)
 	}
-	time.Sleep(300 * time.Millisecond) // readers after the switch too
+	// Reads after the switch too, for at most WaitBound.
+	for start, end := reads.Load(), time.Now().Add(mirrortest.WaitBound); reads.Load() < start+20 && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	wg.Wait()
 	if err, _ := readErr.Load().(error); err != nil {
 		t.Fatalf("the reader (%d queries, %d partial): %v", reads.Load(), partial.Load(), err)
-	}
-	if n := failed.Load(); n > 3 {
-		t.Fatalf("%d of %d counts through the legacy name failed: more than the instant of its replacement", n, reads.Load())
 	}
 	if reads.Load() == 0 || writes.Load() == 0 {
 		t.Fatalf("%d reads, %d writes during the reindex", reads.Load(), writes.Load())

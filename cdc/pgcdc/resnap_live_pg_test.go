@@ -13,61 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
-
-// versionedIndex applies events as Elasticsearch applies external versions, but forgets a
-// deleted document at once (no tombstone): a re-snapshot row that came after a newer delete
-// would bring the row back, and the comparison at the end would see it.
-type versionedIndex struct {
-	docs   map[int64]indexDoc
-	reads  int // Read events applied
-	nCol   int // the columns of n and pad (id is the first)
-	padCol int
-}
-
-func newVersionedIndex(nCol, padCol int) *versionedIndex {
-	return &versionedIndex{docs: map[int64]indexDoc{}, nCol: nCol, padCol: padCol}
-}
-
-type indexDoc struct {
-	version int64
-	n       int64
-	pad     string
-}
-
-func (x *versionedIndex) apply(t *testing.T, ev cdc.Event) {
-	t.Helper()
-	if ev.Malformed != nil {
-		t.Fatalf("malformed event at %s: %v", ev.Position, ev.Malformed)
-	}
-	v := ev.Position.Version()
-	switch ev.Op {
-	case cdc.Insert, cdc.Update, cdc.Read:
-		id := ev.After[0].(int64)
-		if ev.Op == cdc.Update && ev.Before != nil && ev.Before[0].(int64) != id {
-			x.delete(ev.Before[0].(int64), v)
-		}
-		if d, ok := x.docs[id]; ok && d.version >= v {
-			return
-		}
-		x.docs[id] = indexDoc{version: v, n: ev.After[x.nCol].(int64), pad: ev.After[x.padCol].(string)}
-		if ev.Op == cdc.Read {
-			x.reads++
-		}
-	case cdc.Delete:
-		x.delete(ev.Before[0].(int64), v)
-	default:
-		t.Fatalf("unexpected %s event", ev.Op)
-	}
-}
-
-func (x *versionedIndex) delete(id, v int64) {
-	if d, ok := x.docs[id]; ok && d.version < v {
-		delete(x.docs, id)
-	}
-}
 
 // TestResnapshotWhileStreaming re-snapshots a table on the real server while writers update,
 // delete and insert its rows (in transactions held open for a while, and beside transactions
@@ -173,7 +122,7 @@ func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 	}
 	defer stopWriters()
 
-	idx := newVersionedIndex(sh.nCol, sh.nCol+1)
+	idx := cdctest.NewVersionedIndex(0, sh.nCol, sh.nCol+1)
 	// consume takes events until until says so; a closed stream is a failure.
 	consume := func(until func() bool) {
 		t.Helper()
@@ -185,7 +134,7 @@ func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 				if !ok {
 					t.Fatalf("stream ended: %v", st.Err())
 				}
-				idx.apply(t, ev)
+				idx.Apply(t, ev)
 				if ev.Checkpoint != nil {
 					if err := st.Ack(ctx, ev.Checkpoint); err != nil {
 						t.Fatal(err)
@@ -204,7 +153,7 @@ func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 		st = open()
 	}
 
-	consume(func() bool { return len(idx.docs) > 20 || acked != nil }) // streaming has begun
+	consume(func() bool { return len(idx.Docs) > 20 || acked != nil }) // streaming has begun
 	id, err := src.Resnapshot(ctx, cdc.ResnapshotRequest{Tables: []string{"public." + table}})
 	if err != nil {
 		t.Fatal(err)
@@ -227,22 +176,22 @@ func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 	if err := execSQL(ctx, dsn, false, fmt.Sprintf("INSERT INTO %s VALUES (%s, 0, 's')", quote(table), strings.ReplaceAll(sh.vals, "$1", strconv.Itoa(sentinel)))); err != nil {
 		t.Fatal(err)
 	}
-	consume(func() bool { _, ok := idx.docs[sentinel]; return ok })
+	consume(func() bool { _, ok := idx.Docs[sentinel]; return ok })
 
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	want := map[int64]indexDoc{}
+	want := map[int64]cdctest.IndexDoc{}
 	rs, err := conn.Query(ctx, fmt.Sprintf("SELECT id, n, pad FROM %s", quote(table)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rs.Next() {
 		var id int32
-		var d indexDoc
-		if err := rs.Scan(&id, &d.n, &d.pad); err != nil {
+		var d cdctest.IndexDoc
+		if err := rs.Scan(&id, &d.N, &d.Pad); err != nil {
 			t.Fatal(err)
 		}
 		want[int64(id)] = d
@@ -250,29 +199,11 @@ func resnapshotWhileStreaming(t *testing.T, sh resnapShape) {
 	if err := rs.Err(); err != nil {
 		t.Fatal(err)
 	}
-	bad := 0
-	for id, w := range want {
-		got, ok := idx.docs[id]
-		if !ok || got.n != w.n || got.pad != w.pad {
-			if bad++; bad <= 10 {
-				t.Errorf("row %d: table (%d, %q), index %v (%d, %q)", id, w.n, w.pad, ok, got.n, got.pad)
-			}
-		}
-	}
-	for id := range idx.docs {
-		if _, ok := want[id]; !ok {
-			if bad++; bad <= 10 {
-				t.Errorf("row %d is in the index, not in the table (resurrected)", id)
-			}
-		}
-	}
-	if bad > 0 {
-		t.Fatalf("%d rows differ (of %d in the table)", bad, len(want))
-	}
-	if idx.reads == 0 {
+	idx.Equal(t, want)
+	if idx.Reads == 0 {
 		t.Fatal("no re-snapshot row reached the index")
 	}
-	t.Logf("%d rows equal; %d re-snapshot rows applied", len(want), idx.reads)
+	t.Logf("%d rows equal; %d re-snapshot rows applied", len(want), idx.Reads)
 }
 
 // writeTx commits one random transaction: changes of the captured table (an update, a delete,
@@ -351,7 +282,7 @@ func TestResnapshotRequests(t *testing.T) {
 		}
 	}
 
-	idx := newVersionedIndex(1, 2)
+	idx := cdctest.NewVersionedIndex(0, 1, 2)
 	wait := func(id string) {
 		t.Helper()
 		for {
@@ -360,7 +291,7 @@ func TestResnapshotRequests(t *testing.T) {
 				if !ok {
 					t.Fatalf("stream ended: %v", st.Err())
 				}
-				idx.apply(t, ev)
+				idx.Apply(t, ev)
 				if ev.Checkpoint != nil {
 					if err := st.Ack(ctx, ev.Checkpoint); err != nil {
 						t.Fatal(err)
@@ -384,7 +315,7 @@ func TestResnapshotRequests(t *testing.T) {
 	}
 	wait(id)
 	for i := int64(1); i <= 300; i++ {
-		if _, ok := idx.docs[i]; ok != (i%3 == 0 && i > 30) {
+		if _, ok := idx.Docs[i]; ok != (i%3 == 0 && i > 30) {
 			t.Fatalf("row %d in the index: %v, after a re-snapshot of id %% 3 = 0 AND id > 30", i, ok)
 		}
 	}
@@ -397,8 +328,8 @@ func TestResnapshotRequests(t *testing.T) {
 	if p := st.Progress(); p.TablesTotal != 1 || p.TablesDone != 1 {
 		t.Fatalf("a re-snapshot of every table: %+v, want the one table with a key", p)
 	}
-	if len(idx.docs) != 300 || idx.reads != 300+90 {
-		t.Fatalf("after a full re-snapshot: %d documents, %d reads; want 300, 390", len(idx.docs), idx.reads)
+	if len(idx.Docs) != 300 || idx.Reads != 300+90 {
+		t.Fatalf("after a full re-snapshot: %d documents, %d reads; want 300, 390", len(idx.Docs), idx.Reads)
 	}
 	// Through SQL alone: a malformed request is dropped (the stream goes on), a good one read.
 	if err := execSQL(ctx, dsn, false,
@@ -408,7 +339,7 @@ func TestResnapshotRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("by-sql")
-	if idx.reads != 400 {
-		t.Fatalf("after a request through SQL for 10 rows: %d reads, want 400", idx.reads)
+	if idx.Reads != 400 {
+		t.Fatalf("after a request through SQL for 10 rows: %d reads, want 400", idx.Reads)
 	}
 }

@@ -272,8 +272,6 @@ func endpointOf(path string) string {
 		return "_nodes"
 	case last == "_bulk", last == "_mget", last == "_aliases", last == "_mapping", last == "_refresh":
 		return last
-	case len(parts) == 2 && parts[0] == "_alias":
-		return "_alias"
 	case len(parts) == 1 && parts[0] != "" && !strings.HasPrefix(parts[0], "_"):
 		return "index"
 	}
@@ -314,8 +312,6 @@ func (c *Cluster) simulate(r *Request, items func(call, i int) int) *Reply {
 		return c.bulk(r, items)
 	case "_aliases":
 		return c.aliasActions(r.Body)
-	case "_alias":
-		return c.aliasGet(parts[1])
 	case "_refresh":
 		if len(parts) == 2 {
 			if _, ix := c.resolve(parts[0], false); ix == nil {

@@ -8,7 +8,7 @@
 // (action.auto_create_index), the local node's info (the engine), index creation, GET and
 // HEAD of an index or an alias (answered by the indices it names), atomic _aliases actions
 // with must_exist, remove_index (run first, as both engines do) and read-only aliases
-// (is_write_index false: writes through them fail), GET /_alias/<name>, _refresh, mapping
+// (is_write_index false: writes through them fail), _refresh, mapping
 // reads and additions through an index or alias name, _bulk with external versions through
 // aliases (require_alias), and real-time _mget (by index or alias in the path, or _index per
 // entry).

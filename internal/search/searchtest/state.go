@@ -54,20 +54,6 @@ func (c *Cluster) get(name string) *Reply {
 	return jsonReply(200, out)
 }
 
-// aliasGet answers GET /_alias/<name>: the indices the alias names.
-func (c *Cluster) aliasGet(name string) *Reply {
-	out := map[string]any{}
-	for n, ix := range c.indices {
-		if ix.Aliases[name] {
-			out[n] = map[string]any{"aliases": map[string]any{name: map[string]any{}}}
-		}
-	}
-	if len(out) == 0 {
-		return Status(404, `{"error":"alias [`+name+`] missing","status":404}`)
-	}
-	return jsonReply(200, out)
-}
-
 func (c *Cluster) create(name string, body string) *Reply {
 	if c.indices[name] != nil {
 		return errorReply(400, "resource_already_exists_exception")
