@@ -1,0 +1,484 @@
+package debezium
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// Record is one Kafka record of a Debezium topic: what the decoder reads.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte // nil for a record without a key
+	Value     []byte // nil for a tombstone
+}
+
+// Versions chooses how MySQL and MariaDB change events are versioned (PostgreSQL's are always
+// the change's LSN).
+type Versions uint8
+
+const (
+	// VersionsDefault: GTID versions for the mariadb connector, file versions for mysql, as
+	// mysqlcdc's default positioning does.
+	VersionsDefault Versions = iota
+	// VersionsGTID: sequence number << 20 | the change's place in its transaction
+	// (transaction.total_order - 1); needs provide.transaction.metadata=true.
+	VersionsGTID
+	// VersionsFile: binlog file index << 45 | event position << 13 | row within the event.
+	VersionsFile
+)
+
+// A record the decoder has no event for.
+type skipReason uint8
+
+const (
+	keep            skipReason = iota
+	skipTombstone              // the null value Debezium writes after a delete, for compaction
+	skipTransaction            // a transaction's BEGIN or END on the transaction topic
+	skipSchema                 // a schema change event, a heartbeat or a logical decoding message
+)
+
+type envelope struct {
+	Schema  json.RawMessage `json:"schema"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+type payload struct {
+	Before      json.RawMessage `json:"before"`
+	After       json.RawMessage `json:"after"`
+	Source      *sourceBlock    `json:"source"`
+	Op          string          `json:"op"`
+	Transaction *txBlock        `json:"transaction"`
+	// Members of the other records that share Debezium's topics.
+	Status string          `json:"status"` // transaction metadata: BEGIN, END
+	DDL    json.RawMessage `json:"ddl"`    // schema change events
+}
+
+type sourceBlock struct {
+	Connector string          `json:"connector"`
+	Name      string          `json:"name"`
+	TsMs      int64           `json:"ts_ms"`
+	Snapshot  json.RawMessage `json:"snapshot"` // "true", "first", "last", "incremental", "false"; older versions a boolean
+	DB        string          `json:"db"`
+	Schema    string          `json:"schema"`
+	Table     string          `json:"table"`
+	TxID      *int64          `json:"txId"`
+	LSN       *int64          `json:"lsn"`
+	GTID      *string         `json:"gtid"`
+	File      string          `json:"file"`
+	Pos       *int64          `json:"pos"`
+	Row       *int64          `json:"row"`
+}
+
+type txBlock struct {
+	ID         string `json:"id"`
+	TotalOrder int64  `json:"total_order"`
+}
+
+func (s *sourceBlock) snapshot() bool {
+	switch string(s.Snapshot) {
+	case "", "null", `"false"`, "false":
+		return false
+	}
+	return true
+}
+
+// Position is where a Debezium change event was in its source's history and in Kafka.
+type Position struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	version   int64
+	source    string // the source position as the envelope gave it
+}
+
+// Version implements cdc.Position.
+func (p Position) Version() int64 { return p.version }
+
+// String renders the source position and the record's place in Kafka.
+func (p Position) String() string {
+	return p.source + " (" + p.Topic + "[" + strconv.Itoa(int(p.Partition)) + "]@" + strconv.FormatInt(p.Offset, 10) + ")"
+}
+
+// decoder turns records into events. One decoder serves one stream; it is not safe for
+// concurrent use.
+type decoder struct {
+	name     string
+	infer    bool
+	versions Versions
+	shapes   map[string]*shapeEntry // by the value schema's text
+}
+
+type shapeEntry struct {
+	keySchema []byte // the key schema's text the shape was built with
+	shape     *tableShape
+	err       error // a failure every record with this schema shares
+}
+
+// configError is a failure of the connector's configuration rather than of one record: no
+// record of the table can be decoded until it is changed, so the stream stops (permanently).
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+func newDecoder(name string, infer bool, v Versions) *decoder {
+	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{}}
+}
+
+// decode returns the record's event, or why it has none. A record it cannot read becomes a
+// Malformed event (its reason names the topic, partition and offset, never values); a
+// configuration that cannot work is a *configError.
+func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
+	if r.Value == nil {
+		return cdc.Event{}, skipTombstone, nil
+	}
+	var env envelope
+	if err := json.Unmarshal(r.Value, &env); err != nil {
+		return d.malformed(r, nil, "the record is not JSON"), keep, nil
+	}
+	if env.Payload == nil || env.Schema == nil {
+		return cdc.Event{}, keep, &configError{fmt.Errorf("topic %s: a record without an embedded schema: set value.converter.schemas.enable=true (and key.converter.schemas.enable=true) on the connector", r.Topic)}
+	}
+	var p payload
+	if err := json.Unmarshal(env.Payload, &p); err != nil {
+		return d.malformed(r, nil, "the payload is not a JSON object"), keep, nil
+	}
+	switch {
+	case p.Status != "" && p.Op == "":
+		return cdc.Event{}, skipTransaction, nil
+	case p.DDL != nil || p.Op == "m" || (p.Op == "" && p.Source == nil):
+		return cdc.Event{}, skipSchema, nil
+	}
+	if p.Source == nil {
+		return d.malformed(r, nil, "the envelope has no source block"), keep, nil
+	}
+	id := d.tableID(p.Source)
+	var op cdc.Op
+	switch p.Op {
+	case "c":
+		op = cdc.Insert
+	case "u":
+		op = cdc.Update
+	case "d":
+		op = cdc.Delete
+	case "r":
+		op = cdc.Read
+	case "t":
+		op = cdc.Truncate
+	default:
+		return d.malformed(r, &id, "unknown op"), keep, nil
+	}
+	pos, err := d.position(r, p.Source, p.Transaction, op)
+	if err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			return cdc.Event{}, keep, err
+		}
+		return d.malformed(r, &id, err.Error()), keep, nil
+	}
+	ev := cdc.Event{Op: op, Table: id, Position: pos}
+	if op != cdc.Read {
+		ev.CommitTime = time.UnixMilli(p.Source.TsMs).UTC()
+		ev.TxID = d.txID(p.Source)
+	}
+	if op == cdc.Truncate {
+		return ev, keep, nil
+	}
+	shape, err := d.shapeFor(r, env.Schema, id, p.Source.Connector)
+	if err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			return cdc.Event{}, keep, err
+		}
+		ev.Malformed = d.reason(r, err.Error())
+		return ev, keep, nil
+	}
+	ev.Schema = shape.schema
+	var rowErr error
+	if op == cdc.Update || op == cdc.Delete {
+		ev.Before, rowErr = shape.row(p.Before, false)
+	}
+	if rowErr == nil && op != cdc.Delete {
+		ev.After, rowErr = shape.row(p.After, op == cdc.Update)
+		if ev.After == nil && rowErr == nil {
+			rowErr = errors.New("no after image")
+		}
+	}
+	if op == cdc.Delete && ev.Before == nil && rowErr == nil {
+		rowErr = errors.New("a delete without a before image")
+	}
+	if rowErr != nil {
+		ev.Before, ev.After = nil, nil
+		ev.Malformed = d.reason(r, rowErr.Error())
+	}
+	return ev, keep, nil
+}
+
+func (d *decoder) tableID(s *sourceBlock) cdc.TableID {
+	id := cdc.TableID{Source: d.name, Database: s.DB, Table: s.Table}
+	if s.Connector == "postgresql" {
+		id.Connector, id.Schema = "postgres", s.Schema
+	} else {
+		id.Connector = "mysql"
+	}
+	return id
+}
+
+func (d *decoder) txID(s *sourceBlock) string {
+	switch {
+	case s.TxID != nil:
+		return strconv.FormatInt(*s.TxID, 10)
+	case s.GTID != nil:
+		return *s.GTID
+	}
+	return ""
+}
+
+func (d *decoder) reason(r *Record, why string) error {
+	return fmt.Errorf("debezium record %s[%d]@%d: %s", r.Topic, r.Partition, r.Offset, why)
+}
+
+// malformed is the event of a record that cannot be read; id may be nil when even its table
+// is unknown (then the topic names it).
+func (d *decoder) malformed(r *Record, id *cdc.TableID, why string) cdc.Event {
+	ev := cdc.Event{Position: Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, source: "unknown position"}, Malformed: d.reason(r, why)}
+	if id != nil {
+		ev.Table = *id
+	} else {
+		ev.Table = cdc.TableID{Connector: "debezium", Source: d.name, Table: r.Topic}
+	}
+	return ev
+}
+
+// Versions below every streamed change for snapshot reads: see the package documentation.
+const snapshotVersion = 0
+
+const (
+	gtidOrdinalBits = 20
+	maxGTIDSeq      = 1<<(63-gtidOrdinalBits) - 1
+	fileRowBits     = 13
+	fileOffsetBits  = 32
+	maxFileIndex    = 1<<(63-fileOffsetBits-fileRowBits) - 1
+)
+
+func (d *decoder) position(r *Record, s *sourceBlock, tx *txBlock, op cdc.Op) (Position, error) {
+	pos := Position{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+	snapshot := op == cdc.Read || s.snapshot()
+	switch s.Connector {
+	case "postgresql":
+		if s.LSN == nil {
+			return pos, errors.New("the source block has no lsn")
+		}
+		pos.source = "lsn " + formatLSN(*s.LSN)
+		if snapshot {
+			pos.source = "snapshot at " + pos.source
+			pos.version = snapshotVersion
+			return pos, nil
+		}
+		if *s.LSN < 0 {
+			return pos, errors.New("a negative lsn")
+		}
+		pos.version = *s.LSN
+		return pos, nil
+	case "mysql", "mariadb":
+	default:
+		return pos, &configError{fmt.Errorf("topic %s: connector %q is not supported (postgresql, mysql, mariadb)", r.Topic, s.Connector)}
+	}
+	mode := d.versions
+	if mode == VersionsDefault {
+		mode = VersionsFile
+		if s.Connector == "mariadb" {
+			mode = VersionsGTID
+		}
+	}
+	if snapshot {
+		pos.source = "snapshot at " + s.File + ":" + int64String(s.Pos)
+		pos.version = snapshotVersion
+		return pos, nil
+	}
+	if mode == VersionsGTID {
+		if s.GTID == nil {
+			return pos, &configError{fmt.Errorf("topic %s: GTID versions need GTIDs, and a change event has none (enable GTIDs on the server, or choose file versions)", r.Topic)}
+		}
+		seq, err := gtidSequence(*s.GTID)
+		if err != nil {
+			return pos, err
+		}
+		if tx == nil || tx.TotalOrder < 1 {
+			return pos, &configError{fmt.Errorf("topic %s: GTID versions need the change's place in its transaction: set provide.transaction.metadata=true on the connector", r.Topic)}
+		}
+		if seq > maxGTIDSeq {
+			return pos, errors.New("a GTID sequence number beyond 2^43")
+		}
+		ord := min(tx.TotalOrder-1, 1<<gtidOrdinalBits-1)
+		pos.version = seq<<gtidOrdinalBits | ord
+		pos.source = "gtid " + *s.GTID + " #" + strconv.FormatInt(tx.TotalOrder, 10)
+		return pos, nil
+	}
+	idx, err := binlogIndex(s.File)
+	if err != nil {
+		return pos, err
+	}
+	if s.Pos == nil || *s.Pos < 0 || *s.Pos >= 1<<fileOffsetBits {
+		return pos, errors.New("a binlog position out of range")
+	}
+	row := int64(0)
+	if s.Row != nil {
+		row = *s.Row
+	}
+	if row < 0 || row >= 1<<fileRowBits {
+		return pos, errors.New("a row index within its event beyond 2^13")
+	}
+	if idx > maxFileIndex {
+		return pos, errors.New("a binlog file index beyond 2^18")
+	}
+	pos.version = idx<<(fileOffsetBits+fileRowBits) | *s.Pos<<fileRowBits | row
+	pos.source = s.File + ":" + strconv.FormatInt(*s.Pos, 10) + " row " + strconv.FormatInt(row, 10)
+	return pos, nil
+}
+
+func int64String(p *int64) string {
+	if p == nil {
+		return "?"
+	}
+	return strconv.FormatInt(*p, 10)
+}
+
+func formatLSN(lsn int64) string {
+	u := uint64(lsn)
+	return strings.ToUpper(strconv.FormatUint(u>>32, 16)) + "/" + strings.ToUpper(strconv.FormatUint(u&0xffffffff, 16))
+}
+
+// gtidSequence reads the sequence number of a MariaDB GTID (domain-server-sequence) or a
+// MySQL one (uuid:sequence).
+func gtidSequence(g string) (int64, error) {
+	i := strings.LastIndexAny(g, "-:")
+	if i < 0 {
+		return 0, errors.New("a GTID that is neither domain-server-sequence nor uuid:sequence")
+	}
+	n, err := strconv.ParseInt(g[i+1:], 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("a GTID whose sequence number is not a number")
+	}
+	return n, nil
+}
+
+// binlogIndex reads the numeric suffix of a binlog file name (mysql-bin.000025 is 25).
+func binlogIndex(file string) (int64, error) {
+	i := strings.LastIndexByte(file, '.')
+	if i < 0 {
+		return 0, errors.New("a binlog file name without a numeric suffix")
+	}
+	n, err := strconv.ParseInt(file[i+1:], 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("a binlog file name without a numeric suffix")
+	}
+	return n, nil
+}
+
+// shapeFor returns the table's shape for the record's value schema (cached by its text).
+func (d *decoder) shapeFor(r *Record, schemaRaw json.RawMessage, id cdc.TableID, connector string) (*tableShape, error) {
+	keySchema := keySchemaOf(r.Key)
+	if e, ok := d.shapes[string(schemaRaw)]; ok && bytes.Equal(e.keySchema, keySchema) {
+		return e.shape, e.err
+	}
+	sh, err := d.buildShape(schemaRaw, keySchema, id, connector)
+	if errors.Is(err, errNoSourceTypes) {
+		err = &configError{fmt.Errorf("table %s (topic %s): %w", id, r.Topic, err)}
+	}
+	if len(d.shapes) >= 4096 { // schemas change rarely; bound the cache all the same
+		clear(d.shapes)
+	}
+	d.shapes[string(schemaRaw)] = &shapeEntry{keySchema: bytes.Clone(keySchema), shape: sh, err: err}
+	return sh, err
+}
+
+func (d *decoder) buildShape(schemaRaw, keySchemaRaw []byte, id cdc.TableID, connector string) (*tableShape, error) {
+	vs, err := decodeSchema(schemaRaw)
+	if err != nil {
+		return nil, err
+	}
+	row := vs.field("after")
+	if row == nil {
+		row = vs.field("before")
+	}
+	var key *connectSchema
+	if len(keySchemaRaw) > 0 && string(keySchemaRaw) != "null" {
+		if key, err = decodeSchema(keySchemaRaw); err != nil {
+			return nil, err
+		}
+	}
+	return buildShape(id, connector, row, key, d.infer)
+}
+
+// keySchemaOf returns the key's schema text, nil for a record without a key.
+func keySchemaOf(key []byte) []byte {
+	if key == nil {
+		return nil
+	}
+	var env envelope
+	if json.Unmarshal(key, &env) != nil {
+		return nil
+	}
+	return env.Schema
+}
+
+// row decodes a row image into the shape's column order; nil for a null image. In the after
+// image of an update, Debezium's placeholder for an unchanged TOASTed value becomes
+// cdc.Unchanged, as pgcdc reports it.
+func (sh *tableShape) row(raw json.RawMessage, update bool) ([]cdc.Value, error) {
+	if raw == nil || string(raw) == "null" {
+		return nil, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, errors.New("a row image that is not a JSON object")
+	}
+	out := make([]cdc.Value, len(sh.columns))
+	for name, v := range fields {
+		i, ok := sh.byName[name]
+		if !ok {
+			return nil, fmt.Errorf("field %q is not in the schema", name)
+		}
+		if string(v) == "null" {
+			continue
+		}
+		if update && isUnavailable(v) {
+			out[i] = cdc.Unchanged{}
+			continue
+		}
+		val, err := sh.columns[i].conv(v)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", name, err)
+		}
+		out[i] = val
+	}
+	return out, nil
+}
+
+// isUnavailable reports whether v is Debezium's placeholder for an unchanged TOASTed value:
+// the text, its bytes in base64, or an array holding the text.
+func isUnavailable(v json.RawMessage) bool {
+	s := bytes.TrimSpace(v)
+	if len(s) > 0 && s[0] == '[' {
+		s = bytes.TrimSpace(s[1:])
+		if len(s) == 0 || s[len(s)-1] != ']' {
+			return false
+		}
+		s = bytes.TrimSpace(s[:len(s)-1])
+	}
+	if len(s) < 2 || s[0] != '"' {
+		return false
+	}
+	in := string(s[1 : len(s)-1])
+	return in == unavailablePlaceholder || in == unavailableBytes
+}

@@ -1,0 +1,96 @@
+// Package debezium is a cdc.Source that reads Debezium's change events from Kafka: the
+// migration path for pipelines already captured by Debezium in Kafka Connect, and the way to
+// spread one mirror over several processes (Kafka partitions the work; every process of one
+// consumer group takes a share).
+//
+//	src, err := debezium.New(func(ctx context.Context) (queue.Consumer, error) {
+//		return kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Group: "orders-mirror",
+//			TopicPattern: `shop\.public\..*`}, nil)
+//	}, &debezium.Options{Name: "shop"})
+//	runner := cdc.NewRunner("orders", src, sink, checkpoints, dlq, nil)
+//
+// # Connector settings
+//
+// The source reads JsonConverter's records with the schema embedded
+// (key.converter.schemas.enable and value.converter.schemas.enable true, Kafka Connect's
+// default); a record without it stops the stream with an error saying so. Set on the
+// connector:
+//
+//   - column.propagate.source.type=.* so that every column's schema names its database type,
+//     length and scale: with them a table's columns are exactly those the native source
+//     (pgcdc, mysqlcdc) reports, hence the same mappings. Without them the stream stops
+//     with a permanent error naming the setting, unless Options.InferTypes lets the source
+//     derive columns from Kafka Connect's types (widths can differ; an unsigned BIGINT
+//     cannot be told from a signed one).
+//   - provide.transaction.metadata=true for MariaDB (its versions need each change's place in
+//     its transaction; see Versions).
+//   - interval.handling.mode=string for PostgreSQL intervals (as microseconds they have no
+//     exact text form: such values are dead-lettered, naming the setting).
+//   - decimal.handling.mode precise (the default) or string; double is dead-lettered.
+//   - skipped.operations=none to see TRUNCATE (Debezium skips it by default), and, for
+//     PostgreSQL, REPLICA IDENTITY FULL or the default identity as with pgcdc.
+//
+// Debezium's topics also carry records that are not row changes: tombstones (the null value
+// after a delete, for compaction), the transaction topic's BEGIN and END, schema change
+// events, heartbeats and logical decoding messages. They are skipped, and their offsets
+// committed with the next event's (or at once when nothing is pending).
+//
+// # Events
+//
+// Ops c, u, d, r and t become Insert, Update, Delete, Read and Truncate of the table the
+// source block names (cdc.TableID: connector postgres for postgresql, mysql for mysql and
+// mariadb; Source is Options.Name, which should be the native source's name so that both
+// write the same indices). A primary-key change arrives as Debezium writes it, a delete of the
+// old key and a create of the new one at the same source position. The key schema's fields
+// are the primary key, in key order. Values take the shapes of the native sources (package
+// cdc, Value): Decimal and VariableScaleDecimal become their exact digits, io.debezium.time
+// types the text or EpochMicros the native source reports, Bits a MySQL BIT's integer or
+// PostgreSQL's bit string, Geometry MySQL's internal form, the placeholder of an unchanged
+// TOASTed value (__debezium_unavailable_value) cdc.Unchanged. What differs from the native
+// sources, because Debezium's representation does not carry it: an unconstrained NUMERIC's
+// trailing zeros (1.50 arrives as 1.5), a varbit shorter than its declared length (padded
+// with leading zeros), money (digits without the currency format), timetz (converted to
+// UTC), MariaDB's JSON (declared LONGTEXT to Debezium: mapped as text) and MySQL's zero dates.
+// A record that cannot be read is a Malformed event: the runner dead-letters it with a
+// reason naming the topic, partition and offset, never a value.
+//
+// # Versions
+//
+// A streamed PostgreSQL change's version is source.lsn, the LSN of the change's own WAL
+// record: the version pgcdc gives the same change, so a pipeline can move between the two
+// without a version going backwards. MariaDB (VersionsGTID, the default for the mariadb
+// connector): the GTID's sequence number << 20 | (transaction.total_order - 1), the layout of
+// mysqlcdc's GTID versions; equal to mysqlcdc's when every row change of the transaction is in
+// a captured table and none of them changes a key (Debezium counts captured events only, and
+// a key change as two). MySQL (VersionsFile): binlog file index << 45 | source.pos << 13 |
+// source.row, the layout of mysqlcdc's file versions, with the rows event's start offset where
+// mysqlcdc uses its end, so ordered the same way but not equal.
+//
+// Snapshot reads (op r, including Debezium's incremental and blocking snapshots) get version
+// 0, below every streamed change: Debezium's snapshot position does not bound the WAL records
+// of the transactions streamed after it (a transaction that began before a PostgreSQL slot's
+// consistent point and commits after it has records below it), so no higher version is safe.
+// A snapshot read therefore never replaces a document the index already holds: it fills an
+// empty index, and a streamed change always wins over it. To switch a native pipeline to
+// Debezium on the same indices, start the connector with snapshot.mode=no_data while the
+// native pipeline runs, and stop the native pipeline once the connector streams: the overlap
+// is written twice with equal versions (PostgreSQL) or versions that keep each transaction's
+// order (MariaDB), and nothing falls in a gap.
+//
+// # Offsets and scale-out
+//
+// The consumer group's committed offsets are where a stream starts; a stored checkpoint only
+// names a stream and an event within it, so that the runner's Ack can finish every record up
+// to that event (queue.Consumer.Finish) and commit: an offset moves only past events the
+// sink applied, so a process killed at any moment loses nothing and repeats at most what was
+// not acknowledged (the same changes at the same versions). Open ignores a checkpoint another
+// kind of source stored (a pipeline switched from a native source).
+//
+// Several processes with the same group share the topics' partitions; Debezium keys records by
+// primary key, so all changes of one row are in one partition, in order. A rebalance commits
+// the revoked partitions' acknowledged prefix (kafkaqueue) and the new owner resumes after it:
+// a change may be written twice, by the old owner still finishing a batch and by the new one,
+// always with the same version, which the sink's external versioning makes harmless. Within a
+// process, partitions interleave in one stream and the runner's concurrent batches
+// (RunnerOptions.MaxInFlight) write them in parallel.
+package debezium

@@ -1,0 +1,295 @@
+package debezium
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/queue"
+)
+
+// ConsumerFactory makes the group consumer a stream reads: one per Open, closed with the
+// stream. Every consumer it makes must belong to the same consumer group, whose committed
+// offsets are where a stream starts.
+type ConsumerFactory func(ctx context.Context) (queue.Consumer, error)
+
+// Options are the Source's optional settings; nil means every default.
+type Options struct {
+	// Name is the configured source's name: cdc.TableID.Source of every event, so that index
+	// names are the same as a native source of that name gives. Default "debezium".
+	Name string
+	// Logger receives the source's warnings (a checkpoint of another source ignored, a commit
+	// that failed). Default: none. Lines name topics, partitions and offsets, never values.
+	Logger *slog.Logger
+	// InferTypes lets a table whose change events lack the source column types (the
+	// connector's column.propagate.source.type) be mapped from Kafka Connect's types alone.
+	// Those do not tell an unsigned BIGINT from a signed one, a varchar's length, or
+	// MariaDB's JSON from LONGTEXT, so the mapping can differ from a native source's.
+	// Default: such a table stops the pipeline with an error naming the setting.
+	InferTypes bool
+	// Versions chooses MySQL/MariaDB versions; see Versions. Default VersionsDefault.
+	Versions Versions
+	// Buffer is how many decoded events wait for the runner. Default 1024.
+	Buffer int
+}
+
+func (o *Options) withDefaults() Options {
+	var v Options
+	if o != nil {
+		v = *o
+	}
+	if v.Name == "" {
+		v.Name = "debezium"
+	}
+	if v.Buffer <= 0 {
+		v.Buffer = 1024
+	}
+	return v
+}
+
+// Source reads Debezium change events from Kafka topics as a cdc.Source. See the package
+// documentation.
+type Source struct {
+	consumers ConsumerFactory
+	opts      Options
+}
+
+var _ cdc.Source = (*Source)(nil)
+
+// New returns a source whose streams consume through consumers.
+func New(consumers ConsumerFactory, opts *Options) (*Source, error) {
+	if consumers == nil {
+		return nil, errors.New("debezium: no consumer factory")
+	}
+	o := opts.withDefaults()
+	switch o.Versions {
+	case VersionsDefault, VersionsGTID, VersionsFile:
+	default:
+		return nil, fmt.Errorf("debezium: unknown Versions %d", o.Versions)
+	}
+	return &Source{consumers: consumers, opts: o}, nil
+}
+
+// checkpointPrefix starts every checkpoint this source makes.
+const checkpointPrefix = "debezium1:"
+
+// Open joins the consumer group. cp is not where it starts: the group's committed offsets
+// are (a checkpoint names a stream and an event within it, so that Ack can commit what
+// came before). A checkpoint another kind of source made (a pipeline switched from a native
+// source) is ignored with an Info line.
+func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
+	if len(cp) > 0 && !strings.HasPrefix(string(cp), checkpointPrefix) && s.opts.Logger != nil {
+		s.opts.Logger.Info("debezium: the stored checkpoint is another source's; starting from the consumer group's committed offsets")
+	}
+	cons, err := s.consumers(ctx)
+	if err != nil {
+		return nil, classifyQueue(err)
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &stream{
+		cons:    cons,
+		dec:     newDecoder(s.opts.Name, s.opts.InferTypes, s.opts.Versions),
+		events:  make(chan cdc.Event, s.opts.Buffer),
+		session: hex.EncodeToString(id[:]),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		log:     s.opts.Logger,
+	}
+	go st.run(ctx)
+	return st, nil
+}
+
+// classifyQueue turns a queue failure into the runner's classes: retryable ones (a broker
+// out of reach, a topic not created yet) are retried; a refused configuration or
+// authentication is permanent.
+func classifyQueue(err error) error {
+	switch queue.KindOf(err) {
+	case queue.Invalid, queue.Denied:
+		return cdc.Permanent(fmt.Errorf("debezium: %w", err))
+	}
+	return fmt.Errorf("debezium: %w", err)
+}
+
+// stream is one group membership's events.
+type stream struct {
+	cons    queue.Consumer
+	dec     *decoder
+	events  chan cdc.Event
+	session string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	log     *slog.Logger
+
+	err error // why events was closed; written before close(done)
+
+	mu        sync.Mutex
+	seq       uint64
+	pending   []pendingEvent // handed out, not yet acknowledged, in order
+	closed    bool
+	closeOnce sync.Once
+}
+
+// pendingEvent is an event handed to the runner and the records whose offsets its
+// acknowledgement lets the consumer commit: its own and the records before it that carried
+// no event (tombstones, transaction metadata).
+type pendingEvent struct {
+	seq  uint64
+	msgs []queue.Message // Topic, Partition and Offset only
+}
+
+func (st *stream) Events() <-chan cdc.Event { return st.events }
+
+func (st *stream) Err() error {
+	select {
+	case <-st.done:
+		return st.err
+	default:
+		return nil
+	}
+}
+
+func (st *stream) Progress() cdc.SnapshotProgress { return cdc.SnapshotProgress{} }
+
+func (st *stream) Close() error {
+	st.closeOnce.Do(func() {
+		st.cancel()
+		<-st.done
+		st.mu.Lock()
+		st.closed = true
+		st.mu.Unlock()
+		if err := st.cons.Close(); err != nil && st.log != nil {
+			st.log.Warn("debezium: closing the consumer failed", "err", err)
+		}
+	})
+	return nil
+}
+
+func (st *stream) checkpoint(seq uint64) cdc.Checkpoint {
+	b := make([]byte, 0, len(checkpointPrefix)+len(st.session)+1+20)
+	b = append(b, checkpointPrefix...)
+	b = append(b, st.session...)
+	b = append(b, ':')
+	return strconv.AppendUint(b, seq, 10)
+}
+
+// Ack finishes every record up to the event that carried cp and commits the consumer's
+// finished prefixes: the group's offsets move only past events the sink applied. A
+// checkpoint of another stream (an earlier group membership) is ignored.
+func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
+	rest, ok := strings.CutPrefix(string(cp), checkpointPrefix)
+	if !ok {
+		return nil
+	}
+	session, seqText, ok := strings.Cut(rest, ":")
+	if !ok || session != st.session {
+		return nil
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return cdc.ErrSourceClosed
+	}
+	n := 0
+	for n < len(st.pending) && st.pending[n].seq <= seq {
+		n++
+	}
+	var msgs []queue.Message
+	for _, p := range st.pending[:n] {
+		msgs = append(msgs, p.msgs...)
+	}
+	st.pending = st.pending[n:]
+	st.mu.Unlock()
+	if len(msgs) == 0 {
+		return nil
+	}
+	st.cons.Finish(msgs...)
+	if err := st.cons.Commit(ctx); err != nil {
+		return fmt.Errorf("debezium: commit: %w", err)
+	}
+	return nil
+}
+
+// run fetches, decodes and hands events over until ctx ends or consuming fails.
+func (st *stream) run(ctx context.Context) {
+	defer func() {
+		close(st.done)
+		close(st.events)
+	}()
+	st.err = st.consume(ctx)
+	if ctx.Err() != nil {
+		st.err = nil // closed
+	}
+}
+
+func (st *stream) consume(ctx context.Context) error {
+	var loose []queue.Message // records without an event since the last event
+	for {
+		msgs, err := st.cons.Fetch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return classifyQueue(err)
+		}
+		for i := range msgs {
+			m := &msgs[i]
+			rec := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value}
+			ev, skip, err := st.dec.decode(&rec)
+			if err != nil {
+				return cdc.Permanent(fmt.Errorf("debezium: %w", err))
+			}
+			ref := queue.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
+			if skip != keep {
+				loose = append(loose, ref)
+				continue
+			}
+			st.mu.Lock()
+			st.seq++
+			seq := st.seq
+			st.pending = append(st.pending, pendingEvent{seq: seq, msgs: append(loose, ref)})
+			st.mu.Unlock()
+			loose = nil
+			ev.Checkpoint = st.checkpoint(seq)
+			select {
+			case st.events <- ev:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if len(loose) > 0 {
+			loose = st.settleLoose(ctx, loose)
+		}
+	}
+}
+
+// settleLoose disposes of records without an event at the end of a fetch: with events
+// still unacknowledged, they are finished with the last of them (they carry nothing to
+// apply); with none, they are finished and committed now, so that a topic whose last
+// records are tombstones or transaction metadata shows no lag.
+func (st *stream) settleLoose(ctx context.Context, loose []queue.Message) []queue.Message {
+	st.mu.Lock()
+	if n := len(st.pending); n > 0 {
+		st.pending[n-1].msgs = append(st.pending[n-1].msgs, loose...)
+		st.mu.Unlock()
+		return nil
+	}
+	st.mu.Unlock()
+	st.cons.Finish(loose...)
+	if err := st.cons.Commit(ctx); err != nil && ctx.Err() == nil && st.log != nil {
+		st.log.Warn("debezium: commit of records without events failed; they are read again later", "err", err)
+	}
+	return nil
+}
