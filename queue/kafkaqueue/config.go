@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 
@@ -23,8 +25,24 @@ import (
 type Config struct {
 	// Brokers are the seed brokers, as host:port. Required.
 	Brokers []string
-	// Topic is the topic published to or consumed. Required.
+	// Topic is the topic published to or consumed. NewPublisher and NewMonitor require it;
+	// NewConsumer requires exactly one of Topic, Topics and TopicPattern.
 	Topic string
+	// Topics are several topics one consumer reads as one group member, such as a Debezium
+	// source's topics, one per table. NewConsumer only (NewPublisher and NewMonitor refuse
+	// it): its partitions are those of all the topics, each committed on its own, and every
+	// topic is checked (or created, see CreateTopic) at construction. Each is a valid topic
+	// name, listed once.
+	Topics []string
+	// TopicPattern, a Go regular expression (regexp syntax), makes the consumer read every
+	// topic whose whole name it matches: it is anchored at both ends, so `shop\.public\..*`
+	// matches shop.public.orders and not old.shop.public.orders. Topics whose names start
+	// with "__" never match (Kafka's internal topics, such as __consumer_offsets, and tools'
+	// own, such as Debezium's heartbeats). A topic created later that matches is consumed
+	// from its first message once the consumer's next metadata refresh sees it: within about
+	// MetadataMaxAge of its creation, plus the rebalance that assigns it. NewConsumer only;
+	// nothing is checked or created at construction, so CreateTopic cannot be set with it.
+	TopicPattern string
 	// Group is the consumer group. Required by NewConsumer; NewPublisher ignores it.
 	Group string
 	// ClientID names the client in broker logs and quotas. Default "tributary".
@@ -51,9 +69,17 @@ type Config struct {
 	// its connection after about DeliveryTimeout. Default 30s.
 	DeliveryTimeout time.Duration
 
-	// CreateTopic, when set, creates the topic at construction if it does not exist. Default:
-	// the topic is only checked, and a missing one fails construction with queue.NotFound.
+	// CreateTopic, when set, creates the topic (each of Topics) at construction if it does not
+	// exist. Default: the topics are only checked, and a missing one fails construction with
+	// queue.NotFound. Not with TopicPattern.
 	CreateTopic *TopicSpec
+
+	// MetadataMaxAge is how often every client of this Config refreshes its view of the
+	// cluster (topics, partitions, leaders) when nothing else prompts it, as Kafka's
+	// metadata.max.age.ms. With TopicPattern it is how soon a newly created matching topic is
+	// seen. Default 5m (franz-go's and Kafka's); between 10ms and 1h. A value under 5s also
+	// lowers franz-go's minimum time between two refreshes (MetadataMinAge, 5s) to it.
+	MetadataMaxAge time.Duration
 
 	// MaxFetch bounds the messages one Fetch returns. Default 1000.
 	MaxFetch int
@@ -124,10 +150,20 @@ const (
 	defaultRequestTimeout    = 30 * time.Second
 	defaultDeliveryTimeout   = 30 * time.Second
 	defaultMaxFetch          = 1000
+	defaultMetadataMinAge    = 5 * time.Second // franz-go's
 )
 
-// validate checks cfg and returns every problem at once as a queue.Invalid error.
-func (cfg *Config) validate(needGroup bool) error {
+// role is what a Config is validated for.
+type role uint8
+
+const (
+	forPublisher role = iota
+	forConsumer
+	forMonitor
+)
+
+// validate checks cfg for r and returns every problem at once as a queue.Invalid error.
+func (cfg *Config) validate(r role) error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(cfg.Brokers) == 0 {
@@ -138,14 +174,15 @@ func (cfg *Config) validate(needGroup bool) error {
 			add("broker %q is not host:port", b)
 		}
 	}
-	if err := validTopicName(cfg.Topic); err != nil {
-		errs = append(errs, err)
-	}
-	if needGroup && cfg.Group == "" {
+	errs = append(errs, cfg.validateTopics(r)...)
+	if r == forConsumer && cfg.Group == "" {
 		add("no consumer group")
 	}
-	if cfg.DialTimeout < 0 || cfg.RequestTimeout < 0 || cfg.DeliveryTimeout < 0 || cfg.FetchMaxWait < 0 || cfg.SessionTimeout < 0 {
+	if cfg.DialTimeout < 0 || cfg.RequestTimeout < 0 || cfg.DeliveryTimeout < 0 || cfg.FetchMaxWait < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
 		add("negative timeout")
+	}
+	if a := cfg.MetadataMaxAge; a > 0 && (a < minMetadataMaxAge || a > maxMetadataMaxAge) {
+		add("MetadataMaxAge %v is not between %v and %v", a, minMetadataMaxAge, maxMetadataMaxAge)
 	}
 	if cfg.MaxFetch < 0 {
 		add("negative MaxFetch")
@@ -170,11 +207,122 @@ func (cfg *Config) validate(needGroup bool) error {
 		if c.ReplicationFactor < 0 {
 			add("negative CreateTopic replication factor")
 		}
+		if r == forConsumer && cfg.TopicPattern != "" {
+			add("CreateTopic cannot be used with TopicPattern (nothing is created for a pattern)")
+		}
 	}
 	if len(errs) == 0 {
 		return nil
 	}
-	return &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: fmt.Errorf("invalid configuration: %w", errors.Join(errs...))}
+	return &queue.Error{Kind: queue.Invalid, Queue: cfg.queueName(), Err: fmt.Errorf("invalid configuration: %w", errors.Join(errs...))}
+}
+
+// validateTopics checks Topic, Topics and TopicPattern for r.
+func (cfg *Config) validateTopics(r role) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if r != forConsumer {
+		if len(cfg.Topics) > 0 || cfg.TopicPattern != "" {
+			what := "a publisher writes"
+			if r == forMonitor {
+				what = "a monitor watches"
+			}
+			add("Topics and TopicPattern are for NewConsumer only; %s one Topic", what)
+		}
+		if err := validTopicName(cfg.Topic); err != nil {
+			errs = append(errs, err)
+		}
+		return errs
+	}
+	set := 0
+	for _, b := range []bool{cfg.Topic != "", len(cfg.Topics) > 0, cfg.TopicPattern != ""} {
+		if b {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		add("no topic (set one of Topic, Topics and TopicPattern)")
+		return errs
+	case set > 1:
+		add("set only one of Topic, Topics and TopicPattern")
+	}
+	if cfg.Topic != "" {
+		if err := validTopicName(cfg.Topic); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	seen := make(map[string]bool, len(cfg.Topics))
+	for _, name := range cfg.Topics {
+		if err := validTopicName(name); err != nil {
+			errs = append(errs, fmt.Errorf("Topics: %w", err))
+		} else if seen[name] {
+			add("Topics: topic %q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	if cfg.TopicPattern != "" {
+		if _, err := compilePattern(cfg.TopicPattern); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+const (
+	minMetadataMaxAge = 10 * time.Millisecond // franz-go's floor of MetadataMinAge
+	maxMetadataMaxAge = time.Hour             // franz-go's ceiling
+)
+
+// anchoredPattern is TopicPattern as franz-go receives it: franz-go matches anywhere in a
+// name (MatchString), so the pattern is wrapped to match whole names only.
+func anchoredPattern(pattern string) string { return `^(?:` + pattern + `)$` }
+
+// internalTopics is what no TopicPattern matches (ConsumeExcludeTopics): names starting with
+// "__". franz-go itself skips only the topics the broker marks internal.
+const internalTopics = `^__`
+
+// compilePattern checks pattern alone first, so that one like "a)|(b", which the wrapping
+// would balance, is refused rather than read as something else.
+func compilePattern(pattern string) (*regexp.Regexp, error) {
+	bad := func(err error) error {
+		if se, ok := errors.AsType[*syntax.Error](err); ok {
+			err = errors.New(se.Code.String())
+		}
+		return fmt.Errorf("TopicPattern %q is not a valid Go regular expression: %w", pattern, err)
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, bad(err)
+	}
+	re, err := regexp.Compile(anchoredPattern(pattern))
+	if err != nil {
+		return nil, bad(err)
+	}
+	return re, nil
+}
+
+// topics returns the topics checked (or created) at construction: Topic or Topics; none
+// for TopicPattern.
+func (cfg *Config) topics() []string {
+	if len(cfg.Topics) > 0 {
+		return cfg.Topics
+	}
+	if cfg.Topic != "" {
+		return []string{cfg.Topic}
+	}
+	return nil
+}
+
+// queueName is the Queue of this Config's errors: the topic, the Topics joined by ",", or
+// the TopicPattern.
+func (cfg *Config) queueName() string {
+	switch {
+	case cfg.Topic != "":
+		return cfg.Topic
+	case len(cfg.Topics) > 0:
+		return strings.Join(cfg.Topics, ",")
+	}
+	return cfg.TopicPattern
 }
 
 // validTopicName applies Kafka's rules, so a bad name fails here with a clear message rather
@@ -212,10 +360,16 @@ func (cfg *Config) clientOptions(log *slog.Logger) ([]kgo.Opt, error) {
 	if cfg.DialTimeout > 0 {
 		opts = append(opts, kgo.DialTimeout(cfg.DialTimeout))
 	}
+	if a := cfg.MetadataMaxAge; a > 0 {
+		opts = append(opts, kgo.MetadataMaxAge(a))
+		if a < defaultMetadataMinAge {
+			opts = append(opts, kgo.MetadataMinAge(a))
+		}
+	}
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.config()
 		if err != nil {
-			return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}
+			return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.queueName(), Err: err}
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}

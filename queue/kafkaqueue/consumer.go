@@ -2,6 +2,7 @@ package kafkaqueue
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -12,12 +13,14 @@ import (
 	"github.com/tributary-dev/tributary/queue"
 )
 
-// Consumer consumes one topic as a member of a consumer group, committing only the finished
-// prefix of each partition. It implements queue.Consumer; its methods are safe for
-// concurrent use (concurrent Fetch calls run one at a time).
+// Consumer consumes one topic (Config.Topic), several (Config.Topics) or every topic matching
+// a pattern (Config.TopicPattern) as a member of a consumer group, committing only the
+// finished prefix of each partition of each topic. It implements queue.Consumer; its methods
+// are safe for concurrent use (concurrent Fetch calls run one at a time).
 type Consumer struct {
 	cl       *kgo.Client
-	topic    string
+	name     string // the Queue of its errors: Config.queueName
+	several  bool   // it may read more than one topic: errors name the topic that failed
 	maxFetch int
 
 	fetchMu sync.Mutex // one poll at a time: a poll and its bookkeeping are one step
@@ -26,11 +29,17 @@ type Consumer struct {
 	// revoked (the callback takes mu) while a commit naming it is in flight.
 	mu      sync.Mutex
 	closed  bool
-	tracks  map[int32]*track
+	tracks  map[topicPartition]*track
 	logFail func(msg string, err error)
 }
 
-// track is the bookkeeping of one partition for its current ownership.
+// topicPartition names one partition of one topic: the unit of ownership and of commits.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// track is the bookkeeping of one partition of one topic for its current ownership.
 type track struct {
 	// pending are the offsets handed out and not yet part of the finished prefix, ascending.
 	pending []pendingOffset
@@ -48,10 +57,12 @@ type pendingOffset struct {
 
 var _ queue.Consumer = (*Consumer)(nil)
 
-// NewConsumer joins cfg.Group on cfg.Topic after checking (or creating) the topic. A group
-// that never committed starts at the earliest offset. ctx bounds the check. opts may be nil.
+// NewConsumer joins cfg.Group on cfg.Topic, cfg.Topics or cfg.TopicPattern (exactly one of
+// them) after checking (or creating) the named topics; a pattern is not checked. A partition
+// the group never committed starts at the earliest offset, also one of a topic a pattern
+// finds later. ctx bounds the check. opts may be nil.
 func NewConsumer(ctx context.Context, cfg Config, o *Options) (*Consumer, error) {
-	if err := cfg.validate(true); err != nil {
+	if err := cfg.validate(forConsumer); err != nil {
 		return nil, err
 	}
 	log := o.logger()
@@ -63,26 +74,46 @@ func NewConsumer(ctx context.Context, cfg Config, o *Options) (*Consumer, error)
 	if maxFetch == 0 {
 		maxFetch = defaultMaxFetch
 	}
-	c := &Consumer{topic: cfg.Topic, maxFetch: maxFetch, tracks: map[int32]*track{}, logFail: func(string, error) {}}
+	name := cfg.queueName()
+	c := &Consumer{
+		name:     name,
+		several:  len(cfg.Topics) > 1 || cfg.TopicPattern != "",
+		maxFetch: maxFetch,
+		tracks:   map[topicPartition]*track{},
+		logFail:  func(string, error) {},
+	}
 	if log != nil {
 		c.logFail = func(msg string, err error) {
-			log.Warn(msg, "topic", cfg.Topic, "group", cfg.Group, "err", err)
+			log.Warn(msg, "topic", name, "group", cfg.Group, "err", err)
 		}
 	}
-	// The topic is checked with a client outside the group, so a missing topic never
-	// makes a group member that consumes nothing.
-	admin, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}
+	if len(cfg.topics()) > 0 {
+		// The topics are checked with a client outside the group, so a missing topic never
+		// makes a group member that consumes nothing.
+		admin, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, &queue.Error{Kind: queue.Invalid, Queue: name, Err: err}
+		}
+		err = ensureTopic(ctx, admin, &cfg)
+		admin.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	err = ensureTopic(ctx, admin, &cfg)
-	admin.Close()
-	if err != nil {
-		return nil, err
+	if cfg.TopicPattern != "" {
+		// franz-go matches a pattern anywhere in a name, lists every topic at each metadata
+		// refresh and evaluates each name once; new matches make the member rejoin the group
+		// with the larger subscription.
+		opts = append(opts,
+			kgo.ConsumeTopics(anchoredPattern(cfg.TopicPattern)),
+			kgo.ConsumeRegex(),
+			kgo.ConsumeExcludeTopics(internalTopics),
+		)
+	} else {
+		opts = append(opts, kgo.ConsumeTopics(cfg.topics()...))
 	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Rebalance callbacks never run between a poll and its bookkeeping; Fetch allows
@@ -101,7 +132,7 @@ func NewConsumer(ctx context.Context, cfg Config, o *Options) (*Consumer, error)
 	}
 	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
-		return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}
+		return nil, &queue.Error{Kind: queue.Invalid, Queue: name, Err: err}
 	}
 	return c, nil
 }
@@ -137,7 +168,7 @@ func (c *Consumer) take(ctx context.Context, fs kgo.Fetches) ([]queue.Message, e
 		out = make([]queue.Message, 0, n)
 	}
 	fs.EachRecord(func(r *kgo.Record) {
-		t := c.trackFor(r.Partition, r.Offset)
+		t := c.trackFor(topicPartition{r.Topic, r.Partition}, r.Offset)
 		t.pending = append(t.pending, pendingOffset{offset: r.Offset, epoch: r.LeaderEpoch})
 		m := queue.Message{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		if len(r.Headers) > 0 {
@@ -149,9 +180,12 @@ func (c *Consumer) take(ctx context.Context, fs kgo.Fetches) ([]queue.Message, e
 		out = append(out, m)
 	})
 	var firstErr error
-	fs.EachError(func(_ string, _ int32, err error) {
+	fs.EachError(func(topic string, p int32, err error) {
 		if firstErr == nil {
 			firstErr = err
+			if c.several && topic != "" {
+				firstErr = fmt.Errorf("topic %s partition %d: %w", topic, p, err)
+			}
 		}
 	})
 	if len(out) > 0 {
@@ -165,7 +199,7 @@ func (c *Consumer) take(ctx context.Context, fs kgo.Fetches) ([]queue.Message, e
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, classify(c.topic, firstErr)
+		return nil, classify(c.name, firstErr)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -173,31 +207,31 @@ func (c *Consumer) take(ctx context.Context, fs kgo.Fetches) ([]queue.Message, e
 	return nil, nil
 }
 
-// trackFor returns the track of partition p for a record at offset. An offset at or below
+// trackFor returns the track of partition tp for a record at offset. An offset at or below
 // what the track already handed out means franz-go moved the partition back (an offset
 // reset); the old bookkeeping can then no longer be committed, so a new track starts.
-func (c *Consumer) trackFor(p int32, offset int64) *track {
-	t := c.tracks[p]
+func (c *Consumer) trackFor(tp topicPartition, offset int64) *track {
+	t := c.tracks[tp]
 	if t != nil && (len(t.pending) > 0 && offset <= t.pending[len(t.pending)-1].offset || offset < t.commitAt.Offset) {
 		t = &track{commitAt: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: t.committed}
-		c.tracks[p] = t
+		c.tracks[tp] = t
 	}
 	if t == nil {
 		t = &track{commitAt: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1}
-		c.tracks[p] = t
+		c.tracks[tp] = t
 	}
 	return t
 }
 
-// Finish marks messages as processed. Messages of partitions the consumer no longer owns,
-// or that it did not hand out since it owns them, are ignored: their owner receives them
-// again from the committed offset.
+// Finish marks messages as processed. Messages of topics or partitions the consumer does
+// not own (any longer), or that it did not hand out since it owns them, are ignored: their
+// owner receives them again from the committed offset.
 func (c *Consumer) Finish(msgs ...queue.Message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range msgs {
-		t := c.tracks[m.Partition]
-		if m.Topic != c.topic || t == nil {
+		t := c.tracks[topicPartition{m.Topic, m.Partition}]
+		if t == nil {
 			continue
 		}
 		i, found := slices.BinarySearchFunc(t.pending, m.Offset, func(p pendingOffset, off int64) int {
@@ -228,7 +262,8 @@ func (c *Consumer) Finish(msgs ...queue.Message) {
 	}
 }
 
-// Commit commits the finished prefix of every owned partition that advanced.
+// Commit commits the finished prefix of every owned partition, of every topic, that
+// advanced, in one request.
 func (c *Consumer) Commit(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -241,43 +276,58 @@ func (c *Consumer) Commit(ctx context.Context) error {
 	return c.commitLocked(ctx, nil)
 }
 
-// commitLocked commits the finished prefixes of the given partitions (all owned ones when
-// only is nil) and remembers what was committed.
-func (c *Consumer) commitLocked(ctx context.Context, only []int32) error {
-	offsets := map[int32]kgo.EpochOffset{}
-	for p, t := range c.tracks {
-		if only != nil && !slices.Contains(only, p) {
+// commitLocked commits, in one CommitOffsetsSync, the finished prefixes of the given
+// partitions (all owned ones when only is nil) and remembers what was committed: each
+// partition the broker accepted, even when it refused another.
+func (c *Consumer) commitLocked(ctx context.Context, only map[string][]int32) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for tp, t := range c.tracks {
+		if only != nil && !slices.Contains(only[tp.topic], tp.partition) {
 			continue
 		}
 		if t.commitAt.Offset > t.committed {
-			offsets[p] = t.commitAt
+			if offsets[tp.topic] == nil {
+				offsets[tp.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[tp.topic][tp.partition] = t.commitAt
 		}
 	}
 	if len(offsets) == 0 {
 		return nil
 	}
-	var commitErr error
-	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.topic: offsets},
+	var (
+		commitErr error
+		accepted  []topicPartition
+	)
+	// CommitOffsetsSync returns only after its callback returned.
+	c.cl.CommitOffsetsSync(ctx, offsets,
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				commitErr = err
 				return
 			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if err := kerr.ErrorForCode(p.ErrorCode); err != nil && commitErr == nil {
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					err := kerr.ErrorForCode(rp.ErrorCode)
+					if err == nil {
+						accepted = append(accepted, topicPartition{rt.Topic, rp.Partition})
+					} else if commitErr == nil {
 						commitErr = err
+						if c.several {
+							commitErr = fmt.Errorf("topic %s partition %d: %w", rt.Topic, rp.Partition, err)
+						}
 					}
 				}
 			}
 		})
-	if commitErr != nil {
-		return classify(c.topic, commitErr)
-	}
-	for p, off := range offsets {
-		if t := c.tracks[p]; t != nil {
+	for _, tp := range accepted {
+		off, sent := offsets[tp.topic][tp.partition]
+		if t := c.tracks[tp]; sent && t != nil {
 			t.committed = off.Offset
 		}
+	}
+	if commitErr != nil {
+		return classify(c.name, commitErr)
 	}
 	return nil
 }
@@ -286,31 +336,43 @@ func (c *Consumer) commitLocked(ctx context.Context, only []int32) error {
 // prefix is real work, so it is committed before the partitions move; unfinished messages
 // are forgotten and their new owner receives them again. A closing consumer commits
 // nothing, as queue.Consumer.Close promises.
+//
+// The partitions of every topic revoked are committed together, in one request. franz-go
+// also calls this at the end of every group session with nothing revoked; that commits
+// nothing.
 func (c *Consumer) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	parts := revoked[c.topic]
-	if len(parts) == 0 {
+	n := 0
+	for _, parts := range revoked {
+		n += len(parts)
+	}
+	if n == 0 {
 		return
 	}
 	if !c.closed {
-		if err := c.commitLocked(ctx, parts); err != nil {
+		if err := c.commitLocked(ctx, revoked); err != nil {
 			// The next owner starts from the last successful commit: work is repeated,
 			// never lost.
 			c.logFail("commit of revoked partitions failed", err)
 		}
 	}
-	for _, p := range parts {
-		delete(c.tracks, p)
-	}
+	c.forget(revoked)
 }
 
 // onLost runs when the member was thrown out of the group; a commit could not succeed.
 func (c *Consumer) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range lost[c.topic] {
-		delete(c.tracks, p)
+	c.forget(lost)
+}
+
+// forget drops the bookkeeping of partitions the consumer no longer owns. c.mu is held.
+func (c *Consumer) forget(parts map[string][]int32) {
+	for topic, ps := range parts {
+		for _, p := range ps {
+			delete(c.tracks, topicPartition{topic, p})
+		}
 	}
 }
 

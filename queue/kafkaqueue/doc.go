@@ -32,11 +32,20 @@
 // # Consuming
 //
 // The consumer joins a group with auto-commit off and reads a partition its group never
-// committed from the earliest offset. Fetch records, per partition, the offsets it hands
-// out; Finish marks them; the finished prefix of each partition (up to the first unfinished
-// offset) is what Commit sends, through CommitOffsetsSync. Offsets need not be contiguous
-// (compaction and transaction markers leave gaps), so the prefix is kept as the list of
-// offsets handed out, not as a count.
+// committed from the earliest offset. Fetch records, per partition of each topic, the offsets
+// it hands out; Finish marks them; the finished prefix of each partition (up to the first
+// unfinished offset) is what Commit sends, for all topics in one CommitOffsetsSync. Offsets
+// need not be contiguous (compaction and transaction markers leave gaps), so the prefix is
+// kept as the list of offsets handed out, not as a count.
+//
+// One consumer reads one Config.Topic, or several as one group member: Config.Topics (a
+// Debezium source's topics, one per table, say), or every topic whose whole name matches
+// Config.TopicPattern (a Go regular expression, anchored at both ends; names starting with
+// "__" never match). franz-go lists every topic at each metadata refresh and matches each
+// new name once; a matching topic created later makes the member rejoin the group with it,
+// so it is consumed, from its first message, within about Config.MetadataMaxAge (default
+// 5m) of its creation plus a rebalance. Named topics are checked (or created) at
+// construction; a pattern checks nothing, as its topics may not exist yet.
 //
 // # Rebalancing
 //
@@ -44,9 +53,9 @@
 // Fetch calls AllowRebalance before it returns. So the revocation callback never runs
 // between franz-go handing out records and this package recording them, and a slow caller
 // (a worker backing off on a retry) never holds up the group. When partitions are revoked
-// from a live consumer, their finished prefix is committed in the callback and their
-// unfinished messages are forgotten: the new owner receives them again, and a later Finish
-// or Commit of them by the old owner changes nothing. Lost partitions (the member was
+// from a live consumer, their finished prefix is committed in the callback (those of every
+// topic in one request) and their unfinished messages are forgotten: the new owner receives
+// them again, and a later Finish or Commit of them by the old owner changes nothing. Lost partitions (the member was
 // expelled) are forgotten without a commit. Commit holds the same lock as the callback
 // across the commit request, so a commit naming a partition cannot be sent after that
 // partition moved to another member and move its offset backwards.
@@ -58,7 +67,8 @@
 //
 // # Monitoring
 //
-// A Monitor built from the same Config answers two questions cheaply, on a client of its own:
+// A Monitor built from a Config of one Topic (Topics and TopicPattern are refused, as by
+// NewPublisher) answers two questions cheaply, on a client of its own:
 // Ping (do the brokers answer, with these credentials, and know the topic: one metadata
 // request) and Lag (how many messages the group has not committed yet, per partition and in
 // all: the depth of a store's queue). A partition the group never committed counts from its
@@ -67,7 +77,9 @@
 //
 // # Errors
 //
-// Errors are *queue.Error values naming the topic: a missing topic is NotFound (at
+// Errors are *queue.Error values naming the topic (for Topics, the list joined by ","; for
+// TopicPattern, the pattern; the text then names the topic that failed): a missing topic
+// is NotFound (at
 // construction unless Config.CreateTopic is set, and from Publish if it disappears);
 // refused connections, timeouts, retriable broker errors and failed group commits during
 // a rebalance are Unavailable; a published message unanswered within the DeliveryTimeout,

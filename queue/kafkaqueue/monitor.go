@@ -42,9 +42,10 @@ type Lag struct {
 
 // NewMonitor validates cfg and builds the monitor's client; it connects on first use, so
 // an unreachable cluster shows in Ping, not here. cfg.Group is needed only by Lag; the
-// monitor never creates the topic (CreateTopic is ignored). opts may be nil.
+// monitor never creates the topic (CreateTopic is ignored). It watches one Topic: a Config
+// with Topics or TopicPattern is refused (queue.Invalid). opts may be nil.
 func NewMonitor(cfg Config, o *Options) (*Monitor, error) {
-	if err := cfg.validate(false); err != nil {
+	if err := cfg.validate(forMonitor); err != nil {
 		return nil, err
 	}
 	opts, err := cfg.clientOptions(o.logger())

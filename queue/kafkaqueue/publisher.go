@@ -51,9 +51,10 @@ func connectionBounds(d time.Duration) (produce, overhead time.Duration) {
 }
 
 // NewPublisher connects to cfg.Brokers and checks (or creates, see Config.CreateTopic) the
-// topic. ctx bounds the check. opts may be nil.
+// topic. It publishes to one Topic: a Config with Topics or TopicPattern is refused
+// (queue.Invalid). ctx bounds the check. opts may be nil.
 func NewPublisher(ctx context.Context, cfg Config, o *Options) (*Publisher, error) {
-	if err := cfg.validate(false); err != nil {
+	if err := cfg.validate(forPublisher); err != nil {
 		return nil, err
 	}
 	opts, err := cfg.clientOptions(o.logger())
