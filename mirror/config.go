@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -49,11 +50,12 @@ type PipelineConfig struct {
 // SourceConfig is a PostgreSQL or MySQL/MariaDB source; both types share the vocabulary, and
 // each type's own settings are refused on the other.
 type SourceConfig struct {
-	// Type is postgres or mysql (MariaDB included). Required.
+	// Type is postgres, mysql (MariaDB included) or debezium (Debezium's change events from
+	// Kafka, package cdc/debezium). Required.
 	Type string
 	// DSN: PostgreSQL a libpq URL or key=value string; MySQL user:password@tcp(host:port)/db
-	// or mysql://user:password@host:port/db (percent-escapes decoded). Required; never
-	// logged or quoted in errors.
+	// or mysql://user:password@host:port/db (percent-escapes decoded). Required but for
+	// debezium; never logged or quoted in errors.
 	DSN sink.Secret
 	// Name is TableID.Source of every event, so the source's name in each index's marker.
 	// Default the type.
@@ -84,6 +86,21 @@ type SourceConfig struct {
 	// (mysqlcdc.Options.SignalTable). Default tributary_signal in the first captured table's
 	// database.
 	SignalTable string
+
+	// Debezium: Brokers (host:port, required) and the topics the connector writes, a list
+	// (Topics) or a Go regular expression matching whole names (TopicPattern, which also
+	// picks up tables' topics created later, within 30 seconds); one of them is required. Group is the Kafka
+	// consumer group every process of this pipeline joins (default tributary-<pipeline>).
+	// InferTypes maps tables whose events lack column.propagate.source.type from Kafka
+	// Connect's types (debezium.Options.InferTypes). Positioning chooses MySQL/MariaDB
+	// versions: gtid or file (default gtid for the mariadb connector, file for mysql). Name
+	// should be the native source's name when the pipeline replaces one, so both write the
+	// same indices.
+	Brokers      []string
+	Topics       []string
+	TopicPattern string
+	Group        string
+	InferTypes   bool
 }
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
@@ -261,8 +278,15 @@ func (v *validator) source(i int, s *SourceConfig) {
 		v.bad(v.key(i, "source"), "is required")
 		return
 	}
+	if s.Type == "debezium" {
+		v.debezium(key, s)
+		return
+	}
 	if s.DSN == "" {
 		v.bad(key("dsn"), "is required")
+	}
+	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes {
+		v.bad(key("type"), "brokers, topics, topic_pattern, group and infer_types are debezium settings")
 	}
 	switch s.Snapshot {
 	case "", "initial", "never":
@@ -325,9 +349,42 @@ func (v *validator) source(i int, s *SourceConfig) {
 			}
 		}
 	case "":
-		v.bad(key("type"), "is required (postgres or mysql)")
+		v.bad(key("type"), "is required (postgres, mysql or debezium)")
 	default:
-		v.bad(key("type"), "must be postgres or mysql")
+		v.bad(key("type"), "must be postgres, mysql or debezium")
+	}
+}
+
+// debezium checks a source of type debezium: Kafka topics instead of a database.
+func (v *validator) debezium(key func(string) string, s *SourceConfig) {
+	for k, set := range map[string]bool{"dsn": s.DSN != "", "tables": len(s.Tables) > 0, "snapshot": s.Snapshot != "",
+		"slot": s.Slot != "", "publication": s.Publication != "", "snapshot_chunk": s.SnapshotChunk != 0,
+		"flavor": s.Flavor != "", "server_id": s.ServerID != 0, "signal_table": s.SignalTable != ""} {
+		if set {
+			v.bad(key(k), "is not a debezium setting (the connector in Kafka Connect reads the database; list its topics)")
+		}
+	}
+	if len(s.Brokers) == 0 {
+		v.bad(key("brokers"), "is required (the Kafka brokers, host:port)")
+	}
+	for j, b := range s.Brokers {
+		if host, port, err := net.SplitHostPort(b); err != nil || host == "" || port == "" {
+			v.bad(key("brokers["+strconv.Itoa(j)+"]"), "is not host:port")
+		}
+	}
+	switch {
+	case len(s.Topics) == 0 && s.TopicPattern == "":
+		v.bad(key("topics"), "is required: the topics the connector writes (or topic_pattern)")
+	case len(s.Topics) > 0 && s.TopicPattern != "":
+		v.bad(key("topic_pattern"), "is set beside topics: give one of them")
+	}
+	if s.TopicPattern != "" {
+		if _, err := regexp.Compile(s.TopicPattern); err != nil {
+			v.bad(key("topic_pattern"), "is not a regular expression: %v", err)
+		}
+	}
+	if !slices.Contains([]string{"", "gtid", "file"}, s.Positioning) {
+		v.bad(key("positioning"), "must be gtid or file")
 	}
 }
 

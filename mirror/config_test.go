@@ -368,3 +368,65 @@ func TestConfigNotYAML(t *testing.T) {
 		}
 	}
 }
+
+// debeziumConfig is a pipeline reading Debezium's topics instead of a database.
+const debeziumConfig = `
+pipeline: shop
+source:
+  type: debezium
+  name: shop
+  brokers: [127.0.0.1:9092]
+  topic_pattern: 'shop\.public\..*'
+  group: shop-mirror
+  infer_types: true
+  positioning: gtid
+sinks:
+  - type: elasticsearch
+    config: {id: es, url: "${MIRROR_TEST_URL}", index: "{table}", auth: {type: none}}
+state: /tmp/state.db
+dlq: /tmp/dlq.jsonl
+`
+
+func TestConfigDebezium(t *testing.T) {
+	setTestEnv(t)
+	c, err := ParseConfig([]byte(debeziumConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Pipelines[0]
+	s := p.Source
+	if s.Type != "debezium" || len(s.Brokers) != 1 || s.TopicPattern != `shop\.public\..*` || s.Group != "shop-mirror" || !s.InferTypes || s.Positioning != "gtid" {
+		t.Fatalf("decoded %+v", s)
+	}
+	if debeziumGroup(&p) != "shop-mirror" {
+		t.Fatalf("group %q", debeziumGroup(&p))
+	}
+	p.Source.Group = ""
+	if debeziumGroup(&p) != "tributary-shop" {
+		t.Fatalf("default group %q", debeziumGroup(&p))
+	}
+	if _, err := newSource(&p, nil); err != nil {
+		t.Fatalf("newSource: %v", err)
+	}
+	for _, tc := range []struct{ old, new, want string }{
+		{"  brokers: [127.0.0.1:9092]\n", "", "source.brokers: is required"},
+		{"[127.0.0.1:9092]", "[kafka]", "source.brokers[0]: is not host:port"},
+		{"  topic_pattern: 'shop\\.public\\..*'\n", "", "source.topics: is required"},
+		{"  group: shop-mirror", "  topics: [a]", "source.topic_pattern: is set beside topics"},
+		{"'shop\\.public\\..*'", "'(('", "source.topic_pattern: is not a regular expression"},
+		{"  group: shop-mirror", "  dsn: x", "source.dsn: is not a debezium setting"},
+		{"  group: shop-mirror", "  tables: [a.b]", "source.tables: is not a debezium setting"},
+		{"  infer_types: true", "  infer_types: maybe", "source.infer_types: must be true or false"},
+		{"positioning: gtid", "positioning: lsn", "source.positioning: must be gtid or file"},
+		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group and infer_types are debezium settings"},
+	} {
+		text := strings.Replace(debeziumConfig, tc.old, tc.new, 1)
+		if text == debeziumConfig {
+			t.Fatalf("%q: the replacement did not apply", tc.old)
+		}
+		_, err := ParseConfig([]byte(text))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q -> %q: error %v, want %q", tc.old, tc.new, err, tc.want)
+		}
+	}
+}

@@ -326,7 +326,26 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"server_id", p.uint32(&s.ServerID)},
 		{"positioning", p.str(&s.Positioning)},
 		{"signal_table", p.str(&s.SignalTable)},
+		{"brokers", p.strings(&s.Brokers)},
+		{"topics", p.strings(&s.Topics)},
+		{"topic_pattern", p.str(&s.TopicPattern)},
+		{"group", p.str(&s.Group)},
+		{"infer_types", p.boolean(&s.InferTypes)},
 	})
+}
+
+func (p *parser) boolean(dst *bool) func(*yaml.Node, string) {
+	return func(n *yaml.Node, key string) {
+		if !p.scalar(n, key, "true or false") {
+			return
+		}
+		v, err := strconv.ParseBool(n.Value)
+		if err != nil {
+			p.bad(n.Line, key, "must be true or false")
+			return
+		}
+		*dst = v
+	}
 }
 
 func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {

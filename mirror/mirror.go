@@ -114,8 +114,13 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 		return p, err
 	}
 	tables := "every published table"
-	if len(pc.Source.Tables) > 0 {
+	switch {
+	case len(pc.Source.Tables) > 0:
 		tables = strings.Join(pc.Source.Tables, ", ")
+	case len(pc.Source.Topics) > 0:
+		tables = "the topics " + strings.Join(pc.Source.Topics, ", ")
+	case pc.Source.TopicPattern != "":
+		tables = "the topics matching " + pc.Source.TopicPattern
 	}
 	log.Info("pipeline configured", "pipeline", pc.Name, "source", pc.Source.Type, "tables", tables,
 		"sink", pc.Sink.ID, "index", pc.Sink.Index, "dlq", pc.DLQ)

@@ -1,16 +1,21 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/debezium"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
+	"github.com/tributary-dev/tributary/queue"
+	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 )
 
 // newSource builds pipeline p's source. Nothing connects yet: the runner opens it.
@@ -27,6 +32,8 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 	switch c.Type {
 	case "postgres":
 		return newPostgres(p, name, mode, log)
+	case "debezium":
+		return newDebezium(p, name, log)
 	case "mysql":
 		dsn, err := parseMySQLDSN(string(c.DSN))
 		if err != nil {
@@ -73,7 +80,33 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 		}
 		return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, tables, &o)
 	}
-	return nil, errors.New("source.type: must be postgres or mysql")
+	return nil, errors.New("source.type: must be postgres, mysql or debezium")
+}
+
+// newDebezium builds a Debezium source whose streams each join the pipeline's consumer group.
+func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.Source, error) {
+	c := &p.Source
+	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
+		// A table's topic appears with its first change: a pattern sees it within this.
+		MetadataMaxAge: 30 * time.Second}
+	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes}
+	switch c.Positioning {
+	case "gtid":
+		o.Versions = debezium.VersionsGTID
+	case "file":
+		o.Versions = debezium.VersionsFile
+	}
+	return debezium.New(func(ctx context.Context) (queue.Consumer, error) {
+		return kafkaqueue.NewConsumer(ctx, qc, &kafkaqueue.Options{Logger: log})
+	}, &o)
+}
+
+// debeziumGroup is the consumer group of a debezium pipeline: its own, or tributary-<pipeline>.
+func debeziumGroup(p *PipelineConfig) string {
+	if p.Source.Group != "" {
+		return p.Source.Group
+	}
+	return "tributary-" + p.Name
 }
 
 func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slog.Logger) (*pgcdc.Source, error) {
