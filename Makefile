@@ -9,7 +9,7 @@ EXAMPLES := $(GO) -C examples
 export GOWORK := off
 # The integration-test gates (internal/testenv); `make test` clears them so it never needs a server.
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
-	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI
+	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI TRIBUTARY_CONNECT_URL
 
 .PHONY: help quickstart demo bench bench-resnap bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
