@@ -19,6 +19,31 @@ type Record struct {
 	Offset    int64
 	Key       []byte // nil for a record without a key
 	Value     []byte // nil for a tombstone
+	// Headers are the record's headers; the decoder reads __debezium.oldkey and
+	// __debezium.newkey, which mark the two halves of a primary-key change.
+	Headers []Header
+}
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// The headers Debezium puts on the delete (newkey) and the create (oldkey) it writes for an
+// update that changes the primary key: each holds the other key's fields as JSON.
+const (
+	headerNewKey = "__debezium.newkey"
+	headerOldKey = "__debezium.oldkey"
+)
+
+func (r *Record) header(key string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
 }
 
 // Versions chooses how MySQL and MariaDB change events are versioned (PostgreSQL's are always
@@ -44,6 +69,7 @@ const (
 	skipTombstone              // the null value Debezium writes after a delete, for compaction
 	skipTransaction            // a transaction's BEGIN or END on the transaction topic
 	skipSchema                 // a schema change event, a heartbeat or a logical decoding message
+	skipKeyChange              // the delete half of a key change: the create half deletes the old key
 )
 
 type envelope struct {
@@ -163,12 +189,22 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	}
 	id := d.tableID(p.Source)
 	var op cdc.Op
+	var oldKey []byte
 	switch p.Op {
 	case "c":
 		op = cdc.Insert
+		if k, ok := r.header(headerOldKey); ok {
+			// The create half of a key change becomes the update a native source reports:
+			// the old key in Before, so the old document is deleted at this version and
+			// values left unchanged can be taken from it.
+			op, oldKey = cdc.Update, k
+		}
 	case "u":
 		op = cdc.Update
 	case "d":
+		if _, ok := r.header(headerNewKey); ok {
+			return cdc.Event{}, skipKeyChange, nil
+		}
 		op = cdc.Delete
 	case "r":
 		op = cdc.Read
@@ -204,7 +240,10 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	}
 	ev.Schema = shape.schema
 	var rowErr error
-	if op == cdc.Update || op == cdc.Delete {
+	switch {
+	case oldKey != nil:
+		ev.Before, rowErr = shape.keyRow(oldKey)
+	case op == cdc.Update || op == cdc.Delete:
 		ev.Before, rowErr = shape.row(p.Before, false)
 	}
 	if rowErr == nil && op != cdc.Delete {
@@ -215,6 +254,9 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	}
 	if op == cdc.Delete && ev.Before == nil && rowErr == nil {
 		rowErr = errors.New("a delete without a before image")
+	}
+	if rowErr == nil && op != cdc.Read && !p.Source.snapshot() {
+		rowErr = shape.checkCorrupt(ev.Before, ev.After)
 	}
 	if rowErr != nil {
 		ev.Before, ev.After = nil, nil
@@ -452,7 +494,10 @@ func (sh *tableShape) row(raw json.RawMessage, update bool) ([]cdc.Value, error)
 		if string(v) == "null" {
 			continue
 		}
-		if update && isUnavailable(v) {
+		if isUnavailable(v) {
+			if !update {
+				return nil, fmt.Errorf("column %q: the connector's placeholder for an unchanged value outside an update", name)
+			}
 			out[i] = cdc.Unchanged{}
 			continue
 		}
@@ -461,6 +506,41 @@ func (sh *tableShape) row(raw json.RawMessage, update bool) ([]cdc.Value, error)
 			return nil, fmt.Errorf("column %q: %w", name, err)
 		}
 		out[i] = val
+	}
+	return out, nil
+}
+
+// checkCorrupt refuses a streamed row holding a value of a column the connector corrupts.
+func (sh *tableShape) checkCorrupt(rows ...[]cdc.Value) error {
+	for _, i := range sh.corrupt {
+		for _, row := range rows {
+			if row != nil && row[i] != nil {
+				return fmt.Errorf("column %q: debezium-connector-mariadb corrupts UUID values it reads from the binlog (verified in 3.5.0: a byte is lost)", sh.columns[i].col.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// keyRow decodes a key header ({"col": value, ...}) into a row holding the key columns, the
+// others nil.
+func (sh *tableShape) keyRow(raw []byte) ([]cdc.Value, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, errors.New("the old key of a key change is not a JSON object")
+	}
+	out := make([]cdc.Value, len(sh.columns))
+	for _, k := range sh.schema.PrimaryKey {
+		name := sh.columns[k].col.Name
+		v, ok := fields[name]
+		if !ok || string(v) == "null" {
+			return nil, fmt.Errorf("the old key of a key change lacks column %q", name)
+		}
+		val, err := sh.columns[k].conv(v)
+		if err != nil {
+			return nil, fmt.Errorf("old key column %q: %w", name, err)
+		}
+		out[k] = val
 	}
 	return out, nil
 }

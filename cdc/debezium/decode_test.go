@@ -330,3 +330,61 @@ func TestISOInterval(t *testing.T) {
 		}
 	}
 }
+
+// A primary-key change arrives as a delete with __debezium.newkey and a create with
+// __debezium.oldkey: the delete is skipped and the create becomes the update a native source
+// gives (the old key in Before), whose unchanged TOASTed values come from the old document.
+func TestDecodeKeyChange(t *testing.T) {
+	recs := fixture(t, "postgres-3.6.1.jsonl")
+	del, create := recs[12], recs[14]
+	del.Headers = []Header{{Key: headerNewKey, Value: []byte(`{"id":4}`)}}
+	create.Headers = []Header{{Key: headerOldKey, Value: []byte(`{"id":3}`)}}
+	d := newDecoder("src", true, VersionsDefault)
+	if _, skip, err := d.decode(&del); err != nil || skip != skipKeyChange {
+		t.Fatalf("delete half: skip %v err %v", skip, err)
+	}
+	ev, skip, err := d.decode(&create)
+	if err != nil || skip != keep || ev.Malformed != nil {
+		t.Fatalf("create half: skip %v err %v malformed %v", skip, err, ev.Malformed)
+	}
+	if ev.Op != cdc.Update || ev.Before[0] != int64(3) || ev.Before[1] != nil || ev.Position.Version() != 996438104 {
+		t.Fatalf("op %v before %v version %d", ev.Op, ev.Before[:2], ev.Position.Version())
+	}
+	// The placeholder of an unchanged value is Unchanged in the merged update, refused in a
+	// plain insert (it would be written as the value).
+	withPlaceholder := create
+	withPlaceholder.Value = []byte(strings.Replace(string(create.Value), `"t":"three"`, `"t":"__debezium_unavailable_value"`, 1))
+	if string(withPlaceholder.Value) == string(create.Value) {
+		t.Fatal("the edit did not apply")
+	}
+	ev, _, _ = d.decode(&withPlaceholder)
+	if ev.Malformed != nil || ev.After[8] != (cdc.Unchanged{}) {
+		t.Fatalf("merged update: malformed %v, t %#v", ev.Malformed, ev.After[8])
+	}
+	withPlaceholder.Headers = nil
+	ev, _, _ = d.decode(&withPlaceholder)
+	if ev.Malformed == nil || !strings.Contains(ev.Malformed.Error(), "placeholder") {
+		t.Fatalf("plain insert with the placeholder: %v", ev.Malformed)
+	}
+	bad := create
+	bad.Headers = []Header{{Key: headerOldKey, Value: []byte(`{"other":3}`)}}
+	if ev, _, _ = d.decode(&bad); ev.Malformed == nil {
+		t.Fatal("an old key without the key column was accepted")
+	}
+}
+
+// debezium-connector-mariadb 3.5.0 loses a byte of every UUID it reads from the binlog: a
+// streamed row with a UUID value is dead-lettered, a snapshot row (read right) is not.
+func TestDecodeMariaDBUUIDRefused(t *testing.T) {
+	snap := fixture(t, "mariadb-3.5.0-types.jsonl")[0]
+	d := newDecoder("src", false, VersionsFile)
+	if ev, _, err := d.decode(&snap); err != nil || ev.Malformed != nil {
+		t.Fatalf("snapshot row: %v %v", err, ev.Malformed)
+	}
+	streamed := snap
+	streamed.Value = []byte(strings.NewReplacer(`"op":"r"`, `"op":"c"`, `"snapshot":"last"`, `"snapshot":"false"`).Replace(string(snap.Value)))
+	ev, _, err := d.decode(&streamed)
+	if err != nil || ev.Malformed == nil || !strings.Contains(ev.Malformed.Error(), `column "u"`) {
+		t.Fatalf("streamed row: err %v malformed %v", err, ev.Malformed)
+	}
+}

@@ -40,9 +40,12 @@
 // Ops c, u, d, r and t become Insert, Update, Delete, Read and Truncate of the table the
 // source block names (cdc.TableID: connector postgres for postgresql, mysql for mysql and
 // mariadb; Source is Options.Name, which should be the native source's name so that both
-// write the same indices). A primary-key change arrives as Debezium writes it, a delete of the
-// old key and a create of the new one at the same source position. The key schema's fields
-// are the primary key, in key order. Values take the shapes of the native sources (package
+// write the same indices). Debezium writes a primary-key change as a delete of the old key
+// (header __debezium.newkey) and a create of the new one (header __debezium.oldkey): the
+// delete is skipped and the create becomes the Update a native source reports, the old key in
+// Before, so the sink deletes the old document at the change's version and takes values the
+// change left alone (a TOASTed value: Debezium's placeholder) from it. The key schema's
+// fields are the primary key, in key order. Values take the shapes of the native sources (package
 // cdc, Value): Decimal and VariableScaleDecimal become their exact digits, io.debezium.time
 // types the text or EpochMicros the native source reports, Bits a MySQL BIT's integer or
 // PostgreSQL's bit string, Geometry MySQL's internal form, the placeholder of an unchanged
@@ -51,6 +54,11 @@
 // trailing zeros (1.50 arrives as 1.5), a varbit shorter than its declared length (padded
 // with leading zeros), money (digits without the currency format), timetz (converted to
 // UTC), MariaDB's JSON (declared LONGTEXT to Debezium: mapped as text) and MySQL's zero dates.
+// MariaDB's UUID columns are read right by the connector's snapshot and corrupted by its
+// binlog reader (debezium-connector-mariadb 3.5.0: a zero byte first, the last byte lost), so a
+// streamed row holding one is dead-lettered, naming the column. The placeholder text
+// __debezium_unavailable_value is taken for an unchanged value wherever it appears: a row
+// whose text really is that string is dead-lettered outside an update.
 // A record that cannot be read is a Malformed event: the runner dead-letters it with a
 // reason naming the topic, partition and offset, never a value.
 //

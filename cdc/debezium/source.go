@@ -247,6 +247,11 @@ func (st *stream) consume(ctx context.Context) error {
 		for i := range msgs {
 			m := &msgs[i]
 			rec := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value}
+			for _, h := range m.Headers {
+				if strings.HasPrefix(h.Key, "__debezium.") {
+					rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+				}
+			}
 			ev, skip, err := st.dec.decode(&rec)
 			if err != nil {
 				return cdc.Permanent(fmt.Errorf("debezium: %w", err))
