@@ -94,6 +94,14 @@ type Config struct {
 	// 6s and 30m); a value outside them makes Fetch fail with queue.Invalid. Heartbeats go
 	// out every third of it, at most every 3s (franz-go's default interval).
 	SessionTimeout time.Duration
+	// InstanceID makes the consumer a static member of its group (KIP-345): a process that
+	// restarts with the same InstanceID within SessionTimeout -- after a crash, a SIGKILL, a
+	// deploy -- takes its partitions back at once, without a rebalance and without waiting
+	// for its old session to expire. Each live process needs its own (a second member with
+	// the same one is fenced: Fetch fails with queue.Invalid). A static member leaving for
+	// good keeps its partitions until its session expires. NewConsumer only; default none
+	// (a dynamic member).
+	InstanceID string
 }
 
 // Options are what a publisher, consumer or monitor takes besides its Config: what a program

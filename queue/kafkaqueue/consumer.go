@@ -130,6 +130,9 @@ func NewConsumer(ctx context.Context, cfg Config, o *Options) (*Consumer, error)
 		// expire between two of them.
 		opts = append(opts, kgo.SessionTimeout(st), kgo.HeartbeatInterval(min(defaultHeartbeatInterval, st/3)))
 	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
 	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		return nil, &queue.Error{Kind: queue.Invalid, Queue: name, Err: err}
