@@ -101,6 +101,12 @@ type SourceConfig struct {
 	TopicPattern string
 	Group        string
 	InferTypes   bool
+	// SessionTimeout is how long the group waits for a silent process before its partitions
+	// go to the others (kafkaqueue.Config.SessionTimeout; default 45s). InstanceID makes the
+	// process a static member: restarted with the same one (e.g. "${HOSTNAME}"), it takes its
+	// partitions back at once; each process needs its own (kafkaqueue.Config.InstanceID).
+	SessionTimeout time.Duration
+	InstanceID     string
 }
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
@@ -285,8 +291,9 @@ func (v *validator) source(i int, s *SourceConfig) {
 	if s.DSN == "" {
 		v.bad(key("dsn"), "is required")
 	}
-	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes {
-		v.bad(key("type"), "brokers, topics, topic_pattern, group and infer_types are debezium settings")
+	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes ||
+		s.SessionTimeout != 0 || s.InstanceID != "" {
+		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout and instance_id are debezium settings")
 	}
 	switch s.Snapshot {
 	case "", "initial", "never":
@@ -385,6 +392,9 @@ func (v *validator) debezium(key func(string) string, s *SourceConfig) {
 	}
 	if !slices.Contains([]string{"", "gtid", "file"}, s.Positioning) {
 		v.bad(key("positioning"), "must be gtid or file")
+	}
+	if s.SessionTimeout < 0 {
+		v.bad(key("session_timeout"), "must not be negative")
 	}
 }
 

@@ -380,6 +380,8 @@ source:
   group: shop-mirror
   infer_types: true
   positioning: gtid
+  session_timeout: 10s
+  instance_id: host-1
 sinks:
   - type: elasticsearch
     config: {id: es, url: "${MIRROR_TEST_URL}", index: "{table}", auth: {type: none}}
@@ -395,7 +397,8 @@ func TestConfigDebezium(t *testing.T) {
 	}
 	p := c.Pipelines[0]
 	s := p.Source
-	if s.Type != "debezium" || len(s.Brokers) != 1 || s.TopicPattern != `shop\.public\..*` || s.Group != "shop-mirror" || !s.InferTypes || s.Positioning != "gtid" {
+	if s.Type != "debezium" || len(s.Brokers) != 1 || s.TopicPattern != `shop\.public\..*` || s.Group != "shop-mirror" || !s.InferTypes ||
+		s.Positioning != "gtid" || s.SessionTimeout != 10*time.Second || s.InstanceID != "host-1" {
 		t.Fatalf("decoded %+v", s)
 	}
 	if debeziumGroup(&p) != "shop-mirror" {
@@ -418,7 +421,8 @@ func TestConfigDebezium(t *testing.T) {
 		{"  group: shop-mirror", "  tables: [a.b]", "source.tables: is not a debezium setting"},
 		{"  infer_types: true", "  infer_types: maybe", "source.infer_types: must be true or false"},
 		{"positioning: gtid", "positioning: lsn", "source.positioning: must be gtid or file"},
-		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group and infer_types are debezium settings"},
+		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout and instance_id are debezium settings"},
+		{"session_timeout: 10s", "session_timeout: -1s", "source.session_timeout: must not be negative"},
 	} {
 		text := strings.Replace(debeziumConfig, tc.old, tc.new, 1)
 		if text == debeziumConfig {

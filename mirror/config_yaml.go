@@ -331,6 +331,8 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"topic_pattern", p.str(&s.TopicPattern)},
 		{"group", p.str(&s.Group)},
 		{"infer_types", p.boolean(&s.InferTypes)},
+		{"session_timeout", p.duration(&s.SessionTimeout)},
+		{"instance_id", p.str(&s.InstanceID)},
 	})
 }
 

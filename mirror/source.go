@@ -88,7 +88,7 @@ func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.So
 	c := &p.Source
 	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
 		// A table's topic appears with its first change: a pattern sees it within this.
-		MetadataMaxAge: 30 * time.Second}
+		MetadataMaxAge: 30 * time.Second, SessionTimeout: c.SessionTimeout, InstanceID: c.InstanceID}
 	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes}
 	switch c.Positioning {
 	case "gtid":
