@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/internal/connecttest"
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/mirrortest"
+	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
+	"github.com/tributary-dev/tributary/queue/kafkaqueue"
+)
+
+// debeziumConfig writes a cdcmirror configuration whose pipeline reads Debezium's topic (or
+// its native source, when source is not debezium's) into the engine's index mir-dbz-<table>.
+func debeziumConfig(t *testing.T, dir string, eng mirrortest.Engine, source string) string {
+	t.Helper()
+	cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
+		"  - name: dbz\n    source:\n" + source +
+		fmt.Sprintf(`    sinks:
+      - type: elasticsearch
+        config:
+          id: es-dbz
+          url: "${%s}"
+          index: "mir-dbz-{table}"
+          auth: {type: none}
+%s          number_of_replicas: 0
+`, eng.URLVar, eng.MappingYAML("          ")) +
+		"    dlq: " + filepath.Join(dir, "dbz.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
+	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
+			_, _ = mirror.Drop(context.Background(), cfg, "dbz", nil)
+		}
+	})
+	return cfgPath
+}
+
+// debeziumSource is the source: YAML of a debezium pipeline reading topic.
+func debeziumSource(topic, name string) string {
+	return fmt.Sprintf("      type: debezium\n      name: %s\n      brokers: [\"${TRIBUTARY_KAFKA_BROKERS}\"]\n      topics: [%s]\n"+
+		"      session_timeout: 6s\n", name, topic)
+}
+
+// TestCommandDebezium runs what the binary runs over Debezium's topics of a PostgreSQL and a
+// MariaDB table (two partitions each), captured by real Debezium connectors in Kafka Connect:
+// 2000 rows reach the index through the connector's snapshot while a writer updates, deletes
+// and inserts rows, and every change after through its stream; at the end the index equals
+// the table row by row and nothing was dead-lettered.
+func TestCommandDebezium(t *testing.T) {
+	conn := connecttest.Require(t)
+	partitions := map[string]string{"topic.creation.default.partitions": "2", "topic.creation.default.replication.factor": "1"}
+	t.Run("postgres", func(t *testing.T) {
+		pgDSN := testenv.Require(t, testenv.PostgresDSN)
+		mirrortest.EachEngine(t, func(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node) {
+			sfx := estest.RandomHex(t, 4)
+			pg := mirrortest.NewPostgres(t, pgDSN, "mir_dbz_"+sfx)
+			commandDebezium(t, node, pg, eng, func() string {
+				conn.CreatePostgres(t, "mir-dbz-"+sfx, connecttest.PostgresConnector{TopicPrefix: "mirdbz" + sfx,
+					Tables: []string{"public." + pg.Name()}, Extra: partitions})
+				return "mirdbz" + sfx + ".public." + pg.Name()
+			}, func(ctx context.Context) error { return writeRows(ctx, pgDSN, pg.Name()) })
+		})
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		myDSN := testenv.Require(t, testenv.MySQLDSN)
+		mirrortest.EachEngine(t, func(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node) {
+			sfx := estest.RandomHex(t, 4)
+			my := mirrortest.NewMySQL(t, myDSN, "mir_dbz_my_"+sfx)
+			commandDebezium(t, node, my, eng, func() string {
+				conn.CreateMariaDB(t, "mir-dbz-my-"+sfx, connecttest.MariaDBConnector{TopicPrefix: "mirdbzmy" + sfx,
+					Tables: []string{my.DSN.DB + "." + my.Name()}, Extra: partitions})
+				return "mirdbzmy" + sfx + "." + my.DSN.DB + "." + my.Name()
+			}, func(ctx context.Context) error { return writeMySQLRows(ctx, my) })
+		})
+	})
+}
+
+func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, eng mirrortest.Engine, connector func() string,
+	write func(ctx context.Context) error) {
+	index := "mir-dbz-" + tb.Name()
+	node.DeleteAtCleanup(t, index)
+	tb.Exec(t, tb.Insert(1, 2000)...) // the connector's snapshot reads these
+
+	// The writer starts with the connector, so changes race its snapshot.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var werr error
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		werr = write(ctx)
+	}()
+	topic := connector()
+	dir := t.TempDir()
+	cfgPath := debeziumConfig(t, dir, eng, debeziumSource(topic, "shop"))
+	run := startCommand(t, cfgPath)
+	run.waitFor("documents", func() string {
+		if docs, err := node.Docs(t, index, 3100); err != nil || len(docs) < 1000 {
+			return fmt.Sprintf("%d documents (%v)", len(docs), err)
+		}
+		return ""
+	})
+	cancel()
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	tb.Exec(t, mirrortest.Changes(tb, 3101, 3200)...)
+	run.waitFor("convergence", node.Converged(t, index, tb, 3200))
+	status := run.admin("status", "--config", cfgPath, "--metrics-addr", run.addr)
+	if !strings.Contains(status, "dbz") {
+		t.Errorf("status:\n%s", status)
+	}
+	run.stop()
+	if b, err := os.ReadFile(filepath.Join(dir, "dbz.dlq")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		t.Errorf("dead letters:\n%s", b)
+	}
+}
+
+// TestCommandSwitchToDebezium moves a running native PostgreSQL pipeline to Debezium on the
+// same index, the documented way: the connector starts with snapshot.mode=no_data while the
+// native pipeline runs; once it streams, the native pipeline stops and the same pipeline
+// (same name, state and source name) restarts as type debezium. A writer runs all along; the
+// index ends equal to the table row by row, with no refusal and no dead letter.
+func TestCommandSwitchToDebezium(t *testing.T) {
+	conn := connecttest.Require(t)
+	pgDSN := testenv.Require(t, testenv.PostgresDSN)
+	eng := mirrortest.Engines[0]
+	url := testenv.Require(t, eng.URLVar)
+	node := &mirrortest.Node{Node: estest.Connect(t, eng.Name, url)}
+	node.EnforceAutoCreateRule(t)
+	sfx := estest.RandomHex(t, 4)
+	pg := mirrortest.NewPostgres(t, pgDSN, "mir_sw_"+sfx)
+	index := "mir-dbz-" + pg.Name()
+	node.DeleteAtCleanup(t, index)
+	pg.Exec(t, pg.Insert(1, 1000)...)
+	dir := t.TempDir()
+	slot := "mir_sw_" + sfx
+	native := fmt.Sprintf("      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n",
+		testenv.PostgresDSN, pg.Name(), slot, slot)
+	cfgPath := debeziumConfig(t, dir, eng, native)
+	run := startCommand(t, cfgPath)
+	run.waitFor("the native snapshot", node.Converged(t, index, pg, 3200))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var werr error
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		werr = writeRows(ctx, pgDSN, pg.Name())
+	}()
+	conn.CreatePostgres(t, "mir-sw-"+sfx, connecttest.PostgresConnector{TopicPrefix: "mirsw" + sfx,
+		Tables: []string{"public." + pg.Name()}, SnapshotMode: "no_data", Slot: "mir_swd_" + sfx, Publication: "mir_swd_" + sfx})
+	topic := "mirsw" + sfx + ".public." + pg.Name()
+	// The connector streams once the writer's changes reach its topic.
+	waitTopic(t, conn.Brokers, topic)
+	run.stop()
+
+	// The same pipeline, state and source name ("postgres", the native source's default):
+	// the same index, claimed by the same owner.
+	if err := os.WriteFile(cfgPath, []byte(strings.Replace(readFile(t, cfgPath), native, debeziumSource(topic, "postgres"), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run = startCommand(t, cfgPath)
+	run.waitFor("the switched pipeline", func() string {
+		doc, err := liveStatus(context.Background(), run.addr)
+		if err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events == 0 {
+			return fmt.Sprintf("%v", err)
+		}
+		return ""
+	})
+	cancel()
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	pg.Exec(t, mirrortest.Changes(pg, 3101, 3200)...)
+	run.waitFor("convergence", node.Converged(t, index, pg, 3200))
+	run.stop()
+	if b, err := os.ReadFile(filepath.Join(dir, "dbz.dlq")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		t.Errorf("dead letters:\n%s", b)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitTopic waits (bounded) until topic exists and holds a record.
+func waitTopic(t *testing.T, brokers []string, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
+	defer cancel()
+	for {
+		c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Topics: []string{topic}, Group: "wait-" + topic}, nil)
+		if err == nil {
+			msgs, err := c.Fetch(ctx)
+			c.Close()
+			if err == nil && len(msgs) > 0 {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s: no record within %v (%v)", topic, mirrortest.WaitBound, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
