@@ -2,7 +2,8 @@
 // and makes the cluster itself refuse writes from a sink that lost that right: destination
 // ownership and fencing, as the Elasticsearch sink specification defines them.
 //
-// A mirror is safe only if exactly one writer feeds each index. Clones of a deployment,
+// A mirror is safe only if exactly one writer -- or one scale-out group of writers under a
+// shared owner (below) -- feeds each index. Clones of a deployment,
 // restored backups of its state and second deployments pointed at the same cluster all break
 // that quietly unless something refuses them. esfence does, with two pieces of state: a marker
 // in the index, written once, and a record in the deployment's state store ([statestore]),
@@ -48,7 +49,7 @@
 //
 // # Claims
 //
-// Each claim, in order:
+// Each claim, in order (under a shared owner, from step 4 on, a join: see "Shared owners"):
 //
 //  1. reads the cluster_uuid and proves that the cluster refuses to auto-create df-w-*
 //     indices (below); otherwise fencing_unenforced;
@@ -75,6 +76,62 @@
 //
 // Claims never write _meta and leave other aliases alone.
 //
+// # Shared owners
+//
+// Some sources spread one table's changes over several processes: a Debezium pipeline reads
+// its Kafka topics through a consumer group, whose N members share the partitions of one
+// table's topic and therefore write the same index at the same time. Each member has its own
+// state store, so its own deployment identity; under exclusive ownership each would refuse
+// the others' index (owned_by_other), and a copy's claim would fence the rest out. Every
+// change carries an external version (its source position), so writers of one change stream
+// converge whatever their order; what fencing must still prevent is a different deployment,
+// pipeline or sink writing the index.
+//
+// [Options].SharedOwner names the owner of a scale-out group; every member sets the same
+// name (for a Debezium pipeline, e.g. the consumer group's). It must pass [CheckSharedOwner]:
+// 1 to [MaxSharedOwnerBytes] bytes of printable UTF-8 without leading or trailing white
+// space. Under it:
+//
+//   - the marker's owner deployment is [SharedDeployment](name), "shared:<name>": never a
+//     state store's identity (a UUID), so an index created by an exclusive deployment and one
+//     created under a shared owner never match each other -- each is owned_by_other to the
+//     other (the refusal's detail says which kind of owner holds the index), as is another
+//     shared owner, pipeline or sink. [OwnerDigest] of SharedDeployment(name), the pipeline
+//     and the sink is the digest such a refusal shows;
+//   - a claim joins instead of rotating. Steps 1 to 3 and the marker checks of step 4 are as
+//     above, the owner being the shared owner. Then the index must carry exactly one df-w-*
+//     alias of the marker's instance (fence_malformed), which becomes the claim's write alias
+//     as it is; the record gets the instance and that fence as current. No _aliases request
+//     is sent, so members never fence each other: a member's Reclaim leaves every other
+//     member's write alias working;
+//   - an index with no record in this member's state store is adopted (not
+//     unrecorded_destination): another member created it. So is one whose creation this
+//     member's record shows unfinished (pending only). A record naming another instance is
+//     destination_identity_mismatch: the index was deleted and created again since;
+//   - members creating a missing index at the same time: the cluster creates it once, the
+//     others' requests are answered resource_already_exists, and each of them reads the index
+//     again and joins it;
+//   - a missing index is refused (destination_missing) when this member's record says it
+//     existed; a member without a record creates it. Members share the fate of their indices:
+//     deleting a shared index needs every member stopped, and every member's pipeline state
+//     deleted ([Fence.ForgetPipeline]) before they start again -- a member that kept its
+//     record refuses the new index (destination_identity_mismatch) or the missing one
+//     (destination_missing), and one that is still writing finds its write alias gone;
+//   - [Fence.DropIndices] checks each marker against the shared owner;
+//   - generations: [Fence.EnsureTable] works for a table without reindex state -- a legacy
+//     index or generation 1 behind the read alias. A member without a table record joins the
+//     table as another member created it (generation 1 when the name is the read alias of
+//     exactly <name>-g1, otherwise the index of that name), whatever its own legacy flag. A
+//     reindex needs one writer: it fences the live generation off and moves the read alias
+//     under the others' writes. So [Fence.BeginGeneration], [Fence.Switch],
+//     [Fence.AbandonGeneration] and [Fence.DeleteRetired] fail with [ErrSharedOwner] without
+//     sending anything, and so does a claim of a table whose record has reindex state (a
+//     generation past the first, one being filled, a switch, retired ones).
+//
+// What the fence then guarantees is the owner's, not a member's: every write that is not the
+// owner's (pipeline's, sink's) is refused; among members, writes are ordered by the cluster's
+// external versions alone.
+//
 // # Mappings after creation
 //
 // [Fence.Fields] reads the index's top-level field mappings and [Fence.AddFields] adds fields
@@ -96,8 +153,9 @@
 // # Deleting a pipeline
 //
 // [Fence.DropIndices] deletes the indices a pipeline's records name, each only after its
-// marker proved it this deployment's, this pipeline's and the record's instance (an index of
-// another owner is left in place and refused); the write alias goes with its index. Then
+// marker proved it this deployment's (or shared owner's), this pipeline's and the record's
+// instance (an index of another owner is left in place and refused); the write alias goes
+// with its index. Then
 // [Fence.ForgetPipeline] lets the pipeline start over: its next claims create the indices
 // afresh.
 //

@@ -72,9 +72,9 @@ func (f *Fence) dropIndex(ctx context.Context, pipeline, index string, value []b
 	switch {
 	case m == nil:
 		return false, refuse(class, detail)
-	case m.Owner.Deployment != f.state.Identity() || m.Owner.Pipeline != pipeline:
+	case m.Owner.Deployment != f.owner() || m.Owner.Pipeline != pipeline:
 		return false, &ConflictError{Class: OwnedByOther, Index: index, OwnerDigest: OwnerDigest(m.Owner.Deployment, m.Owner.Pipeline, m.Owner.Sink),
-			Detail: "the marker names another deployment or pipeline; the index was left in place"}
+			Detail: "the marker names another deployment or pipeline" + ownerKindHint(m.Owner.Deployment, f.shared()) + "; the index was left in place"}
 	case m.Instance != rec.Instance || m.Index.Name != index:
 		return false, refuse(DestinationIdentityMismatch, "the index is another instance than the one this pipeline created")
 	}

@@ -28,6 +28,14 @@ type Options struct {
 	Timeout time.Duration
 	// Rand is the source of instances and fence nonces. Default crypto/rand.
 	Rand io.Reader
+	// SharedOwner, when set, owns the indices this Fence creates and claims instead of the
+	// state store's identity: the marker's owner deployment is [SharedDeployment](SharedOwner),
+	// and a claim joins the index's write alias instead of rotating it, so that every process
+	// of one scale-out group (each with its own state store, all setting the same SharedOwner)
+	// writes the same indices at once. See "Shared owners" in the package documentation.
+	// Default "": the state store's deployment owns its indices alone. CheckSharedOwner says
+	// which values are allowed.
+	SharedOwner string
 }
 
 // Fence creates and claims destination indices for the pipelines of one deployment (one state
@@ -64,7 +72,24 @@ func New(tp esapi.Transport, state statestore.Store, opts *Options) (*Fence, err
 	if o.Rand == nil {
 		o.Rand = rand.Reader
 	}
+	if o.SharedOwner != "" {
+		if err := CheckSharedOwner(o.SharedOwner); err != nil {
+			return nil, err
+		}
+	}
 	return &Fence{tp: tp, state: state, opts: o}, nil
+}
+
+// shared reports whether the Fence claims under a shared owner.
+func (f *Fence) shared() bool { return f.opts.SharedOwner != "" }
+
+// owner is the deployment the markers of this Fence's indices name: the state store's
+// identity, or the shared owner's distinct value.
+func (f *Fence) owner() string {
+	if f.shared() {
+		return SharedDeployment(f.opts.SharedOwner)
+	}
+	return f.state.Identity()
 }
 
 // Destination is one index the sink writes one source table to.
@@ -131,6 +156,11 @@ func (c *Claim) WriteAlias() string { return writeAlias(c.instance, c.fence) }
 // Ensure claims d's index, creating it first when it does not exist and this pipeline never
 // had it. Call it before a session first writes to the index. A refusal is a *ConflictError;
 // other errors (transport, server, state store) may be retried.
+//
+// Under a shared owner (Options.SharedOwner) the claim joins an existing index instead of
+// rotating its fence: the marker is checked as always (the owner being the shared owner), the
+// index's one write alias is taken as it is and recorded; an index without a record is joined
+// (another member created it), and a creation lost to another member joins the winner's index.
 func (f *Fence) Ensure(ctx context.Context, d Destination) (*Claim, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
@@ -144,7 +174,8 @@ func (f *Fence) Ensure(ctx context.Context, d Destination) (*Claim, error) {
 }
 
 // Reclaim claims c's index again, after a reconnect or a client recreation; it never creates
-// the index. The returned claim replaces c: c's write alias no longer works.
+// the index. The returned claim replaces c: c's write alias no longer works (under a shared
+// owner the claim joins: the write alias stays the same).
 func (f *Fence) Reclaim(ctx context.Context, c *Claim) (*Claim, error) {
 	if c == nil {
 		return nil, errors.New("esfence: nil claim")
@@ -155,7 +186,8 @@ func (f *Fence) Reclaim(ctx context.Context, c *Claim) (*Claim, error) {
 // ForgetPipeline deletes the pipeline's state: its checkpoint and every ownership record, in
 // one operation of the state store. It is the only way an ownership record goes away, so that
 // forgetting an index always resets the sink's checkpoint too. The indices are left as they
-// are; claiming one again is refused (unrecorded_destination) -- an index is never adopted.
+// are; claiming one again is refused (unrecorded_destination) -- an index is never adopted
+// (under a shared owner it is joined again, as any member without a record joins it).
 func (f *Fence) ForgetPipeline(ctx context.Context, pipeline string) error {
 	if err := f.state.DeletePipeline(ctx, pipeline); err != nil {
 		return fmt.Errorf("esfence: deleting pipeline %q: %w", pipeline, err)
@@ -288,7 +320,7 @@ func (f *Fence) create(ctx context.Context, d Destination, uuid string, rec reco
 	}
 	marker := Marker{
 		Format:   MarkerFormat,
-		Owner:    MarkerOwner{Deployment: f.state.Identity(), Pipeline: d.Pipeline, Sink: d.Sink},
+		Owner:    MarkerOwner{Deployment: f.owner(), Pipeline: d.Pipeline, Sink: d.Sink},
 		Source:   sourceOf(d.Table),
 		Index:    MarkerIndex{ClusterUUID: uuid, Name: d.Index},
 		Encoding: d.Encoding,
@@ -370,8 +402,8 @@ func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, s
 	if class != "" {
 		return nil, f.refuse(d, class, detail)
 	}
-	if m.Owner.Deployment != f.state.Identity() || m.Owner.Pipeline != d.Pipeline || m.Owner.Sink != d.Sink {
-		e := f.refuse(d, OwnedByOther, "the index belongs to another deployment, pipeline or sink")
+	if m.Owner.Deployment != f.owner() || m.Owner.Pipeline != d.Pipeline || m.Owner.Sink != d.Sink {
+		e := f.refuse(d, OwnedByOther, "the index belongs to another deployment, pipeline or sink"+ownerKindHint(m.Owner.Deployment, f.shared()))
 		e.OwnerDigest = OwnerDigest(m.Owner.Deployment, m.Owner.Pipeline, m.Owner.Sink)
 		return nil, e
 	}
@@ -387,6 +419,9 @@ func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, s
 	if m.Encoding != d.Encoding {
 		return nil, f.refuse(d, EncodingMismatch, fmt.Sprintf("the index was written with encoding %q, the sink uses %q", m.Encoding, d.Encoding))
 	}
+	if f.shared() {
+		return f.join(ctx, d, uuid, st, m, rec, rev)
+	}
 	if rev == 0 {
 		return nil, f.refuse(d, UnrecordedDestination, "the state store has no record of this index (restored from a backup older than the index, or the pipeline was deleted); it is never adopted")
 	}
@@ -399,6 +434,19 @@ func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, s
 		return nil, f.refuse(d, DestinationIdentityMismatch, "the index is not the one the state store recorded (another instance)")
 	}
 
+	from, err := f.currentFence(d, st, m)
+	if err != nil {
+		return nil, err
+	}
+	if from != rec.Current && from != rec.Pending {
+		return nil, f.refuse(d, Fenced, "another claim rotated the fence since this state store's last claim (a copy of the state store, or a restored older backup)")
+	}
+	return f.rotate(ctx, d, uuid, rec, rev, from)
+}
+
+// currentFence is the fence of the index's one write alias, which must be of the marker's
+// instance (fence_malformed otherwise).
+func (f *Fence) currentFence(d Destination, st indexState, m *Marker) (string, error) {
 	var internal []string
 	for _, a := range st.aliases {
 		if strings.HasPrefix(a, internalPrefix) {
@@ -407,16 +455,13 @@ func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, s
 	}
 	sort.Strings(internal)
 	if len(internal) != 1 {
-		return nil, f.refuse(d, FenceMalformed, fmt.Sprintf("the index has %d internal %s* aliases, want exactly 1", len(internal), internalPrefix))
+		return "", f.refuse(d, FenceMalformed, fmt.Sprintf("the index has %d internal %s* aliases, want exactly 1", len(internal), internalPrefix))
 	}
-	inst, from, ok := parseWriteAlias(internal[0])
+	inst, fence, ok := parseWriteAlias(internal[0])
 	if !ok || inst != m.Instance {
-		return nil, f.refuse(d, FenceMalformed, fmt.Sprintf("the internal alias %q is not a write alias of this index", internal[0]))
+		return "", f.refuse(d, FenceMalformed, fmt.Sprintf("the internal alias %q is not a write alias of this index", internal[0]))
 	}
-	if from != rec.Current && from != rec.Pending {
-		return nil, f.refuse(d, Fenced, "another claim rotated the fence since this state store's last claim (a copy of the state store, or a restored older backup)")
-	}
-	return f.rotate(ctx, d, uuid, rec, rev, from)
+	return fence, nil
 }
 
 // rotate moves the write alias from fence `from` to a new fence: record the new fence as

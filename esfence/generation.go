@@ -155,6 +155,14 @@ func (f *Fence) putTable(ctx context.Context, d Destination, rec tableRecord, re
 	return n, nil
 }
 
+// destOf is g's destination (none for a nil g).
+func destOf(g *Generations) Destination {
+	if g == nil {
+		return Destination{}
+	}
+	return g.dest
+}
+
 // gen is d for generation n of its table (the read alias only on the first one, created with
 // it; a later generation gets it when it goes live).
 func gen(d Destination, n int, first bool) Destination {
@@ -176,6 +184,10 @@ func gen(d Destination, n int, first bool) Destination {
 // live generation (or, while switching, the next one; a switch cut short is completed here).
 // Refusals are *ConflictErrors, as for Ensure. With legacy, a table never seen is created as a
 // legacy index instead (generation 0, no read alias), which a later BeginGeneration migrates.
+// Under a shared owner every claim joins (see Ensure); a table another member created is
+// joined as it exists -- its first generation behind the read alias, or a legacy index --
+// whatever legacy says; a table with reindex state (a generation past the first, one being
+// filled, a switch, retired ones) fails with ErrSharedOwner.
 func (f *Fence) EnsureTable(ctx context.Context, d Destination, legacy bool) (*Generations, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
@@ -208,18 +220,26 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 	if err != nil {
 		return nil, err
 	}
+	if rev != 0 && f.shared() && (rec.Live > 1 || rec.Next != 0 || rec.Switching || len(rec.Retired) > 0) {
+		return nil, refuseShared(d, "claiming a table with reindex state")
+	}
 	if rev == 0 {
 		legacy, _, err := f.loadRecord(ctx, d)
 		if err != nil {
 			return nil, err
 		}
-		taken := legacy.Instance != "" || asLegacy
+		// Under a shared owner what another member created decides, not this member's legacy
+		// flag: a first generation behind the read alias is joined as such, a legacy index as
+		// such.
+		taken := legacy.Instance != "" || (asLegacy && !f.shared())
 		if !taken { // a name someone else took is refused by the claim, never aliased over
 			st, err := f.getIndex(ctx, d.Index)
 			if err != nil {
 				return nil, err
 			}
-			taken = st.exists
+			firstByOther := f.shared() && st.exists && !st.concrete &&
+				len(st.resolvesTo) == 1 && st.resolvesTo[0] == GenerationIndex(d.Index, 1)
+			taken = !firstByOther && (st.exists || asLegacy)
 		}
 		if taken {
 			// A legacy index (or one to create as such), or a name taken: Ensure's claim
@@ -277,6 +297,11 @@ func (f *Fence) checkReadAlias(ctx context.Context, g *Generations, want int) er
 		if first, err := f.getIndex(ctx, GenerationIndex(g.dest.Index, 1)); err != nil || !first.exists {
 			return err // the first generation was never created: the claim creates both
 		}
+		// Created since the name was read (under a shared owner, by another member: with the
+		// read alias, in the same request): read the name again.
+		if st, err = f.getIndex(ctx, g.dest.Index); err != nil {
+			return err
+		}
 	}
 	if len(st.resolvesTo) == 1 && st.resolvesTo[0] == GenerationIndex(g.dest.Index, want) {
 		return nil
@@ -288,10 +313,14 @@ func (f *Fence) checkReadAlias(ctx context.Context, g *Generations, want int) er
 // (d.Index the table's name, as for EnsureTable): the table record names it first, then the
 // index is created (without the read alias) and claimed. From now on every change must go to
 // both generations (Targets); the caller fills the new one (a re-snapshot) and then calls
-// Switch. A generation already being filled is an error.
+// Switch. A generation already being filled is an error. Under a shared owner it fails with
+// ErrSharedOwner, sending nothing.
 func (f *Fence) BeginGeneration(ctx context.Context, g *Generations, d Destination) (*Generations, error) {
 	if g == nil || d.Index != g.dest.Index {
 		return nil, errors.New("esfence: BeginGeneration needs the table's generations and a destination of the same name")
+	}
+	if f.shared() {
+		return nil, refuseShared(d, "starting a new generation")
 	}
 	if err := d.validate(); err != nil {
 		return nil, err
@@ -322,8 +351,12 @@ func (f *Fence) BeginGeneration(ctx context.Context, g *Generations, d Destinati
 }
 
 // AbandonGeneration gives up filling g's next generation: the table record forgets it and the
-// index is deleted (after its marker proved it is this pipeline's).
+// index is deleted (after its marker proved it is this pipeline's). Under a shared owner it
+// fails with ErrSharedOwner.
 func (f *Fence) AbandonGeneration(ctx context.Context, g *Generations) (*Generations, error) {
+	if f.shared() {
+		return nil, refuseShared(destOf(g), "abandoning a generation")
+	}
 	if g == nil || g.next == nil {
 		return g, nil
 	}
@@ -348,8 +381,11 @@ func (f *Fence) AbandonGeneration(ctx context.Context, g *Generations) (*Generat
 // fenced off the same way and then replaced by the alias in a second request (remove_index and
 // add run together): it is deleted at once. Another generation stays retired until retain has
 // passed (DeleteRetired deletes it). The returned value replaces g; its only target is the new
-// generation.
+// generation. Under a shared owner it fails with ErrSharedOwner, sending nothing.
 func (f *Fence) Switch(ctx context.Context, g *Generations, retain time.Duration) (*Generations, error) {
+	if f.shared() {
+		return nil, refuseShared(destOf(g), "switching generations")
+	}
 	if g == nil || g.next == nil {
 		return nil, errors.New("esfence: no generation is being filled")
 	}
@@ -478,7 +514,11 @@ func (f *Fence) aliases(ctx context.Context, d Destination, what string, actions
 
 // DeleteRetired deletes g's retired generations whose time has come (now or later than their
 // due time), each after its marker proved it is this pipeline's, and returns their names.
+// Under a shared owner (which never retires a generation) it fails with ErrSharedOwner.
 func (f *Fence) DeleteRetired(ctx context.Context, g *Generations, now time.Time) (*Generations, []string, error) {
+	if f.shared() {
+		return g, nil, refuseShared(destOf(g), "deleting retired generations")
+	}
 	if g == nil || len(g.rec.Retired) == 0 {
 		return g, nil, nil
 	}

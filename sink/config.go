@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tributary-dev/tributary/esfence"
 	"github.com/tributary-dev/tributary/internal/config"
 )
 
@@ -99,6 +100,16 @@ type Config struct {
 	// RetireAfter is how long the generation a reindex replaced is kept before it is deleted
 	// (default 1h), for readers that still hold it (a scroll, a point in time).
 	RetireAfter Duration `yaml:"retire_after,omitempty" json:"retire_after,omitempty"`
+	// SharedOwner, when set, owns the pipeline's indices instead of the state store's
+	// deployment identity, so that several processes -- each with its own state store -- write
+	// the same indices at once: every process of one scale-out group sets the same value (for
+	// a Debezium pipeline, e.g. the consumer group's name). Processes of one owner never fence
+	// each other; a deployment with another owner, or with none, is still refused
+	// (owned_by_other), and so is an index created without it. Reindexing is not available
+	// under a shared owner. See "Shared owners" in the package documentation. Default "": the
+	// deployment owns its indices alone. At most 255 bytes of printable UTF-8, no leading or
+	// trailing white space.
+	SharedOwner string `yaml:"shared_owner,omitempty" json:"shared_owner,omitempty"`
 }
 
 // MappingConfig is the YAML face of MappingOptions.
@@ -341,6 +352,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Shards < 0 || (c.Replicas != nil && *c.Replicas < 0) {
 		bad("number_of_shards and number_of_replicas must not be negative")
+	}
+	if c.SharedOwner != "" {
+		if esfence.CheckSharedOwner(c.SharedOwner) != nil {
+			bad("shared_owner must be 1 to %d bytes of printable UTF-8 without leading or trailing white space", esfence.MaxSharedOwnerBytes)
+		}
 	}
 	if len(errs) > 0 {
 		return &ConfigError{Problems: errs}

@@ -114,6 +114,8 @@ func sinkSeeds(f *testing.F) []string {
 			"  refresh: wait_for\n  number_of_shards: 3\n  number_of_replicas: 1\n" +
 			"  mapping: {decimal: double, json: flattened, uint64: keyword}\n  tls: {ca_file: /etc/ca.pem}\n",
 		"type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: 'literal-$${not_a_var}'\n  auth: {type: basic, username: u, password: 'p$${x}'}\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n  shared_owner: orders-consumers\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n  shared_owner: \"" + configtest.Marker + "\\t\"\n",
 		"type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n  concurrency: ${" + configtest.SecretEnv + "}\n",
 		"type: elasticsearch\nconfig:\n  id: a\n  url: http://u:" + configtest.Marker + "@x:1\n  index: i\n",
 		"type: elasticsearch\nconfig:\n  id: a\n  url: http://x:1\n  index: \"" + configtest.Marker + "-{tabel}\"\n  id_fields: [" + configtest.Marker + ", " + configtest.Marker + "]\n",

@@ -144,6 +144,7 @@ func TestParseConfigValidation(t *testing.T) {
 		"must not carry":         "type: elasticsearch\nconfig: {id: a, url: 'http://u:p@x:1', index: i}\n",
 		"decimal must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, mapping: {decimal: float}}\n",
 		"keyless must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: drop}\n",
+		"shared_owner must be":   "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, shared_owner: ' lead'}\n",
 	}
 	for want, y := range cases {
 		_, err := ParseConfig([]byte(y))
@@ -196,14 +197,15 @@ func TestValidationErrorsDoNotQuoteValues(t *testing.T) {
 	// Any value may come from ${ENV}; a value refused by validation is named by its field only.
 	t.Setenv("SECRET_V", "topsecret-value")
 	want := map[string]string{"auth type": "auth: type", "duration": "duration", "decimal": "decimal must",
-		"json": "json must", "uint64": "uint64 must", "entry type": "type must"}
+		"json": "json must", "uint64": "uint64 must", "entry type": "type must", "shared owner": "shared_owner must"}
 	for name, body := range map[string]string{
-		"auth type":  "  auth:\n    type: ${SECRET_V}\n",
-		"duration":   "  request_timeout: ${SECRET_V}\n",
-		"decimal":    "  mapping:\n    decimal: ${SECRET_V}\n",
-		"json":       "  mapping:\n    json: ${SECRET_V}\n",
-		"uint64":     "  mapping:\n    uint64: ${SECRET_V}\n",
-		"entry type": "",
+		"auth type":    "  auth:\n    type: ${SECRET_V}\n",
+		"duration":     "  request_timeout: ${SECRET_V}\n",
+		"decimal":      "  mapping:\n    decimal: ${SECRET_V}\n",
+		"json":         "  mapping:\n    json: ${SECRET_V}\n",
+		"uint64":       "  mapping:\n    uint64: ${SECRET_V}\n",
+		"shared owner": "  shared_owner: \"${SECRET_V}\\t\"\n",
+		"entry type":   "",
 	} {
 		typ := "elasticsearch"
 		if name == "entry type" {
@@ -212,6 +214,25 @@ func TestValidationErrorsDoNotQuoteValues(t *testing.T) {
 		_, err := ParseConfig([]byte("type: " + typ + "\nconfig:\n  id: a\n  url: http://x:1\n  index: i\n" + body))
 		if err == nil || strings.Contains(err.Error(), "topsecret") || !strings.Contains(err.Error(), want[name]) {
 			t.Errorf("%s: got %v, want an error naming %q without the value", name, err, want[name])
+		}
+	}
+}
+
+// TestParseConfigSharedOwner: shared_owner is read as written, and refused when empty of
+// printable text, too long or padded, naming the key only.
+func TestParseConfigSharedOwner(t *testing.T) {
+	c, err := ParseConfig([]byte("type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, shared_owner: orders-consumers}\n"))
+	if err != nil || c.SharedOwner != "orders-consumers" {
+		t.Fatalf("parsed %+v, %v", c, err)
+	}
+	if c, err := ParseConfig([]byte("type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i}\n")); err != nil || c.SharedOwner != "" {
+		t.Fatalf("default: %q, %v", c.SharedOwner, err)
+	}
+	for _, bad := range []string{" Qz7", "Qz7 ", "Qz7\x01", strings.Repeat("Qz7", 100)} {
+		c := Config{ID: "a", URL: "http://x:1", Index: "i", SharedOwner: bad}
+		err := c.Normalize()
+		if err == nil || !strings.Contains(err.Error(), "shared_owner") || strings.Contains(err.Error(), "Qz7") {
+			t.Errorf("%q: %v, want a shared_owner error quoting nothing", bad, err)
 		}
 	}
 }

@@ -316,6 +316,33 @@
 // the pipeline is deleted to start over; package mirror's Drop does that, then deletes the
 // pipeline's state.
 //
+// # Shared owners
+//
+// A pipeline whose source spreads one table over several processes -- a Debezium source
+// reading its topics through a consumer group, whose members share a topic's partitions --
+// has several sinks, one per process and each with its own state store, writing the same
+// index at once. shared_owner makes them one owner: every process of one scale-out group sets
+// the same value (for a Debezium pipeline, e.g. the consumer group's name), and the indices
+// are owned by it (esfence Options.SharedOwner: the marker names "shared:<shared_owner>", the
+// pipeline and the sink id) instead of by the state store's identity. Processes of one owner
+// never fence each other: a claim joins the index's write alias instead of rotating it, the
+// first process to need an index creates it and the others join it (a creation lost to
+// another process joins the winner's index). Their writes converge by the external versions
+// every change carries. Everyone else is still refused (owned_by_other): a deployment with
+// another shared_owner or with none, another pipeline or sink id, and an index created without
+// shared_owner (and the other way round), so switching an existing pipeline to shared_owner
+// takes new indices. Every member must use the same configuration (index template, id_fields,
+// id_separator -- encoding_mismatch otherwise -- and read_alias: a table is joined as the
+// first member created it). The value is validated (1 to 255 bytes of printable UTF-8, no
+// leading or trailing white space) and is no secret, but errors never quote it anyway.
+//
+// Members share the fate of their indices: a member whose state records an index refuses it
+// once it is gone (destination_missing), while a member without that record would create it
+// again. Delete a shared index only with every member stopped, and delete the pipeline's
+// state of every member (package mirror's Drop) before they start again. Reindexing needs one
+// writer: BeginReindex fails (permanent, errors.Is esfence.ErrSharedOwner), and DeleteRetired
+// has nothing to do.
+//
 // # Schema changes
 //
 // With auto_create_index: true the sink owns the index's mapping, and it keeps it in step with

@@ -69,6 +69,9 @@ func (s *Sink) requestError(err error, what string) error {
 	if esfence.ClassOf(err) != "" {
 		return cdc.Permanent(err)
 	}
+	if errors.Is(err, esfence.ErrSharedOwner) {
+		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err))
+	}
 	if errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -138,6 +138,8 @@ func (s *Sink) Generations(id cdc.TableID) (GenerationStatus, bool) {
 // this session (a change of it written); the caller fills the new generation (a re-snapshot
 // of the table requested after this returns) and then calls SwitchReindex. It returns the new
 // generation's index. A reindex already in progress is resumed: its generation is returned.
+// Under shared_owner it fails (permanent, errors.Is esfence.ErrSharedOwner): a reindex needs
+// one writer.
 func (s *Sink) BeginReindex(ctx context.Context, sch *cdc.TableSchema) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,6 +150,9 @@ func (s *Sink) BeginReindex(ctx context.Context, sch *cdc.TableSchema) (string, 
 	}
 	if n := g.Next(); n != nil {
 		return n.Index(), nil
+	}
+	if s.cfg.SharedOwner != "" {
+		return "", cdc.Permanent(fmt.Errorf("elasticsearch sink %q: reindexing table %s: %w", s.cfg.ID, sch.ID, esfence.ErrSharedOwner))
 	}
 	if !s.cfg.AutoCreate() {
 		return "", cdc.Permanent(fmt.Errorf("elasticsearch sink %q: reindexing needs auto_create_index (the sink owns no mapping without it)", s.cfg.ID))
@@ -234,8 +239,12 @@ func (s *Sink) FindTable(table string) (cdc.TableID, bool) {
 }
 
 // DeleteRetired deletes the retired generations whose time has come, of every table claimed
-// in this session, and returns their names.
+// in this session, and returns their names. Under shared_owner, which never reindexes, it
+// does nothing.
 func (s *Sink) DeleteRetired(ctx context.Context, now time.Time) ([]string, error) {
+	if s.cfg.SharedOwner != "" {
+		return nil, nil // a shared owner never reindexes, so it never retires a generation
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string

@@ -110,7 +110,7 @@ type tableInfo struct {
 // New builds the sink of a pipeline. cfg is normalized and validated; nothing is sent to the
 // cluster until the first Write. pipeline names the pipeline in the state store (ownership
 // records are per pipeline); state is the deployment's state store, whose identity owns the
-// indices the sink creates. opts may be nil (every default); New copies *opts.
+// indices the sink creates (cfg.SharedOwner, when set, owns them instead). opts may be nil (every default); New copies *opts.
 func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*Sink, error) {
 	var o Options
 	if opts != nil {
@@ -149,7 +149,7 @@ func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*S
 		}
 		s.tp, s.owned = c, c
 	}
-	if s.fence, err = esfence.New(s.tp, state, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout)}); err != nil {
+	if s.fence, err = esfence.New(s.tp, state, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout), SharedOwner: cfg.SharedOwner}); err != nil {
 		return nil, err
 	}
 	return s, nil
