@@ -304,6 +304,7 @@ func TestConfigExamplesParse(t *testing.T) {
 	t.Setenv("TRIBUTARY_MYSQL_DSN", "tributary:tributary@tcp(127.0.0.1:33306)/test")
 	t.Setenv("TRIBUTARY_ES_URL", "http://127.0.0.1:39200")
 	t.Setenv("TRIBUTARY_OPENSEARCH_URL", "http://127.0.0.1:39201")
+	t.Setenv("TRIBUTARY_KAFKA_BROKERS", "127.0.0.1:39092")
 	files, err := filepath.Glob("../examples/cdcmirror/*.yaml")
 	if err != nil || len(files) < 5 {
 		t.Fatalf("example configurations: %v (%v)", files, err)

@@ -225,3 +225,99 @@ func waitTopic(t *testing.T, brokers []string, topic string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestCommandDebeziumScaleOut runs two cdcmirror processes of one pipeline (their own state
+// files, one consumer group, one sink shared_owner) over a topic of four partitions while a
+// writer changes the table: both write the same index; one stops and its partitions move to
+// the other, then it comes back and takes a share again. The index ends equal to the table row
+// by row, and each process applied events.
+func TestCommandDebeziumScaleOut(t *testing.T) {
+	conn := connecttest.Require(t)
+	pgDSN := testenv.Require(t, testenv.PostgresDSN)
+	eng := mirrortest.Engines[1]
+	url := testenv.Require(t, eng.URLVar)
+	node := &mirrortest.Node{Node: estest.Connect(t, eng.Name, url)}
+	node.EnforceAutoCreateRule(t)
+	sfx := estest.RandomHex(t, 4)
+	pg := mirrortest.NewPostgres(t, pgDSN, "mir_so_"+sfx)
+	index := "mir-dbz-" + pg.Name()
+	node.DeleteAtCleanup(t, index)
+	pg.Exec(t, pg.Insert(1, 2000)...)
+	conn.CreatePostgres(t, "mir-so-"+sfx, connecttest.PostgresConnector{TopicPrefix: "mirso" + sfx,
+		Tables: []string{"public." + pg.Name()},
+		Extra:  map[string]string{"topic.creation.default.partitions": "4", "topic.creation.default.replication.factor": "1"}})
+	topic := "mirso" + sfx + ".public." + pg.Name()
+	source := debeziumSource(topic, "shop") + "      group: mir-so-" + sfx + "\n"
+	var cfgs [2]string
+	for i := range cfgs {
+		cfgs[i] = debeziumConfig(t, t.TempDir(), eng, source)
+		text := strings.Replace(readFile(t, cfgs[i]), "          id: es-dbz\n", "          id: es-dbz\n          shared_owner: mir-so-"+sfx+"\n", 1)
+		if err := os.WriteFile(cfgs[i], []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var werr error
+	defer func() { cancel(); wg.Wait() }()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		werr = writeRows(ctx, pgDSN, pg.Name())
+	}()
+	a := startCommand(t, cfgs[0])
+	b := startCommand(t, cfgs[1])
+	events := func(r *commandRun) int64 {
+		doc, err := liveStatus(context.Background(), r.addr)
+		if err != nil || len(doc.Pipelines) != 1 {
+			return -1
+		}
+		return doc.Pipelines[0].Events
+	}
+	both := func() string {
+		if ea, eb := events(a), events(b); ea <= 0 || eb <= 0 {
+			return fmt.Sprintf("events: %d and %d", ea, eb)
+		}
+		return ""
+	}
+	a.waitFor("both processes applying events", both)
+	a.stop() // its partitions move to b
+	// Rows inserted now reach the index through b alone.
+	before := events(b)
+	pg.Exec(t, pg.Insert(5001, 5010)...)
+	b.waitFor("the other process taking over", func() string {
+		docs, err := node.Docs(t, index, 5010)
+		if err != nil {
+			return err.Error()
+		}
+		for id := int64(5001); id <= 5010; id++ {
+			if docs[id] == nil {
+				return fmt.Sprintf("document %d missing", id)
+			}
+		}
+		if events(b) <= before {
+			return "b applied nothing new"
+		}
+		return ""
+	})
+	a = startCommand(t, cfgs[0]) // back: the group gives it a share again
+	next := 6001
+	a.waitFor("the returning process applying events", func() string {
+		if events(a) <= 0 {
+			pg.Exec(t, pg.Insert(next, next+9)...)
+			next += 10
+			return "no events yet"
+		}
+		return ""
+	})
+	cancel()
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("writer: %v", werr)
+	}
+	pg.Exec(t, mirrortest.Changes(pg, 7001, 7100)...)
+	a.waitFor("convergence", node.Converged(t, index, pg, 7100))
+	a.stop()
+	b.stop()
+}
