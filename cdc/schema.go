@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"context"
+	"errors"
 	"strconv"
 )
 
@@ -72,6 +73,10 @@ func (s *TableSchema) ColumnIndex(name string) int {
 	}
 	return -1
 }
+
+// ErrTableNotFound is what a SchemaLoader's error wraps when the catalog has no such table
+// (dropped, renamed, or never created): reading it again will not help.
+var ErrTableNotFound = errors.New("table not found in the catalog")
 
 // SchemaLoader loads a table's schema from the source's catalog. Sources load on demand the
 // first time they meet a table, cache the result and reload when DDL or a relation message says

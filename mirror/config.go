@@ -107,6 +107,12 @@ type SourceConfig struct {
 	// partitions back at once; each process needs its own (kafkaqueue.Config.InstanceID).
 	SessionTimeout time.Duration
 	InstanceID     string
+	// Catalog (postgres or mysql) with DSN lets a debezium pipeline read records without an
+	// embedded schema (value.converter.schemas.enable=false): their columns come from that
+	// database's catalog (debezium.Options.Catalog). DecimalHandling (precise, the default, or
+	// string) is the connector's decimal.handling.mode, which such records do not name.
+	Catalog         string
+	DecimalHandling string
 }
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
@@ -292,8 +298,8 @@ func (v *validator) source(i int, s *SourceConfig) {
 		v.bad(key("dsn"), "is required")
 	}
 	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes ||
-		s.SessionTimeout != 0 || s.InstanceID != "" {
-		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout and instance_id are debezium settings")
+		s.SessionTimeout != 0 || s.InstanceID != "" || s.Catalog != "" || s.DecimalHandling != "" {
+		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog and decimal_handling are debezium settings")
 	}
 	switch s.Snapshot {
 	case "", "initial", "never":
@@ -364,7 +370,22 @@ func (v *validator) source(i int, s *SourceConfig) {
 
 // debezium checks a source of type debezium: Kafka topics instead of a database.
 func (v *validator) debezium(key func(string) string, s *SourceConfig) {
-	for k, set := range map[string]bool{"dsn": s.DSN != "", "tables": len(s.Tables) > 0, "snapshot": s.Snapshot != "",
+	switch {
+	case s.Catalog != "" && s.Catalog != "postgres" && s.Catalog != "mysql":
+		v.bad(key("catalog"), "must be postgres or mysql")
+	case s.Catalog != "" && s.DSN == "":
+		v.bad(key("dsn"), "is required with catalog: (the database the connector reads)")
+	case s.Catalog == "" && s.DSN != "":
+		v.bad(key("catalog"), "is required with dsn: (postgres or mysql)")
+	case s.Catalog == "mysql":
+		if _, err := parseMySQLDSN(string(s.DSN)); err != nil {
+			v.bad(key("dsn"), "%v", err)
+		}
+	}
+	if !slices.Contains([]string{"", "precise", "string"}, s.DecimalHandling) {
+		v.bad(key("decimal_handling"), "must be precise or string")
+	}
+	for k, set := range map[string]bool{"tables": len(s.Tables) > 0, "snapshot": s.Snapshot != "",
 		"slot": s.Slot != "", "publication": s.Publication != "", "snapshot_chunk": s.SnapshotChunk != 0,
 		"flavor": s.Flavor != "", "server_id": s.ServerID != 0, "signal_table": s.SignalTable != ""} {
 		if set {

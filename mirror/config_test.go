@@ -412,18 +412,32 @@ func TestConfigDebezium(t *testing.T) {
 	if _, err := newSource(&p, nil); err != nil {
 		t.Fatalf("newSource: %v", err)
 	}
+	for _, catalog := range []string{"postgres", "mysql"} {
+		q := p
+		q.Source.Catalog, q.Source.DSN = catalog, "postgres://u@127.0.0.1:1/db"
+		if catalog == "mysql" {
+			q.Source.DSN = "u:p@tcp(127.0.0.1:1)/db"
+		}
+		if _, err := newSource(&q, nil); err != nil {
+			t.Fatalf("newSource with a %s catalog: %v", catalog, err)
+		}
+	}
 	for _, tc := range []struct{ old, new, want string }{
 		{"  brokers: [127.0.0.1:9092]\n", "", "source.brokers: is required"},
 		{"[127.0.0.1:9092]", "[kafka]", "source.brokers[0]: is not host:port"},
 		{"  topic_pattern: 'shop\\.public\\..*'\n", "", "source.topics: is required"},
 		{"  group: shop-mirror", "  topics: [a]", "source.topic_pattern: is set beside topics"},
 		{"'shop\\.public\\..*'", "'(('", "source.topic_pattern: is not a regular expression"},
-		{"  group: shop-mirror", "  dsn: x", "source.dsn: is not a debezium setting"},
 		{"  group: shop-mirror", "  tables: [a.b]", "source.tables: is not a debezium setting"},
 		{"  infer_types: true", "  infer_types: maybe", "source.infer_types: must be true or false"},
 		{"positioning: gtid", "positioning: lsn", "source.positioning: must be gtid or file"},
-		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout and instance_id are debezium settings"},
+		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog and decimal_handling are debezium settings"},
 		{"session_timeout: 10s", "session_timeout: -1s", "source.session_timeout: must not be negative"},
+		{"  group: shop-mirror", "  dsn: x", "source.catalog: is required with dsn:"},
+		{"  group: shop-mirror", "  catalog: postgres", "source.dsn: is required with catalog:"},
+		{"  group: shop-mirror", "  catalog: oracle\n  dsn: x", "source.catalog: must be postgres or mysql"},
+		{"  group: shop-mirror", "  catalog: mysql\n  dsn: nonsense", "source.dsn: a MySQL DSN is"},
+		{"  group: shop-mirror", "  decimal_handling: double", "source.decimal_handling: must be precise or string"},
 	} {
 		text := strings.Replace(debeziumConfig, tc.old, tc.new, 1)
 		if text == debeziumConfig {

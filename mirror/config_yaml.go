@@ -333,6 +333,8 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"infer_types", p.boolean(&s.InferTypes)},
 		{"session_timeout", p.duration(&s.SessionTimeout)},
 		{"instance_id", p.str(&s.InstanceID)},
+		{"catalog", p.str(&s.Catalog)},
+		{"decimal_handling", p.str(&s.DecimalHandling)},
 	})
 }
 

@@ -89,7 +89,23 @@ func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.So
 	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
 		// A table's topic appears with its first change: a pattern sees it within this.
 		MetadataMaxAge: 30 * time.Second, SessionTimeout: c.SessionTimeout, InstanceID: c.InstanceID}
-	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes}
+	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes, DecimalStrings: c.DecimalHandling == "string"}
+	switch c.Catalog {
+	case "postgres":
+		dsn := string(c.DSN)
+		o.Catalog = freshCatalog(func(cdc.TableID) (cdc.SchemaLoader, error) {
+			return pgcdc.New(dsn, &pgcdc.Options{Name: name})
+		})
+	case "mysql":
+		dsn, err := parseMySQLDSN(string(c.DSN))
+		if err != nil {
+			return nil, err
+		}
+		o.Catalog = freshCatalog(func(id cdc.TableID) (cdc.SchemaLoader, error) {
+			return mysqlcdc.New(dsn.addr, dsn.user, dsn.password, []mysqlcdc.TableName{{Database: id.Database, Table: id.Table}},
+				&mysqlcdc.Options{SourceName: name})
+		})
+	}
 	switch c.Positioning {
 	case "gtid":
 		o.Versions = debezium.VersionsGTID
@@ -99,6 +115,18 @@ func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.So
 	return debezium.New(func(ctx context.Context) (queue.Consumer, error) {
 		return kafkaqueue.NewConsumer(ctx, qc, &kafkaqueue.Options{Logger: log})
 	}, &o)
+}
+
+// freshCatalog is a cdc.SchemaLoader that reads the catalog anew at every call (the native
+// sources cache what they read; a Debezium catalog must see schema changes).
+type freshCatalog func(cdc.TableID) (cdc.SchemaLoader, error)
+
+func (f freshCatalog) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSchema, error) {
+	l, err := f(id)
+	if err != nil {
+		return nil, err
+	}
+	return l.LoadSchema(ctx, id)
 }
 
 // debeziumGroup is the consumer group of a debezium pipeline: its own, or tributary-<pipeline>.

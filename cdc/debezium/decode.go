@@ -2,6 +2,7 @@ package debezium
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,6 +142,11 @@ type decoder struct {
 	infer    bool
 	versions Versions
 	shapes   map[string]*shapeEntry // by the value schema's text
+
+	catalog       cdc.SchemaLoader // for records without an embedded schema; nil: refused
+	decimalString bool             // such records carry decimals as text (decimal.handling.mode=string)
+	catalogShapes map[cdc.TableID]*catalogEntry
+	warn          func(msg string, args ...any)
 }
 
 type shapeEntry struct {
@@ -157,13 +163,20 @@ func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
 func newDecoder(name string, infer bool, v Versions) *decoder {
-	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{}}
+	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{},
+		catalogShapes: map[cdc.TableID]*catalogEntry{}, warn: func(string, ...any) {}}
 }
 
 // decode returns the record's event, or why it has none. A record it cannot read becomes a
 // Malformed event (its reason names the topic, partition and offset, never values); a
 // configuration that cannot work is a *configError.
 func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
+	return d.decodeCtx(context.Background(), r)
+}
+
+// decodeCtx is decode with ctx bounding catalog reads; a catalog that cannot be read fails
+// with an error wrapping errCatalog.
+func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReason, error) {
 	if r.Value == nil {
 		return cdc.Event{}, skipTombstone, nil
 	}
@@ -171,11 +184,18 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	if err := json.Unmarshal(r.Value, &env); err != nil {
 		return d.malformed(r, nil, "the record is not JSON"), keep, nil
 	}
-	if env.Payload == nil || env.Schema == nil {
-		return cdc.Event{}, keep, &configError{fmt.Errorf("topic %s: a record without an embedded schema: set value.converter.schemas.enable=true (and key.converter.schemas.enable=true) on the connector", r.Topic)}
+	schemaless := env.Schema == nil || string(env.Schema) == "null"
+	payloadRaw := env.Payload
+	if schemaless {
+		if d.catalog == nil {
+			return cdc.Event{}, keep, &configError{fmt.Errorf("topic %s: a record without an embedded schema: set value.converter.schemas.enable=true (and key.converter.schemas.enable=true) on the connector, or give the source the database's catalog", r.Topic)}
+		}
+		if payloadRaw == nil || string(payloadRaw) == "null" {
+			payloadRaw = r.Value // schemas.enable=false: the value is the payload
+		}
 	}
 	var p payload
-	if err := json.Unmarshal(env.Payload, &p); err != nil {
+	if err := json.Unmarshal(payloadRaw, &p); err != nil {
 		return d.malformed(r, nil, "the payload is not a JSON object"), keep, nil
 	}
 	switch {
@@ -229,14 +249,42 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	if op == cdc.Truncate {
 		return ev, keep, nil
 	}
-	shape, err := d.shapeFor(r, env.Schema, id, p.Source.Connector)
-	if err != nil {
-		var ce *configError
-		if errors.As(err, &ce) {
+	var shape *tableShape
+	ignoreUnknown := false
+	if schemaless {
+		e, err := d.catalogShape(ctx, id, p.Source.Connector, false)
+		if errors.Is(err, cdc.ErrTableNotFound) {
+			return d.malformed(r, &id, "the table is not in the source's catalog (dropped or renamed since the record was written)"), keep, nil
+		}
+		if err != nil {
 			return cdc.Event{}, keep, err
 		}
-		ev.Malformed = d.reason(r, err.Error())
-		return ev, keep, nil
+		if len(e.newFields(p.Before, p.After)) > 0 {
+			// A column the catalog did not have when it was read: read it again; a field it
+			// still lacks belongs to a column dropped since the record was written.
+			dropped := e.dropped
+			if e, err = d.catalogShape(ctx, id, p.Source.Connector, true); err != nil {
+				return cdc.Event{}, keep, err
+			}
+			e.dropped = dropped
+			if gone := e.newFields(p.Before, p.After); len(gone) > 0 {
+				for _, f := range gone {
+					e.dropped[f] = true
+				}
+				d.warn("debezium: records hold fields the table no longer has; they are left out", "table", id.String(), "topic", r.Topic, "fields", len(gone))
+			}
+		}
+		shape, ignoreUnknown = e.shape, true
+	} else {
+		var err error
+		if shape, err = d.shapeFor(r, env.Schema, id, p.Source.Connector); err != nil {
+			var ce *configError
+			if errors.As(err, &ce) {
+				return cdc.Event{}, keep, err
+			}
+			ev.Malformed = d.reason(r, err.Error())
+			return ev, keep, nil
+		}
 	}
 	ev.Schema = shape.schema
 	var rowErr error
@@ -244,10 +292,10 @@ func (d *decoder) decode(r *Record) (cdc.Event, skipReason, error) {
 	case oldKey != nil:
 		ev.Before, rowErr = shape.keyRow(oldKey)
 	case op == cdc.Update || op == cdc.Delete:
-		ev.Before, rowErr = shape.row(p.Before, false)
+		ev.Before, rowErr = shape.row(p.Before, false, ignoreUnknown)
 	}
 	if rowErr == nil && op != cdc.Delete {
-		ev.After, rowErr = shape.row(p.After, op == cdc.Update)
+		ev.After, rowErr = shape.row(p.After, op == cdc.Update, ignoreUnknown)
 		if ev.After == nil && rowErr == nil {
 			rowErr = errors.New("no after image")
 		}
@@ -477,7 +525,7 @@ func keySchemaOf(key []byte) []byte {
 // row decodes a row image into the shape's column order; nil for a null image. In the after
 // image of an update, Debezium's placeholder for an unchanged TOASTed value becomes
 // cdc.Unchanged, as pgcdc reports it.
-func (sh *tableShape) row(raw json.RawMessage, update bool) ([]cdc.Value, error) {
+func (sh *tableShape) row(raw json.RawMessage, update, ignoreUnknown bool) ([]cdc.Value, error) {
 	if raw == nil || string(raw) == "null" {
 		return nil, nil
 	}
@@ -489,6 +537,9 @@ func (sh *tableShape) row(raw json.RawMessage, update bool) ([]cdc.Value, error)
 	for name, v := range fields {
 		i, ok := sh.byName[name]
 		if !ok {
+			if ignoreUnknown {
+				continue
+			}
 			return nil, fmt.Errorf("field %q is not in the schema", name)
 		}
 		if string(v) == "null" {

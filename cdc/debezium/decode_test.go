@@ -2,8 +2,10 @@ package debezium
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -386,5 +388,93 @@ func TestDecodeMariaDBUUIDRefused(t *testing.T) {
 	ev, _, err := d.decode(&streamed)
 	if err != nil || ev.Malformed == nil || !strings.Contains(ev.Malformed.Error(), `column "u"`) {
 		t.Fatalf("streamed row: err %v malformed %v", err, ev.Malformed)
+	}
+}
+
+type fakeCatalog struct {
+	schemas map[cdc.TableID]*cdc.TableSchema
+	err     error
+	reads   int
+}
+
+func (c *fakeCatalog) LoadSchema(_ context.Context, id cdc.TableID) (*cdc.TableSchema, error) {
+	c.reads++
+	if c.err != nil {
+		return nil, c.err
+	}
+	s, ok := c.schemas[id]
+	if !ok {
+		return nil, fmt.Errorf("fake: %w", cdc.ErrTableNotFound)
+	}
+	return s, nil
+}
+
+// schemalessRecord strips a record's embedded schemas, as JsonConverter with
+// schemas.enable=false writes it.
+func schemalessRecord(t *testing.T, r Record) Record {
+	t.Helper()
+	var v, k envelope
+	if err := json.Unmarshal(r.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	r.Value = v.Payload
+	if r.Key != nil {
+		if err := json.Unmarshal(r.Key, &k); err != nil {
+			t.Fatal(err)
+		}
+		r.Key = k.Payload
+	}
+	return r
+}
+
+// Records without an embedded schema decode with the catalog's columns (here: the columns
+// the embedded schema gave, which are the native source's) to the same values; a field the
+// catalog lacks makes it read again once, then is left out; a table it does not have is a
+// dead letter, a catalog out of reach a retryable failure.
+func TestDecodeSchemaless(t *testing.T) {
+	for _, file := range []string{"postgres-3.6.1-types.jsonl", "mariadb-3.5.0-types.jsonl"} {
+		t.Run(file, func(t *testing.T) {
+			rec := fixture(t, file)[0]
+			want, _, err := newDecoder("src", false, VersionsDefault).decode(&rec)
+			if err != nil || want.Malformed != nil {
+				t.Fatal(err, want.Malformed)
+			}
+			cat := &fakeCatalog{schemas: map[cdc.TableID]*cdc.TableSchema{want.Table: want.Schema}}
+			d := newDecoder("src", false, VersionsDefault)
+			d.catalog = cat
+			bare := schemalessRecord(t, rec)
+			got, skip, err := d.decode(&bare)
+			if err != nil || skip != keep || got.Malformed != nil {
+				t.Fatalf("err %v skip %v malformed %v", err, skip, got.Malformed)
+			}
+			if !reflect.DeepEqual(got.After, want.After) || got.Schema != want.Schema {
+				t.Fatalf("values differ:\n got %#v\nwant %#v", got.After, want.After)
+			}
+			if _, _, _ = d.decode(&bare); cat.reads != 1 {
+				t.Fatalf("%d catalog reads for two records", cat.reads)
+			}
+			// A field the catalog does not have: read once more, then left out for good.
+			extra := bare
+			extra.Value = []byte(strings.Replace(string(bare.Value), `"after":{`, `"after":{"gone_col":1,`, 1))
+			for range 3 {
+				ev, _, err := d.decode(&extra)
+				if err != nil || ev.Malformed != nil || !reflect.DeepEqual(ev.After, want.After) {
+					t.Fatalf("a dropped column's field: %v %v", err, ev.Malformed)
+				}
+			}
+			if cat.reads != 2 {
+				t.Fatalf("%d catalog reads, want 2", cat.reads)
+			}
+			other := newDecoder("src", false, VersionsDefault)
+			other.catalog = &fakeCatalog{}
+			if ev, _, err := other.decode(&bare); err != nil || ev.Malformed == nil || !strings.Contains(ev.Malformed.Error(), "catalog") {
+				t.Fatalf("a table the catalog lacks: %v %v", err, ev.Malformed)
+			}
+			other.catalog = &fakeCatalog{err: errors.New("connection refused")}
+			other.catalogShapes = map[cdc.TableID]*catalogEntry{}
+			if _, _, err := other.decode(&bare); !errors.Is(err, errCatalog) {
+				t.Fatalf("a catalog out of reach: %v", err)
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@
 //
 // The source reads JsonConverter's records with the schema embedded
 // (key.converter.schemas.enable and value.converter.schemas.enable true, Kafka Connect's
-// default); a record without it stops the stream with an error saying so. Set on the
+// default), or without it when it has the database's catalog (Options.Catalog, below);
+// otherwise a record without it stops the stream with an error saying so. Set on the
 // connector:
 //
 //   - column.propagate.source.type=.* so that every column's schema names its database type,
@@ -29,6 +30,20 @@
 //   - decimal.handling.mode precise (the default) or string; double is dead-lettered.
 //   - skipped.operations=none to see TRUNCATE (Debezium skips it by default), and, for
 //     PostgreSQL, REPLICA IDENTITY FULL or the default identity as with pgcdc.
+//
+// # Records without a schema
+//
+// With schemas.enable=false a record holds only values. Options.Catalog (a pgcdc or mysqlcdc
+// Source for the database the connector reads; mirror's source.catalog and source.dsn) gives
+// the columns: exactly the native source's, read when a table's first record arrives and again
+// when a record holds a field the columns lack (a column added since); a field the catalog
+// still lacks is a column dropped since the record was written, left out with one Warn. Values
+// are read in Debezium's default representations for the column's type (adaptive temporal
+// types, binary as base64, BIGINT UNSIGNED as a long or a precise decimal, PostgreSQL
+// intervals as ISO-8601 text), decimals in the precise binary form unless
+// Options.DecimalStrings says decimal.handling.mode=string. A table the catalog does not have
+// (dropped since) is dead-lettered record by record; a catalog out of reach fails the stream,
+// which the runner reopens. MariaDB's JSON columns keep their native mapping this way.
 //
 // Debezium's topics also carry records that are not row changes: tombstones (the null value
 // after a delete, for compaction), the transaction topic's BEGIN and END, schema change

@@ -348,6 +348,14 @@ func TestMatchesNativePostgres(t *testing.T) {
 	conn.CreatePostgres(t, table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
 		Slot: table + "_dbz", Publication: table + "_dbz", Extra: map[string]string{"interval.handling.mode": "string"}})
 	dst := openDebezium(ctx, t, brokers, prefix+".public."+table, &debezium.Options{Name: "pg"})
+	// The same connector without the embedded schema: the columns come from the catalog.
+	conn.CreatePostgres(t, table+"-nos", connecttest.PostgresConnector{TopicPrefix: prefix + "nos", Tables: []string{"public." + table},
+		Slot: table + "_nos", Publication: table + "_nos", NoSourceTypes: true, Extra: schemaless(map[string]string{"interval.handling.mode": "string"})})
+	catalog, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sst := openDebezium(ctx, t, brokers, prefix+"nos.public."+table, &debezium.Options{Name: "pg", Catalog: catalog})
 
 	// Every pre-existing row changes after the snapshot (the key change's TOASTed value, left
 	// unchanged, is taken from the old document), so both indices end at streamed versions.
@@ -365,11 +373,30 @@ func TestMatchesNativePostgres(t *testing.T) {
 		fmt.Sprintf("DELETE FROM %s WHERE b >= 15 AND b < 17", table))
 	exec(fmt.Sprintf("INSERT INTO %s (a, b) VALUES ('end', -1)", table))
 
-	nIdx, dIdx := newDocIndex(), newDocIndex()
+	nIdx, dIdx, sIdx := newDocIndex(), newDocIndex(), newDocIndex()
 	collect(ctx, t, nst, nIdx, isMarker(1, -1))
 	collect(ctx, t, dst, dIdx, isMarker(1, -1))
+	collect(ctx, t, sst, sIdx, isMarker(1, -1))
 	compareIndexes(t, nIdx, dIdx)
 	compareChanges(t, streamedAfter(nIdx.streamed, dIdx.streamed), dIdx.streamed)
+	t.Run("schemaless", func(t *testing.T) {
+		if a, b := sIdx.schema.Columns[0].SourceType, dIdx.schema.Columns[0].SourceType; a == b {
+			t.Fatalf("the schemaless stream's columns are not the catalog's (source type %q both)", a)
+		}
+		compareIndexes(t, nIdx, sIdx)
+		compareChanges(t, streamedAfter(nIdx.streamed, sIdx.streamed), sIdx.streamed)
+	})
+}
+
+// schemaless adds to extra the converter settings of records without an embedded schema.
+func schemaless(extra map[string]string) map[string]string {
+	for k, v := range map[string]string{
+		"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
+		"value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
+	} {
+		extra[k] = v
+	}
+	return extra
 }
 
 // streamedAfter drops the native writes made before Debezium's first streamed one: those
@@ -470,6 +497,13 @@ func TestMatchesNativeMariaDB(t *testing.T) {
 	prefix := "dbzn" + table[len("dbzn_my_"):]
 	conn.CreateMariaDB(t, table, connecttest.MariaDBConnector{TopicPrefix: prefix, Tables: []string{m.DB + "." + table}})
 	dst := openDebezium(ctx, t, brokers, prefix+"."+m.DB+"."+table, &debezium.Options{Name: "my"})
+	conn.CreateMariaDB(t, table+"-nos", connecttest.MariaDBConnector{TopicPrefix: prefix + "nos", Tables: []string{m.DB + "." + table},
+		NoSourceTypes: true, Extra: schemaless(map[string]string{})})
+	catalog, err := mysqlcdc.New(m.Addr, m.User, m.Password, []mysqlcdc.TableName{{Database: m.DB, Table: table}}, &mysqlcdc.Options{SourceName: "my"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sst := openDebezium(ctx, t, brokers, prefix+"nos."+m.DB+"."+table, &debezium.Options{Name: "my", Catalog: catalog})
 
 	exec(fmt.Sprintf("UPDATE %s SET ti = ti + 1 WHERE b = 0", table),
 		fmt.Sprintf("UPDATE %s SET s = 'two' WHERE b = 1", table),
@@ -486,10 +520,18 @@ func TestMatchesNativeMariaDB(t *testing.T) {
 		fmt.Sprintf("DELETE FROM %s WHERE b >= 15 AND b < 17", table))
 	exec(fmt.Sprintf("INSERT INTO %s (a, b) VALUES ('end', -1)", table))
 
-	nIdx, dIdx := newDocIndex(), newDocIndex()
+	nIdx, dIdx, sIdx := newDocIndex(), newDocIndex(), newDocIndex()
 	nIdx.keyChangeBump = 1
 	collect(ctx, t, nst, nIdx, isMarker(1, -1))
 	collect(ctx, t, dst, dIdx, isMarker(1, -1))
+	collect(ctx, t, sst, sIdx, isMarker(1, -1))
 	compareIndexes(t, nIdx, dIdx)
 	compareChanges(t, streamedAfter(nIdx.streamed, dIdx.streamed), dIdx.streamed)
+	t.Run("schemaless", func(t *testing.T) {
+		if a, b := sIdx.schema.Columns[0].SourceType, dIdx.schema.Columns[0].SourceType; a == b {
+			t.Fatalf("the schemaless stream's columns are not the catalog's (source type %q both)", a)
+		}
+		compareIndexes(t, nIdx, sIdx)
+		compareChanges(t, streamedAfter(nIdx.streamed, sIdx.streamed), sIdx.streamed)
+	})
 }

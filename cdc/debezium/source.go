@@ -36,6 +36,17 @@ type Options struct {
 	InferTypes bool
 	// Versions chooses MySQL/MariaDB versions; see Versions. Default VersionsDefault.
 	Versions Versions
+	// Catalog reads the source database's tables for records without an embedded schema
+	// (JsonConverter with schemas.enable=false): their columns are then the native source's
+	// (a pgcdc or mysqlcdc Source for the database the connector reads is one). It is read
+	// when a table's first such record arrives and again when a record holds a field it
+	// does not know, so it must answer with the catalog as it is now, not a cached copy.
+	// Default: such records stop the stream with an error naming the settings.
+	Catalog cdc.SchemaLoader
+	// DecimalStrings says that records without a schema carry decimals as text (the
+	// connector's decimal.handling.mode=string); by default they are Debezium's precise
+	// binary form. Records with a schema say which they carry.
+	DecimalStrings bool
 	// Buffer is how many decoded events wait for the runner. Default 1024.
 	Buffer int
 }
@@ -95,9 +106,14 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	ctx, cancel := context.WithCancel(context.Background())
+	dec := newDecoder(s.opts.Name, s.opts.InferTypes, s.opts.Versions)
+	dec.catalog, dec.decimalString = s.opts.Catalog, s.opts.DecimalStrings
+	if log := s.opts.Logger; log != nil {
+		dec.warn = log.Warn
+	}
 	st := &stream{
 		cons:    cons,
-		dec:     newDecoder(s.opts.Name, s.opts.InferTypes, s.opts.Versions),
+		dec:     dec,
 		events:  make(chan cdc.Event, s.opts.Buffer),
 		session: hex.EncodeToString(id[:]),
 		cancel:  cancel,
@@ -252,7 +268,10 @@ func (st *stream) consume(ctx context.Context) error {
 					rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
 				}
 			}
-			ev, skip, err := st.dec.decode(&rec)
+			ev, skip, err := st.dec.decodeCtx(ctx, &rec)
+			if errors.Is(err, errCatalog) {
+				return fmt.Errorf("debezium: %w", err) // retried: the database may be back
+			}
 			if err != nil {
 				return cdc.Permanent(fmt.Errorf("debezium: %w", err))
 			}

@@ -27,7 +27,7 @@ type table struct {
 }
 
 // errNoTable says the catalog does not know a table (dropped, or never created).
-var errNoTable = errors.New("mysqlcdc: table not found in the catalog")
+var errNoTable = fmt.Errorf("mysqlcdc: %w", cdc.ErrTableNotFound)
 
 // catalog loads table schemas from INFORMATION_SCHEMA over one lazily opened connection. It is
 // safe for concurrent use; loads are rare (first sight of a table, and after DDL).

@@ -105,7 +105,7 @@ func newCatalog(q querier) *catalog {
 }
 
 // errNoTable says the catalog has no such table.
-var errNoTable = errors.New("pgcdc: table not found in the catalog")
+var errNoTable = fmt.Errorf("pgcdc: %w", cdc.ErrTableNotFound)
 
 const columnsSQL = `
 SELECT n.nspname::text, c.relname::text, c.oid, a.attname::text, a.atttypid, a.atttypmod, a.attnotnull,

@@ -1,0 +1,176 @@
+package debezium
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// Records without an embedded schema (JsonConverter with schemas.enable=false) carry only
+// values: the columns come from the source database's catalog (Options.Catalog), read when a
+// table's first such record arrives and again when a record's fields differ from the columns
+// known, and each value is read in the representation Debezium gives that column by default
+// (Options.DecimalHandling says which decimal one).
+
+// catalogTimeout bounds one catalog read.
+const catalogTimeout = 30 * time.Second
+
+// errCatalog wraps a failure to read the catalog: the stream fails (and is reopened) rather
+// than dead-lettering records a later read can decode.
+var errCatalog = errors.New("reading the source's catalog failed")
+
+type catalogEntry struct {
+	shape *tableShape
+	// dropped are fields records hold that the catalog, read again for them, does not have
+	// (columns dropped since those records were written): they are left out without reading
+	// the catalog again.
+	dropped map[string]bool
+}
+
+// catalogShape returns the shape of table id from the catalog, reading it when it is not known
+// or when reload is set.
+func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector string, reload bool) (*catalogEntry, error) {
+	if e, ok := d.catalogShapes[id]; ok && !reload {
+		return e, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, catalogTimeout)
+	defer cancel()
+	s, err := d.catalog.LoadSchema(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table %s: %w", errCatalog, id, err)
+	}
+	sh := &tableShape{schema: s, columns: make([]column, len(s.Columns)), byName: make(map[string]int, len(s.Columns))}
+	for i := range s.Columns {
+		c := &s.Columns[i]
+		sh.columns[i] = column{col: *c, conv: nativeConverter(connector, c, d.decimalString)}
+		sh.byName[c.Name] = i
+		if connector == "mariadb" && c.Kind == cdc.KindUUID {
+			sh.corrupt = append(sh.corrupt, i)
+		}
+	}
+	e := &catalogEntry{shape: sh, dropped: map[string]bool{}}
+	d.catalogShapes[id] = e
+	return e, nil
+}
+
+// newFields returns the fields of the row images that are neither columns nor known dropped.
+func (e *catalogEntry) newFields(rows ...json.RawMessage) []string {
+	var out []string
+	for _, raw := range rows {
+		if raw == nil || string(raw) == "null" {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) != nil {
+			continue // decoding the row reports it
+		}
+		for name := range fields {
+			if _, ok := e.shape.byName[name]; !ok && !e.dropped[name] {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// byJSONShape picks a conversion by the value's JSON type, for columns whose representation
+// depends on a connector setting the record does not name.
+func byJSONShape(str, num, obj, boolean converter) converter {
+	return func(raw []byte) (cdc.Value, error) {
+		var conv converter
+		switch {
+		case len(raw) == 0:
+		case raw[0] == '"':
+			conv = str
+		case raw[0] == '{':
+			conv = obj
+		case raw[0] == 't' || raw[0] == 'f':
+			conv = boolean
+		default:
+			conv = num
+		}
+		if conv == nil {
+			return nil, errors.New("a value of an unexpected JSON type for its column")
+		}
+		return conv(raw)
+	}
+}
+
+func failing(why string) converter {
+	return func([]byte) (cdc.Value, error) { return nil, fmt.Errorf("%w: %s", errNotExact, why) }
+}
+
+// nativeConverter is the conversion of a column the catalog describes (the native source's
+// cdc.Column), from the representation Debezium gives its type by default: decimals precise
+// (or as text with decimalString), temporal types adaptive, binary as base64, BIGINT
+// UNSIGNED as a long or (precise) a decimal, intervals as text or microseconds.
+func nativeConverter(connector string, c *cdc.Column, decimalString bool) converter {
+	pg := connector == "postgresql"
+	switch c.Kind {
+	case cdc.KindBool:
+		return boolConv
+	case cdc.KindInt:
+		return intConv(c)
+	case cdc.KindUint:
+		if c.Bits == 64 {
+			return byJSONShape(decimalConv(c, 0), intConv(c), nil, nil)
+		}
+		return intConv(c)
+	case cdc.KindFloat:
+		return floatConv
+	case cdc.KindDecimal:
+		if decimalString {
+			return byJSONShape(stringConv, failing("a decimal as a double (set decimal.handling.mode=precise or string)"), nil, nil)
+		}
+		return byJSONShape(decimalConv(c, c.Scale), failing("a decimal as a double (set decimal.handling.mode=precise or string)"),
+			variableDecimalConv(c), nil)
+	case cdc.KindText, cdc.KindEnum, cdc.KindSet, cdc.KindUUID:
+		return stringConv
+	case cdc.KindBinary:
+		return byJSONShape(bytesConv(c), nil, geometryConv, nil)
+	case cdc.KindDate:
+		return dateConv
+	case cdc.KindTime:
+		if pg && c.Precision <= 3 {
+			return timeConv(time.Millisecond)
+		}
+		return timeConv(time.Microsecond)
+	case cdc.KindDateTime:
+		if c.Precision <= 3 {
+			return dateTimeConv(c, time.Millisecond)
+		}
+		return dateTimeConv(c, time.Microsecond)
+	case cdc.KindTimestamp:
+		return zonedTimestampConv(c)
+	case cdc.KindJSON:
+		return jsonConv
+	case cdc.KindBit:
+		if !pg && c.Bits == 1 {
+			return byJSONShape(bitsConv(c, false), nil, nil, boolBitConv)
+		}
+		return bitsConv(c, pg)
+	case cdc.KindArray:
+		if c.Elem == nil {
+			return failing("an array without an element type")
+		}
+		return arrayConv(nativeConverter(connector, c.Elem, decimalString))
+	}
+	// KindOther: the source's text form.
+	t := strings.ToLower(c.SourceType)
+	switch {
+	case pg && strings.HasPrefix(t, "interval"):
+		return byJSONShape(isoIntervalConv, failing("an interval as microseconds (set interval.handling.mode=string)"), nil, nil)
+	case pg && t == "money":
+		// Debezium's money is a decimal of money.fraction.digits (2): its digits, as with an
+		// embedded schema, not PostgreSQL's "$12.50".
+		return byJSONShape(decimalConv(c, 2), nil, nil, nil)
+	case pg && t == "point":
+		return byJSONShape(stringConv, nil, pointConv, nil)
+	}
+	return stringConv
+}
