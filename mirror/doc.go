@@ -1,8 +1,8 @@
 // Package mirror is the CDC half's composition root: one Config names a state file and one or
-// more pipelines, each a PostgreSQL or MySQL/MariaDB source mirrored into Elasticsearch or
-// OpenSearch, and Open builds everything from it -- the state file (statestore), per pipeline
-// its dead-letter file (cdc.FileDLQ), sink (package sink), source (cdc/pgcdc or cdc/mysqlcdc)
-// and runner (cdc.Runner). It is the only workflow that imports the source adapters.
+// more pipelines, each a PostgreSQL or MySQL/MariaDB source (or Debezium's change events of
+// one in Kafka) mirrored into Elasticsearch or OpenSearch, and Open builds everything from it
+// -- the state file (statestore), per pipeline its dead-letter file (cdc.FileDLQ), sink
+// (package sink), source (cdc/pgcdc, cdc/mysqlcdc or cdc/debezium) and runner (cdc.Runner). It is the only workflow that imports the source adapters.
 //
 //	cfg, err := mirror.LoadConfig("mirror.yaml") // or a Config built in Go
 //	m, err := mirror.Open(cfg, &mirror.Options{Logger: log})
@@ -21,6 +21,14 @@
 // and per PostgreSQL snapshot query); PostgreSQL adds slot and publication, MySQL flavor,
 // server_id, positioning and signal_table (MariaDB re-snapshot requests), and each type's own
 // keys are refused on the other.
+//
+// Type debezium reads a Debezium connector's topics instead (cdc/debezium): brokers, topics
+// or topic_pattern, group (default tributary-<pipeline>: every process of the pipeline joins
+// it and takes a share of the partitions), session_timeout and instance_id (static group
+// membership), infer_types, positioning (versions of MySQL/MariaDB changes), and catalog with
+// dsn (the database's catalog, for records without an embedded schema) with
+// decimal_handling. It has no tables, snapshot or slot: the connector decides those. Several
+// processes of one pipeline writing the same indices set the sink's shared_owner.
 // Runner settings map onto cdc.RunnerOptions (see RunnerConfig).
 //
 // ParseConfig and LoadConfig read YAML: one pipeline at the top level (pipeline:, source:,

@@ -26,7 +26,9 @@
 // runner's default) -- or state: and pipelines:, a list of entries with name:, source:,
 // sinks:, dlq: and runner:, sharing the state file.
 //
-// source: has type (postgres or mysql), dsn, name (the source's name in each index's
+// source: has type (postgres, mysql or debezium; debezium.yaml shows the last, whose keys are
+// brokers, topics or topic_pattern, group, session_timeout, instance_id, infer_types,
+// positioning, and catalog with dsn for records without a schema), dsn, name (the source's name in each index's
 // ownership marker; default the type), tables (schema.table, schema.* for every table of a
 // schema including later ones, or a bare table), snapshot (initial or never); for postgres
 // slot and publication (created when missing), for mysql flavor (mariadb or mysql), server_id
