@@ -2,11 +2,14 @@ package mirror
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
 )
 
 // validConfig is a complete one-pipeline configuration (today's cdcmirror format); tests
@@ -315,9 +318,11 @@ func TestConfigExamplesParse(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range c.Pipelines {
-			if _, err := newSource(&c.Pipelines[i], nil); err != nil {
+			src, err := newSource(&c.Pipelines[i], nil)
+			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
+			closeSource(src)
 		}
 	}
 }
@@ -409,18 +414,25 @@ func TestConfigDebezium(t *testing.T) {
 	if debeziumGroup(&p) != "tributary-shop" {
 		t.Fatalf("default group %q", debeziumGroup(&p))
 	}
-	if _, err := newSource(&p, nil); err != nil {
+	src, err := newSource(&p, nil)
+	if err != nil {
 		t.Fatalf("newSource: %v", err)
 	}
+	if _, ok := src.(cdc.LagReporter); !ok {
+		t.Error("a debezium source does not report its group's lag")
+	}
+	closeSource(src)
 	for _, catalog := range []string{"postgres", "mysql"} {
 		q := p
 		q.Source.Catalog, q.Source.DSN = catalog, "postgres://u@127.0.0.1:1/db"
 		if catalog == "mysql" {
 			q.Source.DSN = "u:p@tcp(127.0.0.1:1)/db"
 		}
-		if _, err := newSource(&q, nil); err != nil {
+		src, err := newSource(&q, nil)
+		if err != nil {
 			t.Fatalf("newSource with a %s catalog: %v", catalog, err)
 		}
+		closeSource(src)
 	}
 	for _, tc := range []struct{ old, new, want string }{
 		{"  brokers: [127.0.0.1:9092]\n", "", "source.brokers: is required"},
@@ -447,5 +459,11 @@ func TestConfigDebezium(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q -> %q: error %v, want %q", tc.old, tc.new, err, tc.want)
 		}
+	}
+}
+
+func closeSource(src cdc.Source) {
+	if c, ok := src.(io.Closer); ok {
+		c.Close()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -306,6 +307,9 @@ func (m *Mirror) Close() error {
 		}
 		if p.dlq != nil {
 			errs = append(errs, p.dlq.Close())
+		}
+		if c, ok := p.src.(io.Closer); ok {
+			errs = append(errs, c.Close())
 		}
 	}
 	if m.state != nil {

@@ -84,7 +84,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 }
 
 // newDebezium builds a Debezium source whose streams each join the pipeline's consumer group.
-func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.Source, error) {
+func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (cdc.Source, error) {
 	c := &p.Source
 	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
 		// A table's topic appears with its first change: a pattern sees it within this.
@@ -112,10 +112,37 @@ func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (*debezium.So
 	case "file":
 		o.Versions = debezium.VersionsFile
 	}
-	return debezium.New(func(ctx context.Context) (queue.Consumer, error) {
+	mon, err := kafkaqueue.NewMonitor(qc, nil) // connects on first use
+	if err != nil {
+		return nil, err
+	}
+	o.Lag = func(ctx context.Context) (int64, int64, error) {
+		l, err := mon.Lag(ctx)
+		return l.Head, l.Position, err
+	}
+	src, err := debezium.New(func(ctx context.Context) (queue.Consumer, error) {
 		return kafkaqueue.NewConsumer(ctx, qc, &kafkaqueue.Options{Logger: log})
 	}, &o)
+	if err != nil {
+		mon.Close()
+		return nil, err
+	}
+	return &debeziumSource{Source: src, lag: src.(cdc.LagReporter), mon: mon}, nil
 }
+
+// debeziumSource is a Debezium source with its group's lag monitor, which Mirror.Close
+// closes.
+type debeziumSource struct {
+	cdc.Source
+	lag cdc.LagReporter
+	mon *kafkaqueue.Monitor
+}
+
+func (d *debeziumSource) Lag(ctx context.Context, cp cdc.Checkpoint) (cdc.SourceLag, error) {
+	return d.lag.Lag(ctx, cp)
+}
+
+func (d *debeziumSource) Close() error { return d.mon.Close() }
 
 // freshCatalog is a cdc.SchemaLoader that reads the catalog anew at every call (the native
 // sources cache what they read; a Debezium catalog must see schema changes).

@@ -115,5 +115,10 @@
 // a change may be written twice, by the old owner still finishing a batch and by the new one,
 // always with the same version, which the sink's external versioning makes harmless. Within a
 // process, partitions interleave in one stream and the runner's concurrent batches
-// (RunnerOptions.MaxInFlight) write them in parallel.
+// (RunnerOptions.MaxInFlight) write them in parallel. kafkaqueue's static membership
+// (Config.InstanceID) lets a restarted process take its partitions back at once.
+//
+// With Options.Lag (mirror sets it from a kafkaqueue.Monitor of the same topics) the source is
+// a cdc.LagReporter: the runner's lag in records and seconds is the group's, whichever process
+// measures it.
 package debezium

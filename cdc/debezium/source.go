@@ -49,6 +49,12 @@ type Options struct {
 	DecimalStrings bool
 	// Buffer is how many decoded events wait for the runner. Default 1024.
 	Buffer int
+	// Lag, when set, measures how far the consumer group trails its topics, and the source
+	// is then a cdc.LagReporter (the runner reports lag in Status and Health): head and
+	// position are the sums over the topics' partitions of their end offsets and of the
+	// group's committed offsets (kafkaqueue.Monitor's Lag.Head and Lag.Position). Default:
+	// none.
+	Lag func(ctx context.Context) (head, position int64, err error)
 }
 
 func (o *Options) withDefaults() Options {
@@ -74,8 +80,9 @@ type Source struct {
 
 var _ cdc.Source = (*Source)(nil)
 
-// New returns a source whose streams consume through consumers.
-func New(consumers ConsumerFactory, opts *Options) (*Source, error) {
+// New returns a source whose streams consume through consumers; with Options.Lag it is also a
+// cdc.LagReporter.
+func New(consumers ConsumerFactory, opts *Options) (cdc.Source, error) {
 	if consumers == nil {
 		return nil, errors.New("debezium: no consumer factory")
 	}
@@ -85,7 +92,28 @@ func New(consumers ConsumerFactory, opts *Options) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("debezium: unknown Versions %d", o.Versions)
 	}
-	return &Source{consumers: consumers, opts: o}, nil
+	src := &Source{consumers: consumers, opts: o}
+	if o.Lag != nil {
+		return &lagSource{src}, nil
+	}
+	return src, nil
+}
+
+// lagSource is a Source whose Options.Lag is set.
+type lagSource struct{ *Source }
+
+var _ cdc.LagReporter = (*lagSource)(nil)
+
+// Lag implements cdc.LagReporter on the group's axis (whatever cp names): Head and Applied
+// are the sums of the partitions' end offsets and of the group's committed offsets, Bytes
+// the records between them (Kafka keeps no byte count), Retained -1 (the topics' retention is
+// Kafka's own).
+func (s *lagSource) Lag(ctx context.Context, _ cdc.Checkpoint) (cdc.SourceLag, error) {
+	head, pos, err := s.opts.Lag(ctx)
+	if err != nil {
+		return cdc.SourceLag{}, fmt.Errorf("debezium: lag: %w", err)
+	}
+	return cdc.SourceLag{Head: uint64(max(head, 0)), Applied: uint64(max(pos, 0)), Bytes: max(head-pos, 0), Retained: -1}, nil
 }
 
 // checkpointPrefix starts every checkpoint this source makes.

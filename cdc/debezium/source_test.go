@@ -211,3 +211,28 @@ func TestStreamClose(t *testing.T) {
 		t.Fatalf("committed %d", f.offset())
 	}
 }
+
+// With Options.Lag the source reports the group's lag on its own axis; without, it is no
+// LagReporter.
+func TestSourceLag(t *testing.T) {
+	consumers := func(context.Context) (queue.Consumer, error) { return nil, errors.New("unused") }
+	plain, err := New(consumers, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.(cdc.LagReporter); ok {
+		t.Fatal("a source without Options.Lag reports lag")
+	}
+	src, err := New(consumers, &Options{Lag: func(context.Context) (int64, int64, error) { return 120, 100, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := src.(cdc.LagReporter).Lag(context.Background(), nil)
+	if err != nil || l.Head != 120 || l.Applied != 100 || l.Bytes != 20 || l.Retained != -1 {
+		t.Fatalf("lag %+v, %v", l, err)
+	}
+	failing, _ := New(consumers, &Options{Lag: func(context.Context) (int64, int64, error) { return 0, 0, errors.New("down") }})
+	if _, err := failing.(cdc.LagReporter).Lag(context.Background(), nil); err == nil {
+		t.Fatal("a failed measurement reported no error")
+	}
+}

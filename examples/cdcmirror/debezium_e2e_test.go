@@ -33,7 +33,7 @@ func debeziumConfig(t *testing.T, dir string, eng mirrortest.Engine, source stri
           auth: {type: none}
 %s          number_of_replicas: 0
 `, eng.URLVar, eng.MappingYAML("          ")) +
-		"    dlq: " + filepath.Join(dir, "dbz.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
+		"    dlq: " + filepath.Join(dir, "dbz.dlq") + "\n    runner: {batch_max_wait: 50ms, lag_interval: 1s}\n"
 	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
@@ -119,6 +119,17 @@ func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, e
 	}
 	tb.Exec(t, mirrortest.Changes(tb, 3101, 3200)...)
 	run.waitFor("convergence", node.Converged(t, index, tb, 3200))
+	// The group's lag behind the topic: measured, and nothing left once everything is applied.
+	run.waitFor("no lag", func() string {
+		doc, err := liveStatus(context.Background(), run.addr)
+		if err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Lag == nil {
+			return fmt.Sprintf("no lag reported (%v)", err)
+		}
+		if l := doc.Pipelines[0].Lag; l.Error != "" || l.Bytes != 0 {
+			return fmt.Sprintf("lag %+v", *l)
+		}
+		return ""
+	})
 	status := run.admin("status", "--config", cfgPath, "--metrics-addr", run.addr)
 	if !strings.Contains(status, "dbz") {
 		t.Errorf("status:\n%s", status)

@@ -229,13 +229,9 @@ func (cfg *Config) validate(r role) error {
 func (cfg *Config) validateTopics(r role) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if r != forConsumer {
+	if r == forPublisher {
 		if len(cfg.Topics) > 0 || cfg.TopicPattern != "" {
-			what := "a publisher writes"
-			if r == forMonitor {
-				what = "a monitor watches"
-			}
-			add("Topics and TopicPattern are for NewConsumer only; %s one Topic", what)
+			add("Topics and TopicPattern are for NewConsumer and NewMonitor; a publisher writes one Topic")
 		}
 		if err := validTopicName(cfg.Topic); err != nil {
 			errs = append(errs, err)

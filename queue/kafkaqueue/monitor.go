@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,12 +23,14 @@ import (
 // TLS and SASL as the Publisher and Consumer of the same Config, so a periodic check costs a
 // request or three on an open connection. It is safe for concurrent use.
 type Monitor struct {
-	cl    *kgo.Client
-	adm   *kadm.Client
-	topic string
-	group string
-	dials *dialErrors
-	close sync.Once
+	cl      *kgo.Client
+	adm     *kadm.Client
+	topic   string         // Topic, or the Config's queue name (Topics joined, TopicPattern)
+	topics  []string       // Topics, or Topic alone
+	pattern *regexp.Regexp // TopicPattern, anchored
+	group   string
+	dials   *dialErrors
+	close   sync.Once
 }
 
 // Lag is how far a consumer group is behind on its topic: the messages published and not yet
@@ -36,28 +41,69 @@ type Lag struct {
 	Total int64
 	// Partitions maps every partition of the topic to the messages between the group's
 	// committed offset and the partition's end. A partition the group never committed counts
-	// from its first retained message, where the group would start.
+	// from its first retained message, where the group would start. Set for a Config with
+	// one Topic.
 	Partitions map[int32]int64
+	// Topics is Partitions per topic, for every Config (with Topics or TopicPattern: the
+	// topics it names or matches now).
+	Topics map[string]map[int32]int64
+	// Head and Position are the sums, over every partition, of its end offset and of where
+	// the group is (committed, else the first retained message): two positions on one axis
+	// that only grow while the partitions do, so a reader can tell when the group passed a
+	// head it saw earlier.
+	Head, Position int64
 }
 
 // NewMonitor validates cfg and builds the monitor's client; it connects on first use, so
 // an unreachable cluster shows in Ping, not here. cfg.Group is needed only by Lag; the
-// monitor never creates the topic (CreateTopic is ignored). It watches one Topic: a Config
-// with Topics or TopicPattern is refused (queue.Invalid). opts may be nil.
+// monitor never creates a topic (CreateTopic is ignored). It watches the Config's Topic,
+// Topics or TopicPattern. opts may be nil.
 func NewMonitor(cfg Config, o *Options) (*Monitor, error) {
 	if err := cfg.validate(forMonitor); err != nil {
 		return nil, err
+	}
+	m := &Monitor{topic: cfg.queueName(), group: cfg.Group, dials: &dialErrors{}}
+	switch {
+	case cfg.Topic != "":
+		m.topics = []string{cfg.Topic}
+	case len(cfg.Topics) > 0:
+		m.topics = cfg.Topics
+	default:
+		var err error
+		if m.pattern, err = compilePattern(cfg.TopicPattern); err != nil {
+			return nil, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: err}
+		}
 	}
 	opts, err := cfg.clientOptions(o.logger())
 	if err != nil {
 		return nil, err
 	}
-	dials := &dialErrors{}
-	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(dials))...)
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(m.dials))...)
 	if err != nil {
-		return nil, &queue.Error{Kind: queue.Invalid, Queue: cfg.Topic, Err: err}
+		return nil, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: err}
 	}
-	return &Monitor{cl: cl, adm: kadm.NewClient(cl), topic: cfg.Topic, group: cfg.Group, dials: dials}, nil
+	m.cl, m.adm = cl, kadm.NewClient(cl)
+	return m, nil
+}
+
+// watched returns the topics the monitor watches now: the listed ones, or those the pattern
+// matches (never internal ones).
+func (m *Monitor) watched(ctx context.Context) ([]string, error) {
+	if m.pattern == nil {
+		return m.topics, nil
+	}
+	details, err := m.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, m.fail(ctx, err)
+	}
+	var out []string
+	for name := range details {
+		if m.pattern.MatchString(name) && !strings.HasPrefix(name, "__") {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Ping checks that the brokers answer and know the topic: one metadata request. It returns
@@ -68,16 +114,18 @@ func NewMonitor(cfg Config, o *Options) (*Monitor, error) {
 // carries the last connection error, if any, and context.DeadlineExceeded; a canceled ctx
 // comes back bare.
 func (m *Monitor) Ping(ctx context.Context) error {
-	details, err := m.adm.ListTopics(ctx, m.topic)
+	details, err := m.adm.ListTopics(ctx, m.topics...) // a pattern: every topic (none may match yet)
 	if err != nil {
 		return m.fail(ctx, err)
 	}
-	d, ok := details[m.topic]
-	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return &queue.Error{Kind: queue.NotFound, Queue: m.topic, Err: errNoTopic}
-	}
-	if d.Err != nil {
-		return m.fail(ctx, d.Err)
+	for _, t := range m.topics {
+		d, ok := details[t]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			return &queue.Error{Kind: queue.NotFound, Queue: t, Err: errNoTopic}
+		}
+		if d.Err != nil {
+			return m.fail(ctx, d.Err)
+		}
 	}
 	return nil
 }
@@ -90,11 +138,18 @@ func (m *Monitor) Lag(ctx context.Context) (Lag, error) {
 	if m.group == "" {
 		return Lag{}, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: errors.New("Lag needs a consumer group in the Config")}
 	}
-	ends, err := m.listed(ctx, m.adm.ListEndOffsets)
+	topics, err := m.watched(ctx)
 	if err != nil {
 		return Lag{}, err
 	}
-	starts, err := m.listed(ctx, m.adm.ListStartOffsets)
+	if len(topics) == 0 {
+		return Lag{Topics: map[string]map[int32]int64{}}, nil
+	}
+	ends, err := m.listed(ctx, m.adm.ListEndOffsets, topics)
+	if err != nil {
+		return Lag{}, err
+	}
+	starts, err := m.listed(ctx, m.adm.ListStartOffsets, topics)
 	if err != nil {
 		return Lag{}, err
 	}
@@ -110,25 +165,34 @@ func (m *Monitor) Lag(ctx context.Context) (Lag, error) {
 	if err != nil {
 		return Lag{}, m.fail(ctx, err)
 	}
-	lag := Lag{Partitions: make(map[int32]int64, len(ends[m.topic]))}
-	for p, end := range ends[m.topic] {
-		at := int64(0)
-		if s, ok := starts.Lookup(m.topic, p); ok {
-			at = s.Offset
+	lag := Lag{Topics: make(map[string]map[int32]int64, len(topics))}
+	for _, t := range topics {
+		parts := make(map[int32]int64, len(ends[t]))
+		for p, end := range ends[t] {
+			at := int64(0)
+			if s, ok := starts.Lookup(t, p); ok {
+				at = s.Offset
+			}
+			if c, ok := commits.Lookup(t, p); ok && c.At >= 0 {
+				at = c.At
+			}
+			n := max(end.Offset-at, 0)
+			parts[p] = n
+			lag.Total += n
+			lag.Head += end.Offset
+			lag.Position += min(at, end.Offset)
 		}
-		if c, ok := commits.Lookup(m.topic, p); ok && c.At >= 0 {
-			at = c.At
-		}
-		n := max(end.Offset-at, 0)
-		lag.Partitions[p] = n
-		lag.Total += n
+		lag.Topics[t] = parts
+	}
+	if len(m.topics) == 1 && m.pattern == nil {
+		lag.Partitions = lag.Topics[m.topics[0]]
 	}
 	return lag, nil
 }
 
-// listed lists the topic's start or end offsets; a missing topic is NotFound.
-func (m *Monitor) listed(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
-	offsets, err := list(ctx, m.topic)
+// listed lists the topics' start or end offsets; a missing topic is NotFound.
+func (m *Monitor) listed(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) (kadm.ListedOffsets, error) {
+	offsets, err := list(ctx, topics...)
 	if err == nil {
 		err = offsets.Error()
 	}

@@ -317,3 +317,81 @@ func TestSessionTimeoutOutOfBrokerRangeIsInvalid(t *testing.T) {
 		t.Fatalf("Fetch with a 1s session: %v, want Invalid", err)
 	}
 }
+
+// A monitor of several topics (listed, or matched by a pattern as they appear) sums their lag;
+// Head and Position grow, and Position reaches Head once the group committed everything.
+func TestMonitorTopics(t *testing.T) {
+	cluster := newFake(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	a, b := uniqueName("mon-multi-a"), uniqueName("mon-multi-b")
+	for _, topic := range []string{a, b} {
+		if err := cluster.CreateTopic(topic, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	group := uniqueName("monitor")
+	publish := func(topic string, n int) {
+		p, err := kafkaqueue.NewPublisher(ctx, kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: topic}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		msgs := make([]queue.Message, n)
+		for i := range msgs {
+			msgs[i] = queue.Message{Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}
+		}
+		if err := p.Publish(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(a, 10)
+	publish(b, 5)
+	listed, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, b}, Group: group}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listed.Close()
+	pattern, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), TopicPattern: `mon-multi-.*`, Group: group}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pattern.Close()
+	for _, m := range []*kafkaqueue.Monitor{listed, pattern} {
+		if err := m.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lag, err := m.Lag(ctx)
+		if err != nil || lag.Total != 15 || lag.Head != 15 || lag.Position != 0 || len(lag.Topics) != 2 || lag.Partitions != nil {
+			t.Fatalf("lag %+v, %v; want 15 over two topics", lag, err)
+		}
+	}
+	c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, b}, Group: group}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for got := 0; got < 15; {
+		msgs, err := c.Fetch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Finish(msgs...)
+		got += len(msgs)
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lag, err := listed.Lag(ctx)
+	if err != nil || lag.Total != 0 || lag.Head != 15 || lag.Position != 15 {
+		t.Fatalf("lag after committing everything: %+v, %v", lag, err)
+	}
+	missing, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, "absent-topic"}, Group: group}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer missing.Close()
+	if err := missing.Ping(ctx); queue.KindOf(err) != queue.NotFound || !strings.Contains(err.Error(), "absent-topic") {
+		t.Fatalf("Ping with a missing topic: %v", err)
+	}
+}
