@@ -79,18 +79,33 @@ func CheckCrashSinkLogAtLeastOnce(t *testing.T, log string, changes []CrashChang
 	checkCrashSinkLog(t, log, changes, final, false)
 }
 
+// crashKey and crashEvent are one "E" line of a sink log: the row, its v, the version, the op
+// and the checkpoint it carried ("-" for none).
+type crashKey struct {
+	id      int
+	version int64
+}
+
+type crashEvent struct {
+	crashKey
+	v  int64
+	op cdc.Op
+	cp string
+}
+
+// parseE reads the fields of an "E <run> <id> <v> <version> <op> <checkpoint>" line.
+func parseE(f []string) crashEvent {
+	id, _ := strconv.Atoi(f[2])
+	v, _ := strconv.ParseInt(f[3], 10, 64)
+	ver, _ := strconv.ParseInt(f[4], 10, 64)
+	op, _ := strconv.Atoi(f[5])
+	return crashEvent{crashKey{id, ver}, v, cdc.Op(op), f[6]}
+}
+
 func checkCrashSinkLog(t *testing.T, log string, changes []CrashChange, final map[int]int64, strict bool) {
 	t.Helper()
-	type key struct {
-		id      int
-		version int64
-	}
-	type ev struct {
-		key
-		v  int64
-		op cdc.Op
-		cp string
-	}
+	type key = crashKey
+	type ev = crashEvent
 	var canon []ev               // every distinct event in the order first delivered
 	seen := map[key]int{}        // index in canon
 	cpAt := map[string]int{}     // checkpoint -> index in canon of the event that carried it
@@ -104,22 +119,18 @@ func checkCrashSinkLog(t *testing.T, log string, changes []CrashChange, final ma
 			run, _ = strconv.Atoi(f[1])
 			next = len(canon) // redeliveries are recognised by their key alone
 		case len(f) == 7 && f[0] == "E" && !strict:
-			id, _ := strconv.Atoi(f[2])
-			v, _ := strconv.ParseInt(f[3], 10, 64)
-			ver, _ := strconv.ParseInt(f[4], 10, 64)
-			op, _ := strconv.Atoi(f[5])
-			e := ev{key{id, ver}, v, cdc.Op(op), f[6]}
+			e := parseE(f)
 			if next < 0 {
 				t.Fatalf("event delivered before any run opened the source: %q", line)
 			}
-			if i, dup := seen[e.key]; dup {
+			if i, dup := seen[e.crashKey]; dup {
 				if canon[i].v != e.v || canon[i].op != e.op {
 					t.Fatalf("run %d delivered %+v, another change at the version of %+v", run, e, canon[i])
 				}
 				redelivered++
 				continue
 			}
-			seen[e.key] = len(canon)
+			seen[e.crashKey] = len(canon)
 			canon = append(canon, e)
 		case len(f) == 3 && f[0] == "S":
 			runs++
@@ -137,11 +148,7 @@ func checkCrashSinkLog(t *testing.T, log string, changes []CrashChange, final ma
 			}
 			next, again = i+1, 0
 		case len(f) == 7 && f[0] == "E":
-			id, _ := strconv.Atoi(f[2])
-			v, _ := strconv.ParseInt(f[3], 10, 64)
-			ver, _ := strconv.ParseInt(f[4], 10, 64)
-			op, _ := strconv.Atoi(f[5])
-			e := ev{key{id, ver}, v, cdc.Op(op), f[6]}
+			e := parseE(f)
 			if next < 0 {
 				t.Fatalf("event delivered before any run opened the source: %q", line)
 			}
@@ -160,10 +167,10 @@ func checkCrashSinkLog(t *testing.T, log string, changes []CrashChange, final ma
 					t.Fatalf("run %d redelivered %d events, more than the last batch and an unfinished transaction", run, again)
 				}
 			} else {
-				if _, dup := seen[e.key]; dup {
+				if _, dup := seen[e.crashKey]; dup {
 					t.Fatalf("run %d delivered %+v twice", run, e)
 				}
-				seen[e.key] = len(canon)
+				seen[e.crashKey] = len(canon)
 				canon = append(canon, e)
 				if e.cp != "-" {
 					cpAt[e.cp] = len(canon) - 1
@@ -223,14 +230,11 @@ func checkCrashSinkLog(t *testing.T, log string, changes []CrashChange, final ma
 		if len(f) != 7 || f[0] != "E" {
 			continue
 		}
-		id, _ := strconv.Atoi(f[2])
-		v, _ := strconv.ParseInt(f[3], 10, 64)
-		ver, _ := strconv.ParseInt(f[4], 10, 64)
-		op, _ := strconv.Atoi(f[5])
-		if d, ok := docs[id]; ok && ver <= d.version {
+		e := parseE(f)
+		if d, ok := docs[e.id]; ok && e.version <= d.version {
 			continue
 		}
-		docs[id] = doc{ver, v, cdc.Op(op) == cdc.Delete}
+		docs[e.id] = doc{e.version, e.v, e.op == cdc.Delete}
 	}
 	for id, d := range docs {
 		want, ok := final[id]

@@ -93,15 +93,7 @@ func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, e
 	tb.Exec(t, tb.Insert(1, 2000)...) // the connector's snapshot reads these
 
 	// The writer starts with the connector, so changes race its snapshot.
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var werr error
-	defer func() { cancel(); wg.Wait() }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		werr = write(ctx)
-	}()
+	stopWriter := startWriter(t, write)
 	topic := connector()
 	dir := t.TempDir()
 	cfgPath := debeziumConfig(t, dir, eng, debeziumSource(topic, "shop"))
@@ -112,11 +104,7 @@ func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, e
 		}
 		return ""
 	})
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("writer: %v", werr)
-	}
+	stopWriter()
 	tb.Exec(t, mirrortest.Changes(tb, 3101, 3200)...)
 	run.waitFor("convergence", node.Converged(t, index, tb, 3200))
 	// The group's lag behind the topic: measured, and nothing left once everything is applied.
@@ -165,15 +153,7 @@ func TestCommandSwitchToDebezium(t *testing.T) {
 	run := startCommand(t, cfgPath)
 	run.waitFor("the native snapshot", node.Converged(t, index, pg, 3200))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var werr error
-	defer func() { cancel(); wg.Wait() }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		werr = writeRows(ctx, pgDSN, pg.Name())
-	}()
+	stopWriter := startWriter(t, func(ctx context.Context) error { return writeRows(ctx, pgDSN, pg.Name()) })
 	conn.CreatePostgres(t, "mir-sw-"+sfx, connecttest.PostgresConnector{TopicPrefix: "mirsw" + sfx,
 		Tables: []string{"public." + pg.Name()}, SnapshotMode: "no_data", Slot: "mir_swd_" + sfx, Publication: "mir_swd_" + sfx})
 	topic := "mirsw" + sfx + ".public." + pg.Name()
@@ -194,16 +174,34 @@ func TestCommandSwitchToDebezium(t *testing.T) {
 		}
 		return ""
 	})
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("writer: %v", werr)
-	}
+	stopWriter()
 	pg.Exec(t, mirrortest.Changes(pg, 3101, 3200)...)
 	run.waitFor("convergence", node.Converged(t, index, pg, 3200))
 	run.stop()
 	if b, err := os.ReadFile(filepath.Join(dir, "dbz.dlq")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		t.Errorf("dead letters:\n%s", b)
+	}
+}
+
+// startWriter runs write until the returned stop is called (or the test ends); stop fails t
+// when the writer failed.
+func startWriter(t *testing.T, write func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var err error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err = write(ctx)
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return func() {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		if err != nil {
+			t.Fatalf("writer: %v", err)
+		}
 	}
 }
 
@@ -268,15 +266,7 @@ func TestCommandDebeziumScaleOut(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var werr error
-	defer func() { cancel(); wg.Wait() }()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		werr = writeRows(ctx, pgDSN, pg.Name())
-	}()
+	stopWriter := startWriter(t, func(ctx context.Context) error { return writeRows(ctx, pgDSN, pg.Name()) })
 	a := startCommand(t, cfgs[0])
 	b := startCommand(t, cfgs[1])
 	events := func(r *commandRun) int64 {
@@ -322,11 +312,7 @@ func TestCommandDebeziumScaleOut(t *testing.T) {
 		}
 		return ""
 	})
-	cancel()
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("writer: %v", werr)
-	}
+	stopWriter()
 	pg.Exec(t, mirrortest.Changes(pg, 7001, 7100)...)
 	a.waitFor("convergence", node.Converged(t, index, pg, 7100))
 	a.stop()
