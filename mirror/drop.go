@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/sink"
 	"github.com/tributary-dev/tributary/statestore"
 )
@@ -36,6 +37,9 @@ type DropReport struct {
 	// Slot and Publication are the PostgreSQL objects dropped ("" for MySQL, where the
 	// server keeps nothing for a reader).
 	Slot, Publication string
+	// Group is the Kafka consumer group deleted with its offsets (debezium pipelines), so
+	// that the next run reads the topics from their start.
+	Group string
 	// Indices are the indices deleted (DropOptions.Indices); IndicesLeft those the pipeline's
 	// records named that were left in place.
 	Indices, IndicesLeft []string
@@ -44,7 +48,8 @@ type DropReport struct {
 }
 
 // Drop removes the pipeline named pipeline of cfg so that it starts over -- snapshot
-// included -- at its next run: the PostgreSQL slot and publication (nothing on MySQL), with
+// included -- at its next run: the PostgreSQL slot and publication (nothing on MySQL; a
+// debezium pipeline's consumer group and its offsets, refused while the group has members), with
 // opts.Indices its indices, and then its checkpoint and ownership records in the state file.
 // It refuses with ErrRunning while the pipeline runs: the state file is locked by a running
 // mirror, or the slot is active. Each step can be repeated: a Drop that failed half way is
@@ -83,6 +88,23 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 		}
 		if info.PublicationExists {
 			rep.Publication = info.Publication
+		}
+	}
+	if pc.Source.Type == "debezium" {
+		mon, err := kafkaqueue.NewMonitor(debeziumQueue(pc), nil)
+		if err != nil {
+			return nil, err
+		}
+		deleted, err := mon.DeleteGroup(ctx)
+		mon.Close()
+		switch {
+		case errors.Is(err, kafkaqueue.ErrGroupInUse):
+			return nil, fmt.Errorf("%w: pipeline %q: consumer group %s has live members; stop every process of the pipeline first",
+				ErrRunning, pipeline, debeziumGroup(pc))
+		case err != nil:
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		case deleted:
+			rep.Group = debeziumGroup(pc)
 		}
 	}
 	if st == nil {

@@ -86,9 +86,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 // newDebezium builds a Debezium source whose streams each join the pipeline's consumer group.
 func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (cdc.Source, error) {
 	c := &p.Source
-	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
-		// A table's topic appears with its first change: a pattern sees it within this.
-		MetadataMaxAge: 30 * time.Second, SessionTimeout: c.SessionTimeout, InstanceID: c.InstanceID}
+	qc := debeziumQueue(p)
 	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes, DecimalStrings: c.DecimalHandling == "string"}
 	switch c.Catalog {
 	case "postgres":
@@ -154,6 +152,14 @@ func (f freshCatalog) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.Tabl
 		return nil, err
 	}
 	return l.LoadSchema(ctx, id)
+}
+
+// debeziumQueue is the Kafka side of a debezium pipeline: its topics and its group.
+func debeziumQueue(p *PipelineConfig) kafkaqueue.Config {
+	c := &p.Source
+	return kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
+		// A table's topic appears with its first change: a pattern sees it within this.
+		MetadataMaxAge: 30 * time.Second, SessionTimeout: c.SessionTimeout, InstanceID: c.InstanceID}
 }
 
 // debeziumGroup is the consumer group of a debezium pipeline: its own, or tributary-<pipeline>.

@@ -22,6 +22,9 @@ func drop(ctx context.Context, w io.Writer, cfg *mirror.Config, name string, ind
 		if rep.Slot != "" {
 			fmt.Fprintf(w, "  dropped replication slot %s\n", rep.Slot)
 		}
+		if rep.Group != "" {
+			fmt.Fprintf(w, "  deleted consumer group %s and its offsets\n", rep.Group)
+		}
 		if rep.Publication != "" {
 			fmt.Fprintf(w, "  dropped publication %s\n", rep.Publication)
 		}

@@ -126,6 +126,10 @@ func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, e
 	if b, err := os.ReadFile(filepath.Join(dir, "dbz.dlq")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		t.Errorf("dead letters:\n%s", b)
 	}
+	// drop deletes the consumer group with its offsets: the next run reads the topic anew.
+	if out := run.admin("drop", "--config", cfgPath, "--indices"); !strings.Contains(out, "deleted consumer group tributary-dbz and its offsets") {
+		t.Errorf("drop printed:\n%s", out)
+	}
 }
 
 // TestCommandSwitchToDebezium moves a running native PostgreSQL pipeline to Debezium on the

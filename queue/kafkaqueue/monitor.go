@@ -190,6 +190,32 @@ func (m *Monitor) Lag(ctx context.Context) (Lag, error) {
 	return lag, nil
 }
 
+// ErrGroupInUse is what DeleteGroup's error wraps when the group still has members.
+var ErrGroupInUse = errors.New("the consumer group has live members")
+
+// DeleteGroup deletes the Config's consumer group, its committed offsets with it, so that a
+// consumer of the group starts over at the partitions' beginnings. A group that does not
+// exist is no error (deleted reports whether one was); one with live members is refused
+// (ErrGroupInUse). Errors are classified as Ping's.
+func (m *Monitor) DeleteGroup(ctx context.Context) (deleted bool, err error) {
+	if m.group == "" {
+		return false, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: errors.New("DeleteGroup needs a consumer group in the Config")}
+	}
+	resp, err := m.adm.DeleteGroup(ctx, m.group)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.GroupIDNotFound):
+		return false, nil
+	case errors.Is(err, kerr.NonEmptyGroup):
+		return false, &queue.Error{Kind: queue.Invalid, Queue: m.topic, Err: fmt.Errorf("group %s: %w", m.group, ErrGroupInUse)}
+	}
+	return false, m.fail(ctx, err)
+}
+
 // listed lists the topics' start or end offsets; a missing topic is NotFound.
 func (m *Monitor) listed(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) (kadm.ListedOffsets, error) {
 	offsets, err := list(ctx, topics...)

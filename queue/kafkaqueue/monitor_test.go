@@ -386,6 +386,17 @@ func TestMonitorTopics(t *testing.T) {
 	if err != nil || lag.Total != 0 || lag.Head != 15 || lag.Position != 15 {
 		t.Fatalf("lag after committing everything: %+v, %v", lag, err)
 	}
+	// The group cannot be deleted while it has a member; then it can, once.
+	if _, err := listed.DeleteGroup(ctx); !errors.Is(err, kafkaqueue.ErrGroupInUse) {
+		t.Fatalf("DeleteGroup of a group with a member: %v", err)
+	}
+	c.Close()
+	if deleted, err := listed.DeleteGroup(ctx); err != nil || !deleted {
+		t.Fatalf("DeleteGroup: %v, %v", deleted, err)
+	}
+	if deleted, err := listed.DeleteGroup(ctx); err != nil || deleted {
+		t.Fatalf("DeleteGroup of a group that is gone: %v, %v", deleted, err)
+	}
 	missing, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, "absent-topic"}, Group: group}, nil)
 	if err != nil {
 		t.Fatal(err)
