@@ -11,7 +11,7 @@ export GOWORK := off
 TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKERS \
 	TRIBUTARY_PG_DSN TRIBUTARY_MYSQL_DSN TRIBUTARY_MONGO_URI TRIBUTARY_CONNECT_URL
 
-.PHONY: help quickstart demo bench bench-resnap bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench bench-resnap bench-debezium bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -51,6 +51,11 @@ bench: ## benchmarks, printing the ratios the issues set goals for (not part of 
 
 bench-resnap: ## re-snapshot, then reindex, pgbench_accounts (scale TRIBUTARY_RESNAP_SCALE, default 10) while pgbench runs; index equal row by row at the end
 	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench 'BenchmarkResnapshotPgbench|BenchmarkReindexPgbench' -benchtime 1x -timeout 60m ./mirror/
+
+# Three rotated rounds: each contender's rate is a total over them, less bound to the order it ran in.
+# -v: the per-round lines and the summary table (go test cuts a benchmark's log to 10 lines otherwise).
+bench-debezium: ## Debezium path (1, 2, 4 partitions) vs the native source on one change stream (TRIBUTARY_DBZBENCH_ROWS, default 50000): events/s read, and into Elasticsearch; docs/bench-debezium.txt
+	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench BenchmarkDebeziumVsNative -benchtime 3x -timeout 60m -v ./cdc/debezium/
 
 # The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
 bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}
