@@ -65,15 +65,12 @@ func (e *catalogEntry) newFields(rows ...json.RawMessage) []string {
 		if raw == nil || string(raw) == "null" {
 			continue
 		}
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(raw, &fields) != nil {
-			continue // decoding the row reports it
-		}
-		for name := range fields {
-			if _, ok := e.shape.byName[name]; !ok && !e.dropped[name] {
-				out = append(out, name)
+		_ = eachMember(raw, func(key, _ []byte) error { // a malformed row: decoding it reports it
+			if _, ok := e.shape.byName[string(key)]; !ok && !e.dropped[string(key)] {
+				out = append(out, string(key))
 			}
-		}
+			return nil
+		})
 	}
 	return out
 }

@@ -143,6 +143,8 @@ type decoder struct {
 	versions Versions
 	shapes   map[string]*shapeEntry // by the value schema's text
 
+	lastSchema map[string][]byte // by topic: the schema text of its last record, to skip it by comparison
+
 	catalog       cdc.SchemaLoader // for records without an embedded schema; nil: refused
 	decimalString bool             // such records carry decimals as text (decimal.handling.mode=string)
 	catalogShapes map[cdc.TableID]*catalogEntry
@@ -163,7 +165,7 @@ func (e *configError) Error() string { return e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
 func newDecoder(name string, infer bool, v Versions) *decoder {
-	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{},
+	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{}, lastSchema: map[string][]byte{},
 		catalogShapes: map[cdc.TableID]*catalogEntry{}, warn: func(string, ...any) {}}
 }
 
@@ -180,8 +182,8 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 	if r.Value == nil {
 		return cdc.Event{}, skipTombstone, nil
 	}
-	var env envelope
-	if err := json.Unmarshal(r.Value, &env); err != nil {
+	env, err := d.splitRecord(r)
+	if err != nil {
 		return d.malformed(r, nil, "the record is not JSON"), keep, nil
 	}
 	schemaless := env.Schema == nil || string(env.Schema) == "null"
@@ -194,8 +196,8 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 			payloadRaw = r.Value // schemas.enable=false: the value is the payload
 		}
 	}
-	var p payload
-	if err := json.Unmarshal(payloadRaw, &p); err != nil {
+	p, err := parsePayload(payloadRaw)
+	if err != nil {
 		return d.malformed(r, nil, "the payload is not a JSON object"), keep, nil
 	}
 	switch {
@@ -515,11 +517,91 @@ func keySchemaOf(key []byte) []byte {
 	if key == nil {
 		return nil
 	}
-	var env envelope
-	if json.Unmarshal(key, &env) != nil {
+	env, err := splitEnvelope(key)
+	if err != nil {
 		return nil
 	}
 	return env.Schema
+}
+
+// splitEnvelope finds a JsonConverter record's schema and payload members without copying
+// or validating them (both nil for a record without them: schemas.enable=false).
+func splitEnvelope(b []byte) (envelope, error) {
+	var env envelope
+	err := eachMember(b, func(key, v []byte) error {
+		switch string(key) {
+		case "schema":
+			env.Schema = v
+		case "payload":
+			env.Payload = v
+		}
+		return nil
+	})
+	return env, err
+}
+
+// splitRecord is splitEnvelope for a record value, fast when the record begins as
+// JsonConverter writes it, {"schema":<the schema of the topic's last record>,"payload":...}:
+// the schema is recognised by comparing bytes instead of scanning them.
+func (d *decoder) splitRecord(r *Record) (envelope, error) {
+	const head, mid = `{"schema":`, `,"payload":`
+	b := r.Value
+	if last := d.lastSchema[r.Topic]; last != nil && bytes.HasPrefix(b, []byte(head)) && bytes.HasPrefix(b[len(head):], last) {
+		rest := b[len(head)+len(last):]
+		if bytes.HasPrefix(rest, []byte(mid)) {
+			body := bytes.TrimRight(rest[len(mid):], " \t\r\n")
+			if n := len(body); n > 0 && body[n-1] == '}' {
+				payload := body[:n-1]
+				if end, err := skipValue(payload, 0); err == nil && skipSpace(payload, end) == len(payload) {
+					return envelope{Schema: b[len(head) : len(head)+len(last)], Payload: bytes.TrimSpace(payload)}, nil
+				}
+			}
+		}
+	}
+	env, err := splitEnvelope(b)
+	if err == nil && env.Schema != nil {
+		if len(d.lastSchema) >= 4096 {
+			clear(d.lastSchema)
+		}
+		d.lastSchema[r.Topic] = bytes.Clone(env.Schema)
+	}
+	return env, err
+}
+
+// parsePayload reads a change event's payload: row images as raw slices of it, the source and
+// transaction blocks decoded.
+func parsePayload(b []byte) (payload, error) {
+	var p payload
+	err := eachMember(b, func(key, v []byte) error {
+		switch string(key) {
+		case "before":
+			p.Before = v
+		case "after":
+			p.After = v
+		case "op":
+			op, err := jsonString(v)
+			if err != nil && string(v) != "null" {
+				return err
+			}
+			p.Op = op
+		case "source":
+			if string(v) != "null" {
+				p.Source = &sourceBlock{}
+				return json.Unmarshal(v, p.Source)
+			}
+		case "transaction":
+			if string(v) != "null" {
+				p.Transaction = &txBlock{}
+				return json.Unmarshal(v, p.Transaction)
+			}
+		case "status":
+			p.Status, _ = jsonString(v)
+		case "ddl":
+			p.DDL = v
+		}
+		return nil
+	})
+	return p, err
 }
 
 // row decodes a row image into the shape's column order; nil for a null image. In the after
@@ -529,34 +611,37 @@ func (sh *tableShape) row(raw json.RawMessage, update, ignoreUnknown bool) ([]cd
 	if raw == nil || string(raw) == "null" {
 		return nil, nil
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, errors.New("a row image that is not a JSON object")
-	}
 	out := make([]cdc.Value, len(sh.columns))
-	for name, v := range fields {
-		i, ok := sh.byName[name]
+	err := eachMember(raw, func(key, v []byte) error {
+		i, ok := sh.byName[string(key)]
 		if !ok {
 			if ignoreUnknown {
-				continue
+				return nil
 			}
-			return nil, fmt.Errorf("field %q is not in the schema", name)
+			return fmt.Errorf("field %q is not in the schema", key)
 		}
 		if string(v) == "null" {
-			continue
+			return nil
 		}
 		if isUnavailable(v) {
 			if !update {
-				return nil, fmt.Errorf("column %q: the connector's placeholder for an unchanged value outside an update", name)
+				return fmt.Errorf("column %q: the connector's placeholder for an unchanged value outside an update", key)
 			}
 			out[i] = cdc.Unchanged{}
-			continue
+			return nil
 		}
 		val, err := sh.columns[i].conv(v)
 		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", name, err)
+			return fmt.Errorf("column %q: %w", key, err)
 		}
 		out[i] = val
+		return nil
+	})
+	if errors.Is(err, errBadJSON) {
+		return nil, errors.New("a row image that is not a JSON object")
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -17,7 +17,7 @@ import (
 
 // fixture reads a testdata file of {"topic","key","value"} lines as records, offsets in
 // file order.
-func fixture(t *testing.T, name string) []Record {
+func fixture(t testing.TB, name string) []Record {
 	t.Helper()
 	f, err := os.Open("testdata/" + name)
 	if err != nil {
