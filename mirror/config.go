@@ -113,6 +113,22 @@ type SourceConfig struct {
 	// string) is the connector's decimal.handling.mode, which such records do not name.
 	Catalog         string
 	DecimalHandling string
+	// KafkaTLS and KafkaSASL secure the connections to the brokers (kafkaqueue.TLS and
+	// kafkaqueue.SASL; YAML kafka_tls: {ca_file, cert_file, key_file, server_name} and
+	// kafka_sasl: {mechanism, username, password}). Default: plaintext, no authentication.
+	KafkaTLS  *KafkaTLS
+	KafkaSASL *KafkaSASL
+}
+
+// KafkaTLS is kafkaqueue.TLS as configured.
+type KafkaTLS struct {
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// KafkaSASL is kafkaqueue.SASL as configured; the password is never logged or quoted.
+type KafkaSASL struct {
+	Mechanism, Username string
+	Password            sink.Secret
 }
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
@@ -298,8 +314,8 @@ func (v *validator) source(i int, s *SourceConfig) {
 		v.bad(key("dsn"), "is required")
 	}
 	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes ||
-		s.SessionTimeout != 0 || s.InstanceID != "" || s.Catalog != "" || s.DecimalHandling != "" {
-		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog and decimal_handling are debezium settings")
+		s.SessionTimeout != 0 || s.InstanceID != "" || s.Catalog != "" || s.DecimalHandling != "" || s.KafkaTLS != nil || s.KafkaSASL != nil {
+		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, kafka_tls and kafka_sasl are debezium settings")
 	}
 	switch s.Snapshot {
 	case "", "initial", "never":
@@ -416,6 +432,17 @@ func (v *validator) debezium(key func(string) string, s *SourceConfig) {
 	}
 	if s.SessionTimeout < 0 {
 		v.bad(key("session_timeout"), "must not be negative")
+	}
+	if a := s.KafkaSASL; a != nil {
+		if !slices.Contains([]string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}, strings.ToUpper(a.Mechanism)) {
+			v.bad(key("kafka_sasl.mechanism"), "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		}
+		if a.Username == "" || a.Password == "" {
+			v.bad(key("kafka_sasl"), "needs a username and a password")
+		}
+	}
+	if c := s.KafkaTLS; c != nil && (c.CertFile == "") != (c.KeyFile == "") {
+		v.bad(key("kafka_tls"), "cert_file and key_file go together")
 	}
 }
 

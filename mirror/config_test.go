@@ -388,6 +388,8 @@ source:
   positioning: gtid
   session_timeout: 10s
   instance_id: host-1
+  kafka_tls: {ca_file: /etc/kafka/ca.pem}
+  kafka_sasl: {mechanism: SCRAM-SHA-512, username: mirror, password: "${MIRROR_TEST_PASSWORD}"}
 sinks:
   - type: elasticsearch
     config: {id: es, url: "${MIRROR_TEST_URL}", index: "{table}", auth: {type: none}}
@@ -407,6 +409,13 @@ func TestConfigDebezium(t *testing.T) {
 		s.Positioning != "gtid" || s.SessionTimeout != 10*time.Second || s.InstanceID != "host-1" {
 		t.Fatalf("decoded %+v", s)
 	}
+	if s.KafkaTLS == nil || s.KafkaTLS.CAFile != "/etc/kafka/ca.pem" || s.KafkaSASL == nil || string(s.KafkaSASL.Password) != testPassword {
+		t.Fatalf("kafka_tls %+v, kafka_sasl set %v", s.KafkaTLS, s.KafkaSASL != nil)
+	}
+	if q := debeziumQueue(&p); q.TLS == nil || q.SASL == nil || q.SASL.Mechanism != "SCRAM-SHA-512" {
+		t.Fatal("kafka_tls and kafka_sasl do not reach the consumer's Config")
+	}
+	p.Source.KafkaTLS = nil // its CA file does not exist here: newSource would read it
 	if debeziumGroup(&p) != "shop-mirror" {
 		t.Fatalf("group %q", debeziumGroup(&p))
 	}
@@ -443,7 +452,10 @@ func TestConfigDebezium(t *testing.T) {
 		{"  group: shop-mirror", "  tables: [a.b]", "source.tables: is not a debezium setting"},
 		{"  infer_types: true", "  infer_types: maybe", "source.infer_types: must be true or false"},
 		{"positioning: gtid", "positioning: lsn", "source.positioning: must be gtid or file"},
-		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog and decimal_handling are debezium settings"},
+		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, kafka_tls and kafka_sasl are debezium settings"},
+		{"mechanism: SCRAM-SHA-512", "mechanism: GSSAPI", "source.kafka_sasl.mechanism: must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"},
+		{"{ca_file: /etc/kafka/ca.pem}", "{cert_file: /x.pem}", "source.kafka_tls: cert_file and key_file go together"},
+		{"{ca_file: /etc/kafka/ca.pem}", "{ca_flie: x}", `unknown key "ca_flie"`},
 		{"session_timeout: 10s", "session_timeout: -1s", "source.session_timeout: must not be negative"},
 		{"  group: shop-mirror", "  dsn: x", "source.catalog: is required with dsn:"},
 		{"  group: shop-mirror", "  catalog: postgres", "source.dsn: is required with catalog:"},

@@ -335,6 +335,23 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"instance_id", p.str(&s.InstanceID)},
 		{"catalog", p.str(&s.Catalog)},
 		{"decimal_handling", p.str(&s.DecimalHandling)},
+		{"kafka_tls", func(n *yaml.Node, key string) {
+			s.KafkaTLS = &KafkaTLS{}
+			p.mapping(n, key+".", []field{
+				{"ca_file", p.str(&s.KafkaTLS.CAFile)},
+				{"cert_file", p.str(&s.KafkaTLS.CertFile)},
+				{"key_file", p.str(&s.KafkaTLS.KeyFile)},
+				{"server_name", p.str(&s.KafkaTLS.ServerName)},
+			})
+		}},
+		{"kafka_sasl", func(n *yaml.Node, key string) {
+			s.KafkaSASL = &KafkaSASL{}
+			p.mapping(n, key+".", []field{
+				{"mechanism", p.str(&s.KafkaSASL.Mechanism)},
+				{"username", p.str(&s.KafkaSASL.Username)},
+				{"password", p.secret(&s.KafkaSASL.Password)},
+			})
+		}},
 	})
 }
 

@@ -157,9 +157,16 @@ func (f freshCatalog) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.Tabl
 // debeziumQueue is the Kafka side of a debezium pipeline: its topics and its group.
 func debeziumQueue(p *PipelineConfig) kafkaqueue.Config {
 	c := &p.Source
-	return kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
+	qc := kafkaqueue.Config{Brokers: c.Brokers, Topics: c.Topics, TopicPattern: c.TopicPattern, Group: debeziumGroup(p),
 		// A table's topic appears with its first change: a pattern sees it within this.
 		MetadataMaxAge: 30 * time.Second, SessionTimeout: c.SessionTimeout, InstanceID: c.InstanceID}
+	if t := c.KafkaTLS; t != nil {
+		qc.TLS = &kafkaqueue.TLS{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	}
+	if a := c.KafkaSASL; a != nil {
+		qc.SASL = &kafkaqueue.SASL{Mechanism: a.Mechanism, Username: a.Username, Password: string(a.Password)}
+	}
+	return qc
 }
 
 // debeziumGroup is the consumer group of a debezium pipeline: its own, or tributary-<pipeline>.
