@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,19 +135,23 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	dec := newDecoder(s.opts.Name, s.opts.InferTypes, s.opts.Versions)
-	dec.catalog, dec.decimalString = s.opts.Catalog, s.opts.DecimalStrings
-	if log := s.opts.Logger; log != nil {
-		dec.warn = log.Warn
-	}
+	opts := s.opts
 	st := &stream{
-		cons:    cons,
-		dec:     dec,
-		events:  make(chan cdc.Event, s.opts.Buffer),
-		session: hex.EncodeToString(id[:]),
-		cancel:  cancel,
-		done:    make(chan struct{}),
-		log:     s.opts.Logger,
+		cons: cons,
+		newDecoder: func() *decoder {
+			dec := newDecoder(opts.Name, opts.InferTypes, opts.Versions)
+			dec.catalog, dec.decimalString = opts.Catalog, opts.DecimalStrings
+			if log := opts.Logger; log != nil {
+				dec.warn = log.Warn
+			}
+			return dec
+		},
+		decoders: map[partitionKey]*decoder{},
+		events:   make(chan cdc.Event, s.opts.Buffer),
+		session:  hex.EncodeToString(id[:]),
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		log:      s.opts.Logger,
 	}
 	go st.run(ctx)
 	return st, nil
@@ -165,13 +170,14 @@ func classifyQueue(err error) error {
 
 // stream is one group membership's events.
 type stream struct {
-	cons    queue.Consumer
-	dec     *decoder
-	events  chan cdc.Event
-	session string
-	cancel  context.CancelFunc
-	done    chan struct{}
-	log     *slog.Logger
+	cons       queue.Consumer
+	newDecoder func() *decoder
+	decoders   map[partitionKey]*decoder // one per partition, used by one goroutine at a time
+	events     chan cdc.Event
+	session    string
+	cancel     context.CancelFunc
+	done       chan struct{}
+	log        *slog.Logger
 
 	err error // why events was closed; written before close(done)
 
@@ -288,23 +294,17 @@ func (st *stream) consume(ctx context.Context) error {
 			}
 			return classifyQueue(err)
 		}
+		out := st.decodeFetch(ctx, msgs)
 		for i := range msgs {
-			m := &msgs[i]
-			rec := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value}
-			for _, h := range m.Headers {
-				if strings.HasPrefix(h.Key, "__debezium.") {
-					rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
-				}
+			m, d := &msgs[i], &out[i]
+			if errors.Is(d.err, errCatalog) {
+				return fmt.Errorf("debezium: %w", d.err) // retried: the database may be back
 			}
-			ev, skip, err := st.dec.decodeCtx(ctx, &rec)
-			if errors.Is(err, errCatalog) {
-				return fmt.Errorf("debezium: %w", err) // retried: the database may be back
-			}
-			if err != nil {
-				return cdc.Permanent(fmt.Errorf("debezium: %w", err))
+			if d.err != nil {
+				return cdc.Permanent(fmt.Errorf("debezium: %w", d.err))
 			}
 			ref := queue.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
-			if skip != keep {
+			if d.skip != keep {
 				loose = append(loose, ref)
 				continue
 			}
@@ -314,6 +314,7 @@ func (st *stream) consume(ctx context.Context) error {
 			st.pending = append(st.pending, pendingEvent{seq: seq, msgs: append(loose, ref)})
 			st.mu.Unlock()
 			loose = nil
+			ev := d.ev
 			ev.Checkpoint = st.checkpoint(seq)
 			select {
 			case st.events <- ev:
@@ -325,6 +326,81 @@ func (st *stream) consume(ctx context.Context) error {
 			loose = st.settleLoose(ctx, loose)
 		}
 	}
+}
+
+// partitionKey names a topic's partition.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// decoded is one record's decoding.
+type decoded struct {
+	ev   cdc.Event
+	skip skipReason
+	err  error
+}
+
+// parallelFetch is the fetch size from which partitions are decoded in parallel.
+const parallelFetch = 64
+
+// decodeFetch decodes a fetch's records into their positions in it: the records of each
+// partition in order by that partition's decoder, partitions in parallel (up to GOMAXPROCS
+// goroutines) when the fetch is large enough to pay for it. Events then leave in fetch order,
+// so each partition's (each key's) order is kept.
+func (st *stream) decodeFetch(ctx context.Context, msgs []queue.Message) []decoded {
+	out := make([]decoded, len(msgs))
+	groups := map[partitionKey][]int{}
+	var order []partitionKey
+	for i := range msgs {
+		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+			if st.decoders[k] == nil {
+				st.decoders[k] = st.newDecoder()
+			}
+		}
+		groups[k] = append(groups[k], i)
+	}
+	run := func(k partitionKey) {
+		dec := st.decoders[k]
+		for _, i := range groups[k] {
+			m := &msgs[i]
+			rec := Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value}
+			for _, h := range m.Headers {
+				if strings.HasPrefix(h.Key, "__debezium.") {
+					rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+				}
+			}
+			d := &out[i]
+			d.ev, d.skip, d.err = dec.decodeCtx(ctx, &rec)
+			if d.err != nil {
+				return // the rest of this partition is not reached: the stream stops here
+			}
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(order))
+	if len(msgs) < parallelFetch || workers < 2 {
+		for _, k := range order {
+			run(k)
+		}
+		return out
+	}
+	next := make(chan partitionKey, len(order))
+	for _, k := range order {
+		next <- k
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k := range next {
+				run(k)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // settleLoose disposes of records without an event at the end of a fetch: with events

@@ -3,6 +3,7 @@ package debezium
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -234,5 +235,31 @@ func TestSourceLag(t *testing.T) {
 	failing, _ := New(consumers, &Options{Lag: func(context.Context) (int64, int64, error) { return 0, 0, errors.New("down") }})
 	if _, err := failing.(cdc.LagReporter).Lag(context.Background(), nil); err == nil {
 		t.Fatal("a failed measurement reported no error")
+	}
+}
+
+// A large fetch is decoded partition by partition in parallel; events still leave in fetch
+// order, so every partition's records keep their order.
+func TestStreamParallelDecodeKeepsOrder(t *testing.T) {
+	recs := fixture(t, "mariadb-3.5.0.jsonl")
+	f := &fakeConsumer{batch: 1000, finished: map[int64]bool{}}
+	var want []string
+	for round := range 20 {
+		for p := int32(0); p < 3; p++ {
+			for _, r := range recs[2:4] { // an update and an insert
+				off := int64(len(f.msgs))
+				f.msgs = append(f.msgs, queue.Message{Topic: r.Topic, Partition: p, Offset: off, Key: r.Key, Value: r.Value})
+				want = append(want, fmt.Sprintf("%d@%d", p, off))
+			}
+		}
+		_ = round
+	}
+	st := openFake(t, f, &Options{InferTypes: true})
+	for i, w := range want {
+		ev := next(t, st)
+		pos := ev.Position.(Position)
+		if got := fmt.Sprintf("%d@%d", pos.Partition, pos.Offset); got != w {
+			t.Fatalf("event %d: %s, want %s (fetch order)", i, got, w)
+		}
 	}
 }
