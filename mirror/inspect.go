@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -32,7 +33,8 @@ type Report struct {
 	// Indices are the indices the pipeline's ownership records name.
 	Indices []string
 	// Lag is the source's measurement of how far the stored checkpoint trails the server
-	// (cdc.LagReporter); nil when the source cannot measure it or the state is in use. LagErr
+	// (cdc.LagReporter; for debezium: how far the consumer group trails its topics, Bytes
+	// counting records); nil when the source cannot measure it or the state is in use. LagErr
 	// is set when the measurement failed.
 	Lag    *cdc.SourceLag
 	LagErr error
@@ -82,11 +84,15 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 	if err != nil {
 		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
 	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
+	}
 	if pg, ok := src.(*pgcdc.Source); ok {
 		info, err := pg.SlotInfo(ctx)
 		rep.Slot, rep.SlotErr = &info, err
 	}
-	if lr, ok := src.(cdc.LagReporter); ok && !inUse {
+	// A debezium pipeline's lag is its consumer group's, whatever the state file holds.
+	if lr, ok := src.(cdc.LagReporter); ok && (!inUse || pc.Source.Type == "debezium") {
 		lag, err := lr.Lag(ctx, cp)
 		if err != nil {
 			rep.LagErr = err

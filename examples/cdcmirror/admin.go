@@ -67,6 +67,8 @@ func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string
 		switch {
 		case rep.LagErr != nil:
 			fmt.Fprintf(w, "  lag: not measured: %v\n", rep.LagErr)
+		case rep.Lag != nil && rep.Source == "debezium":
+			fmt.Fprintf(w, "  lag: the consumer group is %d records behind its topics' ends\n", rep.Lag.Bytes)
 		case rep.Lag != nil:
 			fmt.Fprintf(w, "  lag: %d bytes of change log behind the server", rep.Lag.Bytes)
 			if rep.Lag.Retained >= 0 {
