@@ -2,10 +2,10 @@ package debezium
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -15,7 +15,7 @@ import (
 // values: the columns come from the source database's catalog (Options.Catalog), read when a
 // table's first such record arrives and again when a record's fields differ from the columns
 // known, and each value is read in the representation Debezium gives that column by default
-// (Options.DecimalHandling says which decimal one).
+// (Options.DecimalStrings says which decimal one).
 
 // catalogTimeout bounds one catalog read.
 const catalogTimeout = 30 * time.Second
@@ -32,11 +32,28 @@ type catalogEntry struct {
 	dropped map[string]bool
 }
 
-// catalogShape returns the shape of table id from the catalog, reading it when it is not known
-// or when reload is set.
-func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector string, reload bool) (*catalogEntry, error) {
-	if e, ok := d.catalogShapes[id]; ok && !reload {
-		return e, nil
+// catalogCache holds the tables read from the catalog for a stream's decoders (one per
+// partition), so that a table is read once, not once per partition. A published entry is
+// never modified: a reread or a field found dropped replaces it.
+type catalogCache struct {
+	mu sync.Mutex
+	m  map[cdc.TableID]*catalogEntry
+}
+
+func newCatalogCache() *catalogCache {
+	return &catalogCache{m: map[cdc.TableID]*catalogEntry{}}
+}
+
+// catalogShape returns the entry of table id, reading the catalog when there is none or when
+// the entry is still stale (a record held a field it lacks; another decoder may have read it
+// again meanwhile).
+func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector string, stale *catalogEntry) (*catalogEntry, error) {
+	c := d.catalogShapes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.m[id]
+	if ok && old != stale {
+		return old, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, catalogTimeout)
 	defer cancel()
@@ -44,35 +61,35 @@ func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector st
 	if err != nil {
 		return nil, fmt.Errorf("%w: table %s: %w", errCatalog, id, err)
 	}
-	sh := &tableShape{schema: s, columns: make([]column, len(s.Columns)), byName: make(map[string]int, len(s.Columns))}
+	sh := &tableShape{schema: s, columns: make([]column, 0, len(s.Columns)), byName: make(map[string]int, len(s.Columns))}
 	for i := range s.Columns {
 		c := &s.Columns[i]
-		sh.columns[i] = column{col: *c, conv: nativeConverter(connector, c, d.decimalString)}
-		sh.byName[c.Name] = i
-		if connector == "mariadb" && c.Kind == cdc.KindUUID {
-			sh.corrupt = append(sh.corrupt, i)
-		}
+		sh.add(connector, column{col: *c, conv: nativeConverter(connector, c, d.decimalString)})
 	}
 	e := &catalogEntry{shape: sh, dropped: map[string]bool{}}
-	d.catalogShapes[id] = e
+	if ok {
+		e.dropped = old.dropped // a reread keeps what earlier rereads found dropped
+	}
+	c.m[id] = e
 	return e, nil
 }
 
-// newFields returns the fields of the row images that are neither columns nor known dropped.
-func (e *catalogEntry) newFields(rows ...json.RawMessage) []string {
-	var out []string
-	for _, raw := range rows {
-		if raw == nil || string(raw) == "null" {
-			continue
-		}
-		_ = eachMember(raw, func(key, _ []byte) error { // a malformed row: decoding it reports it
-			if _, ok := e.shape.byName[string(key)]; !ok && !e.dropped[string(key)] {
-				out = append(out, string(key))
-			}
-			return nil
-		})
+// markDropped returns entry e of table id with field name dropped, replacing e in the cache.
+func (d *decoder) markDropped(id cdc.TableID, e *catalogEntry, name string) *catalogEntry {
+	c := d.catalogShapes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur := c.m[id]; cur != nil && cur.shape == e.shape && cur.dropped[name] {
+		return cur // another decoder did it
 	}
-	return out
+	dropped := make(map[string]bool, len(e.dropped)+1)
+	for k := range e.dropped {
+		dropped[k] = true
+	}
+	dropped[name] = true
+	n := &catalogEntry{shape: e.shape, dropped: dropped}
+	c.m[id] = n
+	return n
 }
 
 // byJSONShape picks a conversion by the value's JSON type, for columns whose representation
@@ -96,10 +113,6 @@ func byJSONShape(str, num, obj, boolean converter) converter {
 		}
 		return conv(raw)
 	}
-}
-
-func failing(why string) converter {
-	return func([]byte) (cdc.Value, error) { return nil, fmt.Errorf("%w: %s", errNotExact, why) }
 }
 
 // nativeConverter is the conversion of a column the catalog describes (the native source's
@@ -139,11 +152,11 @@ func nativeConverter(connector string, c *cdc.Column, decimalString bool) conver
 		return timeConv(time.Microsecond)
 	case cdc.KindDateTime:
 		if c.Precision <= 3 {
-			return dateTimeConv(c, time.Millisecond)
+			return dateTimeConv(time.Millisecond)
 		}
-		return dateTimeConv(c, time.Microsecond)
+		return dateTimeConv(time.Microsecond)
 	case cdc.KindTimestamp:
-		return zonedTimestampConv(c)
+		return zonedTimestampConv()
 	case cdc.KindJSON:
 		return jsonConv
 	case cdc.KindBit:

@@ -78,15 +78,15 @@ type envelope struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// payload is what parsePayload reads of a change event's payload.
 type payload struct {
-	Before      json.RawMessage `json:"before"`
-	After       json.RawMessage `json:"after"`
-	Source      *sourceBlock    `json:"source"`
-	Op          string          `json:"op"`
-	Transaction *txBlock        `json:"transaction"`
+	Before, After json.RawMessage // raw slices of the record
+	Source        *sourceBlock
+	Op            string
+	Transaction   *txBlock
 	// Members of the other records that share Debezium's topics.
-	Status string          `json:"status"` // transaction metadata: BEGIN, END
-	DDL    json.RawMessage `json:"ddl"`    // schema change events
+	Status string          // transaction metadata: BEGIN, END
+	DDL    json.RawMessage // schema change events
 }
 
 type sourceBlock struct {
@@ -147,7 +147,7 @@ type decoder struct {
 
 	catalog       cdc.SchemaLoader // for records without an embedded schema; nil: refused
 	decimalString bool             // such records carry decimals as text (decimal.handling.mode=string)
-	catalogShapes map[cdc.TableID]*catalogEntry
+	catalogShapes *catalogCache    // shared by a stream's decoders
 	warn          func(msg string, args ...any)
 }
 
@@ -166,7 +166,7 @@ func (e *configError) Unwrap() error { return e.err }
 
 func newDecoder(name string, infer bool, v Versions) *decoder {
 	return &decoder{name: name, infer: infer, versions: v, shapes: map[string]*shapeEntry{}, lastSchema: map[string][]byte{},
-		catalogShapes: map[cdc.TableID]*catalogEntry{}, warn: func(string, ...any) {}}
+		catalogShapes: newCatalogCache(), warn: func(string, ...any) {}}
 }
 
 // decode returns the record's event, or why it has none. A record it cannot read becomes a
@@ -252,59 +252,44 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 		return ev, keep, nil
 	}
 	var shape *tableShape
-	ignoreUnknown := false
+	var catalog *catalogEntry
 	if schemaless {
-		e, err := d.catalogShape(ctx, id, p.Source.Connector, false)
-		if errors.Is(err, cdc.ErrTableNotFound) {
+		if catalog, err = d.catalogShape(ctx, id, p.Source.Connector, nil); errors.Is(err, cdc.ErrTableNotFound) {
 			return d.malformed(r, &id, "the table is not in the source's catalog (dropped or renamed since the record was written)"), keep, nil
 		}
 		if err != nil {
 			return cdc.Event{}, keep, err
 		}
-		if len(e.newFields(p.Before, p.After)) > 0 {
-			// A column the catalog did not have when it was read: read it again; a field it
-			// still lacks belongs to a column dropped since the record was written.
-			dropped := e.dropped
-			if e, err = d.catalogShape(ctx, id, p.Source.Connector, true); err != nil {
+		shape = catalog.shape
+	} else if shape, err = d.shapeFor(r, env.Schema, id, p.Source.Connector); err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			return cdc.Event{}, keep, err
+		}
+		ev.Malformed = d.reason(r, err.Error())
+		return ev, keep, nil
+	}
+	var rowErr error
+	for reloaded := false; ; {
+		ev.Before, ev.After, rowErr = shape.rows(&p, op, oldKey, catalog)
+		var uf *unknownFieldError
+		if catalog == nil || !errors.As(rowErr, &uf) {
+			break
+		}
+		if !reloaded {
+			// A column the catalog did not have when it was read: read it again.
+			if catalog, err = d.catalogShape(ctx, id, p.Source.Connector, catalog); err != nil {
 				return cdc.Event{}, keep, err
 			}
-			e.dropped = dropped
-			if gone := e.newFields(p.Before, p.After); len(gone) > 0 {
-				for _, f := range gone {
-					e.dropped[f] = true
-				}
-				d.warn("debezium: records hold fields the table no longer has; they are left out", "table", id.String(), "topic", r.Topic, "fields", len(gone))
-			}
+			shape, reloaded = catalog.shape, true
+			continue
 		}
-		shape, ignoreUnknown = e.shape, true
-	} else {
-		var err error
-		if shape, err = d.shapeFor(r, env.Schema, id, p.Source.Connector); err != nil {
-			var ce *configError
-			if errors.As(err, &ce) {
-				return cdc.Event{}, keep, err
-			}
-			ev.Malformed = d.reason(r, err.Error())
-			return ev, keep, nil
-		}
+		// A field the catalog still lacks belongs to a column dropped since the record was
+		// written: left out from now on.
+		catalog = d.markDropped(id, catalog, uf.name)
+		d.warn("debezium: records hold a field the table no longer has; it is left out", "table", id.String(), "topic", r.Topic)
 	}
 	ev.Schema = shape.schema
-	var rowErr error
-	switch {
-	case oldKey != nil:
-		ev.Before, rowErr = shape.keyRow(oldKey)
-	case op == cdc.Update || op == cdc.Delete:
-		ev.Before, rowErr = shape.row(p.Before, false, ignoreUnknown)
-	}
-	if rowErr == nil && op != cdc.Delete {
-		ev.After, rowErr = shape.row(p.After, op == cdc.Update, ignoreUnknown)
-		if ev.After == nil && rowErr == nil {
-			rowErr = errors.New("no after image")
-		}
-	}
-	if op == cdc.Delete && ev.Before == nil && rowErr == nil {
-		rowErr = errors.New("a delete without a before image")
-	}
 	if rowErr == nil && op != cdc.Read && !p.Source.snapshot() {
 		rowErr = shape.checkCorrupt(ev.Before, ev.After)
 	}
@@ -604,10 +589,45 @@ func parsePayload(b []byte) (payload, error) {
 	return p, err
 }
 
-// row decodes a row image into the shape's column order; nil for a null image. In the after
-// image of an update, Debezium's placeholder for an unchanged TOASTed value becomes
-// cdc.Unchanged, as pgcdc reports it.
-func (sh *tableShape) row(raw json.RawMessage, update, ignoreUnknown bool) ([]cdc.Value, error) {
+// unknownFieldError is a row image's field that a catalog's columns lack.
+type unknownFieldError struct{ name string }
+
+func (e *unknownFieldError) Error() string {
+	return fmt.Sprintf("field %q is not a column of the table", e.name)
+}
+
+// rows decodes an event's row images: Before (the old key of a key change, or the before
+// image of an update or delete) and After. With a catalog, a field its columns lack is an
+// *unknownFieldError unless the catalog knows it as dropped.
+func (sh *tableShape) rows(p *payload, op cdc.Op, oldKey []byte, catalog *catalogEntry) (before, after []cdc.Value, err error) {
+	var dropped map[string]bool
+	if catalog != nil {
+		dropped = catalog.dropped
+	}
+	switch {
+	case oldKey != nil:
+		before, err = sh.keyRow(oldKey)
+	case op == cdc.Update || op == cdc.Delete:
+		before, err = sh.row(p.Before, false, dropped)
+	}
+	if err == nil && op != cdc.Delete {
+		after, err = sh.row(p.After, op == cdc.Update, dropped)
+		if after == nil && err == nil {
+			err = errors.New("no after image")
+		}
+	}
+	if op == cdc.Delete && before == nil && err == nil {
+		err = errors.New("a delete without a before image")
+	}
+	return before, after, err
+}
+
+// row decodes a row image into the shape's column order; nil for a null image. dropped, nil
+// for a shape from an embedded schema, names fields to leave out; another field the shape
+// lacks is an error (an *unknownFieldError when dropped is not nil). In the after image of an
+// update, Debezium's placeholder for an unchanged TOASTed value becomes cdc.Unchanged, as
+// pgcdc reports it.
+func (sh *tableShape) row(raw json.RawMessage, update bool, dropped map[string]bool) ([]cdc.Value, error) {
 	if raw == nil || string(raw) == "null" {
 		return nil, nil
 	}
@@ -615,10 +635,13 @@ func (sh *tableShape) row(raw json.RawMessage, update, ignoreUnknown bool) ([]cd
 	err := eachMember(raw, func(key, v []byte) error {
 		i, ok := sh.byName[string(key)]
 		if !ok {
-			if ignoreUnknown {
+			switch {
+			case dropped == nil:
+				return fmt.Errorf("field %q is not in the schema", key)
+			case dropped[string(key)]:
 				return nil
 			}
-			return fmt.Errorf("field %q is not in the schema", key)
+			return &unknownFieldError{name: string(key)}
 		}
 		if string(v) == "null" {
 			return nil

@@ -471,7 +471,7 @@ func TestDecodeSchemaless(t *testing.T) {
 				t.Fatalf("a table the catalog lacks: %v %v", err, ev.Malformed)
 			}
 			other.catalog = &fakeCatalog{err: errors.New("connection refused")}
-			other.catalogShapes = map[cdc.TableID]*catalogEntry{}
+			other.catalogShapes = newCatalogCache()
 			if _, _, err := other.decode(&bare); !errors.Is(err, errCatalog) {
 				t.Fatalf("a catalog out of reach: %v", err)
 			}

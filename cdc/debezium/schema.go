@@ -118,7 +118,7 @@ func buildColumn(connector string, f *connectSchema, infer bool) (column, error)
 	if err != nil {
 		return column{}, fmt.Errorf("column %q: %w", f.Field, err)
 	}
-	return column{col: col, conv: finishConverter(conv, f)}, nil
+	return column{col: col, conv: conv}, nil
 }
 
 func paramInt(p map[string]string, key string) int {
@@ -376,6 +376,17 @@ type tableShape struct {
 	corrupt []int
 }
 
+// add appends a column (its schema's column is the caller's).
+func (sh *tableShape) add(connector string, c column) {
+	if connector == "mariadb" && c.col.Kind == cdc.KindUUID {
+		// debezium-connector-mariadb 3.5.0 reads a UUID from the binlog one byte off: a zero
+		// byte first, the last byte lost (its snapshot reads them right).
+		sh.corrupt = append(sh.corrupt, len(sh.columns))
+	}
+	sh.byName[c.col.Name] = len(sh.columns)
+	sh.columns = append(sh.columns, c)
+}
+
 // buildShape derives a table's schema from the value schema's "after" (or "before") struct
 // and the key schema's fields (the primary key, in key order). key may be nil: a table
 // without a primary key, whose records have no key.
@@ -398,13 +409,7 @@ func buildShape(id cdc.TableID, connector string, row *connectSchema, key *conne
 		if err != nil {
 			return nil, err
 		}
-		if connector == "mariadb" && c.col.Kind == cdc.KindUUID {
-			// debezium-connector-mariadb 3.5.0 reads a UUID from the binlog one byte off: a
-			// zero byte first, the last byte lost (its snapshot reads them right).
-			sh.corrupt = append(sh.corrupt, len(sh.columns))
-		}
-		sh.byName[c.col.Name] = len(sh.columns)
-		sh.columns = append(sh.columns, c)
+		sh.add(connector, c)
 		sh.schema.Columns = append(sh.schema.Columns, c.col)
 	}
 	if len(missing) > 0 {

@@ -136,11 +136,12 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 	_, _ = rand.Read(id[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := s.opts
+	catalog := newCatalogCache()
 	st := &stream{
 		cons: cons,
 		newDecoder: func() *decoder {
 			dec := newDecoder(opts.Name, opts.InferTypes, opts.Versions)
-			dec.catalog, dec.decimalString = opts.Catalog, opts.DecimalStrings
+			dec.catalog, dec.decimalString, dec.catalogShapes = opts.Catalog, opts.DecimalStrings, catalog
 			if log := opts.Logger; log != nil {
 				dec.warn = log.Warn
 			}

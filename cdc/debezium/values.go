@@ -31,9 +31,9 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 	pg := connector == "postgresql"
 	switch f.Name {
 	case logicalDecimal:
-		scale := paramInt(f.Parameters, "scale")
-		if scale < 0 && f.Parameters["scale"] != "" {
-			scale, _ = strconv.Atoi(f.Parameters["scale"]) // a negative scale
+		scale, err := strconv.Atoi(f.Parameters["scale"]) // negative scales included
+		if err != nil {
+			return nil, errors.New("a Decimal schema without its scale")
 		}
 		return decimalConv(c, scale), nil
 	case logicalVariableDecimal:
@@ -49,13 +49,13 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 	case logicalConnectTime:
 		return timeConv(time.Millisecond), nil
 	case logicalTimestamp, logicalConnectTS:
-		return dateTimeConv(c, time.Millisecond), nil
+		return dateTimeConv(time.Millisecond), nil
 	case logicalMicroTimestamp:
-		return dateTimeConv(c, time.Microsecond), nil
+		return dateTimeConv(time.Microsecond), nil
 	case logicalNanoTimestamp:
-		return dateTimeConv(c, time.Nanosecond), nil
+		return dateTimeConv(time.Nanosecond), nil
 	case logicalZonedTimestamp:
-		return zonedTimestampConv(c), nil
+		return zonedTimestampConv(), nil
 	case logicalYear:
 		return intConv(c), nil
 	case logicalJSON:
@@ -65,7 +65,7 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 	case logicalGeometry, logicalGeography:
 		return geometryConv, nil
 	case logicalMicroDuration:
-		return nil, nil // set below: an interval as microseconds has no exact text form
+		return failing("an interval as microseconds (set interval.handling.mode=string)"), nil
 	case logicalPoint:
 		return pointConv, nil
 	}
@@ -101,7 +101,7 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 		if err != nil {
 			return nil, err
 		}
-		return arrayConv(finishConverter(elem, f.Items)), nil
+		return arrayConv(elem), nil
 	case "struct":
 		return nil, fmt.Errorf("struct type %q is not supported", f.Name)
 	}
@@ -112,18 +112,10 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 // one without loss.
 var errNotExact = errors.New("the connector's representation cannot be converted exactly")
 
-// finishConverter makes the few logical types without a conversion fail per value, naming
-// the connector setting that fixes them.
-func finishConverter(conv converter, f *connectSchema) converter {
-	if conv != nil {
-		return conv
-	}
-	if f.Name == logicalMicroDuration {
-		return func([]byte) (cdc.Value, error) {
-			return nil, fmt.Errorf("%w: an interval as microseconds (set interval.handling.mode=string)", errNotExact)
-		}
-	}
-	return func([]byte) (cdc.Value, error) { return nil, errNotExact }
+// failing is the conversion of a representation that cannot be converted exactly: each value
+// fails, naming why (and the connector setting that fixes it).
+func failing(why string) converter {
+	return func([]byte) (cdc.Value, error) { return nil, fmt.Errorf("%w: %s", errNotExact, why) }
 }
 
 func jsonString(raw []byte) (string, error) {
@@ -304,7 +296,7 @@ func formatDecimal(n *big.Int, scale int) string {
 func decimalConv(c *cdc.Column, scale int) converter {
 	return func(raw []byte) (cdc.Value, error) {
 		if len(raw) > 0 && raw[0] != '"' { // decimal.handling.mode=double
-			return nil, fmt.Errorf("%w: a decimal as a double (set decimal.handling.mode=precise or string)", errNotExact)
+			return failing("a decimal as a double (set decimal.handling.mode=precise or string)")(raw)
 		}
 		s, err := jsonString(raw)
 		if err != nil {
@@ -406,7 +398,7 @@ func timeConv(unit time.Duration) converter {
 
 // dateTimeConv converts a wall-clock date and time (PostgreSQL timestamp, MySQL DATETIME)
 // in unit since the epoch to "2006-01-02 15:04:05[.ffffff]".
-func dateTimeConv(_ *cdc.Column, unit time.Duration) converter {
+func dateTimeConv(unit time.Duration) converter {
 	return func(raw []byte) (cdc.Value, error) {
 		n, err := jsonInt(raw)
 		if err != nil {
@@ -436,7 +428,7 @@ func dateTimeConv(_ *cdc.Column, unit time.Duration) converter {
 
 // zonedTimestampConv converts an instant in ISO-8601 with an offset to microseconds since the
 // epoch; PostgreSQL's infinities arrive, and stay, as "infinity" and "-infinity".
-func zonedTimestampConv(_ *cdc.Column) converter {
+func zonedTimestampConv() converter {
 	return func(raw []byte) (cdc.Value, error) {
 		s, err := jsonString(raw)
 		if err != nil {
