@@ -125,19 +125,18 @@ func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (cdc.Source, 
 		mon.Close()
 		return nil, err
 	}
-	return &debeziumSource{Source: src, lag: src.(cdc.LagReporter), mon: mon}, nil
+	return &debeziumSource{Source: src, mon: mon}, nil
 }
 
-// debeziumSource is a Debezium source with its group's lag monitor, which Mirror.Close
-// closes.
+// debeziumSource is a Debezium source (a cdc.LagReporter, its Options.Lag being set) with its
+// group's lag monitor, which Mirror.Close closes.
 type debeziumSource struct {
 	cdc.Source
-	lag cdc.LagReporter
 	mon *kafkaqueue.Monitor
 }
 
 func (d *debeziumSource) Lag(ctx context.Context, cp cdc.Checkpoint) (cdc.SourceLag, error) {
-	return d.lag.Lag(ctx, cp)
+	return d.Source.(cdc.LagReporter).Lag(ctx, cp)
 }
 
 func (d *debeziumSource) Close() error { return d.mon.Close() }

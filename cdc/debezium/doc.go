@@ -114,9 +114,10 @@
 // the revoked partitions' acknowledged prefix (kafkaqueue) and the new owner resumes after it:
 // a change may be written twice, by the old owner still finishing a batch and by the new one,
 // always with the same version, which the sink's external versioning makes harmless. Within a
-// process, a fetch's partitions are decoded in parallel (a decoder per partition, up to
-// GOMAXPROCS goroutines), interleave in one stream in fetch order, and the runner's concurrent
-// batches (RunnerOptions.MaxInFlight) write them in parallel. kafkaqueue's static membership
+// process, the partitions of a fetch of 64 records or more are decoded in parallel (a decoder
+// per partition, up to GOMAXPROCS goroutines; tables read from the catalog are shared),
+// interleave in one stream in fetch order, and the runner's concurrent batches
+// (RunnerOptions.MaxInFlight) write them in parallel. kafkaqueue's static membership
 // (Config.InstanceID) lets a restarted process take its partitions back at once.
 //
 // With Options.Lag (mirror sets it from a kafkaqueue.Monitor of the same topics) the source is

@@ -21,26 +21,43 @@ import (
 // debeziumConfig writes a cdcmirror configuration whose pipeline reads Debezium's topic (or
 // its native source, when source is not debezium's) into the engine's index mir-dbz-<table>.
 func debeziumConfig(t *testing.T, dir string, eng mirrortest.Engine, source string) string {
+	return writeCommandConfig(t, dir, eng, commandConfig{Pipeline: "dbz", Source: source, SinkID: "es-dbz",
+		Index: "mir-dbz-{table}", Runner: "{batch_max_wait: 50ms, lag_interval: 1s}"})
+}
+
+// commandConfig is what the end-to-end tests vary of a one-pipeline configuration.
+type commandConfig struct {
+	Pipeline  string
+	Source    string // the source: YAML, indented for it
+	SinkID    string
+	Index     string
+	SinkExtra string // more sink config lines, indented for them
+	Runner    string // the runner: value
+}
+
+// writeCommandConfig writes c as dir/cdcmirror.yaml (state and dead-letter file in dir, the
+// engine's sink) and drops the pipeline when the test ends; it returns the file's path.
+func writeCommandConfig(t *testing.T, dir string, eng mirrortest.Engine, c commandConfig) string {
 	t.Helper()
 	cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
-		"  - name: dbz\n    source:\n" + source +
+		"  - name: " + c.Pipeline + "\n    source:\n" + c.Source +
 		fmt.Sprintf(`    sinks:
       - type: elasticsearch
         config:
-          id: es-dbz
+          id: %s
           url: "${%s}"
-          index: "mir-dbz-{table}"
+          index: "%s"
           auth: {type: none}
-%s          number_of_replicas: 0
-`, eng.URLVar, eng.MappingYAML("          ")) +
-		"    dlq: " + filepath.Join(dir, "dbz.dlq") + "\n    runner: {batch_max_wait: 50ms, lag_interval: 1s}\n"
+%s%s          number_of_replicas: 0
+`, c.SinkID, eng.URLVar, c.Index, c.SinkExtra, eng.MappingYAML("          ")) +
+		"    dlq: " + filepath.Join(dir, c.Pipeline+".dlq") + "\n    runner: " + c.Runner + "\n"
 	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
-			_, _ = mirror.Drop(context.Background(), cfg, "dbz", nil)
+			_, _ = mirror.Drop(context.Background(), cfg, c.Pipeline, nil)
 		}
 	})
 	return cfgPath
@@ -307,18 +324,22 @@ func TestCommandDebeziumScaleOut(t *testing.T) {
 		return ""
 	})
 	a = startCommand(t, cfgs[0]) // back: the group gives it a share again
+	// Rows for it to apply until it does, ids 6001..7990 at most however long the rejoin takes
+	// (the writer's ids stay below 3101, the last changes' are 8001..8100).
 	next := 6001
 	a.waitFor("the returning process applying events", func() string {
 		if events(a) <= 0 {
-			pg.Exec(t, pg.Insert(next, next+9)...)
-			next += 10
+			if next < 8000 {
+				pg.Exec(t, pg.Insert(next, next+9)...)
+				next += 10
+			}
 			return "no events yet"
 		}
 		return ""
 	})
 	stopWriter()
-	pg.Exec(t, mirrortest.Changes(pg, 7001, 7100)...)
-	a.waitFor("convergence", node.Converged(t, index, pg, 7100))
+	pg.Exec(t, mirrortest.Changes(pg, 8001, 8100)...)
+	a.waitFor("convergence", node.Converged(t, index, pg, 8100))
 	a.stop()
 	b.stop()
 }

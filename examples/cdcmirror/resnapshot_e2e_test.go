@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/mirrortest"
 	"github.com/tributary-dev/tributary/internal/testenv"
-	"github.com/tributary-dev/tributary/mirror"
 )
 
 // TestCommandResnapshot runs what the binary runs over a PostgreSQL and a MariaDB pipeline
@@ -61,27 +58,8 @@ func commandResnapshot(t *testing.T, eng mirrortest.Engine, node *mirrortest.Nod
 	index := "mir-rs-" + tb.Name()
 	node.DeleteAtCleanup(t, index)
 	dir := t.TempDir()
-	cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
-		"  - name: pg\n    source:\n" + source + "      snapshot: never\n      snapshot_chunk: 64\n" +
-		fmt.Sprintf(`    sinks:
-      - type: elasticsearch
-        config:
-          id: es-rs
-          url: "${%s}"
-          index: "mir-rs-{table}"
-          auth: {type: none}
-%s          number_of_replicas: 0
-`, eng.URLVar, eng.MappingYAML("          ")) +
-		"    dlq: " + filepath.Join(dir, "pg.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
-	cfgPath := filepath.Join(dir, "cdcmirror.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
-			_, _ = mirror.Drop(context.Background(), cfg, "pg", nil)
-		}
-	})
+	cfgPath := writeCommandConfig(t, dir, eng, commandConfig{Pipeline: "pg", Source: source + "      snapshot: never\n      snapshot_chunk: 64\n",
+		SinkID: "es-rs", Index: "mir-rs-{table}", Runner: "{batch_max_wait: 50ms}"})
 	tb.Exec(t, tb.Insert(1, 3000)...) // before the stream starts: not streamed
 
 	run := startCommand(t, cfgPath)
@@ -225,30 +203,10 @@ func TestCommandReindex(t *testing.T) {
 		index := "mir-rx-" + pg.Name()
 		node.DeleteAtCleanup(t, index+"*")
 		dir := t.TempDir()
-		cfgText := "state: " + filepath.Join(dir, "state.db") + "\npipelines:\n" +
-			fmt.Sprintf("  - name: pg\n    source:\n      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n",
-				testenv.PostgresDSN, pg.Name(), slot, slot) +
-			fmt.Sprintf(`    sinks:
-      - type: elasticsearch
-        config:
-          id: es-rx
-          url: "${%s}"
-          index: "mir-rx-{table}"
-          auth: {type: none}
-          read_alias: true
-          retire_after: 10m
-%s          number_of_replicas: 0
-`, eng.URLVar, eng.MappingYAML("          ")) +
-			"    dlq: " + filepath.Join(dir, "pg.dlq") + "\n    runner: {batch_max_wait: 50ms}\n"
-		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
-		if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cfg, err := mirror.LoadConfig(cfgPath); err == nil {
-				_, _ = mirror.Drop(context.Background(), cfg, "pg", nil)
-			}
-		})
+		source := fmt.Sprintf("      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n",
+			testenv.PostgresDSN, pg.Name(), slot, slot)
+		cfgPath := writeCommandConfig(t, dir, eng, commandConfig{Pipeline: "pg", Source: source, SinkID: "es-rx", Index: "mir-rx-{table}",
+			SinkExtra: "          read_alias: true\n          retire_after: 10m\n", Runner: "{batch_max_wait: 50ms}"})
 		pg.Exec(t, pg.Insert(1, 500)...)
 		run := startCommand(t, cfgPath)
 		run.waitFor("the snapshot", node.Converged(t, index, pg, 600))
