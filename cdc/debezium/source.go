@@ -210,18 +210,21 @@ func (st *stream) Err() error {
 
 func (st *stream) Progress() cdc.SnapshotProgress { return cdc.SnapshotProgress{} }
 
+// Close stops consuming and closes the consumer (without committing: what was acknowledged
+// is committed already); it returns the consumer's close error, and nil when called again.
 func (st *stream) Close() error {
+	var err error
 	st.closeOnce.Do(func() {
 		st.cancel()
 		<-st.done
 		st.mu.Lock()
 		st.closed = true
 		st.mu.Unlock()
-		if err := st.cons.Close(); err != nil && st.log != nil {
-			st.log.Warn("debezium: closing the consumer failed", "err", err)
+		if err = st.cons.Close(); err != nil {
+			err = fmt.Errorf("debezium: closing the consumer: %w", err)
 		}
 	})
-	return nil
+	return err
 }
 
 func (st *stream) checkpoint(seq uint64) cdc.Checkpoint {
