@@ -286,6 +286,8 @@ func anchoredPattern(pattern string) string { return `^(?:` + pattern + `)$` }
 // "__". franz-go itself skips only the topics the broker marks internal.
 const internalTopics = `^__`
 
+var internalTopic = regexp.MustCompile(internalTopics)
+
 // compilePattern checks pattern alone first, so that one like "a)|(b", which the wrapping
 // would balance, is refused rather than read as something else.
 func compilePattern(pattern string) (*regexp.Regexp, error) {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -98,7 +97,7 @@ func (m *Monitor) watched(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for name := range details {
-		if m.pattern.MatchString(name) && !strings.HasPrefix(name, "__") {
+		if m.pattern.MatchString(name) && !internalTopic.MatchString(name) {
 			out = append(out, name)
 		}
 	}
