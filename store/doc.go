@@ -42,8 +42,10 @@
 // [ErrDatasetNotFound], [ErrAlreadyExists], [ErrConflict], [ErrInvalid], [ErrTooLarge],
 // [ErrUnavailable] (retryable, reported only when the operation cannot have taken effect),
 // [ErrOutcomeUnknown] (retryable, but the operation may have taken effect, and may still: a
-// retry may apply it twice), [ErrCanceled] and [ErrInternal]; ErrorKind.Retryable is true for
-// the two retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
+// retry may apply it twice), [ErrCanceled], [ErrPermissionDenied] (the backend refused the
+// credentials, or found them lacking a privilege the operation needs: the message says which,
+// naming the action and privileges the backend names; per item, not retryable) and
+// [ErrInternal]; ErrorKind.Retryable is true for the two retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
 // written, with a [*RequestError] naming each bad operation; [Service.Check] gives that
 // refusal without running anything. An accepted-mode write to a store without a queue is
 // such a refusal too ([ErrNoQueue], not retryable: it is the Service's configuration).

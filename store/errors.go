@@ -25,6 +25,9 @@ var (
 	// ErrOutcomeUnknown: retryable, but the operation may have taken effect (see
 	// KindOutcomeUnknown); ErrUnavailable means it certainly did not.
 	ErrOutcomeUnknown error = kindSentinel(KindOutcomeUnknown)
+	// ErrPermissionDenied: the backend refused the credentials or found them lacking a
+	// privilege (see KindPermissionDenied); not retryable.
+	ErrPermissionDenied error = kindSentinel(KindPermissionDenied)
 )
 
 // ErrNotFound is the old name of ErrDatasetNotFound.

@@ -143,8 +143,8 @@ type ErrorKind uint8
 
 // Error kinds.
 const (
-	// KindInternal is a permanent failure that fits no other kind (a backend refusing our
-	// credentials, an answer that cannot be parsed). Not retryable.
+	// KindInternal is a permanent failure that fits no other kind (an answer that cannot be
+	// parsed, a server certificate that does not verify). Not retryable.
 	KindInternal ErrorKind = iota
 	// KindDatasetNotFound: the dataset (index, collection) does not exist. A missing record is
 	// no error: it is the outcome Absent.
@@ -167,6 +167,12 @@ const (
 	// no answer came within its bound -- and may still take effect later: a retry may apply it
 	// twice.
 	KindOutcomeUnknown
+	// KindPermissionDenied: the backend refused the credentials (authentication failed) or
+	// found them lacking a privilege the operation needs (the message names the action and the
+	// privileges when the backend does); nothing was applied. Not retryable: the credentials or
+	// the role must change. Per item: a dataset the role does not cover fails only its own
+	// operations.
+	KindPermissionDenied
 )
 
 // KindNotFound is the old name of KindDatasetNotFound.

@@ -35,7 +35,11 @@
 // retry cures. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
 // retryable is true for ERROR_KIND_UNAVAILABLE (the item had no effect) and
 // ERROR_KIND_OUTCOME_UNKNOWN (it may have had one: an accepted-mode item whose queue did not
-// answer within delivery_timeout, or before the call ended). An accepted-mode item answers
+// answer within delivery_timeout, or before the call ended). ERROR_KIND_PERMISSION_DENIED
+// (not retryable) says the store's backend refused the service's credentials ("authentication
+// failed") or found its role lacking a privilege for that item's dataset (the message names
+// the action and the privileges the backend names); other items of the request are not
+// affected. An accepted-mode item answers
 // within its queue's delivery_timeout even when a broker hangs, so a client deadline above it
 // never fires on an item that took effect. Revisions travel as opaque bytes;
 // documents as JSON object text plus the JSON Pointers of their date-time strings. A merge

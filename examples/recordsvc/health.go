@@ -91,7 +91,8 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 
 // probeStorage reads the health record. Any answer from the server -- found, not found, a
 // dataset that does not exist -- proves the store reachable; only a failure that says the
-// server could not answer counts.
+// server could not answer, or refused the service's credentials (permission denied, also a
+// role that does not cover the health record's dataset), counts.
 func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) error {
 	res, err := a.Read(ctx, []driver.Address{addr})
 	if err != nil {
@@ -102,7 +103,8 @@ func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) erro
 	}
 	if e := res[0].Err; e != nil {
 		switch store.KindOf(e) {
-		case store.KindUnavailable, store.KindOutcomeUnknown, store.KindInternal, store.KindCanceled:
+		case store.KindUnavailable, store.KindOutcomeUnknown, store.KindInternal, store.KindCanceled,
+			store.KindPermissionDenied: // refused credentials make the store unusable
 			return e
 		}
 	}

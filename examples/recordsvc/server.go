@@ -403,30 +403,32 @@ var outcomes = map[store.Outcome]recordv1.Outcome{
 }
 
 var errorKinds = map[store.ErrorKind]recordv1.ErrorKind{
-	store.KindInternal:        recordv1.ErrorKind_ERROR_KIND_INTERNAL,
-	store.KindDatasetNotFound: recordv1.ErrorKind_ERROR_KIND_NOT_FOUND,
-	store.KindAlreadyExists:   recordv1.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
-	store.KindConflict:        recordv1.ErrorKind_ERROR_KIND_CONFLICT,
-	store.KindInvalid:         recordv1.ErrorKind_ERROR_KIND_INVALID,
-	store.KindTooLarge:        recordv1.ErrorKind_ERROR_KIND_TOO_LARGE,
-	store.KindUnavailable:     recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE,
-	store.KindCanceled:        recordv1.ErrorKind_ERROR_KIND_CANCELED,
-	store.KindOutcomeUnknown:  recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN,
+	store.KindInternal:         recordv1.ErrorKind_ERROR_KIND_INTERNAL,
+	store.KindDatasetNotFound:  recordv1.ErrorKind_ERROR_KIND_NOT_FOUND,
+	store.KindAlreadyExists:    recordv1.ErrorKind_ERROR_KIND_ALREADY_EXISTS,
+	store.KindConflict:         recordv1.ErrorKind_ERROR_KIND_CONFLICT,
+	store.KindInvalid:          recordv1.ErrorKind_ERROR_KIND_INVALID,
+	store.KindTooLarge:         recordv1.ErrorKind_ERROR_KIND_TOO_LARGE,
+	store.KindUnavailable:      recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE,
+	store.KindCanceled:         recordv1.ErrorKind_ERROR_KIND_CANCELED,
+	store.KindOutcomeUnknown:   recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN,
+	store.KindPermissionDenied: recordv1.ErrorKind_ERROR_KIND_PERMISSION_DENIED,
 }
 
 // callCodes gives the status of a whole call that failed with a *store.Error of a kind (per
 // item failures travel in the results instead). Outcome unknown is UNKNOWN, not UNAVAILABLE:
 // gRPC clients retry UNAVAILABLE as "not processed".
 var callCodes = map[store.ErrorKind]codes.Code{
-	store.KindInternal:        codes.Internal,
-	store.KindDatasetNotFound: codes.NotFound,
-	store.KindAlreadyExists:   codes.AlreadyExists,
-	store.KindConflict:        codes.Aborted,
-	store.KindInvalid:         codes.InvalidArgument,
-	store.KindTooLarge:        codes.ResourceExhausted,
-	store.KindUnavailable:     codes.Unavailable,
-	store.KindCanceled:        codes.Canceled,
-	store.KindOutcomeUnknown:  codes.Unknown,
+	store.KindInternal:         codes.Internal,
+	store.KindDatasetNotFound:  codes.NotFound,
+	store.KindAlreadyExists:    codes.AlreadyExists,
+	store.KindConflict:         codes.Aborted,
+	store.KindInvalid:          codes.InvalidArgument,
+	store.KindTooLarge:         codes.ResourceExhausted,
+	store.KindUnavailable:      codes.Unavailable,
+	store.KindCanceled:         codes.Canceled,
+	store.KindOutcomeUnknown:   codes.Unknown,
+	store.KindPermissionDenied: codes.PermissionDenied,
 }
 
 func fromResult(r *store.Result) *recordv1.Result {

@@ -44,7 +44,8 @@ func (p *Publisher) CheckAccepted(op *store.Op) error {
 // Enqueue implements store.Queue. A message pub fails is a *store.Error whose Kind follows the
 // queue's: queue.OutcomeUnknown (it may have been written) is KindOutcomeUnknown,
 // queue.Unavailable and queue.NotFound (not written) KindUnavailable, queue.Invalid
-// KindInvalid; any other failure is left to the Service to classify (see store.Queue).
+// KindInvalid, queue.Denied (credentials or ACLs refused) KindPermissionDenied; any other
+// failure is left to the Service to classify (see store.Queue).
 func (p *Publisher) Enqueue(ctx context.Context, b *store.AcceptedBatch) []error {
 	msgs := make([]queue.Message, len(b.Ops))
 	var hashes map[string]string // one SHA-256 per distinct program of the batch
@@ -112,6 +113,8 @@ func classify(err error) error {
 		return &store.Error{Kind: store.KindUnavailable, Err: err}
 	case queue.Invalid:
 		return &store.Error{Kind: store.KindInvalid, Err: err}
+	case queue.Denied:
+		return &store.Error{Kind: store.KindPermissionDenied, Err: err}
 	}
 	return err
 }

@@ -235,7 +235,7 @@ func TestAcceptedModeFailureKinds(t *testing.T) {
 		{"caller's context", true, context.Canceled, store.ErrCanceled, store.KindCanceled},
 		{"publisher's own deadline", false, context.DeadlineExceeded, store.ErrOutcomeUnknown, store.KindOutcomeUnknown},
 		{"invalid", false, &queue.Error{Kind: queue.Invalid, Queue: "t", Err: errors.New("too large")}, store.ErrInvalid, store.KindInvalid},
-		{"denied", false, &queue.Error{Kind: queue.Denied, Queue: "t", Err: errors.New("not authorized")}, store.ErrInternal, store.KindInternal},
+		{"denied", false, &queue.Error{Kind: queue.Denied, Queue: "t", Err: errors.New("not authorized")}, store.ErrPermissionDenied, store.KindPermissionDenied},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

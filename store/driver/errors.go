@@ -11,8 +11,8 @@ type ErrorKind uint8
 
 // Error kinds.
 const (
-	// Internal is a permanent failure that fits no other kind (a backend refusing our
-	// credentials, an answer we cannot parse). Not retryable.
+	// Internal is a permanent failure that fits no other kind (an answer we cannot parse, a
+	// server certificate that does not verify). Not retryable.
 	KindInternal ErrorKind = iota
 	// KindNotFound: the dataset (index, collection) does not exist.
 	KindNotFound
@@ -37,9 +37,14 @@ const (
 	// delivery is at-least-once anyway, and for unconditional puts and deletes; a conditional
 	// write retried may fail its precondition because the first attempt took effect.
 	KindOutcomeUnknown
+	// KindPermissionDenied: the backend refused the credentials (authentication failed) or
+	// found them lacking a privilege the operation needs; nothing was applied. Not retryable:
+	// an operator must fix the credentials or the role. Reported per item where the backend
+	// refuses per item (one dataset's privilege missing fails only that dataset's items).
+	KindPermissionDenied
 )
 
-var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled", "outcome unknown"}
+var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled", "outcome unknown", "permission denied"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {

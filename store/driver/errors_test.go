@@ -22,6 +22,7 @@ func TestErrorKinds(t *testing.T) {
 		{KindUnavailable, "unavailable", true},
 		{KindCanceled, "canceled", false},
 		{KindOutcomeUnknown, "outcome unknown", true},
+		{KindPermissionDenied, "permission denied", false},
 	}
 	if len(want) != len(kindNames) {
 		t.Fatalf("%d kinds named, %d checked here", len(kindNames), len(want))

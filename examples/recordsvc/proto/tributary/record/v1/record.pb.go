@@ -177,33 +177,41 @@ const (
 	// call ended. A retry may apply it twice (RETURN_AFTER_ACCEPTED delivers at least once
 	// anyway).
 	ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN ErrorKind = 9
+	// Not retryable: the store's backend refused the service's credentials (the message says
+	// "authentication failed") or found them lacking a privilege for this item (the message
+	// names the action and the privileges the backend names). Nothing was applied; the
+	// service's credentials or role must change. Per item: a dataset the role does not cover
+	// fails only its own items.
+	ErrorKind_ERROR_KIND_PERMISSION_DENIED ErrorKind = 10
 )
 
 // Enum value maps for ErrorKind.
 var (
 	ErrorKind_name = map[int32]string{
-		0: "ERROR_KIND_UNSPECIFIED",
-		1: "ERROR_KIND_INTERNAL",
-		2: "ERROR_KIND_NOT_FOUND",
-		3: "ERROR_KIND_ALREADY_EXISTS",
-		4: "ERROR_KIND_CONFLICT",
-		5: "ERROR_KIND_INVALID",
-		6: "ERROR_KIND_TOO_LARGE",
-		7: "ERROR_KIND_UNAVAILABLE",
-		8: "ERROR_KIND_CANCELED",
-		9: "ERROR_KIND_OUTCOME_UNKNOWN",
+		0:  "ERROR_KIND_UNSPECIFIED",
+		1:  "ERROR_KIND_INTERNAL",
+		2:  "ERROR_KIND_NOT_FOUND",
+		3:  "ERROR_KIND_ALREADY_EXISTS",
+		4:  "ERROR_KIND_CONFLICT",
+		5:  "ERROR_KIND_INVALID",
+		6:  "ERROR_KIND_TOO_LARGE",
+		7:  "ERROR_KIND_UNAVAILABLE",
+		8:  "ERROR_KIND_CANCELED",
+		9:  "ERROR_KIND_OUTCOME_UNKNOWN",
+		10: "ERROR_KIND_PERMISSION_DENIED",
 	}
 	ErrorKind_value = map[string]int32{
-		"ERROR_KIND_UNSPECIFIED":     0,
-		"ERROR_KIND_INTERNAL":        1,
-		"ERROR_KIND_NOT_FOUND":       2,
-		"ERROR_KIND_ALREADY_EXISTS":  3,
-		"ERROR_KIND_CONFLICT":        4,
-		"ERROR_KIND_INVALID":         5,
-		"ERROR_KIND_TOO_LARGE":       6,
-		"ERROR_KIND_UNAVAILABLE":     7,
-		"ERROR_KIND_CANCELED":        8,
-		"ERROR_KIND_OUTCOME_UNKNOWN": 9,
+		"ERROR_KIND_UNSPECIFIED":       0,
+		"ERROR_KIND_INTERNAL":          1,
+		"ERROR_KIND_NOT_FOUND":         2,
+		"ERROR_KIND_ALREADY_EXISTS":    3,
+		"ERROR_KIND_CONFLICT":          4,
+		"ERROR_KIND_INVALID":           5,
+		"ERROR_KIND_TOO_LARGE":         6,
+		"ERROR_KIND_UNAVAILABLE":       7,
+		"ERROR_KIND_CANCELED":          8,
+		"ERROR_KIND_OUTCOME_UNKNOWN":   9,
+		"ERROR_KIND_PERMISSION_DENIED": 10,
 	}
 )
 
@@ -1410,7 +1418,7 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x0fOUTCOME_UPDATED\x10\x04\x12\x13\n" +
 	"\x0fOUTCOME_DELETED\x10\x05\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x06\x12\x14\n" +
-	"\x10OUTCOME_ACCEPTED\x10\a*\x99\x02\n" +
+	"\x10OUTCOME_ACCEPTED\x10\a*\xbb\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\x01\x12\x18\n" +
@@ -1421,7 +1429,9 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x14ERROR_KIND_TOO_LARGE\x10\x06\x12\x1a\n" +
 	"\x16ERROR_KIND_UNAVAILABLE\x10\a\x12\x17\n" +
 	"\x13ERROR_KIND_CANCELED\x10\b\x12\x1e\n" +
-	"\x1aERROR_KIND_OUTCOME_UNKNOWN\x10\t2\xff\x01\n" +
+	"\x1aERROR_KIND_OUTCOME_UNKNOWN\x10\t\x12 \n" +
+	"\x1cERROR_KIND_PERMISSION_DENIED\x10\n" +
+	"2\xff\x01\n" +
 	"\rRecordService\x12K\n" +
 	"\x04Read\x12 .tributary.record.v1.ReadRequest\x1a!.tributary.record.v1.ReadResponse\x12N\n" +
 	"\x05Write\x12!.tributary.record.v1.WriteRequest\x1a\".tributary.record.v1.WriteResponse\x12Q\n" +
