@@ -13,7 +13,8 @@
 //   - SetLatency(dir, d) delays each chunk going in a direction; open connections too.
 //   - SetBlackhole(dir) swallows everything going in a direction while connections stay open,
 //     until SetBlackhole(None); reads on the far side simply time out.
-//   - ResetAll aborts every open connection with a TCP RST on both sides.
+//   - ResetAll aborts every open connection with a TCP RST on both sides; SetResetEvery(d)
+//     does it every d until cleared (a flapping network: new connections work in between).
 //   - SetAcceptFault decides the fate of new connections: AcceptReset (RST at once),
 //     AcceptClose (FIN at once), AcceptRefuse (the listener is closed, so connects are
 //     refused; Addr stays the same and is listened on again when the fault is cleared).

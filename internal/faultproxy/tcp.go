@@ -126,8 +126,14 @@ type TCPProxy struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops and connection handlers
 
-	latency   [2]atomic.Int64 // nanoseconds; [0] towards the target, [1] towards the client
-	blackhole atomic.Uint32   // Direction bits
+	latency [2]atomic.Int64 // nanoseconds; [0] towards the target, [1] towards the client
+
+	// resetsMu serialises SetResetEvery; stopResets ends its periodic resets (nil when none
+	// run) and resetsDone is closed once they ended.
+	resetsMu   sync.Mutex
+	stopResets context.CancelFunc
+	resetsDone chan struct{}
+	blackhole  atomic.Uint32 // Direction bits
 
 	mu      sync.Mutex
 	ln      net.Listener // nil while refusing or after Close
@@ -253,8 +259,51 @@ func (p *TCPProxy) ResetAll() int {
 	return n
 }
 
-// Heal clears every fault: no latency, no black-hole, AcceptForward. Open connections are kept.
+// SetResetEvery makes the proxy abort every open connection with a TCP RST (as ResetAll does)
+// each time d passes, from d from now on, until SetResetEvery(0), Heal or Close: a flapping
+// network. New connections are accepted and forwarded between two resets, so a client that
+// reconnects gets up to d of working connection each time. A new call replaces the period
+// (the next reset comes d after the call); d <= 0 stops the resets. Once it returns, no reset
+// of the period it replaced is still to come.
+func (p *TCPProxy) SetResetEvery(d time.Duration) {
+	p.resetsMu.Lock()
+	defer p.resetsMu.Unlock()
+	if p.stopResets != nil {
+		p.stopResets()
+		<-p.resetsDone
+		p.stopResets, p.resetsDone = nil, nil
+	}
+	defer p.notify()
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if d <= 0 || closed {
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	done := make(chan struct{})
+	p.stopResets, p.resetsDone = cancel, done
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				p.ResetAll()
+			}
+		}
+	}()
+}
+
+// Heal clears every fault: no latency, no black-hole, no periodic resets, AcceptForward. Open
+// connections are kept.
 func (p *TCPProxy) Heal() error {
+	p.SetResetEvery(0)
 	p.SetLatency(Both, 0)
 	p.SetBlackhole(None)
 	return p.SetAcceptFault(AcceptForward)
