@@ -78,14 +78,16 @@ func StatusClass(status int) Class {
 }
 
 // ErrorClass classifies an error of Do (a request without a complete answer): Canceled when
-// the context was canceled, Auth when the server's certificate does not verify, otherwise
-// Unavailable (connection refused or reset, end of file, a deadline). nil is OK.
+// the context was canceled, Auth when the server's certificate does not verify or the
+// server refuses the client's (a TLS alert naming a certificate), otherwise Unavailable
+// (connection refused or reset, end of file, a deadline). nil is OK.
 func ErrorClass(err error) Class {
 	var (
 		unknownCA *x509.UnknownAuthorityError
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		verify    *tls.CertificateVerificationError
+		op        *net.OpError
 	)
 	switch {
 	case err == nil:
@@ -94,12 +96,15 @@ func ErrorClass(err error) Class {
 		return Canceled
 	case errors.As(err, &verify), errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
 		return Auth
+	case errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.Contains(op.Err.Error(), "certificate"):
+		return Auth
 	}
 	return Unavailable
 }
 
 // NotSent reports whether err proves that the request never reached the server: the
-// connection could not be made. Any other failure may come after the server got the request.
+// connection could not be made (refused, no route, a connect timeout). Any other failure
+// may come after the server got the request.
 func NotSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
