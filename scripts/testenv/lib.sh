@@ -18,7 +18,9 @@
 # own tools (pg_ctl restart) or by a kill is rewritten or removed by the next look.
 set -euo pipefail
 
-TESTENV_HOME=${TRIBUTARY_TESTENV_HOME:-/var/tmp/tributary-testenv}
+TESTENV_DEFAULT_HOME=/var/tmp/tributary-testenv
+TESTENV_HOME=${TRIBUTARY_TESTENV_HOME:-$TESTENV_DEFAULT_HOME}
+TESTENV_HOME=${TESTENV_HOME%/}
 TESTENV_SVC_USER=${TRIBUTARY_TESTENV_USER:-tributary}
 TESTENV_JDK=${TRIBUTARY_TESTENV_JDK:-/usr/lib/jvm/java-17-openjdk-amd64}
 TESTENV_MDP=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
@@ -40,6 +42,13 @@ PG_PORT=${TRIBUTARY_PG_PORT:-15432}
 MYSQL_PORT=${TRIBUTARY_MYSQL_PORT:-13306}
 MONGO_PORT=${TRIBUTARY_MONGO_PORT:-17017}
 CONNECT_PORT=${TRIBUTARY_CONNECT_PORT:-18083}
+ES_SECURE_HTTP_PORT=${TRIBUTARY_ES_SECURE_PORT:-19210}
+ES_SECURE_TRANSPORT_PORT=${TRIBUTARY_ES_SECURE_TRANSPORT_PORT:-19310}
+OS_SECURE_HTTP_PORT=${TRIBUTARY_OPENSEARCH_SECURE_PORT:-19211}
+OS_SECURE_TRANSPORT_PORT=${TRIBUTARY_OPENSEARCH_SECURE_TRANSPORT_PORT:-19311}
+# The three nodes of escluster: node N listens on http BASE+N and transport BASE+N.
+ESC_HTTP_BASE=${TRIBUTARY_ES_CLUSTER_HTTP_BASE:-19230}
+ESC_TRANSPORT_BASE=${TRIBUTARY_ES_CLUSTER_TRANSPORT_BASE:-19330}
 
 log() { printf '%s %s\n' "[testenv ${TESTENV_NAME:-}]" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -439,4 +448,135 @@ main_dispatch() {
     resume) server_signal CONT ;;
     *) usage_die "usage: up|down|stop [--mode M] [--timeout S]|start|restart [--mode M] [--timeout S]|status|env|modes|pause|resume" ;;
   esac
+}
+
+# ---- Shared by the search-engine scripts ----
+
+# install_es_dist VERSION HOME unpacks Elasticsearch's integ-test zip (Maven Central) into HOME
+# unless it is there. It has no bundled JDK and four modules (apm, transport-netty4, x-pack-core,
+# x-pack-security). HOME is shared by every instance of that version and never written after.
+install_es_dist() {
+  local version=$1 home=$2 dl stage
+  [ -x "$home/bin/elasticsearch" ] && return 0
+  apt_ensure mvn maven
+  apt_ensure unzip unzip
+  dl=$(dl_dir elasticsearch)
+  [ -f "$dl/elasticsearch-$version.zip" ] ||
+    mvn_fetch "org.elasticsearch.distribution.integ-test-zip:elasticsearch:$version:zip" "$dl"
+  (
+    # Parallel ups of two instances of the same version unpack once.
+    flock -w 600 9 || die "waited 10 minutes for another install of elasticsearch $version"
+    [ -x "$home/bin/elasticsearch" ] && exit 0
+    # Unpack beside the final place and rename, so an interrupted unzip never leaves a half
+    # distribution that a later run would take as installed.
+    stage=$(mktemp -d "$TESTENV_HOME/dist/.elasticsearch-$version.XXXXXX")
+    unzip -q "$dl/elasticsearch-$version.zip" -d "$stage"
+    chmod -R a+rX "$stage/elasticsearch-$version"
+    chmod +x "$stage/elasticsearch-$version"/bin/*
+    rm -rf "$home"
+    mv "$stage/elasticsearch-$version" "$home"
+    rmdir "$stage"
+    log "installed $(cd "$home/modules" && echo *)"
+  ) 9>"$TESTENV_HOME/dist/.elasticsearch-$version.lock"
+}
+
+# es_launch_node NAME HOME CONF PIDFILE LOGDIR HEAPOPTS starts one Elasticsearch node as the service
+# user on CONF (its data and logs named there), daemonized (-d returns once the node has started or
+# failed; the pid file names the server JVM), and prints its launch log and node log on failure.
+es_launch_node() {
+  local name=$1 home=$2 conf=$3 pidfile=$4 logdir=$5 heap=$6
+  # The node proved gone (server_pids): a pid file left by a kill is stale.
+  rm -f "$pidfile"
+  # JAVA_HOME is dropped because the launcher only reads ES_JAVA_HOME and warns about the other.
+  if ! timeout 300 runuser -u "$TESTENV_SVC_USER" -- env -u JAVA_HOME \
+    ES_JAVA_HOME="$TESTENV_JDK" ES_PATH_CONF="$conf" ES_JAVA_OPTS="$heap" \
+    "$home/bin/elasticsearch" -d -p "$pidfile" >>"$logdir/launch.log" 2>&1; then
+    show_logs "$logdir/launch.log" "$(ls -t "$logdir"/*.log 2>/dev/null | grep -v launch.log | head -n 1)"
+    log "error: $name failed to start (launcher exit status non-zero or 300 s passed)"
+    return 1
+  fi
+}
+
+# make_test_pki DIR makes a throw-away PKI for one secured server in DIR: a CA (ca.pem, ca.key), a
+# node certificate (node.pem, node.key: CN=tributary-node, SAN IP 127.0.0.1 and DNS localhost,
+# server and client use, as transport TLS needs both), a client certificate (client.pem,
+# client.key: CN=tributary-client) and an admin certificate (admin.pem, admin.key:
+# CN=tributary-admin, for OpenSearch's securityadmin). Keys are unencrypted PKCS#8 (RSA 2048);
+# these are test credentials, never reused.
+make_test_pki() {
+  local dir=$1 name
+  apt_ensure openssl openssl
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=Tributary/CN=Tributary Test CA" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  for name in node client admin; do
+    openssl req -newkey rsa:2048 -nodes -subj "/O=Tributary/CN=tributary-$name" \
+      -keyout "$dir/$name.key" -out "$dir/$name.csr" 2>/dev/null
+    {
+      echo "basicConstraints=CA:FALSE"
+      echo "keyUsage=critical,digitalSignature,keyEncipherment"
+      case $name in
+        node) echo "extendedKeyUsage=serverAuth,clientAuth"; echo "subjectAltName=IP:127.0.0.1,DNS:localhost" ;;
+        *) echo "extendedKeyUsage=clientAuth" ;;
+      esac
+    } >"$dir/$name.ext"
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+      -days 3650 -sha256 -extfile "$dir/$name.ext" -out "$dir/$name.pem" 2>/dev/null
+    rm -f "$dir/$name.csr" "$dir/$name.ext"
+  done
+  rm -f "$dir/ca.srl"
+  chmod 755 "$dir"
+  chmod 644 "$dir"/*
+  # The servers warn about keys others can read; the client's stays readable for the tests.
+  chmod 600 "$dir/ca.key" "$dir/node.key" "$dir/admin.key"
+}
+
+# secure_ours URL CLUSTER CA USER PASSWORD [WAIT] is search_ours over TLS verified with CA and with
+# basic authentication.
+secure_ours() {
+  local health q=
+  [ -n "${6:-}" ] && q='?wait_for_status=yellow&timeout=2s'
+  health=$(curl -fsS --max-time 5 --cacert "$3" -u "$4:$5" "$1/_cluster/health$q" 2>/dev/null) &&
+    [[ $health == *"\"cluster_name\":\"$2\""* ]]
+}
+
+# add_mapper_extras HOME VERSION turns the published client jar of OpenSearch's mapper-extras module
+# back into a module of the distribution in HOME: the jar holds the plugin classes but no
+# plugin-descriptor.properties, so one is written here. PluginInfo rejects unknown keys, so only
+# the keys the bundled modules use appear.
+add_mapper_extras() {
+  local home=$1 version=$2 dir cls
+  dir=$home/modules/mapper-extras
+  mkdir -p "$dir"
+  mvn_fetch "org.opensearch.plugin:mapper-extras-client:$version" "$dir"
+  cls=$(unzip -Z1 "$dir/mapper-extras-client-$version.jar" |
+    grep -E '^org/opensearch/index/mapper/MapperExtras(Module)?Plugin\.class$' | head -n 1 |
+    sed 's#/#.#g; s#\.class$##')
+  [ -n "$cls" ] || die "no MapperExtras plugin class in mapper-extras-client-$version.jar"
+  cat >"$dir/plugin-descriptor.properties" <<PROPS
+description=Adds advanced field mappers
+version=$version
+name=mapper-extras
+classname=$cls
+java.version=11
+opensearch.version=$version
+custom.foldername=
+extended.plugins=
+has.native.controller=false
+PROPS
+}
+
+# os_run_config HOME RUN copies HOME's config into RUN/config with a 512 MB heap and the heap
+# dumps, GC and crash logs (relative to the read-only distribution in the stock jvm.options) moved
+# into RUN.
+os_run_config() {
+  local home=$1 run=$2
+  cp -r "$home/config" "$run/config"
+  sed -i -e "s#^-Xms1g#-Xms512m#; s#^-Xmx1g#-Xmx512m#" \
+    -e "s#HeapDumpPath=data#HeapDumpPath=$run/data#" \
+    -e "s#ErrorFile=logs/#ErrorFile=$run/logs/#" \
+    -e "s#file=logs/gc.log#file=$run/logs/gc.log#" \
+    -e "s#-Xloggc:logs/gc.log#-Xloggc:$run/logs/gc.log#" \
+    "$run/config/jvm.options"
 }
