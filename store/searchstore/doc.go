@@ -3,9 +3,20 @@
 // transport (elastictransport), which has no product check and so talks to OpenSearch too.
 //
 // [New] takes the transport by position (it must not retry on its own: see New);
-// [NewFromURLs] builds one from node URLs with retries off (the client internal/search builds
-// for the sink and esfence too; requests are sent and read, and error types parsed, there).
-// [Options] hold the rest, with documented defaults.
+// [NewFromURLs] builds one from node URLs (the client internal/search builds for the sink and
+// esfence too; requests are sent and read, and error types parsed, there). [Options] hold the
+// rest, with documented defaults; their connection fields (Username and Password or APIKey,
+// CACert, ClientCert and ClientKey, ServerName: all PEM bytes, never quoted in errors) are
+// NewFromURLs' only.
+//
+// # Several nodes
+//
+// NewFromURLs takes every node's URL. Requests go round robin; one that cannot reach its node
+// (connection refused, no route, a connect timeout: nothing was sent) goes at once to the next
+// node, and the unreachable node is skipped for a while (internal/search's node pool), so a
+// stopped node costs no failed call while another answers. A request that reached a node and
+// lost its answer is never sent again (a _bulk could apply twice): it fails as the table
+// under Errors says.
 //
 // # Records
 //
@@ -84,7 +95,9 @@
 //	  404 index_not_found_exception        KindNotFound
 //	  413, *_too_long / *_too_large types  KindTooLarge
 //	  400 (mapping, parsing, arguments)    KindInvalid
-//	  another 4xx (401, 403 blocks)        KindInternal: not applied
+//	  403 security_exception (the role     KindPermissionDenied: not applied, for that
+//	  lacks a privilege on its index)      item only
+//	  another 4xx (403 blocks)             KindInternal: not applied
 //	  5xx (unavailable shards, an          KindOutcomeUnknown
 //	  exception while executing it), an
 //	  error with a status of no failure
@@ -93,7 +106,11 @@
 //	  429, 503                             KindUnavailable: refused before execution
 //	  413                                  KindTooLarge
 //	  400                                  KindInvalid
-//	  401, 403, another 4xx or a 3xx,      KindInternal: not executed, and will not be
+//	  401 (credentials refused), 403       KindPermissionDenied: not executed
+//	  security_exception (a privilege
+//	  missing, e.g. OpenSearch's cluster
+//	  action indices:data/write/bulk)
+//	  another 4xx (a 403 block) or a 3xx,  KindInternal: not executed, and will not be
 //	  a certificate that does not verify
 //	  caller's context ended before        KindCanceled: nothing was sent
 //	  sending
@@ -114,6 +131,17 @@
 //
 // The Service resends only KindUnavailable writes; a KindOutcomeUnknown one is reported to its
 // caller, who decides whether to send it again.
+//
+// A KindPermissionDenied message says which: "authentication failed: the cluster refused the
+// credentials (basic)" for a 401 (the kind of credentials sent, never them), or "permission
+// denied: action indices:data/write/bulk[s] on indices people for user recordsvc (granted by
+// the index privileges create_doc, create, delete, index, write, all)" for a 403, with what
+// the engine names (OpenSearch names the actions and the user, not the index: the address
+// does). Both engines refuse per item (_bulk items, _mget entries), so a role that does not
+// cover one dataset fails only that dataset's operations; a dataset check refused (HEAD has no
+// body) is asked again as GET /<dataset> for the reason. A 403 index or cluster block
+// (cluster_block_exception, e.g. FORBIDDEN/8/index write) is no privilege: KindInternal,
+// naming the block.
 //
 // # Deviations
 //

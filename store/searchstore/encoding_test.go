@@ -213,7 +213,8 @@ func TestClassifyItem(t *testing.T) {
 		{"index", 503, errJSON("unavailable_shards_exception", ""), driver.KindOutcomeUnknown},
 		{"delete", 200, errJSON("exception", ""), driver.KindOutcomeUnknown},
 		{"index", 403, errJSON("cluster_block_exception", ""), driver.KindInternal},
-		{"create", 401, errJSON("security_exception", ""), driver.KindInternal},
+		{"create", 401, errJSON("security_exception", ""), driver.KindPermissionDenied},
+		{"index", 403, errJSON("security_exception", ""), driver.KindPermissionDenied},
 	} {
 		err := classifyItem(tc.action, tc.status, tc.err)
 		if err.Kind != tc.want {
@@ -253,8 +254,10 @@ func TestClassifyStatus(t *testing.T) {
 		{400, body("action_request_validation_exception"), mutating, driver.KindInvalid},
 		{400, body("illegal_argument_exception"), readOnly, driver.KindInvalid},
 		{404, body("index_not_found_exception"), readOnly, driver.KindNotFound},
-		{401, body("security_exception"), mutating, driver.KindInternal},
-		{403, body("security_exception"), readOnly, driver.KindInternal},
+		{401, body("security_exception"), mutating, driver.KindPermissionDenied},
+		{403, body("security_exception"), readOnly, driver.KindPermissionDenied},
+		{401, []byte("Unauthorized"), readOnly, driver.KindPermissionDenied}, // OpenSearch's 401 is plain text
+		{403, body("cluster_block_exception"), mutating, driver.KindInternal},
 		{500, body("exception"), mutating, driver.KindOutcomeUnknown},
 		{502, []byte("<html>bad gateway</html>"), mutating, driver.KindOutcomeUnknown},
 		{504, nil, mutating, driver.KindOutcomeUnknown},
@@ -264,7 +267,7 @@ func TestClassifyStatus(t *testing.T) {
 		{504, nil, readOnly, driver.KindUnavailable},
 		{408, nil, readOnly, driver.KindUnavailable},
 	} {
-		err := classifyStatus(tc.status, tc.body, tc.kind, "req")
+		err := classifyStatus(&search.Answer{Status: tc.status, Body: tc.body}, tc.kind, "req")
 		if err.Kind != tc.want {
 			t.Errorf("status %d (kind %d): %v, want %v", tc.status, tc.kind, err.Kind, tc.want)
 		}
@@ -273,7 +276,7 @@ func TestClassifyStatus(t *testing.T) {
 		}
 	}
 	// A bare-string error, as some endpoints send, still classifies by status.
-	if err := classifyStatus(404, []byte(`{"error":"alias [x] missing","status":404}`), readOnly, "req"); err.Kind != driver.KindInternal {
+	if err := classifyStatus(&search.Answer{Status: 404, Body: []byte(`{"error":"alias [x] missing","status":404}`)}, readOnly, "req"); err.Kind != driver.KindInternal {
 		t.Errorf("bare-string 404: %v", err)
 	}
 }

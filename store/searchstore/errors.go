@@ -27,6 +27,11 @@ type BackendError struct {
 	CausedBy []string
 	// Index is the index the server named in the error, if any.
 	Index string
+
+	// denial is what a 401 or 403 refusal names (the credentials refused, or the action,
+	// indices, user and privileges of a missing privilege): parts of the server's reason
+	// that carry no document values.
+	denial *search.AuthError
 }
 
 func (e *BackendError) Error() string {
@@ -53,8 +58,25 @@ func (e *BackendError) Error() string {
 		b.WriteString(strconv.Quote(e.Index))
 		b.WriteString(")")
 	}
+	if e.denial != nil {
+		b.WriteString(": ")
+		b.WriteString(e.denial.Error())
+	}
 	return b.String()
 }
+
+// Unwrap returns what a 401 or 403 refusal named (an internal type: its text is part of
+// Error), or nil.
+func (e *BackendError) Unwrap() error {
+	if e.denial == nil {
+		return nil
+	}
+	return e.denial
+}
+
+// denied reports whether the server refused our credentials (401) or found them lacking a
+// privilege (403 that is not an index or cluster block).
+func (e *BackendError) denied() bool { return e.denial != nil && e.denial.Block == "" }
 
 // has reports whether t is the type of the error or of one of its causes.
 func (e *BackendError) has(t string) bool {
@@ -84,14 +106,35 @@ func (e *BackendError) tooLarge() bool {
 }
 
 // backendError turns a status and a raw "error" member (an object, a bare string, or absent)
-// into a *BackendError.
+// of a _bulk item into a *BackendError.
 func backendError(status int, raw json.RawMessage) *BackendError {
-	return fromInfo(status, search.ParseErrorObject(raw))
+	be := fromInfo(status, search.ParseErrorObject(raw))
+	if be.security() {
+		if ae, ok := search.ItemError(status, raw).(*search.AuthError); ok {
+			be.denial = ae
+		}
+	}
+	return be
 }
 
 // responseError reads the "error" member of a failed whole-request answer.
-func responseError(status int, body []byte) *BackendError {
-	return fromInfo(status, search.ParseError(body)) // a body that is not JSON leaves only the status
+func responseError(ans *search.Answer) *BackendError {
+	be := fromInfo(ans.Status, search.ParseError(ans.Body)) // a body that is not JSON leaves only the status
+	if be.security() {
+		if ae, ok := ans.Err().(*search.AuthError); ok {
+			be.denial = ae
+		}
+	}
+	return be
+}
+
+// security reports whether e is a refusal of the security layer or a block: a 401 (whatever
+// its body: OpenSearch's is plain text), or a 403 of type security_exception or
+// cluster_block_exception. Only their reasons are read for what they name; a 403 of another
+// type keeps no more than its types.
+func (e *BackendError) security() bool {
+	return e.Status == http.StatusUnauthorized ||
+		(e.Status == http.StatusForbidden && (e.Type == "security_exception" || e.Type == "cluster_block_exception"))
 }
 
 func fromInfo(status int, e search.ErrorInfo) *BackendError {
@@ -112,12 +155,15 @@ const unknownSuffix = "; the outcome is unknown"
 
 // classifyStatus classifies a whole-request error answer. 429 and 503 mean the node refused
 // the request before executing any of it; 400 and 413 that it could not even parse or accept
-// it; 401 and 403 that it refused our credentials. A _bulk answered with another 5xx or a 408
-// may have been applied in part, and sending it again may succeed: KindOutcomeUnknown. A read
-// failing so is KindUnavailable, since it changes nothing. Any other status (another 4xx, a
-// 3xx) is a request the server did not execute and will not: KindInternal.
-func classifyStatus(status int, body []byte, kind requestKind, what string) *driver.Error {
-	be := responseError(status, body)
+// it; 401 that it refused our credentials and 403 that they lack a privilege:
+// KindPermissionDenied (a 403 index or cluster block is KindInternal). A _bulk answered with
+// another 5xx or a 408 may have been applied in part, and sending it again may succeed:
+// KindOutcomeUnknown. A read failing so is KindUnavailable, since it changes nothing. Any
+// other status (another 4xx, a 3xx) is a request the server did not execute and will not:
+// KindInternal.
+func classifyStatus(ans *search.Answer, kind requestKind, what string) *driver.Error {
+	status := ans.Status
+	be := responseError(ans)
 	var k driver.ErrorKind
 	msg := what + " failed"
 	transient := status >= 500 || status == http.StatusRequestTimeout
@@ -130,8 +176,10 @@ func classifyStatus(status int, body []byte, kind requestKind, what string) *dri
 		k, msg = driver.KindInvalid, what+" refused as malformed; nothing was applied"
 	case status == http.StatusNotFound && be.has("index_not_found_exception"):
 		k = driver.KindNotFound
+	case be.denied():
+		k, msg = driver.KindPermissionDenied, what+" refused; nothing was applied"
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		k = driver.KindInternal
+		k, msg = driver.KindInternal, what+" refused; nothing was applied"
 	case transient && kind == readOnly:
 		k = driver.KindUnavailable
 	case transient:
@@ -145,8 +193,9 @@ func classifyStatus(status int, body []byte, kind requestKind, what string) *dri
 // classifyItem classifies one failed _bulk item. action is the bulk action ("index",
 // "create", "delete"). An item failing with a 5xx (a shard unavailable, an exception while
 // executing it), or with an error and no failure status, may have been applied:
-// KindOutcomeUnknown. Any other 4xx (401, 403: a security refusal, an index block) was not
-// applied and will not be as it is: KindInternal.
+// KindOutcomeUnknown. A 403 for a missing privilege (the role does not cover the item's
+// index) is KindPermissionDenied, for that item only. Any other 4xx (a 403 index block) was
+// not applied and will not be as it is: KindInternal.
 func classifyItem(action string, status int, raw json.RawMessage) *driver.Error {
 	be := backendError(status, raw)
 	var k driver.ErrorKind
@@ -165,6 +214,8 @@ func classifyItem(action string, status int, raw json.RawMessage) *driver.Error 
 		k, msg = driver.KindNotFound, "the dataset does not exist"
 	case status == http.StatusBadRequest:
 		k, msg = driver.KindInvalid, action+" refused by the dataset (mapping or request)"
+	case be.denied():
+		k, msg = driver.KindPermissionDenied, action+" refused; not applied"
 	case status >= 400 && status < 500:
 		k, msg = driver.KindInternal, action+" refused by the server"
 	default:

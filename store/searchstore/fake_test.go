@@ -282,7 +282,9 @@ func TestFakeWholeRequestFailures(t *testing.T) {
 		{"truncated", 200, `{"items":[{"index":{"status":201`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
 		{"no items", 200, `{"items":[]}`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
 		{"item without an action", 200, `{"items":[{}]}`, driver.KindOutcomeUnknown, driver.KindInternal, true, false},
-		{"403", 403, `{"error":{"type":"security_exception"},"status":403}`, driver.KindInternal, driver.KindInternal, false, false},
+		{"403", 403, `{"error":{"type":"security_exception"},"status":403}`, driver.KindPermissionDenied, driver.KindPermissionDenied, false, false},
+		{"401", 401, `Unauthorized`, driver.KindPermissionDenied, driver.KindPermissionDenied, false, false},
+		{"403 block", 403, `{"error":{"type":"cluster_block_exception","reason":"index [d] blocked by: [FORBIDDEN/8/index write (api)];"},"status":403}`, driver.KindInternal, driver.KindInternal, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, func(r *searchtest.Request) (int, string) {

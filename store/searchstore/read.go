@@ -10,6 +10,7 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -68,7 +69,7 @@ func (s *Store) mget(ctx context.Context, addrs []driver.Address) ([]mgetDoc, *d
 	}
 	defer ans.Release()
 	if ans.Status != http.StatusOK {
-		return nil, classifyStatus(ans.Status, ans.Body, readOnly, "_mget")
+		return nil, classifyStatus(&ans, readOnly, "_mget")
 	}
 	var res struct {
 		Docs []mgetDoc `json:"docs"`
@@ -108,8 +109,16 @@ func (s *Store) readResult(a driver.Address, d *mgetDoc) driver.ReadResult {
 
 // classifyGetError classifies the error of one _mget entry, which carries a type but no
 // status. Reads change nothing, so transient-looking failures are safe to report retryable.
+// A security_exception is a privilege the role lacks for the entry's index (authentication
+// is per request): KindPermissionDenied, for that entry only.
 func classifyGetError(raw json.RawMessage) *driver.Error {
 	be := backendError(0, raw)
+	if be.Type == "security_exception" {
+		if ae, ok := search.ItemError(http.StatusForbidden, raw).(*search.AuthError); ok && ae.Block == "" {
+			be.denial = ae
+			return driver.NewError(driver.KindPermissionDenied, "searchstore: get refused; nothing was read", be)
+		}
+	}
 	switch {
 	case be.has("index_not_found_exception"):
 		return driver.NewError(driver.KindNotFound, "searchstore: the dataset does not exist", be)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,34 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock for DatasetTTL. Default time.Now.
 	Now func() time.Time
+
+	// The connection: used by NewFromURLs only (New takes a transport already built, and
+	// refuses them). Errors never quote any of them.
+
+	// Username and Password (both or neither) are sent as basic authentication; the URLs
+	// then hold no user:password@. Default: none.
+	Username, Password string
+	// APIKey, when set, is sent as "Authorization: ApiKey <APIKey>" (the base64 "id:key"
+	// credential Elasticsearch issues); not with Username, nor with credentials in the URLs.
+	// Default: none.
+	APIKey string
+	// CACert is the PEM of the CA (or CAs) that signed the nodes' certificates, for https
+	// URLs. Default: the system's roots.
+	CACert []byte
+	// ClientCert and ClientKey are the PEM of a client certificate (its chain may follow) and
+	// of its unencrypted private key, presented to nodes that ask for one (Elasticsearch's PKI
+	// realm, OpenSearch's clientcert_auth_domain): both or neither. Default: none.
+	ClientCert, ClientKey []byte
+	// ServerName is the name the nodes' certificates must carry when it is not the URLs'
+	// host (nodes reached by address, one certificate made for a cluster name). Default: each
+	// URL's host.
+	ServerName string
+}
+
+// connectionSet reports whether any field of the connection group is set.
+func (o *Options) connectionSet() bool {
+	return o.Username != "" || o.Password != "" || o.APIKey != "" || len(o.CACert) > 0 ||
+		len(o.ClientCert) > 0 || len(o.ClientKey) > 0 || o.ServerName != ""
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -71,6 +100,13 @@ func New(tp elastictransport.Interface, opts *Options) (*Store, error) {
 	if tp == nil {
 		return nil, errors.New("searchstore: nil transport")
 	}
+	if opts != nil && opts.connectionSet() {
+		return nil, errors.New("searchstore: credentials, CA, client certificate and server name are options of NewFromURLs; New takes a transport that carries them")
+	}
+	return newStore(tp, opts)
+}
+
+func newStore(tp elastictransport.Interface, opts *Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -79,20 +115,47 @@ func New(tp elastictransport.Interface, opts *Options) (*Store, error) {
 }
 
 // NewFromURLs returns a Store over a transport of its own to the given node URLs
-// ("http://user:password@host:9200"), built by internal/search (no product check, retries
-// disabled). Close closes that transport.
+// ("https://host:9200"; credentials in a URL, "http://user:password@host:9200", are sent as
+// basic authentication, and then Options.Username and APIKey must be empty), built by
+// internal/search:
+// no product check, and no retries, except that a request which cannot reach a node (refused,
+// no route, a connect timeout: nothing was sent) goes to the next one. Options' connection
+// fields give credentials and TLS. Close closes that transport.
 func NewFromURLs(urls []string, opts *Options) (*Store, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("searchstore: no URLs")
 	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.APIKey != "" && (o.Username != "" || o.Password != "") {
+		return nil, errors.New("searchstore: APIKey or Username and Password, not both")
+	}
+	if (o.Username == "") != (o.Password == "") {
+		return nil, errors.New("searchstore: Username and Password go together")
+	}
+	if o.Username != "" || o.APIKey != "" {
+		for i, raw := range urls {
+			if u, err := url.Parse(raw); err == nil && u.User != nil {
+				return nil, fmt.Errorf("searchstore: URL %d holds credentials, and Options give Username or APIKey: give them once", i)
+			}
+		}
+	}
 	// AcceptGzip: this adapter has always let net/http ask for compressed answers (_mget
 	// answers carry whole documents).
-	tp, err := search.NewClient(search.Options{URLs: urls, AcceptGzip: true})
+	tp, err := search.NewClient(search.Options{
+		URLs: urls, AcceptGzip: true,
+		Username: o.Username, Password: o.Password, APIKey: o.APIKey,
+		CACert: o.CACert, ClientCert: o.ClientCert, ClientKey: o.ClientKey, ServerName: o.ServerName,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("searchstore: %w", err) // never quotes a URL: it may hold a password
+		// Never quotes a URL (it may hold a password), a credential or a PEM.
+		return nil, fmt.Errorf("searchstore: %w", err)
 	}
-	s, err := New(tp, opts)
+	s, err := newStore(tp, opts)
 	if err != nil {
+		_ = tp.Close(context.Background())
 		return nil, err
 	}
 	s.owned = tp

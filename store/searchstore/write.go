@@ -146,8 +146,30 @@ func (s *Store) datasetExists(ctx context.Context, name string) *driver.Error {
 		return nil
 	case http.StatusNotFound:
 		return driver.NewError(driver.KindNotFound, "searchstore: dataset "+strconv.Quote(name)+" does not exist; nothing was written (this adapter never creates indices)", nil)
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// A HEAD answer has no body, so no reason: ask the same question with a GET, whose
+		// refusal names the action, the user and the privileges that would grant it.
+		if why := s.denialReason(ctx, name, ans.Status); why != nil {
+			return why
+		}
 	}
-	return classifyStatus(ans.Status, ans.Body, readOnly, "dataset check")
+	return classifyStatus(&ans, readOnly, "dataset check")
+}
+
+// denialReason sends GET /<name> (the action HEAD /<name> is, indices:admin/get) after a HEAD
+// was refused with status, and classifies its refusal; nil when the GET is not refused the
+// same way, and the HEAD's answer stands.
+func (s *Store) denialReason(ctx context.Context, name string, status int) *driver.Error {
+	req := esapi.IndicesGetRequest{Index: []string{pathEscape(name)}, FilterPath: []string{"-*"}}
+	ans, err := s.perform(ctx, req, readOnly, "dataset check")
+	if err != nil {
+		return nil
+	}
+	defer ans.Release()
+	if ans.Status != status {
+		return nil
+	}
+	return classifyStatus(&ans, readOnly, "dataset check")
 }
 
 type bulkItem struct {
@@ -233,7 +255,7 @@ func (s *Store) bulk(ctx context.Context, writes []driver.Write, revs []revision
 	}
 	defer ans.Release()
 	if ans.Status != http.StatusOK {
-		fail(classifyStatus(ans.Status, ans.Body, mutating, "_bulk"))
+		fail(classifyStatus(&ans, mutating, "_bulk"))
 		return
 	}
 	var res struct {

@@ -1,0 +1,82 @@
+package searchstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
+	"github.com/tributary-dev/tributary/store/driver"
+)
+
+// closedURL returns the URL of a local port nothing listens on: a stopped node.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestFakeFailoverPastStoppedNodes: with stopped nodes listed first and last, every read,
+// write and dataset check still succeeds through the live node: a request that cannot
+// connect (nothing was sent) goes to the next URL instead of failing.
+func TestFakeFailoverPastStoppedNodes(t *testing.T) {
+	f := newFake(t, func(r *searchtest.Request) (int, string) {
+		switch r.Endpoint {
+		case "_bulk":
+			return 200, `{"errors":false,"items":[{"create":{"_index":"d","_id":"x","_seq_no":1,"_primary_term":1,"result":"created","status":201}}]}`
+		case "_mget":
+			return 200, `{"docs":[{"_index":"d","_id":"x","_seq_no":1,"_primary_term":1,"found":true,"_source":{"n":1}}]}`
+		}
+		return 200, "" // HEAD /d: the dataset exists
+	})
+	s, err := NewFromURLs([]string{closedURL(t), f.URL, closedURL(t)}, &Options{DatasetTTL: 1}) // every write checks its dataset
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	ctx := context.Background()
+	for i := range 30 {
+		a := addrOf("d", fmt.Sprint(i))
+		res, err := s.Write(ctx, []driver.Write{putOf(a, `{"n":1}`, driver.Condition{Kind: driver.IfAbsent})}, driver.WriteOptions{})
+		if err != nil || res[0].Err != nil || res[0].Outcome != driver.Created {
+			t.Fatalf("write %d: %+v, %v", i, res, err)
+		}
+		rr, err := s.Read(ctx, []driver.Address{a})
+		if err != nil || rr[0].Err != nil || !rr[0].Found {
+			t.Fatalf("read %d: %+v, %v", i, rr, err)
+		}
+	}
+	if n := f.Count("_bulk"); n != 30 {
+		t.Fatalf("the live node got %d _bulk requests, want 30", n)
+	}
+	if n := f.Count("index"); n < 2 {
+		t.Fatalf("the live node got %d dataset checks", n)
+	}
+}
+
+// TestFakeEveryNodeStopped: when no node can be reached, the failure is KindUnavailable
+// ("cannot connect; nothing was sent"), for writes too: nothing reached a server.
+func TestFakeEveryNodeStopped(t *testing.T) {
+	s, err := NewFromURLs([]string{closedURL(t), closedURL(t)}, &Options{SkipDatasetCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, "write", res[0].Err, driver.KindUnavailable)
+	if !strings.Contains(res[0].Err.Error(), "nothing was sent") {
+		t.Fatalf("write: %v", res[0].Err)
+	}
+}
