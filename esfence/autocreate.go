@@ -1,10 +1,16 @@
 package esfence
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
+
+	"github.com/elastic/go-elasticsearch/v8/esapi"
 )
 
 // The auto-create proof. Fencing of delete actions rests on the cluster refusing to auto-create
@@ -231,4 +237,192 @@ func autoCreateVerdict(value string) error {
 	r := rules[rule-1]
 	return fmt.Errorf("action.auto_create_index rule %d (+%s) allows auto-creating %q, so %s* is not forbidden",
 		rule, r.pattern, witness, internalPrefix)
+}
+
+// AutoCreate is a cluster's effective action.auto_create_index and what the fence makes of it
+// ([Fence.ReadAutoCreate]). It carries rules and names only, never credentials.
+type AutoCreate struct {
+	// ClusterUUID names the cluster (set by ReadAutoCreate).
+	ClusterUUID string
+	// Value is the effective value and Level where it is set: "transient", "persistent" or
+	// "default" (the nodes' configuration file, or the built-in "true"). Both are "" when the
+	// cluster settings show none, or a value that is not a string.
+	Value, Level string
+	// Enforced reports the proof every claim makes: no index named df-w-* can be auto-created
+	// ("false" forbids every auto-creation, so it is enforced too).
+	Enforced bool
+	// Why says, when not Enforced, what lets a df-w-* name through.
+	Why string
+	// Rule is, when not Enforced, the value that enforces it while keeping every other name's
+	// outcome: "-df-w-*," followed by the current rules ("+logs-*,-*" becomes
+	// "-df-w-*,+logs-*,-*"), or [StandardRule] when the value is true, absent or invalid.
+	Rule string
+}
+
+// StandardRule is the action.auto_create_index the deployment requirement names: never
+// auto-create a df-w-* index, auto-create everything else as by default.
+const StandardRule = "-" + internalPrefix + "*,+*"
+
+// Request is the request that makes Rule the effective value, on one line as a console takes
+// it, e.g.
+//
+//	PUT _cluster/settings {"persistent":{"action.auto_create_index":"-df-w-*,+*"}}
+//
+// A transient value, which would override the persistent one, is reset in the same request
+// (its rules are kept in Rule). Empty when Enforced.
+func (a AutoCreate) Request() string {
+	if a.Enforced {
+		return ""
+	}
+	return "PUT _cluster/settings " + string(a.body())
+}
+
+// body is Request's JSON body.
+func (a AutoCreate) body() []byte {
+	b := map[string]any{"persistent": map[string]any{autoCreateKey: a.Rule}}
+	if a.Level == "transient" {
+		b["transient"] = map[string]any{autoCreateKey: nil}
+	}
+	out, _ := json.Marshal(b) // strings and nil only: encoding/json orders the keys
+	return out
+}
+
+const autoCreateKey = "action.auto_create_index"
+
+// judgeAutoCreate proves value (found at level) and proposes the rule that would enforce it.
+func judgeAutoCreate(value, level string, found bool) AutoCreate {
+	a := AutoCreate{Value: value, Level: level}
+	if !found {
+		a.Value, a.Level = "", ""
+		a.Why, a.Rule = "the cluster settings do not show action.auto_create_index", StandardRule
+		return a
+	}
+	why := autoCreateVerdict(value)
+	if why == nil {
+		a.Enforced = true
+		return a
+	}
+	a.Why = why.Error()
+	if level == "default" && value == "true" {
+		a.Why = "action.auto_create_index is true (its default: no persistent or transient value is set): every index name can be auto-created, including " + internalPrefix + "*"
+	}
+	all, _, err := parseAutoCreate(value)
+	if err != nil || all != nil {
+		a.Rule = StandardRule // true allows everything; an invalid value has no rules to keep
+	} else {
+		a.Rule = "-" + internalPrefix + "*," + value // the first match decides: df-w-* first
+	}
+	return a
+}
+
+// refusal is the fencing_unenforced detail of a: what is wrong and the request that fixes it.
+func (a AutoCreate) refusal() string {
+	return a.Why + "; to enforce the rule, send " + a.Request()
+}
+
+// readAutoCreate reads the effective action.auto_create_index -- transient, then persistent,
+// then the defaults (which hold the node's configuration file value, or the built-in "true")
+// -- and judges it.
+func (f *Fence) readAutoCreate(ctx context.Context) (AutoCreate, error) {
+	const what = "reading action.auto_create_index"
+	a, err := f.do(ctx, what, esapi.ClusterGetSettingsRequest{
+		IncludeDefaults: ptr(true),
+		FilterPath: []string{
+			"transient.action.auto_create_index",
+			"persistent.action.auto_create_index",
+			"defaults.action.auto_create_index",
+		},
+	})
+	if err != nil {
+		return AutoCreate{}, err
+	}
+	if !a.ok() {
+		return AutoCreate{}, a.serverError(what)
+	}
+	type level struct {
+		Action struct {
+			AutoCreateIndex json.RawMessage `json:"auto_create_index"`
+		} `json:"action"`
+	}
+	var s struct {
+		Transient, Persistent, Defaults level
+	}
+	if err := json.Unmarshal(a.body, &s); err != nil {
+		return AutoCreate{}, errors.New("esfence: " + what + ": the answer is not JSON")
+	}
+	for i, l := range []level{s.Transient, s.Persistent, s.Defaults} {
+		if raw := l.Action.AutoCreateIndex; len(raw) > 0 {
+			var v string
+			if json.Unmarshal(raw, &v) != nil {
+				break // not a string: nothing we can reason about
+			}
+			return judgeAutoCreate(v, [...]string{"transient", "persistent", "default"}[i], true), nil
+		}
+	}
+	return judgeAutoCreate("", "", false), nil
+}
+
+// proveAutoCreate is a claim's first step after the cluster's identity: nil when the
+// effective setting forbids every df-w-* name, the fencing_unenforced refusal of d when it
+// does not or cannot be read for lack of a privilege, or the error that kept it from being
+// read (the caller may retry).
+func (f *Fence) proveAutoCreate(ctx context.Context, d Destination) error {
+	a, err := f.readAutoCreate(ctx)
+	if err != nil {
+		var se *ServerError
+		if errors.As(err, &se) && (se.Status == http.StatusForbidden || se.Status == http.StatusUnauthorized) {
+			return f.refuse(d, FencingUnenforced, "action.auto_create_index cannot be read (the sink's user needs the monitor cluster privilege)")
+		}
+		return err
+	}
+	if !a.Enforced {
+		return f.refuse(d, FencingUnenforced, a.refusal())
+	}
+	return nil
+}
+
+// CheckAutoCreate makes the proof every claim makes, before any claim: nil when the cluster
+// refuses to auto-create every df-w-* index; a *ConflictError of class fencing_unenforced that
+// names no index when it does not (its detail quotes the request that fixes it) or when the
+// setting cannot be read for lack of the monitor privilege; otherwise the error that kept the
+// setting from being read (a transport error or a *ServerError: the caller may retry). It
+// creates nothing and writes nothing.
+func (f *Fence) CheckAutoCreate(ctx context.Context) error {
+	return f.proveAutoCreate(ctx, Destination{})
+}
+
+// ReadAutoCreate reads the cluster's identity and its effective action.auto_create_index,
+// judged as every claim judges it. A failed request is the request's error (a *ServerError
+// for an answer, e.g. 403 without the monitor privilege).
+func (f *Fence) ReadAutoCreate(ctx context.Context) (AutoCreate, error) {
+	uuid, err := f.clusterUUID(ctx)
+	if err != nil {
+		return AutoCreate{}, err
+	}
+	a, err := f.readAutoCreate(ctx)
+	a.ClusterUUID = uuid
+	return a, err
+}
+
+// EnforceAutoCreate sends a.Request() -- the persistent a.Rule, resetting a transient value --
+// and reads the setting again, returning what the cluster now says (Enforced, unless another
+// level overrides it). An a already Enforced is returned as it is, nothing sent. A refused
+// request is its *ServerError: 403 when the user may not update cluster settings (the manage
+// cluster privilege of Elasticsearch, cluster:admin/settings/update of OpenSearch).
+func (f *Fence) EnforceAutoCreate(ctx context.Context, a AutoCreate) (AutoCreate, error) {
+	if a.Enforced {
+		return a, nil
+	}
+	if a.Rule == "" {
+		return a, errors.New("esfence: EnforceAutoCreate needs an AutoCreate that ReadAutoCreate returned")
+	}
+	const what = "updating action.auto_create_index"
+	ans, err := f.do(ctx, what, esapi.ClusterPutSettingsRequest{Body: bytes.NewReader(a.body())})
+	if err != nil {
+		return a, err
+	}
+	if !ans.ok() {
+		return a, ans.serverError(what)
+	}
+	return f.ReadAutoCreate(ctx)
 }

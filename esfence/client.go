@@ -19,6 +19,7 @@ import (
 // answer is one fully read response.
 type answer struct {
 	status int
+	header http.Header
 	body   []byte
 }
 
@@ -26,16 +27,24 @@ func (a answer) ok() bool { return a.status >= 200 && a.status <= 299 }
 
 // ServerError is a failed request that is not a refusal (a refusal is a *ConflictError): the
 // request, the HTTP status and the error types the server reported. Reason texts are left out
-// on purpose; the caller may retry.
+// on purpose, but for a 401 or 403, whose Auth keeps what the security refusal names (the
+// action, the user, the privileges that grant it; errors.As finds it). The caller judges
+// whether to retry: never a 401 or 403.
 type ServerError struct {
 	Request  string
 	Status   int
 	Type     string
 	CausedBy []string
+	// Auth is the refusal of a 401 or 403 answer (internal/search); nil for other statuses.
+	Auth *search.AuthError
 }
 
 func (e *ServerError) Error() string {
-	s := "esfence: " + e.Request + ": status " + strconv.Itoa(e.Status)
+	s := "esfence: " + e.Request + ": "
+	if e.Auth != nil {
+		return s + e.Auth.Error()
+	}
+	s += "status " + strconv.Itoa(e.Status)
 	if e.Type != "" {
 		s += " " + e.Type
 	}
@@ -45,13 +54,26 @@ func (e *ServerError) Error() string {
 	return s
 }
 
+// Unwrap gives the *search.AuthError of a 401 or 403.
+func (e *ServerError) Unwrap() error {
+	if e.Auth == nil {
+		return nil
+	}
+	return e.Auth
+}
+
 // Class is the class of the error's status (internal/search).
 func (e *ServerError) Class() search.Class { return search.StatusClass(e.Status) }
 
-// serverError reads the error types of a failed answer, leaving the reason texts out.
+// serverError reads the error types of a failed answer, leaving the reason texts out (but
+// what a 401 or 403 names: search.AnswerError).
 func (a answer) serverError(request string) *ServerError {
 	info := search.ParseError(a.body)
-	return &ServerError{Request: request, Status: a.status, Type: info.Type, CausedBy: info.CausedBy}
+	se := &ServerError{Request: request, Status: a.status, Type: info.Type, CausedBy: info.CausedBy}
+	if err := search.AnswerError(a.status, a.header, a.body); err != nil {
+		se.Auth, _ = err.(*search.AuthError)
+	}
+	return se
 }
 
 // do sends one request. Transport failures are returned as errors; HTTP errors are answers.
@@ -67,7 +89,7 @@ func (f *Fence) do(ctx context.Context, what string, req esapi.Request) (answer,
 	}
 	defer a.Release()
 	// Claims are rare; their answers are kept as copies rather than pooled.
-	return answer{status: a.Status, body: bytes.Clone(a.Body)}, nil
+	return answer{status: a.Status, header: a.Header, body: bytes.Clone(a.Body)}, nil
 }
 
 func jsonBody(v any) io.Reader {
@@ -98,48 +120,6 @@ func (f *Fence) clusterUUID(ctx context.Context) (string, error) {
 		return "", errors.New("esfence: " + what + ": the cluster state names no cluster_uuid")
 	}
 	return st.Metadata.ClusterUUID, nil
-}
-
-// autoCreateSetting reads the effective action.auto_create_index: transient, then persistent,
-// then the defaults (which hold the node's configuration file value, or the built-in "true").
-// ok is false when the answer does not name it at all.
-func (f *Fence) autoCreateSetting(ctx context.Context) (value string, ok bool, err error) {
-	const what = "reading action.auto_create_index"
-	a, err := f.do(ctx, what, esapi.ClusterGetSettingsRequest{
-		IncludeDefaults: ptr(true),
-		FilterPath: []string{
-			"transient.action.auto_create_index",
-			"persistent.action.auto_create_index",
-			"defaults.action.auto_create_index",
-		},
-	})
-	if err != nil {
-		return "", false, err
-	}
-	if !a.ok() {
-		return "", false, a.serverError(what)
-	}
-	type level struct {
-		Action struct {
-			AutoCreateIndex json.RawMessage `json:"auto_create_index"`
-		} `json:"action"`
-	}
-	var s struct {
-		Transient, Persistent, Defaults level
-	}
-	if err := json.Unmarshal(a.body, &s); err != nil {
-		return "", false, errors.New("esfence: " + what + ": the answer is not JSON")
-	}
-	for _, l := range []level{s.Transient, s.Persistent, s.Defaults} {
-		if raw := l.Action.AutoCreateIndex; len(raw) > 0 {
-			var v string
-			if json.Unmarshal(raw, &v) != nil {
-				return "", false, nil // not a string: nothing we can reason about
-			}
-			return v, true, nil
-		}
-	}
-	return "", false, nil
 }
 
 // indexState is what GET /<name> says about a destination name.

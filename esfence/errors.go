@@ -70,10 +70,13 @@ func (e *ConflictError) Error() string {
 	b.WriteString(Incident)
 	b.WriteString(" (")
 	b.WriteString(string(e.Class))
-	b.WriteString("): index ")
-	b.WriteString(quote(e.Index))
-	b.WriteString(", table ")
-	b.WriteString(e.Table.String())
+	b.WriteString(")")
+	if e.Index != "" || e.Table != (cdc.TableID{}) { // a cluster-wide refusal names neither
+		b.WriteString(": index ")
+		b.WriteString(quote(e.Index))
+		b.WriteString(", table ")
+		b.WriteString(e.Table.String())
+	}
 	if e.OwnerDigest != "" {
 		b.WriteString(", owner digest ")
 		b.WriteString(e.OwnerDigest)

@@ -206,19 +206,8 @@ func (f *Fence) claim(ctx context.Context, d Destination, mayCreate bool) (*Clai
 	if err != nil {
 		return nil, err
 	}
-	setting, found, err := f.autoCreateSetting(ctx)
-	if err != nil {
-		var se *ServerError
-		if errors.As(err, &se) && (se.Status == http.StatusForbidden || se.Status == http.StatusUnauthorized) {
-			return nil, f.refuse(d, FencingUnenforced, "action.auto_create_index cannot be read (the sink's user needs the monitor cluster privilege)")
-		}
+	if err := f.proveAutoCreate(ctx, d); err != nil {
 		return nil, err
-	}
-	if !found {
-		return nil, f.refuse(d, FencingUnenforced, "the cluster settings do not show action.auto_create_index")
-	}
-	if why := autoCreateVerdict(setting); why != nil {
-		return nil, f.refuse(d, FencingUnenforced, why.Error())
 	}
 
 	// At most two passes: the second after losing an index creation race.
