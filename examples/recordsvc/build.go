@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sort"
 	"time"
 
@@ -144,13 +149,29 @@ func newAdapter(ctx context.Context, s *storeConfig) (driver.Store, error) {
 	case "memory":
 		return memstore.New(), nil
 	case "elasticsearch", "opensearch":
-		return searchstore.NewFromURLs(s.URLs, &searchstore.Options{
+		o := &searchstore.Options{
 			DatasetTTL: s.DatasetTTL, SkipDatasetCheck: s.SkipDatasetCheck, Timeout: s.Timeout,
-		})
+			Username: s.Username, Password: s.Password, APIKey: s.APIKey,
+		}
+		if t := s.TLS; t != nil {
+			var err error
+			if o.CACert, o.ClientCert, o.ClientKey, err = t.material(); err != nil {
+				return nil, err
+			}
+			o.ServerName = t.ServerName
+		}
+		return searchstore.NewFromURLs(s.URLs, o)
 	case "mongodb":
 		o := options.Client().ApplyURI(s.URI).SetServerSelectionTimeout(10 * time.Second)
 		if s.Timeout > 0 {
 			o.SetTimeout(s.Timeout)
+		}
+		if t := s.TLS; t != nil {
+			tc, err := t.config()
+			if err != nil {
+				return nil, err
+			}
+			o.SetTLSConfig(tc)
 		}
 		client, err := mongo.Connect(o)
 		if err != nil {
@@ -251,4 +272,86 @@ func (rt *runtime) closeParts(ctx context.Context) error {
 // healthAddress is the record a store's periodic check reads.
 func healthAddress(name string, s *storeConfig) driver.Address {
 	return driver.Address{Store: name, Namespace: s.Health.Namespace, Dataset: s.Health.Dataset, Key: driver.NewStringKey(s.Health.Key)}
+}
+
+// maxPEMFile bounds a certificate or key file: PEM files are a few KiB.
+const maxPEMFile = 1 << 20
+
+// material reads the store's TLS files: the CA's PEM (ca or ca_file; nil for the system's
+// roots) and the client certificate's and key's (nil for none). Errors name the key, never
+// the path or the content.
+func (t *storeTLSConfig) material() (ca, cert, key []byte, err error) {
+	ca = []byte(t.CA)
+	if t.CAFile != "" {
+		if ca, err = readPEMFile("tls.ca_file", t.CAFile); err != nil {
+			return nil, nil, nil, err
+		}
+		if !pemCertificates(ca) {
+			return nil, nil, nil, errors.New("tls.ca_file: is not PEM: one or more -----BEGIN CERTIFICATE----- blocks")
+		}
+	}
+	if len(ca) == 0 {
+		ca = nil
+	}
+	if t.CertFile != "" {
+		if cert, err = readPEMFile("tls.cert_file", t.CertFile); err != nil {
+			return nil, nil, nil, err
+		}
+		if key, err = readPEMFile("tls.key_file", t.KeyFile); err != nil {
+			return nil, nil, nil, err
+		}
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			return nil, nil, nil, errors.New("tls: cert_file and key_file do not hold a PEM certificate and its unencrypted private key")
+		}
+	}
+	return ca, cert, key, nil
+}
+
+// config is the TLS configuration of a MongoDB client: the CA (default the system's roots),
+// the client certificate, the server name (default each host's name).
+func (t *storeTLSConfig) config() (*tls.Config, error) {
+	ca, cert, key, err := t.material()
+	if err != nil {
+		return nil, err
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if ca != nil {
+		tc.RootCAs = x509.NewCertPool()
+		tc.RootCAs.AppendCertsFromPEM(ca)
+	}
+	if cert != nil {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			return nil, errors.New("tls: cert_file and key_file do not hold a PEM certificate and its unencrypted private key")
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
+// readPEMFile reads a certificate or key file of at most maxPEMFile bytes. Its errors say
+// what went wrong without the path.
+func readPEMFile(key, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, errors.New(key + ": the file does not exist")
+		case errors.Is(err, fs.ErrPermission):
+			return nil, errors.New(key + ": the file cannot be read: permission denied")
+		}
+		return nil, errors.New(key + ": the file cannot be read")
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, errors.New(key + ": is not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
+	if err != nil {
+		return nil, errors.New(key + ": the file cannot be read")
+	}
+	if len(b) > maxPEMFile {
+		return nil, errors.New(key + ": the file is larger than 1 MiB: not a PEM file")
+	}
+	return b, nil
 }

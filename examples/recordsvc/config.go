@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -108,9 +111,13 @@ type storeConfig struct {
 	URLs             []string      `yaml:"urls"`
 	DatasetTTL       time.Duration `yaml:"dataset_ttl"`
 	SkipDatasetCheck bool          `yaml:"skip_dataset_check"`
+	Username         string        `yaml:"username"`
+	Password         string        `yaml:"password"`
+	APIKey           string        `yaml:"api_key"`
 
 	// mongodb, elasticsearch, opensearch
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout time.Duration   `yaml:"timeout"`
+	TLS     *storeTLSConfig `yaml:"tls"`
 
 	Health storeHealthConfig `yaml:"health"`
 	Queue  *queueConfig      `yaml:"queue"`
@@ -122,6 +129,16 @@ type storeHealthConfig struct {
 	Namespace string `yaml:"namespace"`
 	Dataset   string `yaml:"dataset"`
 	Key       string `yaml:"key"`
+}
+
+// storeTLSConfig is how a store's client verifies its servers and which certificate it
+// presents. Files are read when the store is built, not when the configuration is checked.
+type storeTLSConfig struct {
+	CAFile     string `yaml:"ca_file"`
+	CA         string `yaml:"ca"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
 }
 
 type queueConfig struct {
@@ -298,6 +315,8 @@ func sectionOf(goType string) string {
 		return "a stores.<name> entry"
 	case "storeHealthConfig":
 		return "stores.<name>.health"
+	case "storeTLSConfig":
+		return "stores.<name>.tls"
 	case "queueConfig":
 		return "stores.<name>.queue"
 	case "createTopicsConfig":
@@ -639,9 +658,13 @@ func (s *storeConfig) validate(field string, bad func(field, format string, args
 		}
 	}
 	mongoOnly := map[string]bool{"uri": s.URI != "", "metadata_field": s.MetadataField != "", "max_concurrency": s.MaxConcurrency != 0, "ferretdb": s.FerretDB}
-	searchOnly := map[string]bool{"urls": len(s.URLs) > 0, "dataset_ttl": s.DatasetTTL != 0, "skip_dataset_check": s.SkipDatasetCheck}
+	searchOnly := map[string]bool{"urls": len(s.URLs) > 0, "dataset_ttl": s.DatasetTTL != 0, "skip_dataset_check": s.SkipDatasetCheck,
+		"username": s.Username != "", "password": s.Password != "", "api_key": s.APIKey != ""}
 	if s.Timeout < 0 {
 		bad(field+".timeout", "must not be negative")
+	}
+	if s.TLS != nil && s.Kind != "memory" {
+		s.TLS.validate(field+".tls", bad)
 	}
 	switch s.Kind {
 	case "memory":
@@ -650,12 +673,21 @@ func (s *storeConfig) validate(field string, bad func(field, format string, args
 		if s.Timeout != 0 {
 			bad(field+".timeout", "is not a setting of kind memory")
 		}
+		if s.TLS != nil {
+			bad(field+".tls", "is not a setting of kind memory")
+		}
 	case "mongodb":
+		if searchOnly["username"] || searchOnly["password"] || searchOnly["api_key"] {
+			bad(field, "username, password and api_key are settings of kind elasticsearch or opensearch only: MongoDB's credentials go in the uri")
+			searchOnly["username"], searchOnly["password"], searchOnly["api_key"] = false, false, false
+		}
 		only("elasticsearch or opensearch", searchOnly)
 		if s.URI == "" {
 			bad(field+".uri", "is required for kind mongodb")
 		} else if !strings.HasPrefix(s.URI, "mongodb://") && !strings.HasPrefix(s.URI, "mongodb+srv://") {
 			bad(field+".uri", "must start with mongodb:// or mongodb+srv://")
+		} else if s.TLS != nil && uriHasTLSOptions(s.URI) {
+			bad(field+".tls", "is set, and the uri has TLS options (tls, tlsCAFile, tlsCertificateKeyFile, ...): give them in one place")
 		}
 		if f := s.MetadataField; f != "" && (f == "_id" || strings.ContainsAny(f, ".\x00") || f[0] == '$') {
 			bad(field+".metadata_field", "must be a plain top-level field name other than _id (no '.', not starting with '$')")
@@ -668,13 +700,30 @@ func (s *storeConfig) validate(field string, bad func(field, format string, args
 		if len(s.URLs) == 0 {
 			bad(field+".urls", "is required for kind %s", s.Kind)
 		}
+		https, userinfo := false, -1
 		for i, u := range s.URLs {
 			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 				bad(fmt.Sprintf("%s.urls[%d]", field, i), "must be an http:// or https:// URL")
 			}
+			https = https || strings.HasPrefix(u, "https://")
+			if pu, err := url.Parse(u); err == nil && pu.User != nil && userinfo < 0 {
+				userinfo = i
+			}
 		}
 		if s.DatasetTTL < 0 {
 			bad(field+".dataset_ttl", "must not be negative")
+		}
+		if (s.Username == "") != (s.Password == "") {
+			bad(field, "username and password go together")
+		}
+		if s.APIKey != "" && (s.Username != "" || s.Password != "") {
+			bad(field+".api_key", "is set, and so are username and password: give one kind of credentials")
+		}
+		if (s.Username != "" || s.APIKey != "") && userinfo >= 0 {
+			bad(fmt.Sprintf("%s.urls[%d]", field, userinfo), "holds user:password@, and username or api_key is set: give the credentials once")
+		}
+		if s.TLS != nil && !https && len(s.URLs) > 0 {
+			bad(field+".tls", "is set, and no url is https://: TLS applies to https:// URLs only")
 		}
 	case "":
 		bad(field+".kind", "is required: memory, mongodb, elasticsearch or opensearch")
@@ -687,6 +736,58 @@ func (s *storeConfig) validate(field string, bad func(field, format string, args
 	if q := s.Queue; q != nil {
 		q.validate(field+".queue", bad)
 	}
+}
+
+func (t *storeTLSConfig) validate(field string, bad func(field, format string, args ...any)) {
+	if t.CAFile != "" && t.CA != "" {
+		bad(field, "ca_file and ca are two ways to give the CA: set one")
+	}
+	if t.CA != "" && !pemCertificates([]byte(t.CA)) {
+		bad(field+".ca", "must be PEM: one or more -----BEGIN CERTIFICATE----- blocks")
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		bad(field, "cert_file and key_file go together")
+	}
+	if t.ServerName != "" && (strings.ContainsAny(t.ServerName, " /:@") || strings.HasPrefix(t.ServerName, ".")) {
+		bad(field+".server_name", "must be a host name (no scheme, port or path)")
+	}
+}
+
+// pemCertificates reports whether b holds at least one PEM certificate that parses, and
+// nothing PEM but certificates.
+func pemCertificates(b []byte) bool {
+	n := 0
+	for {
+		blk, rest := pem.Decode(b)
+		if blk == nil {
+			return n > 0
+		}
+		if blk.Type != "CERTIFICATE" {
+			return false
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return false
+		}
+		n++
+		b = rest
+	}
+}
+
+// uriHasTLSOptions reports whether a MongoDB URI sets any TLS option itself (tls, ssl,
+// tlsCAFile, tlsCertificateKeyFile, tlsInsecure, ...; names are case-insensitive).
+func uriHasTLSOptions(uri string) bool {
+	_, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return false
+	}
+	for _, kv := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, _, _ := strings.Cut(kv, "=")
+		k = strings.ToLower(k)
+		if strings.HasPrefix(k, "tls") || strings.HasPrefix(k, "ssl") {
+			return true
+		}
+	}
+	return false
 }
 
 var topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)

@@ -56,6 +56,11 @@
 // it; "$${" is a literal "${"). Unknown keys and invalid values stop the start with a message
 // naming the field; messages never quote values, which may be secrets.
 //
+// Elasticsearch and OpenSearch stores list every node (urls; a request that cannot reach one
+// goes to the next) and take username/password or api_key and tls (ca_file or inline ca,
+// cert_file and key_file, server_name); MongoDB stores take the driver's URI options for
+// credentials and TLS, and tls for what a URI cannot say (an inline CA, a server name).
+//
 // # Modes
 //
 // The configuration's mode: (default server), overridden by --mode. server serves the gRPC API; accepted-mode writes go to each store's queue. worker serves no
@@ -75,7 +80,8 @@
 // tributary.record.v1.queue.<store> (a Kafka queue also under the deprecated name of earlier
 // releases, tributary.record.v1.kafka.<store>; an in-process queue is SERVING while the process
 // runs), set every health.interval by a check bounded by health.timeout: a read of the store's
-// health record (any answer from the server counts as reachable) and a Kafka ping
+// health record (any answer from the server counts as reachable, except a refusal of the
+// credentials or of the read's privilege: permission denied) and a Kafka ping
 // (kafkaqueue.Monitor: the brokers answer, accept the credentials and know the topic). A failed store never changes "" or another store's status. The same
 // check reads the worker group's lag into recordsvc_queue_depth. During shutdown every
 // service reports NOT_SERVING.
