@@ -278,6 +278,15 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 		return r.commit(ctx, ev.Header)
 	case *replication.RowsEvent:
 		return r.rows(ctx, ev.Header, e)
+	default:
+		// An event outside any transaction that the binlog holds (a new file's header after a
+		// rotation: format description, GTID list, binlog checkpoint) is passed like a
+		// transaction of other tables: without it an idle pipeline after a rotation (FLUSH
+		// LOGS, a server restart) would look ever further behind (Lag).
+		if !r.inTx && !r.holding && ev.Header.LogPos > 0 && ev.Header.Flags&replication.LOG_EVENT_ARTIFICIAL_F == 0 &&
+			ev.Header.EventType != replication.HEARTBEAT_EVENT && ev.Header.EventType != replication.HEARTBEAT_LOG_EVENT_V2 {
+			r.st.passed(r.curFile, ev.Header.LogPos)
+		}
 	}
 	return nil
 }

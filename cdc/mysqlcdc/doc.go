@@ -201,7 +201,11 @@
 // SHOW BINARY LOG STATUS on MySQL 8.2 and later, SHOW MASTER STATUS before) and the binlog
 // files with their sizes (SHOW BINARY LOGS), and reports positions as binlog file sequence
 // number << 32 | offset: Head is the binlog's end, Applied the checkpoint's commit position,
-// Bytes the binlog between them across file rotations. Without a checkpoint Applied is 0 and
+// Bytes the binlog between them across file rotations. While a stream of the Source is open,
+// Applied is at least the end of the latest transaction of other tables -- or of the header
+// events a rotation adds -- that the reader passed, once every change delivered before it is
+// acknowledged (at once, or when the acknowledgement comes): an idle pipeline after a burst,
+// other tables' writes or a FLUSH LOGS is caught up. Without a checkpoint Applied is 0 and
 // Bytes the whole binlog the server retains (all of it lies ahead of a pipeline that has not
 // started). Retained is -1: binlogs are kept by the server's expiry, not for a reader. A
 // checkpoint whose file the server no longer lists (purged), or that lies beyond the binlog's

@@ -22,9 +22,16 @@ type stream struct {
 	// ackedAt and deliveredAt are the binlog positions (seq<<32|pos) of the last acknowledged
 	// and the last delivered checkpoint: equal, every delivered change is stored (Lag).
 	ackedAt, deliveredAt uint64
-	// caughtUp is the end of the latest transaction the reader passed while every delivered
-	// change was stored: the pipeline has passed that position (Lag), though nothing captured
-	// moved the checkpoint.
+	// passedAt is the latest position the reader passed outside a captured transaction while
+	// a delivered change was not yet acknowledged, and passedNeeds the position of the last
+	// checkpoint delivered before it (0: none waits). Once the acknowledgements reach
+	// passedNeeds, the pipeline has passed passedAt too: Ack credits it to caughtUp.
+	passedAt, passedNeeds uint64
+	// caughtUp is the latest position the pipeline has passed as far as the reader knows:
+	// the end of a transaction of other tables (or of the events a rotation adds) that the
+	// reader went past with every change delivered before it acknowledged -- then or later.
+	// Lag takes it when it lies beyond the checkpoint, though nothing captured moved the
+	// checkpoint. Only grows.
 	caughtUp atomic.Uint64
 	progress cdc.SnapshotProgress
 	tables   []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
@@ -95,6 +102,10 @@ func (s *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 	s.acked = append(s.acked[:0], cp...)
 	if c.Snapshot == nil {
 		s.ackedAt = axis(c.File, c.Pos)
+		if s.passedNeeds != 0 && s.ackedAt >= s.passedNeeds {
+			s.creditLocked(s.passedAt)
+			s.passedAt, s.passedNeeds = 0, 0
+		}
 	}
 	return nil
 }
@@ -106,14 +117,31 @@ func (s *stream) delivered(file string, pos uint32) {
 	s.mu.Unlock()
 }
 
-// passed records that the reader went past the end of a transaction at (file, pos): when every
-// delivered change is acknowledged, the pipeline has passed that position too.
+// passed records that the reader went past (file, pos), the end of a transaction of other
+// tables or of an event outside any transaction: the pipeline has passed that position too
+// once every change delivered before it is acknowledged -- at once when it is, else when Ack
+// reaches the last delivered checkpoint (issue 31: a transaction of other tables passed while
+// a large captured one was still being written, then silence, must not read as a growing lag).
 func (s *stream) passed(file string, pos uint32) {
+	at := axis(file, pos)
+	if at == 0 {
+		return
+	}
 	s.mu.Lock()
-	stored := s.ackedAt == s.deliveredAt
-	s.mu.Unlock()
-	if stored {
-		s.caughtUp.Store(axis(file, pos))
+	defer s.mu.Unlock()
+	if s.ackedAt >= s.deliveredAt {
+		s.creditLocked(at)
+		return
+	}
+	// A later pass replaces an earlier one: it waits for the same or a later checkpoint, whose
+	// acknowledgement lies beyond the earlier pass when it came after it.
+	s.passedAt, s.passedNeeds = at, s.deliveredAt
+}
+
+// creditLocked moves caughtUp forward to at.
+func (s *stream) creditLocked(at uint64) {
+	if at > s.caughtUp.Load() {
+		s.caughtUp.Store(at)
 	}
 }
 

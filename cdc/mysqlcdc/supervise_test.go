@@ -489,8 +489,9 @@ func queryString(t *testing.T, s server, q string) string {
 // TestLagIdleStreamCaughtUp: an open stream whose delivered changes are all acknowledged has
 // passed the transactions of other tables the binlog holds after them, although no checkpoint
 // moves: Applied reaches a position taken after such a write. An unacknowledged change holds
-// Applied at its checkpoint. Without that, a quiet pipeline on a server with other traffic
-// would look ever further behind.
+// Applied at its checkpoint until it is acknowledged, then the writes passed meanwhile count;
+// so does a rotation. Without that, a quiet pipeline on a server with other traffic would
+// look ever further behind.
 func TestLagIdleStreamCaughtUp(t *testing.T) {
 	eachPositioning(t, func(ctx context.Context, t *testing.T, s server, p mysqlcdc.Positioning) {
 		table, noise := "mysu_lagidle_"+suffix(), "mysu_lagnoise_"+suffix()
@@ -550,6 +551,48 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the reader passes the noise meanwhile; it must not count
 		if l, err := src.Lag(ctx, cp2); err != nil || l.Applied >= l1.Head {
 			t.Fatalf("Lag %+v, %v: Applied passed a write behind an unacknowledged change (head then %d)", l, err, l1.Head)
+		}
+		// Acknowledged later, with nothing else happening (issue 31): the noise the reader
+		// passed meanwhile is passed by the pipeline too.
+		if err := st.Ack(ctx, cp2); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := src.Lag(ctx, cp2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Applied >= l1.Head {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("Applied never passed the other table's write once the change before it was acknowledged: %+v, head after the write %d", l, l1.Head)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		// A rotation while idle (FLUSH LOGS, a restart) adds a new file's header events and no
+		// transaction: the pipeline has passed them too.
+		if err := s.exec("FLUSH BINARY LOGS"); err != nil {
+			t.Fatal(err)
+		}
+		l2, err := src.Lag(ctx, cp2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := src.Lag(ctx, cp2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Applied >= l2.Head {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("Applied never passed a rotation: %+v, head after it %d", l, l2.Head)
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	})
 }

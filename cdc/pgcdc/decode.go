@@ -32,10 +32,10 @@ func (st *stream) handleCopyData(ctx context.Context, data []byte) error {
 		if ka.ReplyRequested {
 			return st.answerPing(ka.ServerWALEnd)
 		}
-		// In band, after every frame that preceded it: when nothing delivered waits for its
+		// In band, after every frame that preceded it: once nothing delivered waits for its
 		// ack, everything the server sent up to its WAL end is stored (Lag).
-		if st.streaming && !st.inTx && !st.hasPending && st.acked.Load() >= st.delivered.Load() {
-			st.caughtUp.Store(uint64(ka.ServerWALEnd))
+		if st.streaming && !st.inTx && !st.hasPending {
+			st.passed(uint64(ka.ServerWALEnd))
 		}
 		return nil
 	case pglogrepl.XLogDataByteID:

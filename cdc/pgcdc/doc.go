@@ -325,8 +325,12 @@
 //     transaction it covers) and the slot's confirmed_flush_lsn: the slot is confirmed only up
 //     to acknowledged checkpoints or to a position an idle note proved free of unacknowledged
 //     captured changes (Idle checkpoints), so everything captured before it is applied too,
-//     though the stored checkpoint stays behind. For a snapshot checkpoint it is the position
-//     the stream starts from once the snapshot is done; without a checkpoint, 0.
+//     though the stored checkpoint stays behind. While a stream of the Source is open it is at
+//     least the WAL end of the latest keepalive that came with no transaction being decoded,
+//     once every checkpoint delivered before it is acknowledged (at once, or when the
+//     acknowledgement comes: other tables' writes during a burst are passed too). For a
+//     snapshot checkpoint it is the position the stream starts from once the snapshot is
+//     done; without a checkpoint, 0.
 //   - Bytes is Head - Applied (0 when Applied is at or beyond Head); without a checkpoint, what
 //     the slot retains (0 without a slot). It counts all WAL, also that of tables the pipeline
 //     does not capture: it grows with any write on the server until an acknowledged checkpoint

@@ -156,8 +156,9 @@ func TestLag(t *testing.T) {
 // TestLagIdleStreamCaughtUp: an open stream with every delivered change acknowledged has
 // passed what the server sent since, even when nothing moves the checkpoint or the slot (idle
 // notes off, a write too small for one): Applied reaches the server's position of after the
-// write once a keepalive arrived in order behind it. Without that, a quiet pipeline on a
-// server with other traffic would look ever further behind.
+// write once a keepalive arrived in order behind it -- when the change before it is
+// acknowledged only later, from then on. Without that, a quiet pipeline on a server with
+// other traffic would look ever further behind.
 func TestLagIdleStreamCaughtUp(t *testing.T) {
 	dsn := testenv.Require(t, testenv.PostgresDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -216,5 +217,21 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // several keepalives; none may count
 	if l := measure(ctx, t, src, cp2); l.Applied >= uint64(y) {
 		t.Fatalf("Applied %s passed a write behind an unacknowledged change (checkpoint %s)", pglogrepl.LSN(l.Applied), cpLSN(t, cp2))
+	}
+	// Acknowledged later, with nothing else written (issue 31): the keepalives that came
+	// meanwhile, or the next one, count.
+	if err := st.Ack(ctx, cp2); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		l := measure(ctx, t, src, cp2)
+		if l.Applied >= uint64(y) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Applied %s never passed the uncaptured write at %s once the change before it was acknowledged (checkpoint %s)", pglogrepl.LSN(l.Applied), y, cpLSN(t, cp2))
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

@@ -43,10 +43,15 @@ type stream struct {
 	// most delivered, which Ack enforces).
 	acked     atomic.Uint64
 	delivered atomic.Uint64
-	// caughtUp is the WAL end of the latest keepalive that found every delivered captured
-	// change acknowledged and no transaction being decoded: the stream had then taken in,
-	// and the sink stored, everything the server had sent (Lag; never reported to the server).
+	// caughtUp is the WAL end of the latest keepalive that came with no transaction being
+	// decoded and found every captured change delivered before it acknowledged -- then, or
+	// later (passedEnd): the stream had taken in, and the sink stored, everything the server
+	// had sent up to it (Lag; never reported to the server). Only grows.
 	caughtUp atomic.Uint64
+	// passedEnd is the latest such keepalive that came while a delivered checkpoint was not
+	// yet acknowledged, with that checkpoint; Ack credits it once it reaches the checkpoint
+	// (issue 31: a burst, other tables' writes while it is being stored, then silence).
+	passedEnd atomic.Pointer[passedKeepalive]
 	// ackedStream is set once a stream checkpoint was acknowledged: after an initial snapshot,
 	// idle checkpoints wait for it, since the snapshot's rows precede the stream's start.
 	ackedStream atomic.Bool
@@ -161,10 +166,43 @@ func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 		return fmt.Errorf("pgcdc: ack of %s, beyond the last delivered checkpoint %s", d.lsn, pglogrepl.LSN(st.delivered.Load()))
 	}
 	st.ackedStream.Store(true)
+	raiseTo(&st.acked, uint64(d.lsn))
+	st.creditPassed()
+	return nil
+}
+
+// passedKeepalive is a keepalive's WAL end that waits for the acknowledgement of the
+// checkpoint delivered last before it.
+type passedKeepalive struct{ end, needs uint64 }
+
+// passed records a keepalive's WAL end met with no transaction being decoded: everything the
+// server sent up to it is stored once every checkpoint delivered before it is acknowledged --
+// now, or when Ack reaches it.
+func (st *stream) passed(end uint64) {
+	needs := st.delivered.Load()
+	if st.acked.Load() >= needs {
+		raiseTo(&st.caughtUp, end)
+		return
+	}
+	st.passedEnd.Store(&passedKeepalive{end: end, needs: needs})
+	st.creditPassed() // an Ack in between did not see it
+}
+
+// creditPassed moves caughtUp to the waiting keepalive's WAL end once its checkpoint is
+// acknowledged.
+func (st *stream) creditPassed() {
+	p := st.passedEnd.Load()
+	if p != nil && st.acked.Load() >= p.needs && st.passedEnd.CompareAndSwap(p, nil) {
+		raiseTo(&st.caughtUp, p.end)
+	}
+}
+
+// raiseTo moves v up to x (never down).
+func raiseTo(v *atomic.Uint64, x uint64) {
 	for {
-		cur := st.acked.Load()
-		if uint64(d.lsn) <= cur || st.acked.CompareAndSwap(cur, uint64(d.lsn)) {
-			return nil
+		cur := v.Load()
+		if x <= cur || v.CompareAndSwap(cur, x) {
+			return
 		}
 	}
 }
