@@ -368,6 +368,12 @@ func (f *Fence) readAutoCreate(ctx context.Context) (AutoCreate, error) {
 // read (the caller may retry).
 func (f *Fence) proveAutoCreate(ctx context.Context, d Destination) error {
 	a, err := f.readAutoCreate(ctx)
+	return f.autoCreateRefusal(d, a, err)
+}
+
+// autoCreateRefusal is the verdict on a readAutoCreate's result (a, err), for d: see
+// proveAutoCreate. Claims that read the setting beside other requests judge it with this.
+func (f *Fence) autoCreateRefusal(d Destination, a AutoCreate, err error) error {
 	if err != nil {
 		var se *ServerError
 		if errors.As(err, &se) && (se.Status == http.StatusForbidden || se.Status == http.StatusUnauthorized) {
@@ -379,6 +385,14 @@ func (f *Fence) proveAutoCreate(ctx context.Context, d Destination) error {
 		return f.refuse(d, FencingUnenforced, a.refusal())
 	}
 	return nil
+}
+
+// autoCreateSetting reads the effective value alone (found is false when the cluster shows
+// none, or one that is not a string). Prefer readAutoCreate and autoCreateRefusal, whose
+// refusal quotes the request that fixes it.
+func (f *Fence) autoCreateSetting(ctx context.Context) (value string, found bool, err error) {
+	a, err := f.readAutoCreate(ctx)
+	return a.Value, err == nil && a.Level != "", err
 }
 
 // CheckAutoCreate makes the proof every claim makes, before any claim: nil when the cluster
