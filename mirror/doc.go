@@ -9,6 +9,16 @@
 //	defer m.Close()
 //	err = m.Run(ctx) // until ctx ends
 //
+// Every cluster a pipeline writes to must refuse to auto-create indices named df-w-* (the
+// sink's fencing of deletes rests on it; see package esfence, "Deployment requirement"). A
+// stock cluster does not: once per cluster, run
+//
+//	PUT _cluster/settings {"persistent":{"action.auto_create_index":"-df-w-*,+*"}}
+//
+// (with rules of its own, put -df-w-* first: "+logs-*,-*" becomes "-df-w-*,+logs-*,-*"), or
+// PrepareClusters, which sends it with the sinks' credentials. Run refuses a pipeline whose
+// cluster does not, before anything is created (see Running).
+//
 // # Configuration
 //
 // A Config holds State (the bbolt file every pipeline shares: deployment identity, and per
@@ -45,7 +55,20 @@
 //
 // # Running
 //
-// Run runs each pipeline in a goroutine of its own. Each cdc.Runner supervises its stream:
+// Run runs each pipeline in a goroutine of its own. Each first checks its sink's cluster
+// (sink.Sink.CheckCluster: the proof every claim makes, that no df-w-* index can be
+// auto-created) before the runner opens the source. A refusal certain before the first write
+// -- the rule not enforced, the setting unreadable for lack of the monitor privilege, the
+// credentials refused -- stops that pipeline at once with a permanent error that quotes the
+// request to send, and it leaves nothing behind: no replication slot or publication, no
+// index, no checkpoint or ownership record, no dead-letter file (Open only opens dead-letter
+// files that exist; Run creates the others once their pipeline passed the check). A cluster
+// out of reach is no refusal: the check is tried again after the runner's backoff until it
+// passes or ctx ends, Status saying "starting: checking the cluster" meanwhile (Health class
+// starting, with the attempts and the last failure). The sink's auto_create_index: false
+// (no generated mapping) changes nothing here: the sink still creates its indices and claims
+// them, and deletes through a stale alias are still fenced only by the cluster's rule. Each
+// cdc.Runner supervises its stream:
 // a failure that is not permanent (cdc.IsPermanent) reopens it from the stored checkpoint. A
 // pipeline that stops anyway is logged once and shows in Status (its Health says why), and
 // the others go on; Run returns nil when ctx ends, or, once every pipeline has stopped, their

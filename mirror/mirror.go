@@ -46,15 +46,17 @@ type runner interface {
 
 type pipeline struct {
 	name   string
-	dlq    *cdc.FileDLQ
+	dlq    *dlqFile
 	sink   *sink.Sink
 	src    cdc.Source
 	runner runner
+	check  *clusterCheck // the start check of the sink's cluster (preflight.go)
 }
 
 // Open validates cfg and builds every pipeline: it opens the state file (once, for all of
-// them) and the dead-letter files, and builds sinks, sources and runners. Nothing connects to
-// a server until Run. On error everything opened is closed again.
+// them) and the dead-letter files that exist (one that does not is created by Run, once its
+// pipeline passed the start check), and builds sinks, sources and runners. Nothing connects
+// to a server until Run. On error everything opened is closed again.
 func Open(cfg *Config, opts *Options) (_ *Mirror, err error) {
 	if cfg == nil {
 		return nil, errors.New("mirror: nil Config")
@@ -98,9 +100,9 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 		runObs, sinkObs = o.Observe(pc.Name)
 	}
 	log := o.Logger
-	p := &pipeline{name: pc.Name}
+	p := &pipeline{name: pc.Name, check: newClusterCheck(pc)}
 	var err error
-	if p.dlq, err = cdc.OpenFileDLQ(pc.DLQ, nil); err != nil {
+	if p.dlq, err = openDLQ(pc.DLQ); err != nil {
 		return p, fmt.Errorf("dead-letter file: %w", err)
 	}
 	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs}); err != nil {
@@ -201,15 +203,22 @@ func (m *Mirror) Status() []cdc.Status {
 	out := make([]cdc.Status, len(m.pipes))
 	for i, p := range m.pipes {
 		out[i] = p.runner.Status()
+		if p.check != nil {
+			out[i] = p.check.status(out[i])
+		}
 	}
 	return out
 }
 
 // Run runs every pipeline in a goroutine of its own until ctx ends, then returns nil. Each
-// runner supervises its stream (a failure that is not permanent reopens it from the stored
-// checkpoint); a pipeline that stops anyway -- a permanent failure such as a start refusal, an
-// authentication failure, lost history or a fencing conflict -- is logged once and shows in
-// Status, and the other pipelines go on. When every pipeline has stopped, Run returns their
+// pipeline first checks its sink's cluster (the deployment requirement: it must refuse to
+// auto-create df-w-* indices) before its runner opens the source, so that a refusal certain
+// before the first write creates nothing -- no slot, publication, index or dead-letter file;
+// a cluster out of reach is checked again after a backoff, Status saying "starting: checking
+// the cluster" meanwhile. Each runner supervises its stream (a failure that is not permanent
+// reopens it from the stored checkpoint); a pipeline that stops anyway -- a permanent failure
+// such as a start refusal, an authentication failure, lost history or a fencing conflict --
+// is logged once and shows in Status, and the other pipelines go on. When every pipeline has stopped, Run returns their
 // errors joined (errors.Join), each a *PipelineError naming its pipeline. Run may be called
 // again after it returned, not concurrently.
 func (m *Mirror) Run(ctx context.Context) error {
@@ -233,7 +242,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 	}
 	for i, p := range m.pipes {
 		wg.Go(func() {
-			err := p.runner.Run(ctx)
+			err := m.start(ctx, p)
+			if err == nil {
+				err = p.runner.Run(ctx)
+			}
 			running := left.Add(-1)
 			if ctx.Err() != nil {
 				return
@@ -252,6 +264,22 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// start is what comes before p's runner runs: the start check of the sink's cluster, then the
+// dead-letter file (created now, not by a pipeline refused at start).
+func (m *Mirror) start(ctx context.Context, p *pipeline) error {
+	if p.sink != nil && p.check != nil {
+		if err := m.checkCluster(ctx, p); err != nil {
+			return err
+		}
+	}
+	if p.dlq != nil {
+		if err := p.dlq.open(); err != nil {
+			return fmt.Errorf("dead-letter file: %w", err)
+		}
+	}
+	return nil
 }
 
 // retireInterval is how often Run looks for generations a reindex retired whose time has come.

@@ -23,6 +23,7 @@ type Settings struct {
 	transient, persistent *string
 	def                   string
 	denyRead, denyUpdate  bool
+	down                  bool
 	updates               []string
 }
 
@@ -33,11 +34,24 @@ func New() *Settings { return &Settings{def: "true"} }
 // Install makes c answer _cluster/settings from s (it takes c's interceptor).
 func (s *Settings) Install(c *searchtest.Cluster) {
 	c.Intercept(func(r *searchtest.Request) *searchtest.Reply {
-		if r.Endpoint != "_cluster/settings" {
+		s.mu.Lock()
+		down := s.down
+		s.mu.Unlock()
+		switch {
+		case down:
+			return &searchtest.Reply{Drop: true}
+		case r.Endpoint != "_cluster/settings":
 			return nil
 		}
 		return s.answer(r.Method, r.Body)
 	})
+}
+
+// Down makes the node drop every request without an answer (true) or serve again (false).
+func (s *Settings) Down(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
 }
 
 // Set sets a level ("transient" or "persistent"; nil unsets it) as an administrator would.
