@@ -52,15 +52,19 @@
 // # Health, lag and status
 //
 // [Runner.Health] is unhealthy, with the reason, before Run and after it returned, while
-// starting and reconnecting, while the sink's destination is unavailable (at once), while one
-// batch keeps being pushed back beyond BackpressureThreshold, while the pipeline trails its source beyond LagThreshold, and while
-// events wait beyond StallThreshold with no batch succeeding. A source that is a
+// starting and reconnecting, while the sink's destination is unavailable (at once), while a
+// write waits for the sink's answer beyond UnansweredThreshold (default 8s, well before the
+// sink's own request timeout: an engine that went silent shows within seconds), while one
+// batch keeps being pushed back beyond BackpressureThreshold, while the pipeline trails its
+// source beyond LagThreshold, and while events wait beyond StallThreshold with no batch
+// succeeding. A source that is a
 // [LagReporter] is asked every LagInterval -- whether the stream is open or not -- how far the
 // stored checkpoint trails the server ([SourceLag]: change-log bytes, what the server retains,
 // positions on the source's own axis); the runner turns the positions into seconds behind
 // (since the server was last at a position the pipeline has passed). [Runner.Status] gathers
-// health, state, progress (snapshot totals kept after the snapshot), lag, reconnects and the
-// last failure for metrics exporters and status commands.
+// health, state, progress (snapshot totals kept after the snapshot), lag, reconnects, the
+// last failure and since when a batch is pushed back or a write unanswered for metrics
+// exporters and status commands.
 //
 // # Re-snapshots
 //

@@ -50,6 +50,17 @@ type RunnerOptions struct {
 	// BackpressureThreshold is how long one batch may keep being pushed back by the sink before
 	// Health reports it. Default 1 minute.
 	BackpressureThreshold time.Duration
+	// UnansweredThreshold is how long one write may wait for the sink's answer before Health
+	// reports the sink not answering (class sink_not_answering), counted from when the runner
+	// called Sink.Write, whatever the sink's own request timeout: an engine that stopped
+	// answering (a black-holed network, a hung node) shows within this bound, not once its
+	// requests time out, and the pipeline is healthy again as soon as the write is answered.
+	// A write that legitimately takes longer (a large batch on an overloaded cluster) is
+	// reported the same way while it lasts -- for that long nothing was answered either;
+	// raise the threshold where that is normal. Default 8s: with a health probe polling
+	// every second or two, an unresponsive engine is reported within 10s of the first write
+	// it leaves unanswered. Negative turns the check off.
+	UnansweredThreshold time.Duration
 	// LagThreshold is how far behind its source (Status.Lag.Seconds) the pipeline may fall
 	// before Health reports it; not checked while a snapshot is being read. Sources that are
 	// LagReporters only. Default 1 minute.
@@ -109,6 +120,9 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	defDur(&c.BackoffMax, 5*time.Second)
 	defDur(&c.StallThreshold, 2*time.Minute)
 	defDur(&c.BackpressureThreshold, time.Minute)
+	if c.UnansweredThreshold == 0 {
+		c.UnansweredThreshold = 8 * time.Second
+	}
 	defDur(&c.LagThreshold, time.Minute)
 	defDur(&c.LagInterval, 5*time.Second)
 	defDur(&c.ReportInterval, time.Minute)
@@ -168,6 +182,11 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 // destination is unavailable (BackpressureError.Unavailable), and once one batch has been
 // pushed back for longer than BackpressureThreshold otherwise.
 //
+// Unanswered writes. A write the sink has not answered UnansweredThreshold after the runner
+// called Sink.Write makes Health unhealthy (class sink_not_answering) until it is answered,
+// without waiting for the sink's request timeout: a destination that went silent is reported
+// within seconds. Status.UnansweredSince says since when the oldest write waits.
+//
 // Supervision. Any other failure -- the stream failing (a lost connection, a server restarting
 // or shutting down), a sink error, a dead-letter write or checkpoint save that fails -- ends
 // the stream's session: the runner closes the stream, waits a jittered exponential backoff
@@ -200,7 +219,7 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 //
 // Observation. Progress, Health and Status may be called from any goroutine at any time.
 // Health is unhealthy before Run, after Run returned, while starting and reconnecting, beyond
-// the backpressure and lag thresholds, and while events have waited longer than
+// the backpressure, unanswered-write and lag thresholds, and while events have waited longer than
 // StallThreshold with no batch succeeding (measured from the later of the last success and
 // the arrival of the oldest pending event, so an idle pipeline is healthy).
 //
@@ -339,9 +358,10 @@ type Health struct {
 	// HealthOK, or the class of Reason.
 	Class string
 	// Reason says why the runner is unhealthy: not running, starting, reconnecting after a
-	// failure, stopped by an error, pushed back by the sink beyond BackpressureThreshold,
-	// behind its source beyond LagThreshold, or stalled (events pending and no batch
-	// succeeded for longer than StallThreshold).
+	// failure, stopped by an error, told by the sink that its destination is unavailable,
+	// waiting for the sink's answer to a write beyond UnansweredThreshold, pushed back by the
+	// sink beyond BackpressureThreshold, behind its source beyond LagThreshold, or stalled
+	// (events pending and no batch succeeded for longer than StallThreshold).
 	Reason string
 }
 
@@ -354,6 +374,7 @@ const (
 	HealthStopped      = "stopped"
 	HealthBackpressure = "backpressure"
 	HealthUnavailable  = "sink_unavailable"
+	HealthNotAnswering = "sink_not_answering"
 	HealthStalled      = "stalled"
 	HealthLagging      = "lagging"
 )
@@ -381,14 +402,18 @@ func (r *Runner) healthLocked(now time.Time) Health {
 		}
 		return Health{Class: HealthStopped, Reason: "stopped"}
 	}
-	if pushedSince, pushedErr := r.pushedLocked(); !pushedSince.IsZero() {
-		var bp *BackpressureError
-		if errors.As(pushedErr, &bp) && bp.Unavailable {
-			return Health{Class: HealthUnavailable, Reason: fmt.Sprintf("sink unavailable for %v: %v", now.Sub(pushedSince).Round(time.Second), pushedErr)}
+	pushedSince, pushedErr := r.pushedLocked()
+	if bp := (*BackpressureError)(nil); !pushedSince.IsZero() && errors.As(pushedErr, &bp) && bp.Unavailable {
+		return Health{Class: HealthUnavailable, Reason: fmt.Sprintf("sink unavailable for %v: %v", now.Sub(pushedSince).Round(time.Second), pushedErr)}
+	}
+	if since := r.unansweredLocked(); !since.IsZero() && r.o.UnansweredThreshold > 0 {
+		if d := now.Sub(since); d > r.o.UnansweredThreshold {
+			return Health{Class: HealthNotAnswering, Reason: fmt.Sprintf("sink not answering: a write has waited %v for its answer, beyond the %v threshold",
+				d.Round(time.Second), r.o.UnansweredThreshold)}
 		}
-		if d := now.Sub(pushedSince); d > r.o.BackpressureThreshold {
-			return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), pushedErr)}
-		}
+	}
+	if d := now.Sub(pushedSince); !pushedSince.IsZero() && d > r.o.BackpressureThreshold {
+		return Health{Class: HealthBackpressure, Reason: fmt.Sprintf("backpressure: the sink has pushed the batch back for %v: %v", d.Round(time.Second), pushedErr)}
 	}
 	if r.progress.Pending > 0 {
 		since := r.lastSuccess
@@ -416,6 +441,7 @@ func (r *Runner) Status() Status {
 		Progress: r.progressLocked(), Lag: r.lagLocked(now), Reconnects: r.reconnects,
 		LastFailure: r.lastFailure, FailedAt: r.failedAt}
 	st.BackpressureSince, _ = r.pushedLocked()
+	st.UnansweredSince = r.unansweredLocked()
 	if r.state == running && st.Progress.Snapshot.Active {
 		st.State = "snapshotting"
 	} else if r.state == running && st.Progress.Resnapshot.Active {
@@ -714,7 +740,13 @@ func (r *Runner) write(ctx context.Context, f *flight) ([]DeadLetter, int, error
 	var lastLogged string
 	var loggedAt time.Time
 	for attempt := 0; ; attempt++ {
+		r.mu.Lock()
+		f.calledAt = r.o.Clock.Now()
+		r.mu.Unlock()
 		dead, err := r.sink.Write(ctx, events)
+		r.mu.Lock()
+		f.calledAt = time.Time{}
+		r.mu.Unlock()
 		if err == nil {
 			return dead, attempt + 1, nil
 		}

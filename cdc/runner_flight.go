@@ -46,9 +46,11 @@ type flight struct {
 	err      error
 
 	// Guarded by Runner.mu: when the sink first pushed the batch back (zero: it is not being
-	// pushed back) and the last backpressure.
+	// pushed back) and the last backpressure; when the Sink.Write now waiting for its answer
+	// was called (zero: none is).
 	pushedSince time.Time
 	pushedErr   error
+	calledAt    time.Time
 
 	// Built by the loop's goroutine only.
 	truncate bool                // the batch holds a Truncate
@@ -284,6 +286,18 @@ func (r *Runner) pushedLocked() (time.Time, error) {
 		}
 	}
 	return since, err
+}
+
+// unansweredLocked returns when the oldest Sink.Write still waiting for its answer was called
+// (zero: none is).
+func (r *Runner) unansweredLocked() time.Time {
+	var since time.Time
+	for _, f := range r.inflight {
+		if !f.calledAt.IsZero() && (since.IsZero() || f.calledAt.Before(since)) {
+			since = f.calledAt
+		}
+	}
+	return since
 }
 
 // classify notes what in f must not overtake earlier flights.

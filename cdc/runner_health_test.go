@@ -263,3 +263,68 @@ func TestRunnerHealthSinkUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerHealthSinkNotAnswering: a write the sink leaves unanswered (a black-holed engine:
+// no error, no answer, until the sink's own request timeout) makes the pipeline unhealthy
+// once it waited beyond UnansweredThreshold (default 8s), with Status.UnansweredSince set and
+// no row data in the reason; healthy again as soon as the sink answers. Negative turns the
+// check off. (Backoff waits between offers are no wait for an answer:
+// TestRunnerHealthBackpressureThreshold is healthy 29s into backpressure.)
+func TestRunnerHealthSinkNotAnswering(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		threshold time.Duration
+		reported  bool
+	}{{"default", 0, true}, {"off", -1, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1, UnansweredThreshold: c.threshold})
+				answer := make(chan struct{})
+				h.sink.respond = func(call int, _ []cdc.Event) ([]cdc.DeadLetter, error) {
+					if call == 0 {
+						<-answer
+					}
+					return nil, nil
+				}
+				st := h.run(t.Context())
+				sent := time.Now()
+				ev := txEvents(1, 1)
+				ev[0].After = []cdc.Value{"secret row value"}
+				st.send(ev...)
+				synctest.Wait()
+				time.Sleep(7 * time.Second)
+				if hl := h.r.Health(); !hl.Healthy {
+					t.Fatalf("unhealthy 7s into an unanswered write: %s", hl.Reason)
+				}
+				s := h.r.Status()
+				if !s.UnansweredSince.Equal(sent) {
+					t.Fatalf("Status.UnansweredSince %v while the write waits since %v", s.UnansweredSince, sent)
+				}
+				time.Sleep(2 * time.Second)
+				hl := h.r.Health()
+				if c.reported && (hl.Healthy || hl.Class != cdc.HealthNotAnswering || !strings.Contains(hl.Reason, "9s") ||
+					strings.Contains(hl.Reason, "secret")) {
+					t.Fatalf("health %+v 9s into an unanswered write, want sink_not_answering saying for how long, without row data", hl)
+				}
+				if !c.reported && !hl.Healthy {
+					t.Fatalf("unhealthy with the check off: %s", hl.Reason)
+				}
+				if s := h.r.Status(); s.Health.Class != hl.Class {
+					t.Fatalf("Status.Health %+v, Health %+v", s.Health, hl)
+				}
+				close(answer)
+				synctest.Wait()
+				if hl := h.r.Health(); !hl.Healthy {
+					t.Fatalf("unhealthy once the write was answered: %s", hl.Reason)
+				}
+				if s := h.r.Status(); !s.UnansweredSince.IsZero() {
+					t.Fatalf("Status.UnansweredSince %v once the write was answered", s.UnansweredSince)
+				}
+				st.end(nil)
+				if err := h.wait(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}

@@ -23,6 +23,10 @@ type Status struct {
 	// BackpressureSince is when the batch now being offered was first pushed back (zero: no
 	// batch is being pushed back).
 	BackpressureSince time.Time
+	// UnansweredSince is when the oldest write the sink has not answered yet was handed to it
+	// (zero: no write is at the sink); beyond RunnerOptions.UnansweredThreshold, Health says
+	// sink_not_answering.
+	UnansweredSince time.Time
 }
 
 // Lag is how far a pipeline trails its source.

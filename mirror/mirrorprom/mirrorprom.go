@@ -86,7 +86,7 @@ func New(opts *Options) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName(c.ns, "", name), help, append(pl, labels...), nil)
 	}
 	c.healthy = desc("healthy", "1 while the pipeline runs and makes progress; 0 when it is not running, stopped, stalled, reconnecting, pushed back or lagging beyond its thresholds (health_reason says which).")
-	c.healthReason = desc("health_reason", "1 for the pipeline's current health reason: ok, not_running, starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, lagging or other.", "reason")
+	c.healthReason = desc("health_reason", "1 for the pipeline's current health reason: ok, not_running, starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, sink_not_answering, lagging or other.", "reason")
 	c.state = desc("state", "1 for the runner's current state, 0 for the others.", "state")
 	c.lagSeconds = desc("replication_lag_seconds", "How far the index trails the source, in seconds: from the source's lag measurements (also while idle or disconnected), else from the newest commit of the last streamed batch.")
 	c.lagBytes = desc("replication_lag_bytes", "Change log between the stored checkpoint and the server's position at the last lag measurement.")
@@ -238,8 +238,9 @@ var states = []string{"not_running", "starting", "snapshotting", "resnapshotting
 func stateLabel(s string) string { return strings.ReplaceAll(s, " ", "_") }
 
 // ReasonClass is the health_reason label: the runner's Health.Class (ok, not_running,
-// starting, stopped, stalled, reconnecting, backpressure, lagging), "other" for a Health
-// without one. The reason's text itself (with its durations and error) is for /healthz and logs.
+// starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, sink_not_answering,
+// lagging), "other" for a Health without one. The reason's text itself (with its durations
+// and error) is for /healthz and logs.
 func ReasonClass(h cdc.Health) string {
 	switch {
 	case h.Healthy:
