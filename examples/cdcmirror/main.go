@@ -31,7 +31,9 @@ func main() {
 
 // exitStatus reports err on w and returns the exit status: 0 for none (or --help), 2 for a
 // bad command line or configuration -- pipelines refused at start because their configuration
-// cannot work included, printed one table and fix per line --, 1 for anything else.
+// cannot work included, printed one table and fix per line, and pipelines whose cluster does
+// not enforce the deployment requirement, printed with the request that fixes it --, 1 for
+// anything else.
 func exitStatus(w io.Writer, err error) int {
 	var usage usageError
 	var invalid *mirror.ConfigError
@@ -48,6 +50,8 @@ func exitStatus(w io.Writer, err error) int {
 				}
 			}
 		}
+		return 2
+	case unenforced(w, err):
 		return 2
 	case errors.As(err, &usage), errors.As(err, &invalid):
 		fmt.Fprintln(w, "cdcmirror:", err)
@@ -86,7 +90,8 @@ const usage = `usage:
   cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
   cdcmirror drop --config FILE [--pipeline NAME] [--indices]
   cdcmirror resnapshot --config FILE [--pipeline NAME] [--table T]... [--where COND] [--metrics-addr 127.0.0.1:9464]
-  cdcmirror reindex --config FILE [--pipeline NAME] --table T [--metrics-addr 127.0.0.1:9464]`
+  cdcmirror reindex --config FILE [--pipeline NAME] --table T [--metrics-addr 127.0.0.1:9464]
+  cdcmirror prepare-cluster --config FILE [--dry-run]`
 
 // command runs one cdcmirror command with args. run (the default) runs until ctx ends (a
 // signal: nil, after a clean stop) or every pipeline stopped. Reports go to stdout, logs and
@@ -94,7 +99,7 @@ const usage = `usage:
 // once it accepts connections.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer, listening func(net.Addr)) error {
 	name := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex" || args[0] == "prepare-cluster") {
 		name, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("cdcmirror "+name, flag.ContinueOnError)
@@ -109,6 +114,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 	var indices *bool
 	var rs resnapFlags
 	var reindexTable *string
+	var dryRun *bool
 	switch name {
 	case "run":
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "listen address for /metrics, /healthz and /status (empty: none)")
@@ -128,6 +134,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 		pipeline = fs.String("pipeline", "", "the pipeline (required when the file has several)")
 		reindexTable = fs.String("table", "", "the table whose index is rebuilt, as source.tables spells it")
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "where the running cdcmirror serves /admin/reindex")
+	case "prepare-cluster":
+		dryRun = fs.Bool("dry-run", false, "read every cluster's setting and print the request that would enforce the rule, sending nothing")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -176,6 +184,8 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 			return err
 		}
 		return requestReindex(ctx, stdout, *run.metricsAddr, reindexBody{Pipeline: names[0], Table: *reindexTable})
+	case "prepare-cluster":
+		return prepareCluster(ctx, stdout, cfg, *dryRun)
 	}
 	return runMirror(ctx, cfg, run, stderr, listening)
 }

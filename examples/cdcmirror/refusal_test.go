@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/mirrortest"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/mirror"
 )
@@ -55,10 +56,9 @@ func TestCommandRefusesMissingTables(t *testing.T) {
 	sfx := estest.RandomHex(t, 4)
 	run := func(t *testing.T, source string) string {
 		t.Helper()
-		url := os.Getenv(testenv.ElasticsearchURL)
-		if url == "" {
-			url = "http://127.0.0.1:1" // never reached: the source refuses first
-		}
+		// The cluster check comes first: a fake node that holds the rule passes it, and the
+		// source refuses.
+		url := searchtest.New(t, nil).URL
 		dir := t.TempDir()
 		cfgPath := filepath.Join(dir, "cdcmirror.yaml")
 		cfg := "pipeline: mir-refusal\n" + source + `sinks:
