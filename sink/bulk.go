@@ -136,6 +136,36 @@ type outcome struct {
 	fatal    error
 	bp       *cdc.BackpressureError
 	epoch    uint64 // the chunk's claim epoch
+	// authRefused is set by classify for an item refused 401 or 403; itemRefused then makes
+	// fatal say what the cluster named.
+	authRefused bool
+}
+
+// itemRefused turns an item refused 401 or 403 (outcome.authRefused) into a permanent fatal
+// error that wraps the *search.AuthError of the first such item of the answer.
+func (s *Sink) itemRefused(o *outcome, ans []byte) {
+	if !o.authRefused || o.fatal != nil || o.conflict != nil {
+		return
+	}
+	var full struct {
+		Items []map[string]struct {
+			Status int             `json:"status"`
+			Error  json.RawMessage `json:"error"`
+		} `json:"items"`
+	}
+	err := search.AnswerError(http.StatusForbidden, nil, nil) // when the answer cannot be read again
+	if json.Unmarshal(ans, &full) == nil {
+	items:
+		for _, m := range full.Items {
+			for _, it := range m {
+				if ae := search.ItemError(it.Status, it.Error); ae != nil {
+					err = ae
+					break items
+				}
+			}
+		}
+	}
+	o.fatal = cdc.Permanent(fmt.Errorf("elasticsearch sink %q: _bulk item: %w", s.cfg.ID, err))
 }
 
 // sendAll sends the chunks, up to concurrency at a time, and merges their outcomes: a
@@ -262,7 +292,7 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 		return nil, true
 	}
 	if status != http.StatusOK {
-		if err := s.statusError("_bulk", status, hdr); !errors.As(err, &o.bp) {
+		if err := s.statusError("_bulk", status, hdr, ans); !errors.As(err, &o.bp) {
 			o.fatal = err
 		}
 		return nil, true
@@ -282,6 +312,7 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 	}
 	if n, ok := s.judgeScanned(ctx, o, ans, spans, st, &retry); ok {
 		if n < 0 {
+			s.itemRefused(o, ans)
 			return nil, true // a refusal
 		}
 		return retry, len(retry) == 0
@@ -316,6 +347,7 @@ func (s *Sink) judge(ctx context.Context, o *outcome, status int, hdr http.Heade
 			v.errType, v.causedBy = []byte(it.Error.Type), []byte(it.Error.CausedBy.Type)
 		}
 		if !s.classify(ctx, o, v, spans[k], st, &retry) {
+			s.itemRefused(o, ans)
 			return nil, true
 		}
 	}
@@ -369,6 +401,11 @@ func (s *Sink) classify(ctx context.Context, o *outcome, it itemView, sp span, s
 	case it.status == http.StatusTooManyRequests || it.status >= 500:
 		st.Retried++
 		*retry = append(*retry, sp)
+	case it.status == http.StatusUnauthorized || it.status == http.StatusForbidden:
+		// A privilege missing on the index, or a block: every document would be refused
+		// alike, so the pipeline stops (itemRefused says why) rather than dead-letter them.
+		o.authRefused = true
+		return false
 	case it.status == http.StatusNotFound && string(it.errType) == "index_not_found_exception":
 		if o.epoch != s.claimEpoch.Load() {
 			// This sink reclaimed its indices after the chunk was encoded (a concurrent

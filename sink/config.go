@@ -3,6 +3,7 @@ package sink
 import (
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,10 +40,22 @@ type Auth struct {
 	APIKey   Secret `yaml:"api_key,omitempty" json:"api_key,omitempty"` // the base64 "id:key" credential Elasticsearch issues
 }
 
-// TLS configures server verification for https URLs.
+// TLS configures https: which servers to trust, the client certificate to present, the
+// name the servers' certificates must carry. Each PEM is given as a file or inline, not
+// both; a client certificate needs its key and a key its certificate.
 type TLS struct {
-	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"` // PEM file of the CA that signed the server's certificate
+	CAFile string `yaml:"ca_file,omitempty" json:"ca_file,omitempty"` // PEM file of the CA that signed the servers' certificates (default: the system's roots)
 	CA     string `yaml:"ca,omitempty" json:"ca,omitempty"`           // the same, inline PEM
+	// CertFile or Cert is the client certificate (PEM, its chain may follow), for clusters
+	// that authenticate clients by certificate (Elasticsearch's PKI realm, OpenSearch's
+	// clientcert_auth_domain); KeyFile or Key is its unencrypted private key (PEM).
+	CertFile string `yaml:"cert_file,omitempty" json:"cert_file,omitempty"`
+	Cert     string `yaml:"cert,omitempty" json:"cert,omitempty"`
+	KeyFile  string `yaml:"key_file,omitempty" json:"key_file,omitempty"`
+	Key      Secret `yaml:"key,omitempty" json:"key,omitempty"`
+	// ServerName is the name the servers' certificates must carry when it is not the
+	// urls' host (nodes reached by address). Default: each url's host.
+	ServerName string `yaml:"server_name,omitempty" json:"server_name,omitempty"`
 }
 
 // Batch bounds one _bulk request. A batch from the runner larger than this is sent as several
@@ -54,8 +67,13 @@ type Batch struct {
 
 // Config is one elasticsearch sink, as the specification's YAML writes it under config:.
 type Config struct {
-	ID              string   `yaml:"id" json:"id"`
-	URL             string   `yaml:"url" json:"url"`
+	ID string `yaml:"id" json:"id"`
+	// URL is the cluster's address; URLs, instead of it, lists several of its nodes: a
+	// request that cannot reach one (refused, a connect timeout) goes to the next
+	// (internal/search). Exactly one of the two, all http:// or all https://, without
+	// credentials (auth: holds them).
+	URL             string   `yaml:"url,omitempty" json:"url,omitempty"`
+	URLs            []string `yaml:"urls,omitempty" json:"urls,omitempty"`
 	Index           string   `yaml:"index" json:"index"`
 	IDFields        []string `yaml:"id_fields,omitempty" json:"id_fields,omitempty"`
 	IDSeparator     string   `yaml:"id_separator,omitempty" json:"id_separator,omitempty"` // default "|"
@@ -262,13 +280,7 @@ func (c *Config) Validate() error {
 	if c.ID == "" {
 		bad("id is required")
 	}
-	if c.URL == "" {
-		bad("url is required")
-	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("url must be an http:// or https:// address")
-	} else if u.User != nil {
-		bad("url must not carry credentials; use auth:")
-	}
+	c.validateURLs(bad)
 	if c.Index == "" {
 		bad("index is required")
 	} else if _, err := parseTemplate(c.Index); err != nil {
@@ -313,14 +325,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("auth: type must be basic, api_key or none")
 	}
-	if c.TLS.CAFile != "" && c.TLS.CA != "" {
-		bad("tls: set ca_file or ca, not both")
-	}
-	if c.TLS.CA != "" {
-		if !x509.NewCertPool().AppendCertsFromPEM([]byte(c.TLS.CA)) {
-			bad("tls: ca holds no PEM certificate")
-		}
-	}
+	c.TLS.validate(bad)
 	if c.RequestTimeout < 0 || c.ConnectTimeout < 0 {
 		bad("timeouts must not be negative")
 	}
@@ -362,6 +367,100 @@ func (c *Config) Validate() error {
 		return &ConfigError{Problems: errs}
 	}
 	return nil
+}
+
+// Nodes is the cluster's addresses: URLs, or URL alone.
+func (c *Config) Nodes() []string {
+	if len(c.URLs) > 0 {
+		return c.URLs
+	}
+	if c.URL == "" {
+		return nil
+	}
+	return []string{c.URL}
+}
+
+// validateURLs checks url and urls: exactly one of them, each an http(s) address without
+// credentials, one scheme for all.
+func (c *Config) validateURLs(bad func(string, ...any)) {
+	switch {
+	case c.URL != "" && len(c.URLs) > 0:
+		bad("set url or urls, not both")
+		return
+	case c.URL == "" && len(c.URLs) == 0:
+		bad("url (or urls) is required")
+		return
+	}
+	key := func(i int) string {
+		if len(c.URLs) == 0 {
+			return "url"
+		}
+		return fmt.Sprintf("urls[%d]", i)
+	}
+	schemes, seen := map[string]bool{}, map[string]int{}
+	for i, raw := range c.Nodes() {
+		u, err := url.Parse(raw)
+		switch {
+		case raw == "":
+			bad("%s is empty", key(i))
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			bad("%s must be an http:// or https:// address", key(i))
+		case u.User != nil:
+			bad("%s must not carry credentials; use auth:", key(i))
+		default:
+			schemes[u.Scheme] = true
+			if j, dup := seen[raw]; dup {
+				bad("%s repeats urls[%d]", key(i), j)
+			}
+			seen[raw] = i
+		}
+	}
+	if len(schemes) > 1 {
+		bad("urls must be all http:// or all https://")
+	}
+}
+
+// validate checks the TLS options: one source per PEM, a certificate with its key, inline
+// PEM that is PEM (files are read by New).
+func (t *TLS) validate(bad func(string, ...any)) {
+	if t.CAFile != "" && t.CA != "" {
+		bad("tls: set ca_file or ca, not both")
+	}
+	if t.CA != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(t.CA)) {
+		bad("tls: ca holds no PEM certificate")
+	}
+	if t.CertFile != "" && t.Cert != "" {
+		bad("tls: set cert_file or cert, not both")
+	}
+	if t.KeyFile != "" && t.Key != "" {
+		bad("tls: set key_file or key, not both")
+	}
+	hasCert, hasKey := t.CertFile != "" || t.Cert != "", t.KeyFile != "" || t.Key != ""
+	if hasCert != hasKey {
+		bad("tls: a client certificate (cert_file or cert) needs its key (key_file or key), and a key its certificate")
+	}
+	if t.Cert != "" && !hasPEMBlock([]byte(t.Cert), "CERTIFICATE") {
+		bad("tls: cert holds no PEM certificate")
+	}
+	if t.Key != "" && !hasPEMBlock([]byte(t.Key), "PRIVATE KEY") {
+		bad("tls: key holds no PEM private key")
+	}
+	if t.ServerName != "" && (strings.ContainsAny(t.ServerName, " \t\r\n/:@") || strings.TrimSpace(t.ServerName) != t.ServerName) {
+		bad("tls: server_name must be a host name")
+	}
+}
+
+// hasPEMBlock reports whether b holds a PEM block whose type ends with kind.
+func hasPEMBlock(b []byte, kind string) bool {
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			return false
+		}
+		if strings.HasSuffix(blk.Type, kind) {
+			return true
+		}
+	}
 }
 
 // String renders the configuration with credentials hidden.

@@ -80,6 +80,7 @@ func encodeSinkEntry(t *testing.T, c Config) []byte {
 	doc := root.Content[0]
 	setSecret(doc, []string{"config", "auth", "password"}, c.Auth.Password)
 	setSecret(doc, []string{"config", "auth", "api_key"}, c.Auth.APIKey)
+	setSecret(doc, []string{"config", "tls", "key"}, c.TLS.Key)
 	escapeRefs(doc)
 	out, err := yaml.Marshal(&root)
 	if err != nil {
@@ -125,6 +126,12 @@ func sinkSeeds(f *testing.F) []string {
 		"type: elasticsearch\nconfig: {id: [a], url: {x: 1}, index: !custom i, concurrency: 1e400, number_of_replicas: -1}\n",
 		"type: elasticsearch\nconfig:\n", "type: elasticsearch\n", "", "~", "[]", "- a\n", "type: elasticsearch\nconfig: {}\nname: x\n",
 		"type: elasticsearch\nconfig:\n  id: a\n  id: b\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  urls: [https://n1:9200, 'https://n2:9200']\n  index: i\n  tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, server_name: es.internal}\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  urls: [http://n1:9200, https://" + configtest.Marker + ":9200, 'http://n1:9200', '']\n  url: http://x:1\n  index: i\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  url: https://x:1\n  index: i\n  tls:\n    cert: |\n      -----BEGIN CERTIFICATE-----\n      Y2VydA==\n      -----END CERTIFICATE-----\n" +
+			"    key: \"-----BEGIN PRIVATE KEY-----\\n" + configtest.Marker + "\\n-----END PRIVATE KEY-----\\n\"\n    server_name: \"" + configtest.Marker + " x\"\n",
+		"type: elasticsearch\nconfig:\n  id: a\n  url: https://x:1\n  index: i\n  tls:\n    cert: \"-----BEGIN CERTIFICATE-----\\nY2VydA==\\n-----END CERTIFICATE-----\\n\"\n" +
+			"    key: \"-----BEGIN EC PRIVATE KEY-----\\nc2VjcmV0\\n-----END EC PRIVATE KEY-----\\n\"\n",
 		"type: elasticsearch\nconfig:\n  tls:\n    ca: |\n      -----BEGIN CERTIFICATE-----\n      " + configtest.Marker + "\n      -----END CERTIFICATE-----\n",
 	}
 	for _, doc := range configtest.Files(f, "../examples/cdcmirror/postgres.yaml", "../examples/cdcmirror/mysql.yaml",

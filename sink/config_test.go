@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tributary-dev/tributary/statestore"
 )
 
 const specYAML = `
@@ -127,30 +129,82 @@ func TestParseConfigKeyless(t *testing.T) {
 
 func TestParseConfigValidation(t *testing.T) {
 	cases := map[string]string{
-		"type must be":           "type: kafka\nconfig: {id: a, url: 'http://x:1', index: i}\n",
-		"url is required":        "type: elasticsearch\nconfig: {id: a, index: i}\n",
-		"id is required":         "type: elasticsearch\nconfig: {url: 'http://x:1', index: i}\n",
-		"http:// or https://":    "type: elasticsearch\nconfig: {id: a, url: 'ftp://x', index: i}\n",
-		"unknown placeholder":    "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'x-{tabel}'}\n",
-		"starts with -, _ or +":  "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: '_x'}\n",
-		"contains one of":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'a b'}\n",
-		"needs username and":     "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: basic}}\n",
-		"needs api_key":          "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: api_key}}\n",
-		"basic, api_key or none": "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: kerberos}}\n",
-		"not found in type":      "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, idfields: [x]}\n",
-		"backslash":              "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, id_separator: '\\'}\n",
-		"not a duration":         "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, request_timeout: soon}\n",
-		"df-w-":                  "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'df-w-{table}'}\n",
-		"must not carry":         "type: elasticsearch\nconfig: {id: a, url: 'http://u:p@x:1', index: i}\n",
-		"decimal must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, mapping: {decimal: float}}\n",
-		"keyless must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: drop}\n",
-		"shared_owner must be":   "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, shared_owner: ' lead'}\n",
+		"type must be":                "type: kafka\nconfig: {id: a, url: 'http://x:1', index: i}\n",
+		"url (or urls) is required":   "type: elasticsearch\nconfig: {id: a, index: i}\n",
+		"set url or urls, not both":   "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', urls: ['http://y:1'], index: i}\n",
+		"urls[1] must be an http":     "type: elasticsearch\nconfig: {id: a, urls: ['http://x:1', 'x:1'], index: i}\n",
+		"urls[0] must not carry":      "type: elasticsearch\nconfig: {id: a, urls: ['http://u:p@x:1'], index: i}\n",
+		"urls[1] repeats urls[0]":     "type: elasticsearch\nconfig: {id: a, urls: ['http://x:1', 'http://x:1'], index: i}\n",
+		"all http:// or all https://": "type: elasticsearch\nconfig: {id: a, urls: ['http://x:1', 'https://y:1'], index: i}\n",
+		"urls[0] is empty":            "type: elasticsearch\nconfig: {id: a, urls: [''], index: i}\n",
+		"set cert_file or cert":       "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {cert_file: /c, cert: x, key_file: /k}}\n",
+		"set key_file or key":         "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {cert_file: /c, key_file: /k, key: x}}\n",
+		"needs its key":               "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {cert_file: /c}}\n",
+		"and a key its certificate":   "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {key_file: /k}}\n",
+		"cert holds no PEM":           "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {cert: x, key_file: /k}}\n",
+		"key holds no PEM":            "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {cert_file: /c, key: x}}\n",
+		"server_name must be":         "type: elasticsearch\nconfig: {id: a, url: 'https://x:1', index: i, tls: {server_name: 'a b'}}\n",
+		"id is required":              "type: elasticsearch\nconfig: {url: 'http://x:1', index: i}\n",
+		"http:// or https://":         "type: elasticsearch\nconfig: {id: a, url: 'ftp://x', index: i}\n",
+		"unknown placeholder":         "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'x-{tabel}'}\n",
+		"starts with -, _ or +":       "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: '_x'}\n",
+		"contains one of":             "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'a b'}\n",
+		"needs username and":          "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: basic}}\n",
+		"needs api_key":               "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: api_key}}\n",
+		"basic, api_key or none":      "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, auth: {type: kerberos}}\n",
+		"not found in type":           "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, idfields: [x]}\n",
+		"backslash":                   "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, id_separator: '\\'}\n",
+		"not a duration":              "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, request_timeout: soon}\n",
+		"df-w-":                       "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: 'df-w-{table}'}\n",
+		"must not carry":              "type: elasticsearch\nconfig: {id: a, url: 'http://u:p@x:1', index: i}\n",
+		"decimal must be":             "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, mapping: {decimal: float}}\n",
+		"keyless must be":             "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, keyless: drop}\n",
+		"shared_owner must be":        "type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, shared_owner: ' lead'}\n",
 	}
 	for want, y := range cases {
 		_, err := ParseConfig([]byte(y))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an error containing %q", y, err, want)
 		}
+	}
+}
+
+// urls: lists the nodes (Nodes), tls: takes a client certificate and key (files or inline)
+// and a server name; the key is a Secret.
+func TestParseConfigURLsAndTLS(t *testing.T) {
+	const key = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n"
+	const cert = "-----BEGIN CERTIFICATE-----\nY2VydA==\n-----END CERTIFICATE-----\n"
+	t.Setenv("ES_CLIENT_KEY", key)
+	c, err := ParseConfig([]byte("type: elasticsearch\nconfig:\n  id: a\n  urls: [https://n1:9200, https://n2:9200, https://n3:9200]\n  index: i\n" +
+		"  tls:\n    ca_file: /etc/ca.pem\n    cert: |\n      " + strings.ReplaceAll(strings.TrimSpace(cert), "\n", "\n      ") + "\n" +
+		"    key: ${ES_CLIENT_KEY}\n    server_name: es.internal\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Nodes(); len(got) != 3 || got[2] != "https://n3:9200" || c.URL != "" {
+		t.Fatalf("nodes %v", got)
+	}
+	if string(c.TLS.Key) != key || c.TLS.Cert != cert || c.TLS.ServerName != "es.internal" || c.TLS.CAFile != "/etc/ca.pem" {
+		t.Fatalf("tls %+v", c.TLS)
+	}
+	y, _ := yaml.Marshal(c)
+	for _, o := range []string{c.String(), fmt.Sprintf("%v %+v %#v", c, c.TLS, c.TLS), string(y)} {
+		if strings.Contains(o, "c2VjcmV0") {
+			t.Fatalf("the key leaked: %s", o)
+		}
+	}
+	if c, err := ParseConfig([]byte("type: elasticsearch\nconfig: {id: a, url: 'http://x:1', index: i, tls: {cert_file: /c, key_file: /k}}\n")); err != nil || len(c.Nodes()) != 1 {
+		t.Fatalf("url with cert_file and key_file: %v %v", err, c.Nodes())
+	}
+	// Files are read by New, and a missing one is named by its key.
+	_, err = New(Config{ID: "a", URL: "https://x:1", Index: "i", TLS: TLS{CertFile: "/nonexistent/c.pem", KeyFile: "/nonexistent/k.pem"}}, "p", statestore.NewMemory(), nil)
+	if err == nil || !strings.Contains(err.Error(), "reading cert_file") {
+		t.Fatalf("missing cert_file: %v", err)
+	}
+	// A key that does not match its certificate: named, never quoted.
+	_, err = New(Config{ID: "a", URL: "https://x:1", Index: "i", TLS: TLS{Cert: cert, Key: Secret(key)}}, "p", statestore.NewMemory(), nil)
+	if err == nil || strings.Contains(err.Error(), "c2VjcmV0") || !strings.Contains(err.Error(), "client certificate") {
+		t.Fatalf("a bad pair: %v", err)
 	}
 }
 

@@ -6,7 +6,8 @@
 //
 // [ParseConfig] reads one entry of the specification's sinks: list ("type: elasticsearch",
 // "config: {id, url, index, id_fields, id_separator, auth, auto_create_index}") plus what
-// production needs: tls (ca_file or inline ca), request_timeout, connect_timeout, batch
+// production needs: urls (several nodes, see Nodes and TLS), tls, request_timeout,
+// connect_timeout, batch
 // (max_docs, max_bytes), concurrency, delete_retention, item_retries, refresh, keyless
 // (refuse | dead_letter, see Start checks), number_of_shards, number_of_replicas, and
 // mapping (decimal: scaled_float | keyword | double, uint64: unsigned_long | keyword, json:
@@ -21,8 +22,29 @@
 // [Secret], [Duration] and the YAML reading are the project's configuration code
 // (internal/config), shared with the other configuration files; the sink's names are aliases.
 // The client (internal/search, shared with esfence and store/searchstore) has no product check
-// (OpenSearch), never retries (a lost _bulk answer is the runner's to replay) and never asks
-// for gzip.
+// (OpenSearch), never retries a request that may have reached the cluster (a lost _bulk
+// answer is the runner's to replay) and never asks for gzip.
+//
+// # Nodes and TLS
+//
+// url: names one address of the cluster; urls:, instead of it, lists several of its nodes
+// (exactly one of the two; all http:// or all https://; no credentials in them, auth: holds
+// those). The sink and its fence share one client over them: the nodes take turns, and a
+// request that cannot reach a node (connection refused, a connect timeout: nothing was sent)
+// goes at once to the next, so a dead node costs no write and does not make the sink claim
+// its indices again. A node that failed is skipped for 5 s, doubling per failure in a row up
+// to a minute; when every node failed lately each request still tries them all, the one
+// failed longest ago first. A request that may have reached a node (a reset, a timeout
+// waiting for the answer) is not resent: it is backpressure, as with one url.
+//
+// auth: is basic (username, password), api_key, or none. tls: takes the CA that signed the
+// nodes' certificates (ca_file, or ca inline; default the system's roots), a client
+// certificate and its unencrypted key (cert_file or cert, key_file or key, a [Secret]) for
+// clusters that authenticate clients by certificate -- Elasticsearch's PKI realm, OpenSearch's
+// clientcert_auth_domain -- and server_name, the name the nodes' certificates must carry
+// when the urls reach them by another (an address). Each PEM is given once (file or inline);
+// a certificate needs its key. Files are read by New; an unreadable or malformed one is an
+// error naming its key, never its content.
 //
 // # Documents and _id
 //
@@ -246,6 +268,9 @@
 //     sink checks which and returns an *esfence.ConflictError of class fenced or
 //     destination_missing -- the sink_destination_conflict incident: never dead-lettered,
 //     nothing acknowledged, permanent (cdc.Permanent).
+//   - Per-item 401 or 403 (a privilege missing on the index, or an index block): every
+//     document would be refused alike, so nothing is dead-lettered; the Write fails
+//     permanently with the refusal the cluster names (see Failures).
 //   - Any other per-item error (mapper_parsing_exception, document_parsing_exception,
 //     illegal_argument_exception, ...): a cdc.DeadLetter with the event's index in the batch
 //     and a reason made of status and error types only -- the cluster's reason texts quote
@@ -266,7 +291,16 @@
 //
 //   - permanent (errors.Is(err, cdc.ErrPermanent)): refusals (*esfence.ConflictError, still
 //     reachable with errors.As and errors.Is against an esfence.Class); the cluster refusing
-//     the credentials (401, 403) or the client refusing the server's certificate; a request
+//     the credentials or a privilege -- a 401 or 403 answer to any request, or to one _bulk
+//     item: the error wraps a *search.AuthError (through *esfence.ServerError for the fence's
+//     requests), whose message is "authentication failed: the cluster refused the
+//     credentials (basic)" (the scheme sent: basic, api key, client certificate, none) or
+//     "permission denied: action indices:data/write/bulk[s] on indices cdc-orders for user
+//     mirror (granted by the index privileges create_doc, create, index, write, all)" --
+//     the action, indices, user and granting privileges the engine names, nothing else of
+//     its reason; a 403 cluster_block_exception says "refused by a block: ..."; TLS failing
+//     on a certificate (the server's not trusted or not matching server_name, or the
+//     client's refused: the error says "certificate" and which tls: keys to check); a request
 //     the cluster refuses as such -- 400 (a generated mapping the engine cannot take: the error
 //     says which mapping options to change), 413 for a request of several documents (a
 //     batch.max_bytes above the cluster's http.max_content_length) and every other 4xx but

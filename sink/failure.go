@@ -16,10 +16,15 @@ import (
 // which:
 //
 //   - permanent: a refusal (*esfence.ConflictError: the index is not, or no longer, this
-//     sink's), the cluster refusing the credentials (401, 403) or the server's certificate,
-//     and every request the cluster refuses as such (400 and the other 4xx but 408 and 429:
-//     a mapping the engine cannot take, a batch above its http.max_content_length) -- the
-//     same request gets the same answer, however often it is sent;
+//     sink's), the cluster refusing the credentials or a privilege (401, 403, anywhere: a
+//     whole answer, one _bulk item, a fence request; the error wraps a *search.AuthError
+//     whose message says "authentication failed" with the credentials' scheme, or
+//     "permission denied" with the action, indices, user and the privileges that grant it),
+//     TLS failing on a certificate (the server's not trusted or not matching server_name, or
+//     the client's refused), and every request the cluster refuses as such (400 and the
+//     other 4xx but 408 and 429: a mapping the engine cannot take, a batch above its
+//     http.max_content_length) -- the same request gets the same answer, however often it
+//     is sent;
 //   - backpressure: 429, 5xx, 408, refused or reset connections, timeouts, unreadable
 //     answers -- the batch is offered again as it is;
 //   - the caller's context ending comes back unwrapped.
@@ -34,8 +39,12 @@ func permanentRefusal(err error) error {
 	return err
 }
 
-// statusError classifies a failed whole-request answer of what.
-func (s *Sink) statusError(what string, status int, h http.Header) error {
+// statusError classifies a failed whole-request answer of what (body: the answer's, read
+// only for what a 401 or 403 names).
+func (s *Sink) statusError(what string, status int, h http.Header, body []byte) error {
+	if ae := search.AnswerError(status, h, body); ae != nil {
+		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, ae))
+	}
 	err := fmt.Errorf("elasticsearch sink %q: %s: status %d", s.cfg.ID, what, status)
 	switch c := search.StatusClass(status); {
 	case c.Retryable():
@@ -46,6 +55,9 @@ func (s *Sink) statusError(what string, status int, h http.Header) error {
 	return err
 }
 
+// tlsRefused is what a TLS failure on a certificate says before the TLS error itself.
+const tlsRefused = "TLS failed on a certificate: the server's is not trusted or does not match (check tls: ca, server_name), or the server refused the client's (tls: cert, key)"
+
 // transportError classifies a request of what that got no complete answer. A connection loss
 // also makes the next Write claim every index again first, as after any reconnect.
 func (s *Sink) transportError(ctx context.Context, what string, err error) error {
@@ -53,7 +65,7 @@ func (s *Sink) transportError(ctx context.Context, what string, err error) error
 		return ctx.Err()
 	}
 	if search.ErrorClass(err) == search.Auth {
-		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: the server's certificate is not trusted (check tls): %w", s.cfg.ID, what, err))
+		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %s: %w", s.cfg.ID, what, tlsRefused, err))
 	}
 	s.stale.Store(true)
 	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err), Unavailable: true}
@@ -86,7 +98,7 @@ func (s *Sink) requestError(err error, what string) error {
 		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %w%s", s.cfg.ID, err, hint))
 	}
 	if se == nil && search.ErrorClass(err) == search.Auth {
-		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: the server's certificate is not trusted (check tls): %w", s.cfg.ID, what, err))
+		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %s: %w", s.cfg.ID, what, tlsRefused, err))
 	}
 	overloaded := se != nil && se.Class() == search.Overloaded
 	return &cdc.BackpressureError{Err: fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err), Unavailable: !overloaded}

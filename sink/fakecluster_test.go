@@ -70,7 +70,7 @@ func fakeSink(t *testing.T, f *fakeCluster, cfg Config, st statestore.Store, o O
 	if cfg.ID == "" {
 		cfg.ID = "fake"
 	}
-	if cfg.URL == "" {
+	if cfg.URL == "" && len(cfg.URLs) == 0 {
 		cfg.URL = f.URL
 	}
 	if cfg.Index == "" {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,33 +168,51 @@ func encodingName(c Config) string {
 	return "tributary-doc:" + string(b)
 }
 
-// newTransport builds the client (internal/search): no retries (a lost _bulk answer is the
-// runner's to replay), no product check (OpenSearch), no gzip, the configured credentials, CA
-// and timeouts.
+// newTransport builds the client (internal/search): no retries but the failover of a request
+// that never reached a node (a lost _bulk answer is the runner's to replay), no product check
+// (OpenSearch), no gzip, the configured nodes, credentials, TLS and timeouts.
 func newTransport(c Config) (*elastictransport.Client, error) {
-	o := search.Options{URLs: []string{c.URL}, ConnectTimeout: time.Duration(c.ConnectTimeout),
-		MaxIdleConnsPerHost: c.Concurrency + 2}
+	o := search.Options{URLs: c.Nodes(), ConnectTimeout: time.Duration(c.ConnectTimeout),
+		MaxIdleConnsPerHost: c.Concurrency + 2, ServerName: c.TLS.ServerName}
 	switch c.Auth.Type {
 	case AuthBasic:
 		o.Username, o.Password = c.Auth.Username, string(c.Auth.Password)
 	case AuthAPIKey:
 		o.APIKey = string(c.Auth.APIKey)
 	}
-	switch {
-	case c.TLS.CA != "":
-		o.CACert = []byte(c.TLS.CA)
-	case c.TLS.CAFile != "":
-		b, err := os.ReadFile(c.TLS.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("elasticsearch sink %q: tls: reading ca_file: %w", c.ID, err)
-		}
-		o.CACert = b
+	var err error
+	if o.CACert, err = pemOption(c.ID, c.TLS.CA, "ca_file", c.TLS.CAFile); err != nil {
+		return nil, err
+	}
+	if o.ClientCert, err = pemOption(c.ID, c.TLS.Cert, "cert_file", c.TLS.CertFile); err != nil {
+		return nil, err
+	}
+	if o.ClientKey, err = pemOption(c.ID, string(c.TLS.Key), "key_file", c.TLS.KeyFile); err != nil {
+		return nil, err
 	}
 	tp, err := search.NewClient(o)
 	if err != nil {
-		return nil, fmt.Errorf("elasticsearch sink %q: building the client failed (check url and tls)", c.ID)
+		// search's errors name the option (the CA, the client certificate or key), never a
+		// URL or a PEM.
+		return nil, fmt.Errorf("elasticsearch sink %q: building the client failed (check urls and tls): %s", c.ID, strings.TrimPrefix(err.Error(), "search: "))
 	}
 	return tp, nil
+}
+
+// pemOption is a PEM given inline or as a file (the file read here, its error naming the
+// key, never the file's content).
+func pemOption(id, inline, fileKey, file string) ([]byte, error) {
+	switch {
+	case inline != "":
+		return []byte(inline), nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("elasticsearch sink %q: tls: reading %s: %w", id, fileKey, err)
+		}
+		return b, nil
+	}
+	return nil, nil
 }
 
 // observer is Options.Observer or one that ignores everything.
@@ -653,7 +672,7 @@ func (s *Sink) detectEngine(ctx context.Context) error {
 	}
 	defer ans.Release()
 	if ans.Status != http.StatusOK {
-		return s.statusError(what, ans.Status, ans.Header)
+		return s.statusError(what, ans.Status, ans.Header, ans.Body)
 	}
 	var info struct {
 		Nodes map[string]struct {

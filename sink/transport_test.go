@@ -73,7 +73,7 @@ func TestTransportTLSAndAuth(t *testing.T) {
 	defer k3.Close()
 	err = k3.detectEngine(context.Background())
 	var bp *cdc.BackpressureError
-	if err == nil || errors.As(err, &bp) || !cdc.IsPermanent(err) || strings.Contains(err.Error(), "a2V5") || !strings.Contains(err.Error(), "401") {
+	if err == nil || errors.As(err, &bp) || !cdc.IsPermanent(err) || strings.Contains(err.Error(), "a2V5") || !strings.Contains(err.Error(), "authentication failed: the cluster refused the credentials (api key)") {
 		t.Fatalf("401: %v (Authorization %q)", err, auths)
 	}
 	if got := auths[len(auths)-1]; !strings.EqualFold(got, "ApiKey a2V5LXNlY3JldC0y") {

@@ -263,9 +263,25 @@ type mgetDoc struct {
 	Found   bool            `json:"found"`
 	Version int64           `json:"_version"`
 	Source  json.RawMessage `json:"_source"`
-	Error   *struct {
+	Error   *mgetError      `json:"error"`
+}
+
+// mgetError is a document's error in an _mget answer: its type, and the whole object for
+// what a security_exception names (search.ItemError).
+type mgetError struct {
+	Type string
+	raw  json.RawMessage
+}
+
+func (e *mgetError) UnmarshalJSON(b []byte) error {
+	var t struct {
 		Type string `json:"type"`
-	} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return err
+	}
+	e.Type, e.raw = t.Type, bytes.Clone(b)
+	return nil
 }
 
 // mgetStored reads, in one real-time _mget through the index's write alias, the stored
@@ -306,6 +322,9 @@ func (s *Sink) mgetStored(ctx context.Context, index string, acts []action, pos 
 	for k, d := range docs {
 		if d.Error != nil && d.Error.Type == "index_not_found_exception" {
 			return nil, s.lostDestination(ctx, &acts[slots[k].act])
+		}
+		if d.Error != nil && d.Error.Type == "security_exception" {
+			return nil, cdc.Permanent(fmt.Errorf("elasticsearch sink %q: _mget of unchanged values: %w", s.cfg.ID, search.ItemError(http.StatusForbidden, d.Error.raw)))
 		}
 		if d.Error != nil {
 			// A shard not started, say: try again with the batch.
@@ -396,7 +415,7 @@ func (s *Sink) mget(ctx context.Context, a *action, body []byte, n int, st *Unch
 	case status == http.StatusNotFound && bytes.Contains(ans.Body, []byte(`"index_not_found_exception"`)):
 		return nil, s.lostDestination(ctx, a)
 	default:
-		return nil, s.statusError(what, status, ans.Header)
+		return nil, s.statusError(what, status, ans.Header, ans.Body)
 	}
 	var out struct {
 		Docs []mgetDoc `json:"docs"`
