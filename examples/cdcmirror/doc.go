@@ -6,6 +6,16 @@
 //	cdcmirror [run] --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
 //	cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
 //	cdcmirror drop --config FILE [--pipeline NAME] [--indices]
+//	cdcmirror prepare-cluster --config FILE [--dry-run]
+//
+// Before the first start, once per cluster: every cluster a pipeline writes to must refuse to
+// auto-create indices named df-w-*, because the sink's fencing of deletes rests on it (package
+// esfence, "Deployment requirement"). A stock Elasticsearch or OpenSearch does not
+// (action.auto_create_index defaults to true): run prepare-cluster, or send
+//
+//	PUT _cluster/settings {"persistent":{"action.auto_create_index":"-df-w-*,+*"}}
+//
+// Without it every pipeline on that cluster is refused at start (see Start checks).
 //
 // postgres.yaml and mysql.yaml beside this file are complete one-pipeline configurations for
 // Elasticsearch, postgres-opensearch.yaml and mysql-opensearch.yaml for OpenSearch, and
@@ -44,6 +54,16 @@
 // to the working directory.
 //
 // # Start checks
+//
+// Each pipeline first checks its sink's cluster, before its source is opened: a cluster that
+// may auto-create df-w-* indices (or whose setting the sink's user cannot read: it needs the
+// monitor cluster privilege) refuses the pipeline with fencing_unenforced and exit status 2,
+// printing the request that fixes it -- the cluster's own rules kept behind -df-w-*, e.g.
+// "+logs-*,-*" becomes "-df-w-*,+logs-*,-*" -- and nothing is created: no replication slot or
+// publication, no index, no dead-letter file, no state record. A cluster out of reach is
+// checked again after a backoff; /healthz and /status say "starting: checking the cluster"
+// meanwhile. The sink's auto_create_index: false changes nothing here: the sink creates and
+// claims its indices either way.
 //
 // A configuration that cannot work stops its pipeline at start, before any row is written,
 // with one line per table saying what is wrong and the fix: a captured table that does not
@@ -112,6 +132,18 @@
 // read_alias: true makes a read alias from the start (without it, the first reindex replaces
 // the index by the alias).
 //
+// prepare-cluster makes every cluster of the file enforce the requirement
+// (mirror.PrepareClusters): for each distinct cluster (by cluster_uuid) it reads the effective
+// action.auto_create_index with the sinks' credentials and says "already enforced" when it
+// forbids df-w-* ("false" forbids every auto-creation, so it does); otherwise it sends the
+// request (persistent; a transient value that would override it is reset in the same
+// request) with the credentials of each sink of that cluster in turn until one is allowed,
+// and reads the setting again. A user who may not update cluster settings (Elasticsearch's
+// manage cluster privilege; OpenSearch's cluster:admin/settings/update) gets the request to
+// hand to an administrator and the privilege it lacks. --dry-run only reads and prints. It
+// needs neither the sources nor the state file, so it may run beside a running cdcmirror. It
+// exits 0 when every cluster enforces the rule, 1 otherwise (also after a dry run).
+//
 // # Stopping
 //
 // SIGINT or SIGTERM stops every pipeline: the batch in flight is abandoned, each checkpoint
@@ -119,5 +151,5 @@
 // that batch, which external versioning makes harmless). A second signal ends a shutdown that
 // hangs. Exit status: 0 after a signal, 1 when every pipeline failed otherwise (or a status or
 // drop command failed), 2 for a bad command line or configuration, including pipelines
-// refused at start (see Start checks).
+// refused at start (see Start checks), the cluster check's refusal among them.
 package main
