@@ -346,6 +346,14 @@
 // pre-create mappings with auto_create_index: false, use a composable index template that
 // matches the index name.
 //
+// The cluster must refuse to auto-create df-w-* indices, whatever auto_create_index says:
+// every claim proves it (esfence, "Deployment requirement") and refuses with
+// fencing_unenforced, quoting the request that fixes it, when it cannot. [Sink.CheckCluster]
+// makes the same proof without claiming anything, so that a caller (package mirror, before it
+// opens the source) learns of a certain refusal before anything is created;
+// [Sink.AutoCreate] and [Sink.EnforceAutoCreate] read and apply the setting with the sink's
+// credentials (cdcmirror prepare-cluster).
+//
 // [Sink.DropIndices] deletes the indices the pipeline created (and their write aliases) when
 // the pipeline is deleted to start over; package mirror's Drop does that, then deletes the
 // pipeline's state.
