@@ -204,7 +204,14 @@
 // matching rule deciding and no match forbidding; '*' is the only wildcard and matching is
 // case-sensitive. The claim proves on automata that no name starting with df-w- can be
 // auto-created, and refuses with fencing_unenforced when it cannot read the setting or the
-// proof fails (the refusal names a rule that lets a df-w- name through).
+// proof fails (the refusal names a rule that lets a df-w- name through). The refusal quotes the
+// request that fixes it while keeping every other name's outcome: -df-w-* put before the
+// cluster's own rules ("+logs-*,-*" becomes "-df-w-*,+logs-*,-*"; true, unset or invalid
+// becomes "-df-w-*,+*"), persistent, a transient value that would override it reset in the
+// same request ([AutoCreate.Request]); "false" forbids every auto-creation and passes.
+// [Fence.CheckAutoCreate] makes the same proof without claiming anything (a start check, its
+// refusal naming no index); [Fence.ReadAutoCreate] and [Fence.EnforceAutoCreate] read and
+// send the setting.
 //
 // # Privileges
 //
