@@ -127,7 +127,7 @@ ess_launch() {
   if ! es_launch_node es-secure "$ESS_HOME" "$ESS_RUN/config" "$ESS_PIDFILE" "$ESS_RUN/logs" "-Xms512m -Xmx512m"; then
     die "elasticsearch $ESS_VERSION (secured) failed to start"
   fi
-  if ! wait_until 240 "elasticsearch (secured) on $ESS_URL" ess_ready; then
+  if ! wait_until 300 "elasticsearch (secured) on $ESS_URL" ess_ready; then
     show_logs "$ESS_RUN/logs/launch.log" "$ESS_RUN/logs/$ESS_CLUSTER.log"
     server_stop graceful 30 || true
     die "elasticsearch $ESS_VERSION (secured) did not become ready"

@@ -108,6 +108,9 @@ plugins.security.allow_default_init_securityindex: true
 plugins.security.authcz.admin_dn: [ "CN=tributary-admin,O=Tributary" ]
 plugins.security.nodes_dn: [ "CN=tributary-node,O=Tributary" ]
 plugins.security.restapi.roles_enabled: [ "all_access" ]
+# No audit log: its default sink is missing here, and its INFO lines would bury the node's own.
+plugins.security.audit.type: noop
+logger.org.opensearch.security.auditlog: warn
 YML
   sec=$OSS_RUN/config/opensearch-security
   cat >"$sec/config.yml" <<'YML'
@@ -188,7 +191,7 @@ oss_launch() {
     OPENSEARCH_PATH_CONF="$OSS_RUN/config" OPENSEARCH_JAVA_OPTS="-Xms512m -Xmx512m" \
     "$OSS_HOME/bin/opensearch" -q -p "$OSS_PIDFILE" </dev/null >>"$OSS_RUN/logs/launch.log" 2>&1 &
   OSS_LAUNCHER=$!
-  if ! wait_until 240 "opensearch (secured) on $OSS_URL" oss_ready_or_gone || ! oss_ready; then
+  if ! wait_until 360 "opensearch (secured) on $OSS_URL" oss_ready_or_gone || ! oss_ready; then
     show_logs "$OSS_RUN/logs/launch.log" "$OSS_RUN/logs/$OSS_CLUSTER.log"
     server_stop graceful 30 || true
     kill -TERM "$OSS_LAUNCHER" 2>/dev/null || true
