@@ -33,25 +33,7 @@ es_ready() { search_ours "$ES_URL" "$ES_CLUSTER" yellow; }
 
 setup_key() { echo "elasticsearch $ES_VERSION http $ES_HTTP_PORT transport $ES_TRANSPORT_PORT"; }
 
-install_es() {
-  [ -x "$ES_HOME/bin/elasticsearch" ] && return 0
-  apt_ensure mvn maven
-  apt_ensure unzip unzip
-  local dl stage
-  dl=$(dl_dir elasticsearch)
-  [ -f "$dl/elasticsearch-$ES_VERSION.zip" ] ||
-    mvn_fetch "org.elasticsearch.distribution.integ-test-zip:elasticsearch:$ES_VERSION:zip" "$dl"
-  # Unpack beside the final place and rename, so an interrupted unzip never leaves a half
-  # distribution that a later run would take as installed.
-  stage=$(mktemp -d "$TESTENV_HOME/dist/.elasticsearch-$ES_VERSION.XXXXXX")
-  unzip -q "$dl/elasticsearch-$ES_VERSION.zip" -d "$stage"
-  chmod -R a+rX "$stage/elasticsearch-$ES_VERSION"
-  chmod +x "$stage/elasticsearch-$ES_VERSION"/bin/*
-  rm -rf "$ES_HOME"
-  mv "$stage/elasticsearch-$ES_VERSION" "$ES_HOME"
-  rmdir "$stage"
-  log "installed $(cd "$ES_HOME/modules" && echo *)"
-}
+install_es() { install_es_dist "$ES_VERSION" "$ES_HOME"; }
 
 write_config() {
   rm -rf "$ES_RUN"

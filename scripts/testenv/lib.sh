@@ -454,19 +454,22 @@ main_dispatch() {
 
 # install_es_dist VERSION HOME unpacks Elasticsearch's integ-test zip (Maven Central) into HOME
 # unless it is there. It has no bundled JDK and four modules (apm, transport-netty4, x-pack-core,
-# x-pack-security). HOME is shared by every instance of that version and never written after.
+# x-pack-security). HOME is shared by every instance of that version (elasticsearch, es-secure's
+# base, escluster) and never written after; the scripts that use it start in parallel, so the
+# download and the unpacking happen under one lock, once.
 install_es_dist() {
-  local version=$1 home=$2 dl stage
+  local version=$1 home=$2
   [ -x "$home/bin/elasticsearch" ] && return 0
   apt_ensure mvn maven
   apt_ensure unzip unzip
-  dl=$(dl_dir elasticsearch)
-  [ -f "$dl/elasticsearch-$version.zip" ] ||
-    mvn_fetch "org.elasticsearch.distribution.integ-test-zip:elasticsearch:$version:zip" "$dl"
+  mkdir -p "$TESTENV_HOME/dist"
   (
-    # Parallel ups of two instances of the same version unpack once.
-    flock -w 600 9 || die "waited 10 minutes for another install of elasticsearch $version"
+    flock -w 900 9 || die "waited 15 minutes for another install of elasticsearch $version"
     [ -x "$home/bin/elasticsearch" ] && exit 0
+    local dl stage
+    dl=$(dl_dir elasticsearch)
+    [ -f "$dl/elasticsearch-$version.zip" ] ||
+      mvn_fetch "org.elasticsearch.distribution.integ-test-zip:elasticsearch:$version:zip" "$dl"
     # Unpack beside the final place and rename, so an interrupted unzip never leaves a half
     # distribution that a later run would take as installed.
     stage=$(mktemp -d "$TESTENV_HOME/dist/.elasticsearch-$version.XXXXXX")

@@ -29,31 +29,6 @@ probe() { search_ours "$OS_URL" "$OS_CLUSTER"; }
 
 setup_key() { echo "opensearch $OS_VERSION http $OS_HTTP_PORT transport $OS_TRANSPORT_PORT"; }
 
-# add_mapper_extras turns the published client jar of the mapper-extras module back into a module:
-# the jar holds the plugin classes but no plugin-descriptor.properties, so one is written here.
-# PluginInfo rejects unknown keys, so only the keys the bundled modules use appear.
-add_mapper_extras() {
-  local home=$1 dir cls
-  dir=$home/modules/mapper-extras
-  mkdir -p "$dir"
-  mvn_fetch "org.opensearch.plugin:mapper-extras-client:$OS_VERSION" "$dir"
-  cls=$(unzip -Z1 "$dir/mapper-extras-client-$OS_VERSION.jar" |
-    grep -E '^org/opensearch/index/mapper/MapperExtras(Module)?Plugin\.class$' | head -n 1 |
-    sed 's#/#.#g; s#\.class$##')
-  [ -n "$cls" ] || die "no MapperExtras plugin class in mapper-extras-client-$OS_VERSION.jar"
-  cat >"$dir/plugin-descriptor.properties" <<PROPS
-description=Adds advanced field mappers
-version=$OS_VERSION
-name=mapper-extras
-classname=$cls
-java.version=11
-opensearch.version=$OS_VERSION
-custom.foldername=
-extended.plugins=
-has.native.controller=false
-PROPS
-}
-
 install_os() {
   [ -f "$OS_HOME/modules/mapper-extras/plugin-descriptor.properties" ] && return 0
   apt_ensure mvn maven
@@ -66,7 +41,7 @@ install_os() {
   # distribution that a later run would take as complete.
   stage=$(mktemp -d "$TESTENV_HOME/dist/.opensearch-$OS_VERSION.XXXXXX")
   unzip -q "$dl/opensearch-$OS_VERSION.zip" -d "$stage"
-  add_mapper_extras "$stage/opensearch-$OS_VERSION"
+  add_mapper_extras "$stage/opensearch-$OS_VERSION" "$OS_VERSION"
   chmod -R a+rX "$stage/opensearch-$OS_VERSION"
   chmod +x "$stage/opensearch-$OS_VERSION"/bin/*
   rm -rf "$OS_HOME"
@@ -78,15 +53,7 @@ install_os() {
 write_config() {
   rm -rf "$OS_RUN"
   mkdir -p "$OS_RUN/data" "$OS_RUN/logs"
-  cp -r "$OS_HOME/config" "$OS_RUN/config"
-  # The stock jvm.options points heap dumps, GC and crash logs at paths relative to the working
-  # directory, which the launcher sets to the read-only distribution; move them into run/.
-  sed -i -e "s#^-Xms1g#-Xms512m#; s#^-Xmx1g#-Xmx512m#" \
-    -e "s#HeapDumpPath=data#HeapDumpPath=$OS_RUN/data#" \
-    -e "s#ErrorFile=logs/#ErrorFile=$OS_RUN/logs/#" \
-    -e "s#file=logs/gc.log#file=$OS_RUN/logs/gc.log#" \
-    -e "s#-Xloggc:logs/gc.log#-Xloggc:$OS_RUN/logs/gc.log#" \
-    "$OS_RUN/config/jvm.options"
+  os_run_config "$OS_HOME" "$OS_RUN"
   cat >"$OS_RUN/config/opensearch.yml" <<YML
 cluster.name: $OS_CLUSTER
 node.name: os-1
