@@ -13,7 +13,7 @@
 #   escluster.sh restart [--node N] [--mode M] [--timeout S]
 #   escluster.sh pause|resume [--node N]   SIGSTOP / SIGCONT the node's JVM
 #   escluster.sh status [--node N] one line per node and one for the cluster; exit 3 when one is down
-#   escluster.sh env|modes
+#   escluster.sh env|modes|answers  (answers: exit 0 when some node answers)
 #
 # The first formation needs cluster.initial_master_nodes; once the cluster has formed, the setting
 # is removed from every node's config (a restarted node rejoins by its cluster UUID).
@@ -300,6 +300,11 @@ main() {
       echo "export TRIBUTARY_ES_CLUSTER_URLS=$(node_url 1),$(node_url 2),$(node_url 3)"
       ;;
     modes) echo "$STOP_MODES" ;;
+    answers)
+      # Some node answers: the cluster serves (testenv keeps its env while a node is down).
+      for n in "${ESC_NODES[@]}"; do node_answers "$n" && return 0; done
+      return 3
+      ;;
     pause) cmd_signal STOP "${nodes[@]}" ;;
     resume) cmd_signal CONT "${nodes[@]}" ;;
     *) usage_die "usage: up|down|stop [--node N] [--mode M] [--timeout S]|start [--node N]|restart [--node N] [--mode M] [--timeout S]|status [--node N]|env|modes|pause [--node N]|resume [--node N]" ;;
