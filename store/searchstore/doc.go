@@ -75,6 +75,32 @@
 // this set action.auto_create_index so that it forbids the names written through this adapter;
 // the write then fails with KindNotFound, and [Options].SkipDatasetCheck saves the check.
 //
+// # Privileges
+//
+// The least privilege of a Store on a secured cluster, reads and writes, on the datasets it
+// addresses (index names or patterns).
+// Elasticsearch, a role descriptor:
+//
+//	{"indices": [{"names": ["people", "orders-*"],
+//	              "privileges": ["read", "write", "view_index_metadata"]}]}
+//
+// read lets Read's _mget through (indices:data/read/mget[shard]), write the _bulk items
+// (indices:data/write/bulk[s], with the dynamic mapping updates a new field makes), and
+// view_index_metadata the dataset check before a write (HEAD /<dataset> is
+// indices:admin/get; not needed with Options.SkipDatasetCheck). A Store that only reads needs
+// read alone. OpenSearch checks _bulk and _mget also as cluster-level actions, so its role
+// names them:
+//
+//	{"cluster_permissions": ["indices:data/write/bulk", "indices:data/read/mget"],
+//	 "index_permissions": [{"index_patterns": ["people", "orders-*"],
+//	                        "allowed_actions": ["read", "write", "indices:admin/get"]}]}
+//
+// (cluster_all does not cover those two: they are not cluster:* actions; the action group
+// cluster_composite_ops does, with more). Every privilege of both roles is proven needed
+// by a test that removes it alone and sees the refusal naming it (secure_server_test.go, on
+// the secured test servers). A record service's health check reads its health dataset, so
+// its role covers that dataset too (read).
+//
 // # Errors
 //
 // Every failure carries a driver.ErrorKind; the server's status and error types stay reachable
