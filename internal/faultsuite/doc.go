@@ -76,6 +76,15 @@
 //     the pipeline must have reported it before.
 //   - TestFaultConnectionResets/{postgres,mariadb,elasticsearch,opensearch}: every connection
 //     to that server reset (RST), and every new one for three seconds.
+//   - TestFaultEngineUnresponsive: with the runner's and the sink's default settings, every
+//     byte between the pipeline and Elasticsearch held (connections open, no RST, nothing
+//     answered) until health says sink_not_answering -- the runner's UnansweredThreshold, well
+//     within the sink's 60s request timeout -- then let through; healthy again after it.
+//
+// TestHealthIdleAfterBurst/{postgres,mariadb} (an integration test, no fault): a transaction
+// of 5000 captured rows, transactions of an uncaptured table right behind it, then silence:
+// healthy with the lag near zero a lag threshold after the burst is applied (issue 31: a
+// MariaDB pipeline reported an ever growing lag until a captured row changed).
 //
 // # The soak
 //

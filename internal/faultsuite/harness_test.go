@@ -35,6 +35,9 @@ type caseSpec struct {
 	engine  string // estest.Elasticsearch or estest.OpenSearch
 	proxied bool   // the pipeline reaches both servers through a faultproxy.TCPProxy
 	seed    uint64 // the tables' suffix, the load's values
+	// defaults: the runner's and the sink's default settings (thresholds, intervals, request
+	// timeouts) instead of the suite's, as a user's pipeline has them.
+	defaults bool
 }
 
 func (c caseSpec) String() string {
@@ -170,6 +173,10 @@ func newHarness(t *testing.T, srv *testenv.Servers, spec caseSpec) *harness {
 		DLQ: filepath.Join(dir, "dlq.jsonl"),
 		Runner: mirror.RunnerConfig{BatchMaxEvents: 100, BatchMaxWait: 200 * time.Millisecond,
 			BackpressureThreshold: time.Second, LagThreshold: 5 * time.Second, LagInterval: time.Second},
+	}
+	if spec.defaults {
+		pc.Runner = mirror.RunnerConfig{}
+		pc.Sink.RequestTimeout, pc.Sink.ConnectTimeout = 0, 0
 	}
 	if spec.engine == estest.Elasticsearch {
 		// The Elasticsearch test build has neither scaled_float nor unsigned_long.
