@@ -27,6 +27,9 @@ type Status struct {
 	// (zero: no write is at the sink); beyond RunnerOptions.UnansweredThreshold, Health says
 	// sink_not_answering.
 	UnansweredSince time.Time
+	// Cluster is the health of the pipeline's indices in the search cluster (filled by package
+	// mirror; zero from a bare Runner).
+	Cluster ClusterHealth
 }
 
 // Lag is how far a pipeline trails its source.

@@ -51,6 +51,7 @@ type pipeline struct {
 	src    cdc.Source
 	runner runner
 	check  *clusterCheck // the start check of the sink's cluster (preflight.go)
+	health *healthCache  // the health of its indices (clusterhealth.go)
 }
 
 // Open validates cfg and builds every pipeline: it opens the state file (once, for all of
@@ -108,6 +109,7 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs}); err != nil {
 		return p, err
 	}
+	p.health = newHealthCache(p.sink.ClusterHealth)
 	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type))
 	if err != nil {
 		return p, err
@@ -205,6 +207,9 @@ func (m *Mirror) Status() []cdc.Status {
 		out[i] = p.runner.Status()
 		if p.check != nil {
 			out[i] = p.check.status(out[i])
+		}
+		if p.health != nil {
+			out[i] = withClusterHealth(out[i], p.health.get(time.Now()))
 		}
 	}
 	return out
@@ -330,6 +335,9 @@ func (m *Mirror) Close() error {
 	}
 	var errs []error
 	for _, p := range m.pipes {
+		if p.health != nil {
+			p.health.close()
+		}
 		if p.sink != nil {
 			errs = append(errs, p.sink.Close())
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,6 +143,9 @@ func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr st
 			}
 			fmt.Fprintln(w)
 		}
+		if c := p.Cluster; c != nil {
+			fmt.Fprintf(w, "  live %s\n", clusterLine(c))
+		}
 		for _, sp := range []*snapshotStatus{p.Snapshot, p.Resnapshot} {
 			if sp != nil && (sp.Active || sp.ID != "") {
 				fmt.Fprintf(w, "  live %s\n", snapshotLine(sp))
@@ -150,6 +154,42 @@ func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr st
 		return
 	}
 	fmt.Fprintf(w, "  live: the cdcmirror at %s does not run this pipeline\n", addr)
+}
+
+// clusterLine is the health of a pipeline's indices:
+//
+//	indices' health: yellow (cdc-orders-g1 yellow, cdc-users-g1 green)
+func clusterLine(c *clusterStatus) string {
+	var b strings.Builder
+	b.WriteString("indices' health: ")
+	if c.Status == "" {
+		b.WriteString("unknown")
+	} else {
+		b.WriteString(c.Status)
+	}
+	names := make([]string, 0, len(c.Indices))
+	for idx := range c.Indices {
+		names = append(names, idx)
+	}
+	slices.Sort(names)
+	for i, idx := range names {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString(", ")
+		}
+		b.WriteString(idx + " " + c.Indices[idx])
+		if i == len(names)-1 {
+			b.WriteString(")")
+		}
+	}
+	if c.Status == "red" {
+		b.WriteString("; red: a primary shard unassigned, writes to it fail")
+	}
+	if c.Error != "" {
+		b.WriteString("; the last read failed: " + c.Error)
+	}
+	return b.String()
 }
 
 // snapshotLine is a snapshot's or re-snapshot's live figures:

@@ -160,6 +160,16 @@ type pipelineStatus struct {
 	LastFailure       string          `json:"last_failure,omitempty"`
 	FailedAt          *time.Time      `json:"failed_at,omitempty"`
 	BackpressureSince *time.Time      `json:"backpressure_since,omitempty"`
+	Cluster           *clusterStatus  `json:"cluster,omitempty"`
+}
+
+// clusterStatus is cdc.ClusterHealth: the health of the pipeline's indices in the search
+// cluster (green, yellow, red; red also makes the pipeline unhealthy, class cluster_red).
+type clusterStatus struct {
+	Status  string            `json:"status,omitempty"`
+	Indices map[string]string `json:"indices,omitempty"`
+	ReadAt  *time.Time        `json:"read_at,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 type snapshotStatus struct {
@@ -213,6 +223,12 @@ func pipelineJSON(s cdc.Status) pipelineStatus {
 	}
 	if sp := p.Resnapshot; sp.Resnapshot != "" {
 		out.Resnapshot = snapshotJSON(sp)
+	}
+	if c := s.Cluster; c.Status != "" || c.Err != nil {
+		out.Cluster = &clusterStatus{Status: c.Status, Indices: c.Indices, ReadAt: when(c.ReadAt)}
+		if c.Err != nil {
+			out.Cluster.Error = c.Err.Error()
+		}
 	}
 	if l := s.Lag; !l.MeasuredAt.IsZero() || l.Err != nil {
 		out.Lag = &lagStatus{Seconds: l.Seconds, Bytes: l.Bytes, Retained: l.Retained, MeasuredAt: when(l.MeasuredAt)}
