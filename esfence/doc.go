@@ -76,6 +76,33 @@
 //
 // Claims never write _meta and leave other aliases alone.
 //
+// # Claim rounds
+//
+// [Fence.ReclaimTables] claims again every table a session holds -- what a sink does after a
+// reconnect -- in one round instead of one claim after the other (four requests per index,
+// five behind a read alias, each a round trip: on a network that resets connections every
+// few seconds such a sequence of claims never completes). A round:
+//
+//  1. sends its three reads at once: the cluster_uuid, the auto-create setting (proven as
+//     above) and one GET of every index and read alias (ignore_unavailable; several GETs when
+//     the names exceed 3000 bytes). Each read is idempotent and is sent again, up to three
+//     times in all, when its connection fails under it (not after a timeout);
+//  2. proves every index as step 4 does (marker, record, the write alias's fence) and every
+//     read alias as a claim of its table does;
+//  3. records every pending fence, then rotates every index's fence in ONE _aliases request
+//     -- atomic across indices: it moves every fence or none --, then records every current
+//     fence. Under a shared owner nothing is rotated: every index is joined.
+//
+// A round costs two round trips whatever the number of tables. A table that is not a plain
+// case (a switch in progress, reindex state under a shared owner, an index or a read alias
+// missing or not as recorded) is claimed alone ([Fence.ReclaimTable]), which completes or
+// refuses it exactly as before; so is every table when the round's _aliases request is
+// refused (a fence moved, an index deleted since the reads: the tables' own claims find out
+// which). A round cut short anywhere leaves records whose pending fence allows whichever
+// fence the index carries, so the next round (or claim) carries on from it; a copied state
+// store that claimed since is refused (fenced) by the round's proofs or by its _aliases
+// request, as by a single claim.
+//
 // # Shared owners
 //
 // Some sources spread one table's changes over several processes: a Debezium pipeline reads

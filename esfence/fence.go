@@ -384,6 +384,23 @@ func mappingWithMarker(mapping json.RawMessage, m Marker) (map[string]json.RawMe
 
 // claimExisting proves that the index is ours and rotates its fence.
 func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, st indexState, rec record, rev statestore.Revision) (*Claim, error) {
+	m, err := f.checkMarker(d, uuid, st)
+	if err != nil {
+		return nil, err
+	}
+	if f.shared() {
+		return f.join(ctx, d, uuid, st, m, rec, rev)
+	}
+	from, err := f.checkRecord(d, st, m, rec, rev)
+	if err != nil {
+		return nil, err
+	}
+	return f.rotate(ctx, d, uuid, rec, rev, from)
+}
+
+// checkMarker proves an existing index this owner's, pipeline's, sink's, table's, index's and
+// encoding's by its marker (step 4 of a claim, before the record).
+func (f *Fence) checkMarker(d Destination, uuid string, st indexState) (*Marker, error) {
 	if !st.concrete {
 		return nil, f.refuse(d, AliasNotSupported, "the name is an alias or a data stream, not an index")
 	}
@@ -408,29 +425,32 @@ func (f *Fence) claimExisting(ctx context.Context, d Destination, uuid string, s
 	if m.Encoding != d.Encoding {
 		return nil, f.refuse(d, EncodingMismatch, fmt.Sprintf("the index was written with encoding %q, the sink uses %q", m.Encoding, d.Encoding))
 	}
-	if f.shared() {
-		return f.join(ctx, d, uuid, st, m, rec, rev)
-	}
+	return m, nil
+}
+
+// checkRecord proves, for an exclusive owner, that the state store's record names the
+// marker's instance and that the index's write alias carries the record's current or pending
+// fence, and returns that fence: the one a rotation starts from.
+func (f *Fence) checkRecord(d Destination, st indexState, m *Marker, rec record, rev statestore.Revision) (string, error) {
 	if rev == 0 {
-		return nil, f.refuse(d, UnrecordedDestination, "the state store has no record of this index (restored from a backup older than the index, or the pipeline was deleted); it is never adopted")
+		return "", f.refuse(d, UnrecordedDestination, "the state store has no record of this index (restored from a backup older than the index, or the pipeline was deleted); it is never adopted")
 	}
 	if m.Instance != rec.Instance {
 		if rec.Current == "" {
 			// Our creation never finished and another copy of this deployment created the
 			// index first.
-			return nil, f.refuse(d, Fenced, "another copy of this deployment created the index first")
+			return "", f.refuse(d, Fenced, "another copy of this deployment created the index first")
 		}
-		return nil, f.refuse(d, DestinationIdentityMismatch, "the index is not the one the state store recorded (another instance)")
+		return "", f.refuse(d, DestinationIdentityMismatch, "the index is not the one the state store recorded (another instance)")
 	}
-
 	from, err := f.currentFence(d, st, m)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if from != rec.Current && from != rec.Pending {
-		return nil, f.refuse(d, Fenced, "another claim rotated the fence since this state store's last claim (a copy of the state store, or a restored older backup)")
+		return "", f.refuse(d, Fenced, "another claim rotated the fence since this state store's last claim (a copy of the state store, or a restored older backup)")
 	}
-	return f.rotate(ctx, d, uuid, rec, rev, from)
+	return from, nil
 }
 
 // currentFence is the fence of the index's one write alias, which must be of the marker's
@@ -457,17 +477,7 @@ func (f *Fence) currentFence(d Destination, st indexState, m *Marker) (string, e
 // pending (with `from` as current), swap the aliases in one request that fails unless `from`
 // is still there, then record the new fence as current.
 func (f *Fence) rotate(ctx context.Context, d Destination, uuid string, rec record, rev statestore.Revision, from string) (*Claim, error) {
-	gen := fenceGeneration(from)
-	for _, g := range []string{rec.Current, rec.Pending} {
-		if g != "" && fenceGeneration(g) > gen {
-			gen = fenceGeneration(g)
-		}
-	}
-	next, err := f.newFence(gen + 1)
-	if err != nil {
-		return nil, err
-	}
-	rev, err = f.putRecord(ctx, d, record{Instance: rec.Instance, Current: from, Pending: next}, rev)
+	next, rev, err := f.recordPending(ctx, d, rec, rev, from)
 	if err != nil {
 		return nil, err
 	}
@@ -476,26 +486,12 @@ func (f *Fence) rotate(ctx context.Context, d Destination, uuid string, rec reco
 			return nil, err
 		}
 	}
-	oldAlias, newAlias := writeAlias(rec.Instance, from), writeAlias(rec.Instance, next)
 	const what = "rotating the write alias"
-	a, err := f.do(ctx, what, esapi.IndicesUpdateAliasesRequest{Body: jsonBody(map[string]any{"actions": []any{
-		map[string]any{"remove": map[string]any{"index": d.Index, "alias": oldAlias, "must_exist": true}},
-		map[string]any{"add": map[string]any{"index": d.Index, "alias": newAlias}},
-	}})})
+	a, err := f.do(ctx, what, esapi.IndicesUpdateAliasesRequest{Body: jsonBody(map[string]any{"actions": rotation(d.Index, rec.Instance, from, next)})})
 	if err != nil {
 		return nil, err // outcome unknown; the record allows either fence on the next claim
 	}
-	if !a.ok() {
-		se := a.serverError(what)
-		if a.status == http.StatusNotFound && se.Type == "aliases_not_found_exception" {
-			return nil, f.refuse(d, Fenced, "the fence was rotated by another claim during this one")
-		}
-		if a.status == http.StatusNotFound && se.Type == "index_not_found_exception" {
-			return nil, f.refuse(d, DestinationMissing, "the index was deleted during the claim")
-		}
-		return nil, se
-	}
-	if err := aliasActionsFailed(a.body); err != nil {
+	if err := f.rotationAnswer(d, what, a); err != nil {
 		return nil, err
 	}
 	if f.afterRotate != nil {
@@ -507,6 +503,51 @@ func (f *Fence) rotate(ctx context.Context, d Destination, uuid string, rec reco
 		return nil, err
 	}
 	return &Claim{dest: d, instance: rec.Instance, fence: next, clusterUUID: uuid}, nil
+}
+
+// recordPending draws the fence a rotation from `from` installs (its generation one above
+// every fence the record and the index name) and records it as pending, `from` as current.
+func (f *Fence) recordPending(ctx context.Context, d Destination, rec record, rev statestore.Revision, from string) (string, statestore.Revision, error) {
+	gen := fenceGeneration(from)
+	for _, g := range []string{rec.Current, rec.Pending} {
+		if g != "" && fenceGeneration(g) > gen {
+			gen = fenceGeneration(g)
+		}
+	}
+	next, err := f.newFence(gen + 1)
+	if err != nil {
+		return "", 0, err
+	}
+	rev, err = f.putRecord(ctx, d, record{Instance: rec.Instance, Current: from, Pending: next}, rev)
+	if err != nil {
+		return "", 0, err
+	}
+	return next, rev, nil
+}
+
+// rotation is the two _aliases actions moving an index's write alias from fence `from` to
+// `next`: the remove fails unless the old alias is still there.
+func rotation(index, instance, from, next string) []any {
+	return []any{
+		map[string]any{"remove": map[string]any{"index": index, "alias": writeAlias(instance, from), "must_exist": true}},
+		map[string]any{"add": map[string]any{"index": index, "alias": writeAlias(instance, next)}},
+	}
+}
+
+// rotationAnswer judges an _aliases answer of rotations: a must_exist remove that found
+// nothing is a fence another claim moved (fenced), a missing index destination_missing.
+func (f *Fence) rotationAnswer(d Destination, what string, a answer) error {
+	if !a.ok() {
+		se := a.serverError(what)
+		if a.status == http.StatusNotFound && se.Type == "aliases_not_found_exception" {
+			return f.refuse(d, Fenced, "the fence was rotated by another claim during this one")
+		}
+		if a.status == http.StatusNotFound && se.Type == "index_not_found_exception" {
+			return f.refuse(d, DestinationMissing, "the index was deleted during the claim")
+		}
+		return se
+	}
+	return aliasActionsFailed(a.body)
 }
 
 // aliasActionsFailed checks a 2xx _aliases answer for per-action failures: Elasticsearch 8
