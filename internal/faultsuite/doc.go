@@ -80,6 +80,17 @@
 //     byte between the pipeline and Elasticsearch held (connections open, no RST, nothing
 //     answered) until health says sink_not_answering -- the runner's UnansweredThreshold, well
 //     within the sink's 60s request timeout -- then let through; healthy again after it.
+//   - TestFaultClusterNodeKill/{first_configured_node,primary_of_the_items_index,elected_master}
+//     (multinode_test.go; escluster, testenv.RequireCluster): one pipeline whose sink lists
+//     the three nodes (urls:, indices with one replica), under the writers' load plus pgbench
+//     (a script of upserts and deletes of items rows at 20 transactions a second); in turn
+//     node 1, the node holding the items index's primary and the elected master are killed
+//     (kill -9) and kept down at least 20s. While the node is down the pipeline must apply a
+//     few hundred more events, and its status (cdc.Status.Cluster) must show its indices
+//     yellow when the node held a copy of one; then the node is started, and the case ends
+//     as every case does (its own marker row), with no document's version lower than before
+//     the kill. The longest pause of the applied events around the kill is logged, not
+//     asserted. The cluster is put back to three nodes, at least yellow, whatever happened.
 //
 // TestHealthIdleAfterBurst/{postgres,mariadb} (an integration test, no fault): a transaction
 // of 5000 captured rows, transactions of an uncaptured table right behind it, then silence:

@@ -31,6 +31,10 @@ import (
 
 // caseSpec chooses a case's servers.
 type caseSpec struct {
+	// cluster: the nodes of a multi-node cluster of engine (node 1 first), all in the sink's
+	// urls, its indices with one replica (multinode_test.go); not with proxied.
+	cluster []string
+
 	source  string // "postgres" or "mariadb"
 	engine  string // estest.Elasticsearch or estest.OpenSearch
 	proxied bool   // the pipeline reaches both servers through a faultproxy.TCPProxy
@@ -106,7 +110,12 @@ func newHarness(t *testing.T, srv *testenv.Servers, spec caseSpec) *harness {
 	t.Helper()
 	h := &harness{t: t, spec: spec, srv: srv, db: newSourceDB(t, spec.source), logs: &logBuffer{},
 		marks: map[string]time.Time{}, began: time.Now()}
-	engURL := engineURL(t, spec.engine)
+	var engURL string
+	if len(spec.cluster) > 0 {
+		engURL = spec.cluster[0]
+	} else {
+		engURL = engineURL(t, spec.engine)
+	}
 	h.eng = newEngine(spec.engine, engURL)
 	node := estest.Connect(t, spec.engine, engURL)
 	node.EnforceAutoCreateRule(t)
@@ -177,6 +186,9 @@ func newHarness(t *testing.T, srv *testenv.Servers, spec caseSpec) *harness {
 	if spec.defaults {
 		pc.Runner = mirror.RunnerConfig{}
 		pc.Sink.RequestTimeout, pc.Sink.ConnectTimeout = 0, 0
+	}
+	if len(spec.cluster) > 0 {
+		pc.Sink.URL, pc.Sink.URLs, pc.Sink.Replicas = "", spec.cluster, estest.Ptr(1)
 	}
 	if spec.engine == estest.Elasticsearch {
 		// The Elasticsearch test build has neither scaled_float nor unsigned_long.

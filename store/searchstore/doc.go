@@ -18,6 +18,12 @@
 // lost its answer is never sent again (a _bulk could apply twice): it fails as the table
 // under Errors says.
 //
+// Proven on a three-node Elasticsearch cluster (TestFaultClusterNodeKill,
+// multinode_fault_test.go, a fault test): the node holding an index's primary killed (kill -9)
+// under a loop of puts and gets, calls go on succeeding while it is down, only calls in
+// flight at the kill may fail (retryable: KindUnavailable, KindOutcomeUnknown for a put),
+// and every acknowledged put reads back after it.
+//
 // # Records
 //
 // The address's dataset is the complete name of an existing index or alias; the adapter never
