@@ -74,7 +74,12 @@
 // the others go on; Run returns nil when ctx ends, or, once every pipeline has stopped, their
 // errors joined, each a *PipelineError. Status returns every runner's cdc.Status at any time:
 // metrics exporters (package mirrorprom) read it at scrape time, so gauges stay current while
-// a pipeline is idle or disconnected. Options.Observe hands each pipeline's runner and sink
+// a pipeline is idle or disconnected. Its Cluster is the health of the pipeline's indices
+// (green, yellow, red), one _cluster/health?level=indices read of the indices its sink
+// claimed, made in the background while Status is read, at most every 5 seconds, never per
+// batch: yellow (a replica unassigned) is only shown; red (a primary unassigned: writes to
+// its shards fail) makes a healthy pipeline unhealthy with the class cdc.HealthClusterRed.
+// Options.Observe hands each pipeline's runner and sink
 // an observer for per-batch and per-request measurements.
 //
 // # Deleting a pipeline
