@@ -22,8 +22,8 @@
 //	healthy                              1/0
 //	health_reason{reason}                1 for the current reason: ok, not_running, starting,
 //	                                     stopped, stalled, reconnecting, backpressure,
-//	                                     sink_unavailable, sink_not_answering, lagging
-//	                                     (cdc.Health.Class), other
+//	                                     sink_unavailable, sink_not_answering, lagging,
+//	                                     cluster_red (cdc.Health.Class), other
 //	state{state}                         1 for the current state, 0 for the others: not_running,
 //	                                     starting, snapshotting, resnapshotting, streaming,
 //	                                     reconnecting, stopped

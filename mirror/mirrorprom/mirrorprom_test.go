@@ -189,7 +189,7 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 
 func TestReasonClass(t *testing.T) {
 	for _, c := range []string{cdc.HealthNotRunning, cdc.HealthStarting, cdc.HealthStopped, cdc.HealthStalled,
-		cdc.HealthReconnecting, cdc.HealthBackpressure, cdc.HealthUnavailable, cdc.HealthNotAnswering, cdc.HealthLagging} {
+		cdc.HealthReconnecting, cdc.HealthBackpressure, cdc.HealthUnavailable, cdc.HealthNotAnswering, cdc.HealthLagging, cdc.HealthClusterRed} {
 		if got := ReasonClass(cdc.Health{Class: c, Reason: "whatever the text says"}); got != c {
 			t.Errorf("class %q: label %s", c, got)
 		}
