@@ -376,10 +376,15 @@ func (f *Fence) proveAutoCreate(ctx context.Context, d Destination) error {
 func (f *Fence) autoCreateRefusal(d Destination, a AutoCreate, err error) error {
 	if err != nil {
 		var se *ServerError
-		if errors.As(err, &se) && (se.Status == http.StatusForbidden || se.Status == http.StatusUnauthorized) {
-			return f.refuse(d, FencingUnenforced, "action.auto_create_index cannot be read (the sink's user needs the monitor cluster privilege)")
+		if errors.As(err, &se) && se.Status == http.StatusForbidden {
+			ce := f.refuse(d, FencingUnenforced, "action.auto_create_index cannot be read (the sink's user needs the monitor cluster privilege)")
+			if se.Auth != nil {
+				ce.Detail = "action.auto_create_index cannot be read: " + se.Auth.Error() + " (the sink's user needs the monitor cluster privilege)"
+				ce.Err = se.Auth
+			}
+			return ce
 		}
-		return err
+		return err // a 401 too: the credentials are refused, whatever the setting
 	}
 	if !a.Enforced {
 		return f.refuse(d, FencingUnenforced, a.refusal())

@@ -63,7 +63,13 @@ type ConflictError struct {
 	// Detail says what was found, in words that carry no values from documents or
 	// settings beyond names of indices, aliases and rules.
 	Detail string
+	// Err is what made the refusal certain, when it is an error (the *search.AuthError of a
+	// cluster that refused to show action.auto_create_index); errors.As finds it.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *ConflictError) Unwrap() error { return e.Err }
 
 func (e *ConflictError) Error() string {
 	var b strings.Builder

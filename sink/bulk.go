@@ -523,8 +523,10 @@ var requireAlias = true
 // bulkAnswerFields is all judge reads of an answer. Asking the cluster for only these cuts
 // an item from about 200 bytes (index, id, version, seq_no, shards, ...) to about 25, which
 // both sides would otherwise write and read for every document. The filter keeps the items'
-// order, and "errors" still comes before "items".
-var bulkAnswerFields = []string{"errors", "items.*.status", "items.*.error.type", "items.*.error.caused_by.type"}
+// order, and "errors" still comes before "items". A failed item's reason is kept for a 401 or
+// 403 item, whose refusal it names (itemRefused); judge reads no other reason (they quote
+// document values), and only failed items carry one.
+var bulkAnswerFields = []string{"errors", "items.*.status", "items.*.error.type", "items.*.error.reason", "items.*.error.caused_by.type"}
 
 // bulk sends one _bulk request and reads the whole answer (pooled: the caller releases it).
 func (s *Sink) bulk(ctx context.Context, body []byte) (search.Answer, error) {

@@ -183,7 +183,8 @@
 // dead-lettered) the old _id is deleted all the same, so no document stays for a row that has
 // moved away.
 //
-// The sink asks for the answer's status and error types only (filter_path), which cuts an
+// The sink asks for the answer's status and error types only (filter_path; a failed item's
+// reason too, read only when the item is refused 401 or 403), which cuts an
 // item of the answer from about 200 bytes to about 25, uncompressed (the engines gzip answers
 // for clients that accept it, at the cluster's CPU cost), and reads an answer with errors with a
 // scanner that allocates nothing (encoding/json decides whatever the scanner cannot read).

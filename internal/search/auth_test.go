@@ -151,7 +151,7 @@ func TestUnauthorizedNamesTheCredentials(t *testing.T) {
 		t.Fatalf("404: %v", err)
 	}
 	// OpenSearch answers 401 in plain text.
-	err := search.AnswerError(401, nil, []byte("Unauthorized"))
+	err := search.AnswerError(401, nil, []byte("Authentication finally failed"))
 	if err == nil || err.Error() != "authentication failed: the cluster refused the credentials" {
 		t.Fatalf("plain 401: %v", err)
 	}
@@ -191,6 +191,11 @@ func TestForbiddenReasons(t *testing.T) {
 		want: search.AuthError{Status: 403, Action: "indices:admin/aliases", Actions: []string{"indices:admin/aliases", "indices:admin/create"}, User: "u"},
 		msg:  "permission denied: actions indices:admin/aliases, indices:admin/create for user u",
 	}, {
+		name: "elasticsearch _bulk without any write privilege (real es-secure answer)",
+		body: `{"error":{"root_cause":[{"type":"security_exception","reason":"action [indices:data/write/bulk] is unauthorized for user [h2a_probe] with effective roles [h2a_probe], this action is granted by the index privileges [create_doc,create,delete,index,write,all]"}],"type":"security_exception","reason":"action [indices:data/write/bulk] is unauthorized for user [h2a_probe] with effective roles [h2a_probe], this action is granted by the index privileges [create_doc,create,delete,index,write,all]"},"status":403}`,
+		want: search.AuthError{Status: 403, Action: "indices:data/write/bulk", User: "h2a_probe",
+			Privileges: []string{"create_doc", "create", "delete", "index", "write", "all"}, PrivilegeKind: "index"},
+	}, {
 		name: "a block",
 		body: `{"error":{"type":"cluster_block_exception","reason":"index [i] blocked by: [FORBIDDEN/8/index write (api)];"},"status":403}`,
 		want: search.AuthError{Status: 403, Indices: []string{"i"}, Block: "FORBIDDEN/8/index write (api)"},
@@ -216,6 +221,11 @@ func TestForbiddenReasons(t *testing.T) {
 	item := search.ItemError(403, []byte(`{"type":"security_exception","reason":"no permissions for [indices:data/write/bulk[s]] and User [name=u, backend_roles=[], requestedTenant=null]"}`))
 	if item == nil || item.Error() != "permission denied: action indices:data/write/bulk[s] for user u" {
 		t.Fatalf("bulk item: %v", item)
+	}
+	// OpenSearch's _bulk item when the index privilege is missing (real os-secure answer).
+	item = search.ItemError(403, []byte(`{"type":"security_exception","reason":"no permissions for [indices:data/write/bulk[s], indices:data/write/index] and User [name=h2a_probe, backend_roles=[], requestedTenant=null]"}`))
+	if item == nil || item.Error() != "permission denied: actions indices:data/write/bulk[s], indices:data/write/index for user h2a_probe" {
+		t.Fatalf("opensearch bulk item: %v", item)
 	}
 	if search.ItemError(409, nil) != nil {
 		t.Fatal("an item's 409 is not an auth error")
