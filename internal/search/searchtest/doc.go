@@ -29,4 +29,10 @@
 // [Cluster.Requests] lists what was sent, [Cluster.Count] counts an endpoint, [Cluster.Index]
 // returns a copy of an index's state (mappings, fields, aliases, documents with versions) and
 // [Cluster.EditIndex] changes it, as another client of the cluster would.
+//
+// # Secured servers
+//
+// [EachSecure] runs a test on es-secure and os-secure (testenv.RequireSecure) with a [Secure]
+// admin client of plain net/http: [Secure.NewUser] makes a user whose role holds exactly a
+// [Grant] (cluster privileges, index privileges on patterns), removed when the test ends.
 package searchtest
