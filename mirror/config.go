@@ -146,6 +146,10 @@ type RunnerConfig struct {
 	StallThreshold time.Duration
 	// BackpressureThreshold: a batch pushed back for longer makes the pipeline unhealthy.
 	BackpressureThreshold time.Duration
+	// UnansweredThreshold: a write the engine has not answered for longer makes the pipeline
+	// unhealthy (sink_not_answering), before the request times out (default 8s; negative:
+	// off).
+	UnansweredThreshold time.Duration
 	// LagThreshold: lag beyond it makes the pipeline unhealthy; LagInterval is how often
 	// lag is measured.
 	LagThreshold, LagInterval time.Duration

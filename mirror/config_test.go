@@ -64,6 +64,7 @@ pipelines:
       - type: elasticsearch
         config: {id: es, url: "${MIRROR_TEST_URL}", index: "my-{table}", auth: {type: none}}
     dlq: /tmp/maria.dlq
+    runner: {unanswered_threshold: 15s}
 `
 
 const testPassword = "pw-Zq8#secret"
@@ -106,6 +107,9 @@ func TestConfigPipelines(t *testing.T) {
 	r := c.Pipeline("pg").Runner
 	if r.BackpressureThreshold != 30*time.Second || r.LagThreshold != time.Minute || r.LagInterval != 5*time.Second {
 		t.Fatalf("runner %+v", r)
+	}
+	if r := c.Pipeline("maria").Runner; r.UnansweredThreshold != 15*time.Second {
+		t.Fatalf("maria's runner %+v", r)
 	}
 	if c.Pipeline("maria").Sink.Index != "my-{table}" || c.Pipeline("nope") != nil {
 		t.Fatal("Pipeline looks up the wrong entries")

@@ -379,6 +379,7 @@ func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {
 		{"backoff_max", p.duration(&r.BackoffMax)},
 		{"stall_threshold", p.duration(&r.StallThreshold)},
 		{"backpressure_threshold", p.duration(&r.BackpressureThreshold)},
+		{"unanswered_threshold", p.duration(&r.UnansweredThreshold)},
 		{"lag_threshold", p.duration(&r.LagThreshold)},
 		{"lag_interval", p.duration(&r.LagInterval)},
 	})

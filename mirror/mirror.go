@@ -145,6 +145,7 @@ func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.
 		StallThreshold: r.StallThreshold,
 
 		BackpressureThreshold: r.BackpressureThreshold,
+		UnansweredThreshold:   r.UnansweredThreshold,
 		LagThreshold:          r.LagThreshold,
 		LagInterval:           r.LagInterval,
 

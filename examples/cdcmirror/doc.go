@@ -32,8 +32,8 @@
 // specification's sinks: list with one entry (read by sink.ParseConfig, so every sink option
 // applies), state: (the bbolt state file), dlq: (the dead-letter file, JSON lines) and
 // runner: (batch_max_events, batch_max_bytes, batch_max_wait, max_in_flight, backoff_min, backoff_max,
-// stall_threshold, backpressure_threshold, lag_threshold, lag_interval; zero takes the
-// runner's default) -- or state: and pipelines:, a list of entries with name:, source:,
+// stall_threshold, backpressure_threshold, unanswered_threshold, lag_threshold, lag_interval;
+// zero takes the runner's default) -- or state: and pipelines:, a list of entries with name:, source:,
 // sinks:, dlq: and runner:, sharing the state file.
 //
 // source: has type (postgres, mysql or debezium; debezium.yaml shows the last, whose keys are
