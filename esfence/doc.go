@@ -21,7 +21,11 @@
 // is a *[ConflictError] (test with errors.Is against a [Class] or [ErrDestinationConflict]);
 // any other error (transport, server, state store) may be retried: a failed answer is a
 // *[ServerError], whose Class (internal/search: overloaded, unavailable, auth, ...) says
-// whether sending it again can help.
+// whether sending it again can help. A 401 or 403 never can: its ServerError carries (Auth,
+// also through errors.As) the *search.AuthError naming the credentials refused or the action,
+// user and privileges of the refusal, and prints that instead of the bare status. A cluster
+// that refuses to show action.auto_create_index (403) is refused fencing_unenforced with that
+// AuthError in the refusal's detail and Err; a 401 there is the ServerError itself.
 //
 // # The index
 //
