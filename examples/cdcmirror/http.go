@@ -160,6 +160,7 @@ type pipelineStatus struct {
 	LastFailure       string          `json:"last_failure,omitempty"`
 	FailedAt          *time.Time      `json:"failed_at,omitempty"`
 	BackpressureSince *time.Time      `json:"backpressure_since,omitempty"`
+	UnansweredSince   *time.Time      `json:"unanswered_since,omitempty"` // the oldest write the engine has not answered
 	Cluster           *clusterStatus  `json:"cluster,omitempty"`
 }
 
@@ -211,7 +212,7 @@ func pipelineJSON(s cdc.Status) pipelineStatus {
 	out := pipelineStatus{Pipeline: s.Pipeline, Healthy: s.Health.Healthy, State: s.State,
 		Events: p.Events, Batches: p.Batches, DeadLetters: p.DeadLetters, Retries: p.Retries, Pending: p.Pending,
 		LastBatch: when(p.LastBatch), LastCheckpoint: when(p.LastCheckpoint), Reconnects: s.Reconnects,
-		FailedAt: when(s.FailedAt), BackpressureSince: when(s.BackpressureSince)}
+		FailedAt: when(s.FailedAt), BackpressureSince: when(s.BackpressureSince), UnansweredSince: when(s.UnansweredSince)}
 	if !s.Health.Healthy {
 		out.Reason = s.Health.Reason
 	}
