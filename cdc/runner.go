@@ -57,9 +57,10 @@ type RunnerOptions struct {
 	// requests time out, and the pipeline is healthy again as soon as the write is answered.
 	// A write that legitimately takes longer (a large batch on an overloaded cluster) is
 	// reported the same way while it lasts -- for that long nothing was answered either;
-	// raise the threshold where that is normal. Default 8s: with a health probe polling
-	// every second or two, an unresponsive engine is reported within 10s of the first write
-	// it leaves unanswered. Negative turns the check off.
+	// raise the threshold where that is normal. An idle pipeline has no write at the sink and
+	// nothing to report: its first write after the engine went silent is. Default 8s: with a
+	// health probe polling every second or two, an unresponsive engine is reported within 10s
+	// of the first write it leaves unanswered. Negative turns the check off.
 	UnansweredThreshold time.Duration
 	// LagThreshold is how far behind its source (Status.Lag.Seconds) the pipeline may fall
 	// before Health reports it; not checked while a snapshot is being read. Sources that are

@@ -27,11 +27,12 @@ type fault struct {
 // What the pipeline must report about a fault of its source and of its sink: a lost source
 // is a stream reopened (the runner says reconnecting meanwhile); a lost engine is a batch
 // pushed back (sink_unavailable at once for a lost or failing engine, backpressure beyond the
-// suite's one-second threshold for throttling) or, for an
+// suite's one-second threshold for throttling), a write left unanswered beyond the runner's
+// UnansweredThreshold (sink_not_answering: a silent engine) or, for an
 // error the sink does not call backpressure, a stream reopened.
 var (
 	sourceLost = healthWant{unhealthy: []string{cdc.HealthReconnecting}, reconnect: true}
-	engineLost = healthWant{unhealthy: []string{cdc.HealthUnavailable, cdc.HealthBackpressure, cdc.HealthReconnecting}}
+	engineLost = healthWant{unhealthy: []string{cdc.HealthUnavailable, cdc.HealthNotAnswering, cdc.HealthBackpressure, cdc.HealthReconnecting}}
 )
 
 // control runs `testenv ARGS...` on the servers; its output comes back in the error.
