@@ -11,6 +11,8 @@ import (
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/sink"
+	"github.com/tributary-dev/tributary/statestore"
 )
 
 // InspectOptions configure Inspect. The zero value (or nil) gives the defaults.
@@ -42,7 +44,16 @@ type Report struct {
 	// when it could not be read.
 	Slot    *pgcdc.SlotInfo
 	SlotErr error
+	// Cluster is the health of Indices in the sink's cluster (one read bounded by
+	// inspectHealthBound; an index the cluster lacks is red); nil when no index is owned or
+	// the state is in use (a running mirror's Status has it). ClusterErr is set when the read
+	// failed.
+	Cluster    *cdc.ClusterHealth
+	ClusterErr error
 }
+
+// inspectHealthBound bounds Inspect's read of the indices' health.
+const inspectHealthBound = 5 * time.Second
 
 // Inspect reports on the pipeline named pipeline of cfg: its stored checkpoint and ownership
 // records, the source's lag behind the server, and for PostgreSQL the slot. It does not
@@ -79,6 +90,9 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 		for _, r := range recs {
 			rep.Indices = append(rep.Indices, r.Key)
 		}
+		if len(rep.Indices) > 0 {
+			rep.Cluster, rep.ClusterErr = indicesHealth(ctx, pc, st, rep.Indices)
+		}
 	}
 	src, err := newSource(pc, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -101,4 +115,20 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 		}
 	}
 	return rep, nil
+}
+
+// indicesHealth reads the health of indices with the pipeline's sink settings.
+func indicesHealth(ctx context.Context, pc *PipelineConfig, st statestore.Store, indices []string) (*cdc.ClusterHealth, error) {
+	k, err := sink.New(pc.Sink, pc.Name, st, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer k.Close()
+	ctx, cancel := context.WithTimeout(ctx, inspectHealthBound)
+	defer cancel()
+	h, err := k.IndicesHealth(ctx, indices)
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
 }

@@ -30,9 +30,17 @@ func (s *Sink) ClusterHealth(ctx context.Context) (cdc.ClusterHealth, error) {
 		indices = append(indices, idx)
 	}
 	s.mu.Unlock()
+	return s.IndicesHealth(ctx, indices)
+}
+
+// IndicesHealth is ClusterHealth for the indices named (concrete names or aliases, such as
+// those the pipeline's ownership records name: mirror.Inspect reads them so): an index the
+// cluster does not know is red. No index: the zero ClusterHealth, nothing sent.
+func (s *Sink) IndicesHealth(ctx context.Context, indices []string) (cdc.ClusterHealth, error) {
 	if len(indices) == 0 {
 		return cdc.ClusterHealth{}, nil
 	}
+	indices = slices.Clone(indices)
 	slices.Sort(indices)
 	ans, err := search.Do(ctx, s.tp, esapi.ClusterHealthRequest{Index: indices, Level: "indices",
 		Timeout: clusterHealthWait, FilterPath: []string{"status", "indices.*.status"}})

@@ -107,6 +107,12 @@ func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string
 		default:
 			fmt.Fprintf(w, "  indices: %s\n", strings.Join(rep.Indices, ", "))
 		}
+		switch {
+		case rep.ClusterErr != nil:
+			fmt.Fprintf(w, "  indices' health: unknown: %v\n", rep.ClusterErr)
+		case rep.Cluster != nil:
+			fmt.Fprintf(w, "  %s\n", clusterLine(&clusterStatus{Status: rep.Cluster.Status, Indices: rep.Cluster.Indices}))
+		}
 		printLive(w, name, live, liveErr, addr)
 		if live != nil {
 			for _, j := range live.Reindexes {

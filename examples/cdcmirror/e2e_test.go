@@ -140,7 +140,7 @@ func TestCommandTwoPipelines(t *testing.T) {
 			lagLine = " bytes of change log behind the server; the server retains "
 		}
 		for _, want := range []string{"checkpoint: saved ", lagLine,
-			"slot " + slot + ": inactive", "indices: " + pgIndex, "live: no running cdcmirror answers at " + run.addr} {
+			"slot " + slot + ": inactive", "indices: " + pgIndex, "indices' health: ", "live: no running cdcmirror answers at " + run.addr} {
 			if !strings.Contains(out, want) {
 				t.Errorf("status after the stop lacks %q:\n%s", want, out)
 			}
