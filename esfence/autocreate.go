@@ -392,14 +392,6 @@ func (f *Fence) autoCreateRefusal(d Destination, a AutoCreate, err error) error 
 	return nil
 }
 
-// autoCreateSetting reads the effective value alone (found is false when the cluster shows
-// none, or one that is not a string). Prefer readAutoCreate and autoCreateRefusal, whose
-// refusal quotes the request that fixes it.
-func (f *Fence) autoCreateSetting(ctx context.Context) (value string, found bool, err error) {
-	a, err := f.readAutoCreate(ctx)
-	return a.Value, err == nil && a.Level != "", err
-}
-
 // CheckAutoCreate makes the proof every claim makes, before any claim: nil when the cluster
 // refuses to auto-create every df-w-* index; a *ConflictError of class fencing_unenforced that
 // names no index when it does not (its detail quotes the request that fixes it) or when the
