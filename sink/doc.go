@@ -327,10 +327,43 @@
 //
 // Every index is bound to one table per session (see Start checks) and claimed through
 // esfence before the session first writes to it
-// ([esfence.Fence.Ensure]) and again, with [esfence.Fence.Reclaim], before the first write
-// after a connection loss (the specification's "after a reconnect"). A claim error that is not
+// ([esfence.Fence.EnsureTable]) and again before the first write after a connection loss (the
+// specification's "after a reconnect"), every index of the session in one claim round
+// ([esfence.Fence.ReclaimTables]: three reads sent at once, then one _aliases request rotating
+// every fence -- two round trips, whatever the number of tables). A claim error that is not
 // a refusal (transport, server, state store) is backpressure, unless the cluster refused the
-// request as such (see Failures). The encoding recorded in the
+// request as such (see Failures).
+//
+// What counts as a reconnect: any request of the sink (a _bulk, an _mget, a claim's, a
+// mapping's) that got no complete answer -- a reset, a refused connection, a timeout, a
+// request the stall guard gave up (below) -- marks every claim stale, and the next Write
+// claims every index again before it writes anything. A pooled idle connection the network
+// dropped while nothing was sent on it is not one: the client replaces it without any request
+// failing, and no request was exposed to the loss. The guarantee the specification asks for
+// holds either way, because the cluster enforces it: a copied state store (same identity)
+// that claimed an index after this sink rotated its fence, so this sink's next write through
+// the old alias is refused (fenced), and so is its next claim (the fence is neither its
+// record's current nor its pending one). A claim after a reconnect proves ownership again
+// before writing and picks up the fields another writer may have added meanwhile.
+//
+// # Networks that misbehave
+//
+// Connection resets: every request that failed this way is offered again by the runner with
+// the batch (backpressure, at its backoff of 100ms doubling to 5s), after the claim round
+// above, which fits between two resets of a network that drops every connection every 2s.
+//
+// Black holes (packets dropped, no reset): a request whose connection went into one waits
+// for its timeout (request_timeout, 60s by default) even when the network returned long
+// before, since the bytes it sent are gone. The sink's transport therefore has a stall guard:
+// while a request has been in flight for 3s it asks the cluster for its local node's version
+// (the monitor privilege, at most 3s) every second. A request that was already in flight when
+// such a probe failed is given up once a later probe is answered -- the cluster was out of
+// reach and is back, so the request's own connection is the lost one -- and fails as a
+// connection loss (backpressure; the claims go stale). Writes then resume a second or two
+// after the network returns instead of at the request's timeout. A request that is merely
+// slow while the cluster answers probes is never given up, nor one while the cluster stays
+// out of reach (its timeout ends it); a probe failing under heavy load and then answered may
+// give up a slow _bulk, which is replayed (versions make that harmless). The encoding recorded in the
 // marker names everything that decides an _id (id_fields, id_separator, format version), so a
 // sink configured differently is refused an existing index (encoding_mismatch) instead of
 // writing a second copy of every row.

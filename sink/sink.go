@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +152,7 @@ func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*S
 		}
 		s.tp, s.owned = c, c
 	}
+	s.tp = newStallGuard(s.tp) // requests stalled in a lost connection are given up (stall.go)
 	if s.fence, err = esfence.New(s.tp, state, &esfence.Options{Timeout: time.Duration(cfg.RequestTimeout), SharedOwner: cfg.SharedOwner}); err != nil {
 		return nil, err
 	}
@@ -545,21 +548,13 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 	if err := s.checkBindings(acts); err != nil {
 		return err
 	}
-	if s.stale.Load() {
-		for name, g := range s.gens {
-			n, err := s.fence.ReclaimTable(ctx, g)
-			if err != nil {
-				return s.requestError(err, "claiming an index")
-			}
-			s.setGens(name, n)
-			for _, c := range n.Targets() {
-				// Whoever held the index meanwhile may have added fields: read them again.
-				delete(s.fields, c.Index())
-				s.observer().Claimed(c.Index())
-			}
+	// Swapped before the round: a connection lost while it runs (a Write of another batch
+	// sending) makes the next Write claim again.
+	if s.stale.Swap(false) {
+		if err := s.reclaimAll(ctx); err != nil {
+			s.stale.Store(true)
+			return err
 		}
-		s.claimEpoch.Add(1)
-		s.stale.Store(false)
 	}
 	last := ""
 	for i := range acts {
@@ -584,6 +579,31 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 			s.observer().Claimed(c.Index())
 		}
 	}
+	return nil
+}
+
+// reclaimAll claims every index of the session again after a connection loss, in one round
+// of the fence (esfence ReclaimTables: three reads at once, one _aliases request rotating
+// every fence), before anything else is written.
+func (s *Sink) reclaimAll(ctx context.Context) error {
+	names := slices.Sorted(maps.Keys(s.gens))
+	gs := make([]*esfence.Generations, len(names))
+	for i, name := range names {
+		gs[i] = s.gens[name]
+	}
+	ns, err := s.fence.ReclaimTables(ctx, gs)
+	if err != nil {
+		return s.requestError(err, "claiming the indices again")
+	}
+	for i, name := range names {
+		s.setGens(name, ns[i])
+		for _, c := range ns[i].Targets() {
+			// Whoever held the index meanwhile may have added fields: read them again.
+			delete(s.fields, c.Index())
+			s.observer().Claimed(c.Index())
+		}
+	}
+	s.claimEpoch.Add(1)
 	return nil
 }
 

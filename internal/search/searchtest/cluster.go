@@ -334,7 +334,7 @@ func (c *Cluster) simulate(r *Request, items func(call, i int) int) *Reply {
 		case http.MethodPut:
 			return c.create(parts[0], r.Body)
 		case http.MethodGet, http.MethodHead:
-			return c.get(parts[0])
+			return c.get(parts[0], strings.Contains(r.Query, "ignore_unavailable=true"))
 		case http.MethodDelete:
 			if c.indices[parts[0]] == nil {
 				return errorReply(404, "index_not_found_exception")

@@ -35,21 +35,26 @@ func (c *Cluster) resolve(name string, aliasOnly bool) (string, *Index) {
 	return "", nil
 }
 
-// get answers GET /<name>: keyed by the index, or for an alias by every index it names.
-func (c *Cluster) get(name string) *Reply {
+// get answers GET /<names> (a comma-separated list): keyed by the index, or for an alias by
+// every index it names. A missing name is index_not_found unless ignoreMissing.
+func (c *Cluster) get(names string, ignoreMissing bool) *Reply {
 	out := map[string]any{}
-	for n, ix := range c.indices {
-		if n != name && !ix.Aliases[name] {
-			continue
+	for _, name := range strings.Split(names, ",") {
+		found := false
+		for n, ix := range c.indices {
+			if n != name && !ix.Aliases[name] {
+				continue
+			}
+			found = true
+			aliases := map[string]any{}
+			for a := range ix.Aliases {
+				aliases[a] = map[string]any{}
+			}
+			out[n] = map[string]any{"aliases": aliases, "mappings": ix.mappingsJSON()}
 		}
-		aliases := map[string]any{}
-		for a := range ix.Aliases {
-			aliases[a] = map[string]any{}
+		if !found && !ignoreMissing {
+			return errorReply(404, "index_not_found_exception")
 		}
-		out[n] = map[string]any{"aliases": aliases, "mappings": ix.mappingsJSON()}
-	}
-	if len(out) == 0 {
-		return errorReply(404, "index_not_found_exception")
 	}
 	return jsonReply(200, out)
 }
