@@ -282,7 +282,12 @@ func (m *Mirror) start(ctx context.Context, p *pipeline) error {
 	}
 	if p.dlq != nil {
 		if err := p.dlq.open(); err != nil {
-			return fmt.Errorf("dead-letter file: %w", err)
+			err = cdc.Permanent(fmt.Errorf("dead-letter file: %w", err))
+			if p.check != nil {
+				p.check.set(func() { p.check.phase, p.check.refused = checkRefused, err })
+			}
+			m.log.Error("pipeline stopped before it started", "pipeline", p.name, "err", err)
+			return err
 		}
 	}
 	return nil

@@ -263,3 +263,31 @@ func TestClusterCheckWaitsForTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A dead-letter file that cannot be created stops its pipeline before the source is opened,
+// and Status says why.
+func TestDeadLetterFileCreatedAfterTheCheck(t *testing.T) {
+	c := searchtest.New(t, nil) // holds the rule
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "dlq")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pc := stockPipeline("postgres://u@127.0.0.1:1/db", sub, "p", c.URL)
+	cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{pc}}
+	m, err := mirror.Open(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := os.Remove(sub); err != nil { // the file's directory is gone by the time Run creates it
+		t.Fatal(err)
+	}
+	err = m.Run(t.Context())
+	if !cdc.IsPermanent(err) || !strings.Contains(err.Error(), "dead-letter file") {
+		t.Fatalf("Run = %v, want the dead-letter file's error", err)
+	}
+	if s := m.Status()[0]; s.State != "stopped" || !strings.Contains(s.Health.Reason, "dead-letter file") {
+		t.Fatalf("status %s: %s", s.State, s.Health.Reason)
+	}
+}
