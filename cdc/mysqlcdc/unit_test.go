@@ -1,6 +1,7 @@
 package mysqlcdc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -255,4 +256,45 @@ func TestSingleByteMapsMatchTheCharsetDecoder(t *testing.T) {
 	if singleByteMap("utf8mb4") != nil || singleByteMap("sjis") != nil {
 		t.Error("a byte map for a character set that is not single-byte")
 	}
+}
+
+// TestPassesCreditedOnceAcknowledged: a position the reader passed outside a captured
+// transaction counts for Lag at once when every delivered change is acknowledged, else once
+// Ack reaches the checkpoint delivered last before it (issue 31), never before.
+func TestPassesCreditedOnceAcknowledged(t *testing.T) {
+	const file = "mariadb-bin.000003"
+	at := func(pos uint32) uint64 { return axis(file, pos) }
+	s := &stream{}
+	ack := func(pos uint32) {
+		t.Helper()
+		if err := s.Ack(context.Background(), checkpoint{File: file, Pos: pos}.encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(want uint32, when string) {
+		t.Helper()
+		if got := s.caughtUp.Load(); got != at(want) {
+			t.Fatalf("%s: caughtUp %d, want position %d (%d)", when, got, want, at(want))
+		}
+	}
+	s.passed(file, 100)
+	check(100, "passed with nothing delivered")
+	s.delivered(file, 200)
+	s.passed(file, 300)
+	check(100, "passed with a change delivered and not acknowledged")
+	s.passed(file, 400)
+	ack(150) // not the last delivered checkpoint
+	check(100, "acknowledged short of the checkpoint delivered before the pass")
+	ack(200)
+	check(400, "acknowledged up to it")
+	s.delivered(file, 500)
+	s.passed(file, 600)
+	s.delivered(file, 700)
+	s.passed(file, 800)
+	ack(500)
+	check(400, "a later pass waits for the later checkpoint")
+	ack(700)
+	check(800, "acknowledged up to the later checkpoint")
+	s.passed(file, 50) // never backwards
+	check(800, "an earlier position")
 }

@@ -127,3 +127,35 @@ func TestNewNilOptions(t *testing.T) {
 		t.Errorf("Name = %q, want the default %q", src.opts.Name, "postgres")
 	}
 }
+
+// TestKeepaliveCreditedOnceAcknowledged: a keepalive's WAL end met outside a transaction
+// counts for Lag at once when every delivered checkpoint is acknowledged, else once Ack
+// reaches the checkpoint delivered last before it (issue 31), never before.
+func TestKeepaliveCreditedOnceAcknowledged(t *testing.T) {
+	st := &stream{}
+	deliver := func(lsn uint64) { st.delivered.Store(lsn) }
+	ack := func(lsn uint64) {
+		t.Helper()
+		if err := st.Ack(context.Background(), encodeCheckpoint(pglogrepl.LSN(lsn), nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(want uint64, when string) {
+		t.Helper()
+		if got := st.caughtUp.Load(); got != want {
+			t.Fatalf("%s: caughtUp %d, want %d", when, got, want)
+		}
+	}
+	st.passed(100)
+	check(100, "a keepalive with nothing delivered")
+	deliver(200)
+	st.passed(300)
+	check(100, "a keepalive with a checkpoint delivered and not acknowledged")
+	st.passed(400)
+	ack(150)
+	check(100, "acknowledged short of the checkpoint delivered before it")
+	ack(200)
+	check(400, "acknowledged up to it")
+	st.passed(50)
+	check(400, "an earlier WAL end")
+}
