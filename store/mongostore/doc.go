@@ -127,9 +127,12 @@
 // but not confirmed, so it may yet be rolled back), or a bulk reply that does not account for
 // the put (see FerretDB). The Service reports it and does not resend it.
 //
-// KindCanceled is the caller's context ending before the command was sent; KindInternal a
-// permanent failure (unauthorized, an unknown server code, a write concern that can never be
-// satisfied, a malformed reply). Reads change nothing, so a read never has an unknown outcome:
+// KindCanceled is the caller's context ending before the command was sent;
+// KindPermissionDenied credentials the server refused (authentication failed while
+// connecting, code 18) or a command the user's roles do not allow (Unauthorized, code 13),
+// said as such without the server's text, which quotes the command; KindInternal a permanent
+// failure (an unknown server code, a write concern that can never be satisfied, a malformed
+// reply). Reads change nothing, so a read never has an unknown outcome:
 // every transient read failure, a lost reply included, is KindUnavailable, and the caller's
 // context ending is KindCanceled.
 //

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	mdriver "go.mongodb.org/mongo-driver/v2/x/mongo/driver"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/tributary-dev/tributary/store/driver"
@@ -36,6 +37,15 @@ func describe(err error) string {
 	var bwe mongo.BulkWriteException
 	var we mongo.WriteException
 	var ce mongo.CommandError
+	switch authRefused(err) {
+	case "authentication failed":
+		// The server's and the driver's texts name the mechanism and the user at most; say
+		// only what to fix.
+		return "authentication failed: the server refused the credentials (check the uri's user, password and authSource)"
+	case "unauthorized":
+		// The server's text quotes the command, which can hold document values.
+		return "server error 13 (Unauthorized): permission denied: the user's roles do not allow this command on the database"
+	}
 	switch {
 	case errors.As(err, &bwe):
 		codes := make([]string, 0, len(bwe.WriteErrors))
@@ -125,9 +135,16 @@ func codeSet(codes ...int) map[int]bool {
 //
 // A read, which changes nothing, is KindUnavailable whenever the failure is transient, and
 // KindCanceled when the caller's context ended.
+//
+// Credentials the server refuses (authentication failed while connecting, code 18) and a
+// command the user's roles do not allow (Unauthorized, code 13) are KindPermissionDenied for
+// reads and writes alike: nothing was applied, and no retry helps.
 func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
 	var se mongo.ServerError
 	carried := errors.As(err, &se) && !se.HasErrorLabel(mdriver.NoWritesPerformed)
+	if authRefused(err) != "" && ctx.Err() == nil {
+		return driver.KindPermissionDenied
+	}
 	if ctx.Err() != nil {
 		// The driver checks the context before it sends, and wraps every failure of a
 		// connection that carried the command as a server error (a NetworkError).
@@ -178,6 +195,28 @@ func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
 	return driver.KindUnavailable
 }
 
+// Codes of refused credentials and privileges.
+const (
+	codeUnauthorized         = 13
+	codeAuthenticationFailed = 18
+)
+
+// authRefused says how the server refused the credentials or a privilege ("authentication
+// failed", "unauthorized"), or "" when err is no such refusal.
+func authRefused(err error) string {
+	var ae *auth.Error
+	var ce mongo.CommandError
+	switch {
+	case errors.As(err, &ae):
+		return "authentication failed"
+	case errors.As(err, &ce) && ce.Code == codeAuthenticationFailed:
+		return "authentication failed"
+	case errors.As(err, &ce) && ce.Code == codeUnauthorized:
+		return "unauthorized"
+	}
+	return ""
+}
+
 // Write concern codes that no retry cures: the write concern itself is unknown or cannot be
 // satisfied by the deployment.
 const (
@@ -223,6 +262,8 @@ func itemErrKind(kind writeKind, code int, msg string, raw bson.Raw) driver.Erro
 	case duplicateCodes[code]:
 		onID, _ := dupOnID(msg, raw)
 		return dupKind(kind, onID)
+	case code == codeUnauthorized:
+		return driver.KindPermissionDenied
 	case tooLargeCodes[code]:
 		return driver.KindTooLarge
 	case invalidCodes[code]:

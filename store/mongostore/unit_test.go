@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	mdriver "go.mongodb.org/mongo-driver/v2/x/mongo/driver"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/auth"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
 
 	"github.com/tributary-dev/tributary/store/driver"
@@ -202,7 +203,9 @@ func TestCallErrorClassification(t *testing.T) {
 		{"out of time", live, mongo.CommandError{Code: 50}, driver.KindOutcomeUnknown, driver.KindUnavailable},
 		{"deadline would be exceeded", live, fmt.Errorf("%w: rtt", mdriver.ErrDeadlineWouldBeExceeded), driver.KindUnavailable, driver.KindUnavailable},
 		{"malformed reply", live, errors.New("malformed wire message: insufficient bytes"), driver.KindInternal, driver.KindInternal},
-		{"unauthorized", live, mongo.CommandError{Code: 13}, driver.KindInternal, driver.KindInternal},
+		{"unauthorized", live, mongo.CommandError{Code: 13}, driver.KindPermissionDenied, driver.KindPermissionDenied},
+		{"authentication failed", live, mongo.CommandError{Code: 18}, driver.KindPermissionDenied, driver.KindPermissionDenied},
+		{"handshake refused the credentials", live, topology.ConnectionError{Wrapped: &auth.Error{}}, driver.KindPermissionDenied, driver.KindPermissionDenied},
 		{"invalid namespace", live, mongo.CommandError{Code: 73}, driver.KindInvalid, driver.KindInvalid},
 		{"too large", live, mongo.CommandError{Code: 10334}, driver.KindTooLarge, driver.KindTooLarge},
 		{"write concern", live, mongo.WriteException{WriteConcernError: &mongo.WriteConcernError{Code: 64}}, driver.KindOutcomeUnknown, driver.KindInternal},
@@ -257,9 +260,29 @@ func TestItemErrorClassification(t *testing.T) {
 		{kindUpsert, 10334, "too large", nil, driver.KindTooLarge},
 		{kindReplace, 112, "write conflict", nil, driver.KindUnavailable},
 		{kindReplace, 99999, "?", nil, driver.KindInternal},
+		{kindUpsert, 13, "not authorized on db to execute command", nil, driver.KindPermissionDenied},
 	} {
 		if got := itemErrKind(tc.kind, tc.code, tc.msg, tc.raw); got != tc.want {
 			t.Errorf("kind %d code %d %q: %v, want %v", tc.kind, tc.code, tc.msg, got, tc.want)
+		}
+	}
+}
+
+// TestAuthRefusalText: a refusal of the credentials or of a privilege says which, and never
+// the server's text (Unauthorized quotes the command, which can hold document values).
+func TestAuthRefusalText(t *testing.T) {
+	const secret = "s3cr3t@example.com"
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command { insert: \"c\", documents: [ { email: \"" + secret + "\" } ] }"}, "permission denied"},
+		{topology.ConnectionError{Wrapped: &auth.Error{}}, "authentication failed"},
+		{mongo.CommandError{Code: 18, Name: "AuthenticationFailed", Message: "Authentication failed for " + secret}, "authentication failed"},
+	} {
+		e := newBackendError(callErrKind(context.Background(), tc.err, true), "bulk write", tc.err)
+		if e.Kind != driver.KindPermissionDenied || !strings.Contains(e.Error(), tc.want) || strings.Contains(e.Error(), secret) {
+			t.Errorf("%v: %v (kind %v), want permission denied saying %q and no server text", tc.err, e, e.Kind, tc.want)
 		}
 	}
 }
