@@ -76,6 +76,14 @@
 //     the pipeline must have reported it before.
 //   - TestFaultConnectionResets/{postgres,mariadb,elasticsearch,opensearch}: every connection
 //     to that server reset (RST), and every new one for three seconds.
+//   - TestFaultEngineFlapping (network_test.go): the path to Elasticsearch, 50ms each way,
+//     resets every connection every 2s for 30s (faultproxy SetResetEvery); batches must be
+//     acknowledged in each half of the window -- the claim round after every reconnect fits
+//     between two resets -- and the number of each is logged.
+//   - TestFaultEngineBlackholeResume (network_test.go): the path to OpenSearch swallows
+//     everything for 20s, then works again with the connections that lived through it kept;
+//     a batch must be acknowledged within 30s of the return (the time is logged: the sink's
+//     stall guard gives up requests lost in the hole within seconds).
 //   - TestFaultEngineUnresponsive: with the runner's and the sink's default settings, every
 //     byte between the pipeline and Elasticsearch held (connections open, no RST, nothing
 //     answered) until health says sink_not_answering -- the runner's UnansweredThreshold, well
