@@ -93,7 +93,7 @@
 //     the three nodes (urls:, indices with one replica), under the writers' load plus pgbench
 //     (a script of upserts and deletes of items rows at 20 transactions a second); in turn
 //     node 1, the node holding the items index's primary and the elected master are killed
-//     (kill -9) and kept down at least 20s. While the node is down the pipeline must apply a
+//     (kill -9), each once the indices are green, and kept down at least 20s. While the node is down the pipeline must apply a
 //     few hundred more events, and its status (cdc.Status.Cluster) must show its indices
 //     yellow when the node held a copy of one; then the node is started, and the case ends
 //     as every case does (its own marker row), with no document's version lower than before

@@ -100,7 +100,7 @@ func (cl *cluster) killCase(h *harness, pg *postgres, i int, pick func(context.C
 	defer lcancel()
 	h.load.stop = make(chan struct{}) // the writers go on from where the last case left them
 	h.load.start(lctx)
-	pgb := startPgbench(t, lctx, pg.dsn, h.tables[0].name)
+	pgb := startPgbench(lctx, t, pg.dsn, h.tables[0].name)
 	stopLoad := func() {
 		h.load.Stop()
 		pgb.stop()
@@ -108,6 +108,11 @@ func (cl *cluster) killCase(h *harness, pg *postgres, i int, pick func(context.C
 	defer stopLoad()
 	time.Sleep(3 * time.Second) // load shaping, not synchronization
 
+	// Every copy started before the kill: a node lost while the other copy of a shard still
+	// recovers (after the previous case) would make the index red, which no client writes through.
+	if err := cl.waitGreen(ctx, h.indices); err != nil {
+		t.Fatal(err)
+	}
 	node, err := pick(ctx)
 	if err != nil {
 		t.Fatalf("choosing the node: %v", err)
@@ -380,6 +385,22 @@ func (cl *cluster) versions(ctx context.Context, indices []string) (map[string]i
 	return out, nil
 }
 
+// waitGreen waits (bounded by three minutes) for indices to be green.
+func (cl *cluster) waitGreen(ctx context.Context, indices []string) error {
+	var ans struct{ Status string }
+	end := time.Now().Add(3 * time.Minute)
+	for {
+		err := cl.get(ctx, "/_cluster/health/"+strings.Join(indices, ",")+"?wait_for_status=green&timeout=20s", &ans)
+		if err == nil && ans.Status == "green" {
+			return nil
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("the indices are not green within 3m before the kill: %q (%v)", ans.Status, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // restore starts every node that does not answer and waits for three nodes, at least yellow.
 func (cl *cluster) restore() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -503,7 +524,7 @@ const (
 	pgbenchRate = "20" // transactions per second, over two clients
 )
 
-func startPgbench(t *testing.T, ctx context.Context, dsn, table string) *pgbench {
+func startPgbench(ctx context.Context, t *testing.T, dsn, table string) *pgbench {
 	t.Helper()
 	q := `"` + strings.ReplaceAll(table, `"`, `""`) + `"`
 	script := fmt.Sprintf(`\set id random(1, 300)
