@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -75,14 +76,37 @@ func (s *Secure) DoAs(t testing.TB, user, password, method, path, body string) (
 	return res.StatusCode, b
 }
 
-// Must is Do that fails the test on a status other than 2xx.
+// Must is Do that fails the test on a status other than 2xx. A 409 is sent again (for a
+// minute): OpenSearch keeps each kind of security configuration (roles, users, mappings) in
+// one document, so changes made at once by concurrent tests conflict.
 func (s *Secure) Must(t testing.TB, method, path, body string) []byte {
 	t.Helper()
-	st, b := s.Do(t, method, path, body)
-	if st < 200 || st > 299 {
-		t.Fatalf("%s %s: status %d: %s", method, path, st, b)
+	start := time.Now()
+	for {
+		st, b := s.Do(t, method, path, body)
+		if st == http.StatusConflict && time.Since(start) < time.Minute {
+			time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+			continue
+		}
+		if st < 200 || st > 299 {
+			t.Fatalf("%s %s: status %d: %s", method, path, st, b)
+		}
+		return b
 	}
-	return b
+}
+
+// remove deletes path as the admin at the end of a test, sending it again on a 409 (see
+// Must); a failure is left behind (names are unique).
+func (s *Secure) remove(t testing.TB, path string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		st, _ := s.Do(t, "DELETE", path, "")
+		if st != http.StatusConflict || time.Since(start) > time.Minute {
+			return
+		}
+		time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+	}
 }
 
 // Index creates an index as the admin, deleted when the test ends.
@@ -117,12 +141,12 @@ func (s *Secure) NewUser(t testing.TB, base string, g Grant) (user, password str
 	if s.OpenSearch() {
 		s.Must(t, "PUT", "/_plugins/_security/api/roles/"+role, fmt.Sprintf(`{"cluster_permissions":%s,"index_permissions":[{"index_patterns":%s,"allowed_actions":%s}]}`,
 			list(g.Cluster), list(g.Patterns), list(g.Index)))
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
+		t.Cleanup(func() { s.remove(t, "/_plugins/_security/api/roles/"+role) })
 		s.Must(t, "PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
 		s.Must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+user+`"]}`)
 		t.Cleanup(func() {
-			s.Do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "")
-			s.Do(t, "DELETE", "/_plugins/_security/api/internalusers/"+user, "")
+			s.remove(t, "/_plugins/_security/api/rolesmapping/"+role)
+			s.remove(t, "/_plugins/_security/api/internalusers/"+user)
 		})
 	} else {
 		s.Must(t, "PUT", "/_security/role/"+role, fmt.Sprintf(`{"cluster":%s,"indices":[{"names":%s,"privileges":%s}]}`,
