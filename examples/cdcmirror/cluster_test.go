@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
@@ -194,4 +197,122 @@ dlq: %s
 	run := startCommand(t, cfgPath)
 	run.waitFor("every row in the index", node.Converged(t, index, tb, 50))
 	run.stop()
+}
+
+// On the secured servers, stock: a user with the monitor privilege alone is told which
+// privilege updating the setting needs and given the request, a user without monitor which
+// privilege reading it needs; the setting stays as it was; a run with either is refused with
+// the request, before its source (which does not exist) is opened.
+func TestPrepareClusterWithoutThePrivilege(t *testing.T) {
+	searchtest.EachSecure(t, func(t *testing.T, s *searchtest.Secure) {
+		testenv.HoldClusterSettings(t, s.URL)
+		settings := func() string {
+			return string(s.Must(t, "GET", "/_cluster/settings?flat_settings=true", ""))
+		}
+		before := settings()
+		if strings.Contains(before, estest.AutoCreateSetting) {
+			t.Skipf("the server holds %s (%s): it is not stock", estest.AutoCreateSetting, before)
+		}
+		monitor := []string{"monitor"}
+		if s.OpenSearch() {
+			monitor = []string{"cluster_monitor"}
+		}
+		config := func(user, password string) string {
+			dir := t.TempDir()
+			text := strings.NewReplacer("STATE", dir+"/state.db", "DLQ", dir+"/dlq",
+				`url: "http://127.0.0.1:1", index: "cdc-{table}", auth: {type: none}`,
+				fmt.Sprintf(`url: %q, index: "h3-{table}", tls: {ca_file: %q}, auth: {type: basic, username: %q, password: %q}`, s.URL, s.CAFile, user, password),
+			).Replace(validConfig)
+			path := filepath.Join(dir, "cdcmirror.yaml")
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+
+		user, pw := newUser(t, s, "h3-prep", monitor)
+		cfg := config(user, pw)
+		out, code := runCommand(t, "prepare-cluster", "--config", cfg)
+		for _, w := range []string{"  not enforced: action.auto_create_index is true (its default",
+			"  not applied: esfence: updating action.auto_create_index: ",
+			"  the sinks' credentials lack the privilege to update cluster settings",
+			"  send it as a user who may: " + stdFix + "\n"} {
+			if code != 1 || !strings.Contains(out, w) {
+				t.Fatalf("monitor only: exit %d, printed\n%s\nwant %q", code, out, w)
+			}
+		}
+		if strings.Contains(out, pw) {
+			t.Fatal("the password was printed")
+		}
+		t.Logf("prepare-cluster as a user with monitor only:\n%s", out)
+		out, code = runCommand(t, "--config", cfg, "--metrics-addr", "", "--progress", "never")
+		if code != 2 || !strings.Contains(out, stdFix) || !strings.Contains(out, "fencing_unenforced") {
+			t.Fatalf("run: exit %d, printed\n%s", code, out)
+		}
+
+		user, pw = newUser(t, s, "h3-prep-nomon", nil)
+		out, code = runCommand(t, "prepare-cluster", "--config", config(user, pw))
+		if code != 1 || !strings.Contains(out, "  cannot read action.auto_create_index: ") ||
+			!strings.Contains(out, "  the sinks' credentials lack the monitor cluster privilege") {
+			t.Fatalf("without monitor: exit %d, printed\n%s", code, out)
+		}
+		if after := settings(); after != before {
+			t.Fatalf("the cluster settings changed: %s -> %s", before, after)
+		}
+	})
+}
+
+// newUser is searchtest's NewUser for one cluster grant (read on h3-*), each security request
+// sent again on a 409: OpenSearch's security index answers "version conflict" while other
+// tests change users and roles at the same time.
+func newUser(t *testing.T, s *searchtest.Secure, base string, cluster []string) (user, password string) {
+	t.Helper()
+	name := estest.UniqueName(t, base)
+	role := name + "-role"
+	user, password = name+"-user", "Pw-"+estest.RandomHex(t, 8)+"-x9!"
+	if cluster == nil {
+		cluster = []string{}
+	}
+	cl, _ := json.Marshal(cluster)
+	must := func(method, path, body string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			st, b := s.Do(t, method, path, body)
+			switch {
+			case st >= 200 && st <= 299:
+				return
+			case st == http.StatusConflict && time.Now().Before(deadline):
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			t.Fatalf("%s %s: status %d: %s", method, path, st, b)
+		}
+	}
+	if s.OpenSearch() {
+		must("PUT", "/_plugins/_security/api/roles/"+role, `{"cluster_permissions":`+string(cl)+`,"index_permissions":[{"index_patterns":["h3-*"],"allowed_actions":["read"]}]}`)
+		t.Cleanup(func() { s.Do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
+		must("PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
+		must("PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+user+`"]}`)
+		t.Cleanup(func() {
+			s.Do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "")
+			s.Do(t, "DELETE", "/_plugins/_security/api/internalusers/"+user, "")
+		})
+	} else {
+		must("PUT", "/_security/role/"+role, `{"cluster":`+string(cl)+`,"indices":[{"names":["h3-*"],"privileges":["read"]}]}`)
+		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/role/"+role, "") })
+		must("PUT", "/_security/user/"+user, `{"password":"`+password+`","roles":["`+role+`"]}`)
+		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/user/"+user, "") })
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, _ := s.DoAs(t, user, password, "GET", s.WhoAmIPath(), "")
+		if st == http.StatusOK {
+			return user, password
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user %s does not authenticate after 2 min (status %d)", user, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
