@@ -37,10 +37,11 @@ const (
 var errStalled = errors.New("no answer: the connection was lost while the cluster was unreachable (it answers again on another connection)")
 
 // stalledError is the error of a request given up by the stall guard: a transport failure
-// (search.ErrorClass: unavailable), not a cancellation.
+// (search.ErrorClass: unavailable), not a cancellation. err is the client's error, whose text
+// is mostly the cancellation's cause again: not repeated.
 type stalledError struct{ err error }
 
-func (e *stalledError) Error() string { return errStalled.Error() + " (" + e.err.Error() + ")" }
+func (e *stalledError) Error() string { return errStalled.Error() }
 
 // stallGuard is an esapi.Transport that gives up requests stalled in a lost connection.
 type stallGuard struct {
