@@ -30,7 +30,8 @@
 // url: names one address of the cluster; urls:, instead of it, lists several of its nodes
 // (exactly one of the two; all http:// or all https://; no credentials in them, auth: holds
 // those). The sink and its fence share one client over them: the nodes take turns, and a
-// request that cannot reach a node (connection refused, a connect timeout: nothing was sent)
+// request that cannot reach a node (connection refused, a connect timeout, a TLS handshake
+// timeout: nothing was sent)
 // goes at once to the next, so a dead node costs no write and does not make the sink claim
 // its indices again. A node that failed is skipped for 5 s, doubling per failure in a row up
 // to a minute; when every node failed lately each request still tries them all, the one

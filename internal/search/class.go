@@ -103,11 +103,18 @@ func ErrorClass(err error) Class {
 }
 
 // NotSent reports whether err proves that the request never reached the server: the
-// connection could not be made (refused, no route, a connect timeout). Any other failure
-// may come after the server got the request.
+// connection could not be made (refused, no route, a connect timeout), or its TLS handshake
+// timed out (a node that accepts connections but does not answer, such as a stopped
+// process whose kernel still queues them). Any other failure may come after the server got
+// the request.
 func NotSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	// net/http's handshake timeout has no exported type; its text is stable since Go 1.3.
+	var timeout interface{ Timeout() bool }
+	return errors.As(err, &timeout) && timeout.Timeout() && strings.Contains(err.Error(), "TLS handshake timeout")
 }
 
 // RetryAfter reads a Retry-After header given in seconds (below an hour); 0 when absent or

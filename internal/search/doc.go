@@ -19,7 +19,7 @@
 // alias rotation must be sent once; those retries belong to the callers, who know what a
 // request can have done. The one exception is failover: a request whose failure proves it
 // never reached a server ([NotSent]: the connection could not be made, refused or timed
-// out) goes at once to the next node, at most one attempt per node, its body read again
+// out, or its TLS handshake timed out) goes at once to the next node, at most one attempt per node, its body read again
 // (GetBody). A canceled request is not sent on.
 //
 // The nodes take turns. A node whose request failed (any transport failure) is skipped for

@@ -3,6 +3,7 @@ package search_test
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
@@ -136,4 +138,48 @@ func TestNoFailoverAfterCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled: %v", err)
 	}
+}
+
+// A node that accepts connections but never completes a TLS handshake (a stopped process:
+// its kernel still queues connections) is passed over once the handshake times out: nothing
+// of the request was written.
+func TestFailoverPastAHungTLSHandshake(t *testing.T) {
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	go func() { // accept and hold every connection, saying nothing
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	var hits atomic.Int64
+	live := httptest.NewUnstartedServer(countingServer(t, &hits).Config.Handler)
+	live.StartTLS()
+	defer live.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: live.Certificate().Raw})
+
+	// Alone, the hung node's failure is a handshake timeout that counts as not sent.
+	_, err = search.Do(ctxT(t), client(t, search.Options{URLs: []string{"https://" + hung.Addr().String()}, CACert: ca, ConnectTimeout: 300 * time.Millisecond}), esapi.InfoRequest{})
+	if err == nil || !search.NotSent(err) || search.ErrorClass(err) != search.Unavailable {
+		t.Fatalf("hung handshake: %v (not sent %v)", err, search.NotSent(err))
+	}
+	// Listed first, it is passed over.
+	tp := client(t, search.Options{URLs: []string{"https://" + hung.Addr().String(), live.URL}, CACert: ca, ConnectTimeout: 5 * time.Second})
+	a, err := search.Do(ctxT(t), tp, esapi.BulkRequest{Body: strings.NewReader("{}\n")})
+	if err != nil || string(a.Body) != "{}\n" {
+		t.Fatalf("with a hung node first: %v", err)
+	}
+	a.Release()
 }
