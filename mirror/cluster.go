@@ -101,7 +101,7 @@ func PrepareClusters(ctx context.Context, cfg *Config, opts *PrepareOptions) ([]
 			return nil, fmt.Errorf("mirror: pipeline %q: %w", pc.Name, err)
 		}
 		defer s.Close()
-		u := redactedURL(pc.Sink.URL)
+		u := redactedURL(pc.Sink.Nodes()[0]) // url, or the first of urls (Validate: one at least)
 		a, err := s.AutoCreate(ctx)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
