@@ -495,6 +495,11 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		wrapped := fmt.Errorf("cdc: pipeline %q: %w", r.pipeline, err)
 		if r.o.Permanent(err) {
 			r.log.Error("pipeline stopped: the failure is permanent", "err", err)
+			r.mu.Lock()
+			// Status keeps what stopped the pipeline (LastFailure: a refusal, the credentials
+			// or a privilege the cluster refused), beside the stopped health.
+			r.lastFailure, r.failedAt = err, r.o.Clock.Now()
+			r.mu.Unlock()
 			return wrapped
 		}
 		r.mu.Lock()

@@ -507,6 +507,11 @@ func TestRunnerPermanentStreamFailureStops(t *testing.T) {
 		if len(h.src.openedAt()) != 1 {
 			t.Fatalf("a permanent failure reopened the source (%d opens)", len(h.src.openedAt()))
 		}
+		// The status says what stopped it.
+		if s := h.r.Status(); s.State != "stopped" || !errors.Is(s.LastFailure, errAuth) || s.FailedAt.IsZero() ||
+			s.Health.Healthy || !strings.Contains(s.Health.Reason, errAuth.Error()) {
+			t.Fatalf("status after a permanent failure: %+v", s)
+		}
 		// RunnerOptions.Permanent adds classes of its own.
 		errMine := errors.New("mine")
 		h2 := newHarness(t, cdc.RunnerOptions{Permanent: func(err error) bool { return errors.Is(err, errMine) }})

@@ -16,7 +16,8 @@ type Status struct {
 	// (LagReporter sources only; Lag.MeasuredAt is zero otherwise).
 	Lag Lag
 	// Reconnects counts the times the stream was reopened after a failure; LastFailure is the
-	// most recent failure (nil when none since the last successful batch) and FailedAt when.
+	// most recent failure (nil when none since the last successful batch; after a permanent
+	// one, the failure that stopped the pipeline) and FailedAt when.
 	Reconnects  int64
 	LastFailure error
 	FailedAt    time.Time
