@@ -220,6 +220,8 @@ func (r *reader) stream(ctx context.Context) error {
 	if err != nil {
 		return &binlogError{op: "start binlog stream", err: err}
 	}
+	// Where it starts is passed: what lies before it was delivered (a snapshot) or stored.
+	r.st.passed(r.file, r.pos)
 	for {
 		ev, err := streamer.GetEvent(ctx)
 		if err != nil {

@@ -205,7 +205,10 @@
 // Applied is at least the end of the latest transaction of other tables -- or of the header
 // events a rotation adds -- that the reader passed, once every change delivered before it is
 // acknowledged (at once, or when the acknowledgement comes): an idle pipeline after a burst,
-// other tables' writes or a FLUSH LOGS is caught up. Without a checkpoint Applied is 0 and
+// other tables' writes or a FLUSH LOGS is caught up. So is one whose snapshot found nothing
+// (no checkpoint) or ended on a snapshot checkpoint: once every checkpoint handed out is
+// acknowledged, Applied is at least where the stream started and what it passed since.
+// Otherwise, without a checkpoint Applied is 0 and
 // Bytes the whole binlog the server retains (all of it lies ahead of a pipeline that has not
 // started). Retained is -1: binlogs are kept by the server's expiry, not for a reader. A
 // checkpoint whose file the server no longer lists (purged), or that lies beyond the binlog's

@@ -47,10 +47,19 @@ func (s *Source) Lag(ctx context.Context, cp cdc.Checkpoint) (cdc.SourceLag, err
 		var logs []binlogFile
 		if logs, err = binaryLogs(conn); err == nil {
 			lag, err := lagOf(file, pos, logs, at)
-			// An open stream that passed transactions of other tables with every delivered
-			// change stored has passed their ends too, though no checkpoint moved.
-			if st := s.current.Load(); err == nil && at != nil && at.Snapshot == nil && st != nil {
-				if c := st.caughtUp.Load(); c > lag.Applied && c <= lag.Head {
+			// An open stream that passed transactions of other tables with every change
+			// delivered before them stored has passed their ends too, though no checkpoint
+			// moved; so has one that handed out nothing unacknowledged (a snapshot that
+			// found nothing, or ended on a snapshot checkpoint, included) where it started.
+			if st := s.current.Load(); err == nil && st != nil {
+				var c uint64
+				if at != nil && at.Snapshot == nil {
+					c = st.caughtUp.Load()
+				}
+				if p, ok := st.passedAcked(); ok {
+					c = max(c, p)
+				}
+				if c > lag.Applied && c <= lag.Head {
 					lag.Applied = c
 					lag.Bytes = bytesBetween(c, file, pos, logs)
 				}

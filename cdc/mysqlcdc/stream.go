@@ -1,6 +1,7 @@
 package mysqlcdc
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,16 @@ type stream struct {
 	// Lag takes it when it lies beyond the checkpoint, though nothing captured moved the
 	// checkpoint. Only grows.
 	caughtUp atomic.Uint64
-	progress cdc.SnapshotProgress
-	tables   []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
+	// passedMax is the latest position the reader passed outside a captured transaction
+	// (where it started included); sent is the last checkpoint handed out, snapshot ones
+	// included, and sentAcked whether Ack got it: then everything delivered is acknowledged
+	// and the pipeline has passed passedMax too (passedAcked: a pipeline whose snapshot found
+	// nothing, or ended on a snapshot checkpoint, is not behind on an idle server).
+	passedMax uint64
+	sent      cdc.Checkpoint
+	sentAcked bool
+	progress  cdc.SnapshotProgress
+	tables    []*cdc.TableSchema // the captured tables as of Open, set before the goroutine starts
 	// rs is the reader's resnapper once it has one, for Progress.
 	rs atomic.Pointer[resnapper]
 }
@@ -66,6 +75,11 @@ func (s *stream) start(body func(ctx context.Context) error) {
 
 // send delivers ev unless ctx ends first.
 func (s *stream) send(ctx context.Context, ev cdc.Event) error {
+	if ev.Checkpoint != nil {
+		s.mu.Lock()
+		s.sent, s.sentAcked = ev.Checkpoint, false
+		s.mu.Unlock()
+	}
 	select {
 	case s.events <- ev: // the common case, without the cost of a two-way select
 		return nil
@@ -100,6 +114,9 @@ func (s *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 		return cdc.ErrSourceClosed
 	}
 	s.acked = append(s.acked[:0], cp...)
+	if bytes.Equal(cp, s.sent) {
+		s.sentAcked = true
+	}
 	if c.Snapshot == nil {
 		s.ackedAt = axis(c.File, c.Pos)
 		if s.passedNeeds != 0 && s.ackedAt >= s.passedNeeds {
@@ -129,6 +146,7 @@ func (s *stream) passed(file string, pos uint32) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.passedMax = max(s.passedMax, at)
 	if s.ackedAt >= s.deliveredAt {
 		s.creditLocked(at)
 		return
@@ -136,6 +154,17 @@ func (s *stream) passed(file string, pos uint32) {
 	// A later pass replaces an earlier one: it waits for the same or a later checkpoint, whose
 	// acknowledgement lies beyond the earlier pass when it came after it.
 	s.passedAt, s.passedNeeds = at, s.deliveredAt
+}
+
+// passedAcked returns the latest position the reader passed when every checkpoint handed out
+// is acknowledged (ok false otherwise).
+func (s *stream) passedAcked() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent != nil && !s.sentAcked {
+		return 0, false
+	}
+	return s.passedMax, true
 }
 
 // creditLocked moves caughtUp forward to at.

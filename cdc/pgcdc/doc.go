@@ -330,7 +330,9 @@
 //     once every checkpoint delivered before it is acknowledged (at once, or when the
 //     acknowledgement comes: other tables' writes during a burst are passed too). For a
 //     snapshot checkpoint it is the position the stream starts from once the snapshot is
-//     done; without a checkpoint, 0.
+//     done; without a checkpoint, 0 -- in both cases, while an open stream has every
+//     checkpoint it handed out acknowledged (a snapshot that found nothing hands out none),
+//     at least where it started streaming and the WAL end of every keepalive since.
 //   - Bytes is Head - Applied (0 when Applied is at or beyond Head); without a checkpoint, what
 //     the slot retains (0 without a slot). It counts all WAL, also that of tables the pipeline
 //     does not capture: it grows with any write on the server until an acknowledged checkpoint

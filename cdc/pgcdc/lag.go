@@ -103,11 +103,20 @@ func (s *Source) measureLag(head pglogrepl.LSN, row *slotRow, resume *decodedChe
 		return lag, fmt.Errorf("pgcdc: lag: slot %s confirmed position: %w", s.opts.Slot, err)
 	}
 	lag.Retained = max(int64(head)-int64(restart), 0)
+	// An open stream that handed out nothing unacknowledged (a snapshot that found nothing,
+	// or whose last checkpoint is a snapshot one, included) has passed where it started
+	// streaming and the WAL end of every keepalive since.
+	var passed uint64
+	if st := s.open.Load(); st != nil {
+		passed, _ = st.passedAcked()
+	}
 	switch {
-	case resume == nil:
+	case resume == nil && passed == 0:
 		// No checkpoint: nothing is applied; what the server keeps is what lies ahead.
 		lag.Bytes = lag.Retained
 		return lag, nil
+	case resume == nil:
+		lag.Applied = passed
 	case resume.snap != nil:
 		// A snapshot is applied up to nothing of the stream: it starts at resume.lsn.
 		lag.Applied = uint64(resume.lsn)
@@ -122,6 +131,7 @@ func (s *Source) measureLag(head pglogrepl.LSN, row *slotRow, resume *decodedChe
 			lag.Applied = max(lag.Applied, st.caughtUp.Load())
 		}
 	}
+	lag.Applied = max(lag.Applied, passed)
 	lag.Bytes = max(int64(head)-int64(lag.Applied), 0)
 	return lag, nil
 }

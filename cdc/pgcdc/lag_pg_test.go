@@ -3,6 +3,7 @@ package pgcdc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,7 +93,10 @@ func TestLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if l := measure(ctx, t, src, nil); l.Retained < 0 || l.Bytes != l.Retained {
+	// Without a checkpoint, what the slot retains lies ahead -- until the stream streams: it
+	// has handed out nothing, so it has passed where it started.
+	if l := measure(ctx, t, src, nil); l.Retained < 0 || (l.Applied == 0 && l.Bytes != l.Retained) ||
+		(l.Applied != 0 && l.Bytes != max(int64(l.Head)-int64(l.Applied), 0)) {
 		t.Fatalf("Lag of a new slot without a checkpoint: %+v", l)
 	}
 
@@ -234,4 +238,83 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// TestLagAfterSnapshotCaughtUp (issue 31): a pipeline whose snapshot found nothing has no
+// checkpoint, yet an open stream has passed where it started and what the server sent since:
+// Applied reaches a write of another table. One whose snapshot delivered a row has passed
+// nothing until that row's checkpoint is acknowledged. Without that, a new pipeline on empty
+// tables looked ever further behind until a captured row changed.
+func TestLagAfterSnapshotCaughtUp(t *testing.T) {
+	dsn := testenv.Require(t, testenv.PostgresDSN)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sfx := suffix(t)
+	empty, one, noise := "pgtb_lagsnapempty_"+sfx, "pgtb_lagsnapone_"+sfx, "pgtb_lagsnapnoise_"+sfx
+	if err := execSQL(ctx, dsn, false,
+		"CREATE TABLE "+quote(empty)+" (id int PRIMARY KEY)",
+		"CREATE TABLE "+quote(one)+" (id int PRIMARY KEY)", "INSERT INTO "+quote(one)+" VALUES (1)",
+		"CREATE TABLE "+quote(noise)+" (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = execSQL(context.Background(), dsn, false, "DROP TABLE IF EXISTS "+quote(empty), "DROP TABLE IF EXISTS "+quote(one), "DROP TABLE IF EXISTS "+quote(noise))
+	})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	n := 0
+	write := func() pglogrepl.LSN {
+		t.Helper()
+		n++
+		if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s VALUES (%d)", quote(noise), n)); err != nil {
+			t.Fatal(err)
+		}
+		return walNow(ctx, t, conn)
+	}
+	reaches := func(src *pgcdc.Source, cp cdc.Checkpoint, what string) {
+		t.Helper()
+		x := write()
+		for {
+			l := measure(ctx, t, src, cp)
+			if l.Applied >= uint64(x) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: Applied %s never passed the other table's write at %s", what, pglogrepl.LSN(l.Applied), x)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	opts := pgcdc.Options{IdleCheckpointInterval: -1, StatusInterval: 100 * time.Millisecond}
+
+	opts.Tables = []pgcdc.Table{{Name: empty}}
+	src := pgtbSource(t, dsn, opts)
+	st, err := src.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reaches(src, nil, "an empty snapshot")
+	_ = st.Close()
+
+	opts.Tables = []pgcdc.Table{{Name: one}}
+	src = pgtbSource(t, dsn, opts)
+	st, err = src.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cp := cdctest.NextEvent(ctx, t, st).Checkpoint
+	y := write()
+	time.Sleep(500 * time.Millisecond) // several keepalives; none may count
+	if l := measure(ctx, t, src, nil); l.Applied >= uint64(y) || l.Applied != 0 {
+		t.Fatalf("Applied %s without a checkpoint and with the snapshot's row not acknowledged, want 0", pglogrepl.LSN(l.Applied))
+	}
+	if err := st.Ack(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	reaches(src, cp, "a snapshot of one row, acknowledged")
 }

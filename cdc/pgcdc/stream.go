@@ -1,6 +1,7 @@
 package pgcdc
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -52,6 +53,13 @@ type stream struct {
 	// yet acknowledged, with that checkpoint; Ack credits it once it reaches the checkpoint
 	// (issue 31: a burst, other tables' writes while it is being stored, then silence).
 	passedEnd atomic.Pointer[passedKeepalive]
+	// passedMax is the latest position the stream passed outside a transaction: where it
+	// started streaming, or a keepalive's WAL end. lastSent is the last checkpoint handed
+	// out, snapshot ones included; once it is acknowledged, so is everything delivered, and
+	// the pipeline has passed passedMax too (passedAcked: a pipeline whose snapshot found
+	// nothing, or ended on a snapshot checkpoint, is not behind on an idle server).
+	passedMax atomic.Uint64
+	lastSent  atomic.Pointer[sentCheckpoint]
 	// ackedStream is set once a stream checkpoint was acknowledged: after an initial snapshot,
 	// idle checkpoints wait for it, since the snapshot's rows precede the stream's start.
 	ackedStream atomic.Bool
@@ -159,6 +167,7 @@ func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	st.noteAcked(cp)
 	if d.snap != nil {
 		return nil // nothing to report to the server before streaming starts
 	}
@@ -171,6 +180,30 @@ func (st *stream) Ack(ctx context.Context, cp cdc.Checkpoint) error {
 	return nil
 }
 
+// sentCheckpoint is a checkpoint handed out, and whether Ack got it.
+type sentCheckpoint struct {
+	cp    cdc.Checkpoint
+	acked atomic.Bool
+}
+
+// noteAcked marks the last checkpoint handed out acknowledged when cp is it.
+func (st *stream) noteAcked(cp cdc.Checkpoint) {
+	if s := st.lastSent.Load(); s != nil && bytes.Equal(s.cp, cp) {
+		s.acked.Store(true)
+	}
+}
+
+// passedAcked returns passedMax when every checkpoint handed out is acknowledged (ok false
+// otherwise). passedMax is read first: a checkpoint handed out later, unacknowledged, then
+// shows.
+func (st *stream) passedAcked() (uint64, bool) {
+	p := st.passedMax.Load()
+	if s := st.lastSent.Load(); s != nil && !s.acked.Load() {
+		return 0, false
+	}
+	return p, true
+}
+
 // passedKeepalive is a keepalive's WAL end that waits for the acknowledgement of the
 // checkpoint delivered last before it.
 type passedKeepalive struct{ end, needs uint64 }
@@ -179,6 +212,7 @@ type passedKeepalive struct{ end, needs uint64 }
 // server sent up to it is stored once every checkpoint delivered before it is acknowledged --
 // now, or when Ack reaches it.
 func (st *stream) passed(end uint64) {
+	raiseTo(&st.passedMax, end)
 	needs := st.delivered.Load()
 	if st.acked.Load() >= needs {
 		raiseTo(&st.caughtUp, end)
@@ -294,6 +328,7 @@ func (st *stream) runAll(ctx context.Context) error {
 		return fmt.Errorf("pgcdc: start replication on slot %s at %s: %w", st.opts().Slot, st.plan.start, st.startError(ctx, err))
 	}
 	st.streaming = true
+	raiseTo(&st.passedMax, uint64(st.plan.start))
 	st.opts().Logger.Info("pgcdc: streaming", "slot", st.opts().Slot, "from", st.plan.start.String())
 	if st.verify != nil {
 		if err := st.startVerify(ctx); err != nil {
@@ -513,6 +548,9 @@ func (st *stream) snapshotCheckpoint(state *snapshotState) cdc.Checkpoint {
 // would otherwise end the connection after wal_sender_timeout, and answers its reply requests
 // (a shutdown must not wait for the consumer).
 func (st *stream) emit(ctx context.Context, ev cdc.Event) error {
+	if ev.Checkpoint != nil {
+		st.lastSent.Store(&sentCheckpoint{cp: ev.Checkpoint})
+	}
 	select {
 	case st.events <- ev:
 		return nil
