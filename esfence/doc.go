@@ -246,10 +246,18 @@
 //
 // # Privileges
 //
-// The sink's user needs the monitor cluster privilege (cluster settings and state) and, on its
-// indices, create_index, manage_aliases, write and view_index_metadata; reindexing also
-// delete_index (retired generations) and, to migrate a legacy index, manage on it (the
-// remove_index action).
+// The least roles, per engine and per use (mirror run, reindex, drop with indices, record
+// store), written as the role a user pastes, are in docs/privileges.md, each proven on secured
+// servers. In short, on Elasticsearch the sink's user needs the monitor cluster privilege
+// (cluster settings, state and nodes info) and, on its index pattern and on df-w-* (the write
+// aliases, which Elasticsearch checks by their own names), create_index, view_index_metadata,
+// write (also PUT _mapping), read (the _mget of unchanged TOAST values) and the action
+// indices:admin/aliases: the specification's manage_aliases does not exist on Elasticsearch
+// (a role naming it is refused), and the only named privilege holding that action is manage.
+// Reindexing adds maintenance (the refresh before a switch) and delete_index (retired
+// generations); dropping with indices needs view_index_metadata and delete_index alone.
+// OpenSearch also checks _bulk and _mget as cluster-level actions (indices:data/write/bulk,
+// indices:data/read/mget) and has manage_aliases but no view_index_metadata.
 //
 // # What fencing does not promise
 //
