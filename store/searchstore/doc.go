@@ -19,10 +19,12 @@
 // under Errors says.
 //
 // Proven on a three-node Elasticsearch cluster (TestFaultClusterNodeKill,
-// multinode_fault_test.go, a fault test): the node holding an index's primary killed (kill -9)
-// under a loop of puts and gets, calls go on succeeding while it is down, only calls in
-// flight at the kill may fail (retryable: KindUnavailable, KindOutcomeUnknown for a put),
-// and every acknowledged put reads back after it.
+// multinode_fault_test.go, a fault test): the node holding an index's primary, then the first
+// URL's node, killed (kill -9) under a loop of puts and gets, calls go on succeeding while it
+// is down; only calls in flight at the kill may fail, or sent within a moment after it on a
+// pooled connection to the dead node (reset: such a request is never sent again, not even a
+// read), retryable (KindUnavailable, KindOutcomeUnknown for a put); every acknowledged put
+// reads back after it.
 //
 // # Records
 //
