@@ -74,11 +74,10 @@ func TestSinkPostgresSchemaPattern(t *testing.T) {
 		waitDocs(t, s, done, index("first"), []string{"2"}, "after the bad table", func(d map[string]map[string]any) bool {
 			return d["2"]["name"] == "two"
 		})
-		dlq := k.dlqForTest
-		dlq.mu.Lock()
-		defer dlq.mu.Unlock()
-		if len(dlq.recs) != 1 || dlq.recs[0].Event.Table.Table != "bad name" || !strings.HasPrefix(dlq.recs[0].Reason, "invalid_index_name: ") {
-			t.Fatalf("dead letters %+v, want the one row of the table named %q", dlq.recs, "bad name")
+		// The runner writes a batch's dead letters after its documents are visible: wait.
+		recs := k.dlqForTest.waitRecords(t, 1)
+		if len(recs) != 1 || recs[0].Event.Table.Table != "bad name" || !strings.HasPrefix(recs[0].Reason, "invalid_index_name: ") {
+			t.Fatalf("dead letters %+v, want the one row of the table named %q", recs, "bad name")
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,25 @@ func (d *memDLQ) WriteDeadLetters(_ context.Context, r []cdc.DeadLetterRecord) e
 	defer d.mu.Unlock()
 	d.recs = append(d.recs, r...)
 	return nil
+}
+
+// waitRecords waits until at least n dead letters were written, within a generous bound (the
+// runner writes them after the batch's documents are visible), and returns a copy of them.
+func (d *memDLQ) waitRecords(t *testing.T, n int) []cdc.DeadLetterRecord {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		d.mu.Lock()
+		recs := slices.Clone(d.recs)
+		d.mu.Unlock()
+		if len(recs) >= n {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dead letters after 2 min, want %d", len(recs), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func pgExec(t *testing.T, dsn string, stmts ...string) {

@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
@@ -262,57 +259,8 @@ func TestPrepareClusterWithoutThePrivilege(t *testing.T) {
 	})
 }
 
-// newUser is searchtest's NewUser for one cluster grant (read on h3-*), each security request
-// sent again on a 409: OpenSearch's security index answers "version conflict" while other
-// tests change users and roles at the same time.
+// newUser is a user whose role holds the cluster privileges and read on h3-*.
 func newUser(t *testing.T, s *searchtest.Secure, base string, cluster []string) (user, password string) {
 	t.Helper()
-	name := estest.UniqueName(t, base)
-	role := name + "-role"
-	user, password = name+"-user", "Pw-"+estest.RandomHex(t, 8)+"-x9!"
-	if cluster == nil {
-		cluster = []string{}
-	}
-	cl, _ := json.Marshal(cluster)
-	must := func(method, path, body string) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			st, b := s.Do(t, method, path, body)
-			switch {
-			case st >= 200 && st <= 299:
-				return
-			case st == http.StatusConflict && time.Now().Before(deadline):
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			t.Fatalf("%s %s: status %d: %s", method, path, st, b)
-		}
-	}
-	if s.OpenSearch() {
-		must("PUT", "/_plugins/_security/api/roles/"+role, `{"cluster_permissions":`+string(cl)+`,"index_permissions":[{"index_patterns":["h3-*"],"allowed_actions":["read"]}]}`)
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
-		must("PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
-		must("PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+user+`"]}`)
-		t.Cleanup(func() {
-			s.Do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "")
-			s.Do(t, "DELETE", "/_plugins/_security/api/internalusers/"+user, "")
-		})
-	} else {
-		must("PUT", "/_security/role/"+role, `{"cluster":`+string(cl)+`,"indices":[{"names":["h3-*"],"privileges":["read"]}]}`)
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/role/"+role, "") })
-		must("PUT", "/_security/user/"+user, `{"password":"`+password+`","roles":["`+role+`"]}`)
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/user/"+user, "") })
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		st, _ := s.DoAs(t, user, password, "GET", s.WhoAmIPath(), "")
-		if st == http.StatusOK {
-			return user, password
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("user %s does not authenticate after 2 min (status %d)", user, st)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return s.NewUser(t, base, searchtest.Grant{Cluster: cluster, Index: []string{"read"}, Patterns: []string{"h3-*"}})
 }

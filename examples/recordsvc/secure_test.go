@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +19,8 @@ import (
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 
+	"github.com/tributary-dev/tributary/internal/privtest"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
@@ -29,120 +28,6 @@ import (
 // and inline, a client certificate with a server name, a stopped node listed first, a role
 // that does not cover one dataset (ERROR_KIND_PERMISSION_DENIED for that dataset's items only,
 // naming the action), and a wrong password (authentication failed; the store NOT_SERVING).
-
-// secureAdmin is an admin client of a secured server (plain net/http: not the code under
-// test).
-type secureAdmin struct {
-	testenv.Secure
-	client *http.Client
-}
-
-func newSecureAdmin(t *testing.T, s testenv.Secure) *secureAdmin {
-	cfg, err := s.TLSConfig(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &secureAdmin{Secure: s, client: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}}
-}
-
-func (a *secureAdmin) openSearch() bool { return a.Server == testenv.SecureOpenSearch }
-
-func (a *secureAdmin) do(t *testing.T, method, path, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, a.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(a.User, a.Password)
-	res, err := a.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
-}
-
-func (a *secureAdmin) must(t *testing.T, method, path, body string) {
-	t.Helper()
-	if status, b := a.do(t, method, path, body); status < 200 || status > 299 {
-		t.Fatalf("%s %s: status %d: %s", method, path, status, b)
-	}
-}
-
-// recordStoreRole creates the record store's least-privilege role (store/searchstore's
-// Privileges table) on pattern and, when user is set, that user holding it; when user is
-// empty the role is mapped to the client certificate's user instead (OpenSearch only: its
-// certificate role lacks the cluster-level _bulk and _mget actions). All is removed when the
-// test ends.
-func (a *secureAdmin) recordStoreRole(t *testing.T, name, user, password, pattern string) {
-	t.Helper()
-	role := name + "-role"
-	if a.openSearch() {
-		a.must(t, "PUT", "/_plugins/_security/api/roles/"+role, `{"cluster_permissions":["indices:data/write/bulk","indices:data/read/mget"],
-			"index_permissions":[{"index_patterns":["`+pattern+`"],"allowed_actions":["read","write","indices:admin/get"]}]}`)
-		t.Cleanup(func() { a.do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
-		mapped := a.ClientUser
-		if user != "" {
-			a.must(t, "PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
-			t.Cleanup(func() { a.do(t, "DELETE", "/_plugins/_security/api/internalusers/"+user, "") })
-			mapped = user
-		}
-		a.must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+mapped+`"]}`)
-		t.Cleanup(func() { a.do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "") })
-		a.waitRole(t, user, password, role)
-		return
-	}
-	if user == "" {
-		return // Elasticsearch's certificate role covers every index
-	}
-	a.must(t, "PUT", "/_security/role/"+role, `{"indices":[{"names":["`+pattern+`"],"privileges":["read","write","view_index_metadata"]}]}`)
-	t.Cleanup(func() { a.do(t, "DELETE", "/_security/role/"+role, "") })
-	a.must(t, "PUT", "/_security/user/"+user, `{"password":"`+password+`","roles":["`+role+`"]}`)
-	t.Cleanup(func() { a.do(t, "DELETE", "/_security/user/"+user, "") })
-	a.waitRole(t, user, password, role)
-}
-
-// waitRole waits until the user (the certificate's when user is empty) authenticates with
-// role.
-func (a *secureAdmin) waitRole(t *testing.T, user, password, role string) {
-	t.Helper()
-	path := "/_security/_authenticate"
-	if a.openSearch() {
-		path = "/_plugins/_security/authinfo"
-	}
-	client := a.client
-	if user == "" {
-		cfg, err := a.TLSConfig(true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 30 * time.Second}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", a.URL+path, nil)
-		if user != "" {
-			req.SetBasicAuth(user, password)
-		}
-		var info struct {
-			Roles []string `json:"roles"`
-		}
-		res, err := client.Do(req)
-		if err == nil {
-			_ = json.NewDecoder(res.Body).Decode(&info)
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK && slices.Contains(info.Roles, role) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the user has not got role %s after 30s (%v)", role, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 func stoppedNodeURL(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -154,30 +39,29 @@ func stoppedNodeURL(t *testing.T) string {
 	return u
 }
 
-func TestSecureSearchStoresES(t *testing.T) {
-	testSecureSearchStores(t, testenv.RequireSecure(t, testenv.SecureES), "elasticsearch")
+// TestSecureSearchStores runs per secured server (searchtest.EachSecure): elasticsearch,
+// opensearch.
+func TestSecureSearchStores(t *testing.T) {
+	searchtest.EachSecure(t, func(t *testing.T, a *searchtest.Secure) {
+		kind := "elasticsearch"
+		if a.OpenSearch() {
+			kind = "opensearch"
+		}
+		testSecureSearchStores(t, a, kind)
+	})
 }
 
-func TestSecureSearchStoresOpenSearch(t *testing.T) {
-	testSecureSearchStores(t, testenv.RequireSecure(t, testenv.SecureOpenSearch), "opensearch")
-}
-
-func testSecureSearchStores(t *testing.T, sec testenv.Secure, kind string) {
-	a := newSecureAdmin(t, sec)
+func testSecureSearchStores(t *testing.T, a *searchtest.Secure, kind string) {
+	sec := a.Secure
 	base := uniqueName("recordsvc-secure")
 	ok, denied := base+"-ok", base+"-denied"
-	for _, ix := range []string{ok, denied} {
-		a.must(t, "PUT", "/"+ix, `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)
-		t.Cleanup(func() { a.do(t, "DELETE", "/"+ix, "") })
-	}
-	user, password := base+"-user", "Pw-"+fmt.Sprint(time.Now().UnixNano())+"-x9!"
-	a.recordStoreRole(t, base, user, password, base+"-ok*")
-	a.recordStoreRole(t, base+"-cert", "", "", base+"-ok*")
-	caPEM, err := os.ReadFile(sec.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("RECORDSVC_TEST_CA_PEM", string(caPEM))
+	a.Index(t, ok, "")
+	a.Index(t, denied, "")
+	// The record store's least-privilege role (store/searchstore's Privileges table); the
+	// client certificate's own role (tributary_cert) allows every action.
+	role := privtest.Pick(a, privtest.ESRecordStore, privtest.OSRecordStore)
+	user, password := a.NewUser(t, base, role.Grant([]string{base + "-ok*"}))
+	t.Setenv("RECORDSVC_TEST_CA_PEM", string(a.CA))
 	t.Setenv("RECORDSVC_TEST_PASSWORD", password)
 	byAddress := strings.Replace(sec.URL, "://localhost:", "://127.0.0.1:", 1)
 	health := fmt.Sprintf("health: {dataset: %s-health}", ok) // in the role's pattern; need not exist
@@ -229,8 +113,7 @@ stores:
 				t.Fatal(err)
 			}
 			if store == "cert" {
-				// The certificate's own role covers every index (on OpenSearch, with the
-				// cluster-level actions of the role this test adds).
+				// The certificate's own role covers every index.
 				wantOutcomes(t, "write", w.Results, recordv1.Outcome_OUTCOME_CREATED, recordv1.Outcome_OUTCOME_CREATED)
 				wantOutcomes(t, "read", r.Results, recordv1.Outcome_OUTCOME_FOUND, recordv1.Outcome_OUTCOME_FOUND)
 				return

@@ -6,14 +6,9 @@
 package privtest
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/search/searchtest"
 )
 
@@ -108,74 +103,27 @@ func (r Role) Without(p string) Role {
 	return out
 }
 
-// Body is the role as the security API takes it, the index privileges on patterns: an
-// Elasticsearch role descriptor (PUT _security/role/<name>) or an OpenSearch role (PUT
-// _plugins/_security/api/roles/<name>).
-func (r Role) Body(openSearch bool, patterns []string) string {
-	list := func(v []string) string {
-		if v == nil {
-			v = []string{}
-		}
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
-	if openSearch {
-		return fmt.Sprintf(`{"cluster_permissions":%s,"index_permissions":[{"index_patterns":%s,"allowed_actions":%s}]}`,
-			list(r.Cluster), list(patterns), list(r.Index))
-	}
-	return fmt.Sprintf(`{"cluster":%s,"indices":[{"names":%s,"privileges":%s}]}`, list(r.Cluster), list(patterns), list(r.Index))
+// Grant is r on patterns, as searchtest grants it.
+func (r Role) Grant(patterns []string) searchtest.Grant {
+	return searchtest.Grant{Cluster: r.Cluster, Index: r.Index, Patterns: patterns}
 }
 
-// Account is a user holding one role of its own on the secured server, both removed when the
-// test ends; Set changes the role in place.
+// Account is a user holding one role of its own on the secured server (searchtest.Account),
+// granted on fixed index patterns; Set changes the role in place.
 type Account struct {
-	s                    *searchtest.Secure
-	Patterns             []string
-	RoleName             string
-	User, Password       string
-	rolePath, mappedPath string
+	*searchtest.Account
+	Patterns []string
 }
 
 // NewAccount creates a role r on patterns and a user holding it (names from base and a unique
-// suffix), and waits until the user authenticates.
+// suffix), removed when the test ends, and waits until the user authenticates with the role.
 func NewAccount(t testing.TB, s *searchtest.Secure, base string, patterns []string, r Role) *Account {
 	t.Helper()
-	name := estest.UniqueName(t, base)
-	a := &Account{s: s, Patterns: patterns, RoleName: name + "-role", User: name + "-user", Password: "Pw-" + estest.RandomHex(t, 8) + "-x9!"}
-	if s.OpenSearch() {
-		a.rolePath = "/_plugins/_security/api/roles/" + a.RoleName
-		a.Set(t, r)
-		t.Cleanup(func() { s.Do(t, "DELETE", a.rolePath, "") })
-		s.Must(t, "PUT", "/_plugins/_security/api/internalusers/"+a.User, `{"password":"`+a.Password+`"}`)
-		s.Must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+a.RoleName, `{"users":["`+a.User+`"]}`)
-		t.Cleanup(func() {
-			s.Do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+a.RoleName, "")
-			s.Do(t, "DELETE", "/_plugins/_security/api/internalusers/"+a.User, "")
-		})
-	} else {
-		a.rolePath = "/_security/role/" + a.RoleName
-		a.Set(t, r)
-		t.Cleanup(func() { s.Do(t, "DELETE", a.rolePath, "") })
-		s.Must(t, "PUT", "/_security/user/"+a.User, `{"password":"`+a.Password+`","roles":["`+a.RoleName+`"]}`)
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/user/"+a.User, "") })
-	}
-	start := time.Now()
-	for {
-		st, _ := s.DoAs(t, a.User, a.Password, "GET", s.WhoAmIPath(), "")
-		if st == http.StatusOK {
-			return a
-		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("user %s does not authenticate after 2 min (status %d)", a.User, st)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return &Account{Account: s.NewAccount(t, base, r.Grant(patterns)), Patterns: patterns}
 }
 
-// Set replaces the account's role by r. Both engines apply a role change to the next request
-// (Elasticsearch clears its role cache, OpenSearch reloads its security configuration before
-// answering).
+// Set replaces the account's role by r on the account's patterns.
 func (a *Account) Set(t testing.TB, r Role) {
 	t.Helper()
-	a.s.Must(t, "PUT", a.rolePath, r.Body(a.s.OpenSearch(), a.Patterns))
+	a.Account.Set(t, r.Grant(a.Patterns))
 }

@@ -14,7 +14,8 @@
 # internal users (tributary-admin, mapped to all_access, which may use the _plugins/_security REST
 # API to create roles and users at run time), then client certificates (clientauth_mode OPTIONAL):
 # one signed by the CA authenticates as its CN, tributary-client, mapped to the role tributary_cert
-# (cluster_all, indices_all on every index). A basic-auth header wins over a client certificate.
+# (cluster_all and cluster_composite_ops, indices_all on every index: every right). A basic-auth
+# header wins over a client certificate.
 # action.auto_create_index is left unset: a stock cluster.
 TESTENV_NAME=os-secure
 # shellcheck source=scripts/testenv/lib.sh
@@ -159,10 +160,12 @@ $OSS_USER:
 YML
   cat >>"$sec/roles.yml" <<'YML'
 
-# The role of the client certificate's user (roles_mapping.yml).
+# The role of the client certificate's user (roles_mapping.yml): every right. OpenSearch checks
+# _bulk and _mget as cluster-level actions (indices:data/write/bulk, indices:data/read/mget),
+# which cluster_all (cluster:*) does not cover: cluster_composite_ops does.
 tributary_cert:
   reserved: false
-  cluster_permissions: [ "cluster_all" ]
+  cluster_permissions: [ "cluster_all", "cluster_composite_ops" ]
   index_permissions:
     - index_patterns: [ "*" ]
       allowed_actions: [ "indices_all" ]

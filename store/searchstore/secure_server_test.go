@@ -2,19 +2,16 @@ package searchstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/internal/estest"
-	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/internal/privtest"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/store/driver"
 	"github.com/tributary-dev/tributary/store/searchstore"
 )
@@ -24,193 +21,18 @@ import (
 // privilege of it removed in turn (the named refusal), client certificates, server names and a
 // stopped node listed first.
 
-// secureEngine is one secured server and an admin client of it (plain net/http, so that what
-// sets the test up is not the code under test).
-type secureEngine struct {
-	testenv.Secure
-	ca     []byte
-	client *http.Client
-}
+// secureEngine is one secured server, with searchtest's admin client of it.
+type secureEngine struct{ *searchtest.Secure }
 
 // eachSecure runs f as a subtest per secured server whose variables are set.
 func eachSecure(t *testing.T, f func(t *testing.T, e *secureEngine)) {
-	for _, srv := range []testenv.SecureServer{testenv.SecureES, testenv.SecureOpenSearch} {
-		t.Run(srv.String(), func(t *testing.T) {
-			s := testenv.RequireSecure(t, srv)
-			ca, err := os.ReadFile(s.CAFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := s.TLSConfig(false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f(t, &secureEngine{Secure: s, ca: ca, client: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}})
-		})
-	}
+	searchtest.EachSecure(t, func(t *testing.T, s *searchtest.Secure) { f(t, &secureEngine{s}) })
 }
 
-func (e *secureEngine) openSearch() bool { return e.Server == testenv.SecureOpenSearch }
-
-// do sends one admin request and returns the status and the body; a transport error fails the
-// test.
-func (e *secureEngine) do(t testing.TB, method, path, body string) (int, []byte) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
-	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, e.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(e.User, e.Password)
-	res, err := e.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
-}
-
-func (e *secureEngine) must(t testing.TB, method, path, body string) []byte {
-	t.Helper()
-	status, b := e.do(t, method, path, body)
-	if status < 200 || status > 299 {
-		t.Fatalf("%s %s: status %d: %s", method, path, status, b)
-	}
-	return b
-}
-
-// index creates a one-shard index without replicas (a single node) and deletes it when the
-// test ends.
-func (e *secureEngine) index(t testing.TB, name string) {
-	t.Helper()
-	e.must(t, "PUT", "/"+name, `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`)
-	t.Cleanup(func() { e.do(t, "DELETE", "/"+name, "") })
-}
-
-// grant is a role: cluster privileges (Elasticsearch) or permissions (OpenSearch), and the
-// privileges or actions on the index patterns.
-type grant struct {
-	cluster []string
-	index   []string
-}
-
-// recordStoreGrant is the least privilege of a store.Service over this adapter, reads and
-// writes (the package documentation's table): Elasticsearch read, write and
-// view_index_metadata (the dataset check, HEAD /<index>, is indices:admin/get) on the
-// datasets; OpenSearch the same on the index, plus the cluster-level actions it checks _bulk
-// and _mget as.
-func (e *secureEngine) recordStoreGrant() grant {
-	if e.openSearch() {
-		return grant{cluster: []string{"indices:data/write/bulk", "indices:data/read/mget"}, index: []string{"read", "write", "indices:admin/get"}}
-	}
-	return grant{index: []string{"read", "write", "view_index_metadata"}}
-}
-
-// user creates a role with g on the index patterns and a user holding it, removed when the
-// test ends, and waits until the user authenticates. putRole changes the role later.
-func (e *secureEngine) user(t testing.TB, g grant, patterns ...string) (user, password, role string) {
-	t.Helper()
-	name := estest.UniqueName(t, "searchstore-secure")
-	role, user, password = name+"-role", name+"-user", "Pw-"+estest.RandomHex(t, 8)+"-x9!"
-	e.putRole(t, role, g, patterns)
-	if e.openSearch() {
-		t.Cleanup(func() { e.do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
-		e.must(t, "PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
-		e.must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+user+`"]}`)
-		t.Cleanup(func() {
-			e.do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "")
-			e.do(t, "DELETE", "/_plugins/_security/api/internalusers/"+user, "")
-		})
-	} else {
-		t.Cleanup(func() { e.do(t, "DELETE", "/_security/role/"+role, "") })
-		e.must(t, "PUT", "/_security/user/"+user, `{"password":"`+password+`","roles":["`+role+`"]}`)
-		t.Cleanup(func() { e.do(t, "DELETE", "/_security/user/"+user, "") })
-	}
-	// A new user may take a moment to reach the node's caches.
-	whoami := "/_security/_authenticate"
-	if e.openSearch() {
-		whoami = "/_plugins/_security/authinfo"
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req, _ := http.NewRequest("GET", e.URL+whoami, nil)
-		req.SetBasicAuth(user, password)
-		res, err := e.client.Do(req)
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return user, password, role
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("user %s does not authenticate after 30s: %v", user, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// putRole creates or replaces a role: g on the index patterns.
-func (e *secureEngine) putRole(t testing.TB, role string, g grant, patterns []string) {
-	t.Helper()
-	list := func(v []string) string {
-		if v == nil {
-			v = []string{}
-		}
-		b, _ := json.Marshal(v)
-		return string(b)
-	}
-	if e.openSearch() {
-		e.must(t, "PUT", "/_plugins/_security/api/roles/"+role, fmt.Sprintf(`{"cluster_permissions":%s,"index_permissions":[{"index_patterns":%s,"allowed_actions":%s}]}`, list(g.cluster), list(patterns), list(g.index)))
-	} else {
-		e.must(t, "PUT", "/_security/role/"+role, fmt.Sprintf(`{"cluster":%s,"indices":[{"names":%s,"privileges":%s}]}`, list(g.cluster), list(patterns), list(g.index)))
-	}
-}
-
-// grantCertUser gives the client certificate's user the record store's role on index too,
-// until the test ends. On Elasticsearch its role already covers every index; OpenSearch's
-// (cluster_all, indices_all) lacks the cluster-level actions _bulk and _mget are checked as
-// (indices:data/write/bulk, indices:data/read/mget: not cluster:*), so a role of this test's
-// is mapped to it as well.
-func (e *secureEngine) grantCertUser(t testing.TB, index string) {
-	t.Helper()
-	if !e.openSearch() {
-		return
-	}
-	role := estest.UniqueName(t, "searchstore-secure-cert")
-	e.putRole(t, role, e.recordStoreGrant(), []string{index})
-	t.Cleanup(func() { e.do(t, "DELETE", "/_plugins/_security/api/roles/"+role, "") })
-	e.must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+e.ClientUser+`"]}`)
-	t.Cleanup(func() { e.do(t, "DELETE", "/_plugins/_security/api/rolesmapping/"+role, "") })
-	cfg, err := e.TLSConfig(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var info struct {
-			Roles []string `json:"roles"`
-		}
-		res, err := c.Get(e.URL + "/_plugins/_security/authinfo")
-		if err == nil {
-			_ = json.NewDecoder(res.Body).Decode(&info)
-			res.Body.Close()
-			if slices.Contains(info.Roles, role) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the certificate's user has not got role %s after 30s (%v)", role, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// recordStoreRole is the least privilege of a store.Service over this adapter, reads and
+// writes (the package documentation's table, privtest's roles).
+func (e *secureEngine) recordStoreRole() privtest.Role {
+	return privtest.Pick(e.Secure, privtest.ESRecordStore, privtest.OSRecordStore)
 }
 
 // store opens the adapter on the server with opts (URLs: the server's unless given).
@@ -236,7 +58,7 @@ func secPut(a driver.Address, doc string, cond driver.Condition) driver.Write {
 }
 
 func ctxOf(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // CI's servers share two cores
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -262,10 +84,10 @@ func TestSecureRecordStoreRole(t *testing.T) {
 	eachSecure(t, func(t *testing.T, e *secureEngine) {
 		base := estest.UniqueName(t, "searchstore-secure")
 		ok, denied := base+"-ok", base+"-denied"
-		e.index(t, ok)
-		e.index(t, denied)
-		user, password, _ := e.user(t, e.recordStoreGrant(), base+"-ok*")
-		s := e.store(t, searchstore.Options{Username: user, Password: password, CACert: e.ca})
+		e.Index(t, ok, "")
+		e.Index(t, denied, "")
+		user, password := e.NewUser(t, "searchstore-secure", e.recordStoreRole().Grant([]string{base + "-ok*"}))
+		s := e.store(t, searchstore.Options{Username: user, Password: password, CACert: e.CA})
 		ctx := ctxOf(t)
 
 		res, err := s.Write(ctx, []driver.Write{
@@ -306,12 +128,11 @@ func TestSecureRecordStoreRole(t *testing.T) {
 // engine refused.
 func TestSecureRecordStorePrivilegeRemoved(t *testing.T) {
 	eachSecure(t, func(t *testing.T, e *secureEngine) {
-		full := e.recordStoreGrant()
+		full := e.recordStoreRole()
 		type removal struct {
-			cluster bool   // a cluster privilege, else an index one
-			name    string // the privilege removed
-			read    bool   // the read fails, else the write
-			action  string // what the refusal names
+			name   string // the privilege removed (cluster or index)
+			read   bool   // the read fails, else the write
+			action string // what the refusal names
 		}
 		// Elasticsearch refuses a whole _bulk or _mget when the user holds the privilege on
 		// no index at all (indices:data/write/bulk, indices:data/read/mget), and per item on
@@ -321,22 +142,22 @@ func TestSecureRecordStorePrivilegeRemoved(t *testing.T) {
 			{name: "write", action: "indices:data/write/bulk"},
 			{name: "view_index_metadata", action: "indices:admin/get"},
 		}
-		if e.openSearch() {
+		if e.OpenSearch() {
 			cases = []removal{
-				{cluster: true, name: "indices:data/write/bulk", action: "indices:data/write/bulk"},
-				{cluster: true, name: "indices:data/read/mget", read: true, action: "indices:data/read/mget"},
+				{name: "indices:data/write/bulk", action: "indices:data/write/bulk"},
+				{name: "indices:data/read/mget", read: true, action: "indices:data/read/mget"},
 				{name: "read", read: true, action: "indices:data/read/mget[shard]"},
 				{name: "write", action: "indices:data/write/bulk[s]"},
 				{name: "indices:admin/get", action: "indices:admin/get"},
 			}
 		}
 		base := estest.UniqueName(t, "searchstore-secure")
-		e.index(t, base)
-		e.must(t, "PUT", "/"+base+"/_doc/1?refresh=true", `{"a":1}`)
+		e.Index(t, base, "")
+		e.Must(t, "PUT", "/"+base+"/_doc/1?refresh=true", `{"a":1}`)
 		// One user, its role replaced for each case (creating users is slow: password hashing).
-		user, password, role := e.user(t, full, base)
+		acct := e.NewAccount(t, "searchstore-secure", full.Grant([]string{base}))
 		// Every write checks its dataset (no cache), so that the check's privilege is needed.
-		s := e.store(t, searchstore.Options{Username: user, Password: password, CACert: e.ca, DatasetTTL: time.Nanosecond})
+		s := e.store(t, searchstore.Options{Username: acct.User, Password: acct.Password, CACert: e.CA, DatasetTTL: time.Nanosecond})
 		ctx := ctxOf(t)
 		// read and write return the failure of one operation; a whole call refused is its
 		// items' failure, as the Service reports it.
@@ -359,19 +180,13 @@ func TestSecureRecordStorePrivilegeRemoved(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(strings.ReplaceAll(c.name, "/", "_"), func(t *testing.T) {
-				g := grant{cluster: slices.Clone(full.cluster), index: slices.Clone(full.index)}
-				if c.cluster {
-					g.cluster = slices.DeleteFunc(g.cluster, func(p string) bool { return p == c.name })
-				} else {
-					g.index = slices.DeleteFunc(g.index, func(p string) bool { return p == c.name })
-				}
-				e.putRole(t, role, g, []string{base})
+				acct.Set(t, full.Without(c.name).Grant([]string{base}))
 				failing, other := write, read
 				if c.read {
 					failing, other = read, write
 				}
 				// The role's change reaches the node's privilege cache soon after the PUT.
-				deadline := time.Now().Add(30 * time.Second)
+				deadline := time.Now().Add(2 * time.Minute)
 				err := failing()
 				for err == nil && time.Now().Before(deadline) {
 					time.Sleep(100 * time.Millisecond)
@@ -393,7 +208,7 @@ func TestSecureRecordStorePrivilegeRemoved(t *testing.T) {
 func TestSecureCredentialsAndTLS(t *testing.T) {
 	eachSecure(t, func(t *testing.T, e *secureEngine) {
 		base := estest.UniqueName(t, "searchstore-secure")
-		e.index(t, base)
+		e.Index(t, base, "")
 		cert, err := os.ReadFile(e.ClientCertFile)
 		if err != nil {
 			t.Fatal(err)
@@ -412,14 +227,14 @@ func TestSecureCredentialsAndTLS(t *testing.T) {
 		}
 
 		t.Run("client_certificate", func(t *testing.T) {
-			e.grantCertUser(t, base)
-			s := e.store(t, searchstore.Options{CACert: e.ca, ClientCert: cert, ClientKey: key})
+			// The certificate's own role (tributary_cert) allows every action.
+			s := e.store(t, searchstore.Options{CACert: e.CA, ClientCert: cert, ClientKey: key})
 			if err := put(s, "cert"); err != nil {
 				t.Fatal(err)
 			}
 		})
 		t.Run("wrong_password", func(t *testing.T) {
-			s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password + "-wrong", CACert: e.ca})
+			s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password + "-wrong", CACert: e.CA})
 			err := put(s, "x")
 			wantDenied(t, "wrong password", err, "authentication failed", "basic")
 			if strings.Contains(err.Error(), e.Password) {
@@ -432,11 +247,11 @@ func TestSecureCredentialsAndTLS(t *testing.T) {
 		t.Run("server_name", func(t *testing.T) {
 			// The node's certificate names localhost and 127.0.0.1.
 			u := strings.Replace(e.URL, "://localhost:", "://127.0.0.1:", 1)
-			s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.ca, ServerName: "localhost"}, u)
+			s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.CA, ServerName: "localhost"}, u)
 			if err := put(s, "sni"); err != nil {
 				t.Fatal(err)
 			}
-			s = e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.ca, ServerName: "not-the-node.test"}, u)
+			s = e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.CA, ServerName: "not-the-node.test"}, u)
 			if err := put(s, "x"); driver.KindOf(err) != driver.KindInternal || !strings.Contains(fmt.Sprint(err), "certificate does not verify") {
 				t.Fatalf("a server name the certificate lacks: %v", err)
 			}
@@ -455,14 +270,14 @@ func TestSecureCredentialsAndTLS(t *testing.T) {
 func TestSecureStoppedNodeFirst(t *testing.T) {
 	eachSecure(t, func(t *testing.T, e *secureEngine) {
 		base := estest.UniqueName(t, "searchstore-secure")
-		e.index(t, base)
+		e.Index(t, base, "")
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		dead := "https://" + l.Addr().String()
 		l.Close()
-		s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.ca, DatasetTTL: time.Nanosecond}, dead, e.URL)
+		s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.CA, DatasetTTL: time.Nanosecond}, dead, e.URL)
 		ctx := ctxOf(t)
 		for i := range 20 {
 			a := secAddr(base, fmt.Sprint(i))

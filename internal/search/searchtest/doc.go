@@ -33,6 +33,13 @@
 // # Secured servers
 //
 // [EachSecure] runs a test on es-secure and os-secure (testenv.RequireSecure) with a [Secure]
-// admin client of plain net/http: [Secure.NewUser] makes a user whose role holds exactly a
-// [Grant] (cluster privileges, index privileges on patterns), removed when the test ends.
+// admin client of plain net/http, the one helper of the tests that change users and roles:
+// [Secure.NewAccount] (and [Secure.NewUser]) makes a role holding exactly a [Grant] (cluster
+// privileges, index privileges on patterns) and a user mapped to it, removed when the test
+// ends, and waits until the user authenticates WITH the role (both engines cache users and
+// mappings); [Account.Set] and [Secure.PutRole] change a role; [Secure.MapCertUser] maps a role
+// to the client certificate's user; [Secure.WaitRole] waits for a mapping. Every change of the
+// security configuration answered 409 is sent again for up to 2 minutes ([Secure.Must],
+// [Secure.Remove]): OpenSearch keeps each kind of it in one document, so the changes of
+// concurrent tests conflict.
 package searchtest

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,16 +77,20 @@ func (s *Secure) DoAs(t testing.TB, user, password, method, path, body string) (
 	return res.StatusCode, b
 }
 
-// Must is Do that fails the test on a status other than 2xx. A 409 is sent again (for a
-// minute): OpenSearch keeps each kind of security configuration (roles, users, mappings) in
-// one document, so changes made at once by concurrent tests conflict.
+// conflictBound is how long a security change answered 409 is sent again: OpenSearch keeps
+// each kind of security configuration (roles, users, mappings) in one document, so changes
+// made at once by concurrent tests (packages run in parallel) conflict.
+const conflictBound = 2 * time.Minute
+
+// Must is Do that fails the test on a status other than 2xx. A 409 is sent again, with a
+// random pause, until conflictBound has passed.
 func (s *Secure) Must(t testing.TB, method, path, body string) []byte {
 	t.Helper()
 	start := time.Now()
 	for {
 		st, b := s.Do(t, method, path, body)
-		if st == http.StatusConflict && time.Since(start) < time.Minute {
-			time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+		if st == http.StatusConflict && time.Since(start) < conflictBound {
+			time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 			continue
 		}
 		if st < 200 || st > 299 {
@@ -95,23 +100,33 @@ func (s *Secure) Must(t testing.TB, method, path, body string) []byte {
 	}
 }
 
-// remove deletes path as the admin at the end of a test, sending it again on a 409 (see
-// Must); a failure is left behind (names are unique).
-func (s *Secure) remove(t testing.TB, path string) {
+// Remove deletes path as the admin, sending it again on a 409 (see Must); any other answer
+// (a 404 of what is already gone, a failure) is accepted: names are unique, so what a cleanup
+// leaves behind harms no other test.
+func (s *Secure) Remove(t testing.TB, path string) {
 	t.Helper()
 	start := time.Now()
 	for {
 		st, _ := s.Do(t, "DELETE", path, "")
-		if st != http.StatusConflict || time.Since(start) > time.Minute {
+		if st != http.StatusConflict || time.Since(start) > conflictBound {
 			return
 		}
-		time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
 	}
 }
 
-// Index creates an index as the admin, deleted when the test ends.
+// RemoveAtCleanup removes path (Remove) when the test ends.
+func (s *Secure) RemoveAtCleanup(t testing.TB, path string) {
+	t.Cleanup(func() { s.Remove(t, path) })
+}
+
+// Index creates an index as the admin, deleted when the test ends; an empty body makes it one
+// shard without replicas (a single node).
 func (s *Secure) Index(t testing.TB, name, body string) {
 	t.Helper()
+	if body == "" {
+		body = `{"settings":{"number_of_shards":1,"number_of_replicas":0}}`
+	}
 	s.Must(t, "PUT", "/"+name, body)
 	t.Cleanup(func() { s.Do(t, "DELETE", "/"+name, "") })
 }
@@ -124,13 +139,9 @@ type Grant struct {
 	Patterns []string
 }
 
-// NewUser creates a role with g and a user holding it (removed when the test ends), and
-// waits until the user authenticates. base names them, with a unique suffix.
-func (s *Secure) NewUser(t testing.TB, base string, g Grant) (user, password string) {
-	t.Helper()
-	name := estest.UniqueName(t, base)
-	role := name + "-role"
-	user, password = name+"-user", "Pw-"+estest.RandomHex(t, 8)+"-x9!"
+// RoleBody is g as the server's security API takes a role: an Elasticsearch role descriptor
+// (PUT _security/role/<name>) or an OpenSearch role (PUT _plugins/_security/api/roles/<name>).
+func RoleBody(openSearch bool, g Grant) string {
 	list := func(v []string) string {
 		if v == nil {
 			v = []string{}
@@ -138,40 +149,154 @@ func (s *Secure) NewUser(t testing.TB, base string, g Grant) (user, password str
 		b, _ := json.Marshal(v)
 		return string(b)
 	}
+	if openSearch {
+		return fmt.Sprintf(`{"cluster_permissions":%s,"index_permissions":[{"index_patterns":%s,"allowed_actions":%s}]}`,
+			list(g.Cluster), list(g.Patterns), list(g.Index))
+	}
+	return fmt.Sprintf(`{"cluster":%s,"indices":[{"names":%s,"privileges":%s}]}`, list(g.Cluster), list(g.Patterns), list(g.Index))
+}
+
+func (s *Secure) rolePath(role string) string {
 	if s.OpenSearch() {
-		s.Must(t, "PUT", "/_plugins/_security/api/roles/"+role, fmt.Sprintf(`{"cluster_permissions":%s,"index_permissions":[{"index_patterns":%s,"allowed_actions":%s}]}`,
-			list(g.Cluster), list(g.Patterns), list(g.Index)))
-		t.Cleanup(func() { s.remove(t, "/_plugins/_security/api/roles/"+role) })
-		s.Must(t, "PUT", "/_plugins/_security/api/internalusers/"+user, `{"password":"`+password+`"}`)
-		s.Must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+user+`"]}`)
-		t.Cleanup(func() {
-			s.remove(t, "/_plugins/_security/api/rolesmapping/"+role)
-			s.remove(t, "/_plugins/_security/api/internalusers/"+user)
-		})
+		return "/_plugins/_security/api/roles/" + role
+	}
+	return "/_security/role/" + role
+}
+
+// PutRole creates or replaces role with g. Both engines apply a changed role to the next
+// request (Elasticsearch clears its role cache, OpenSearch reloads its security configuration
+// before answering); a new mapping is another matter (WaitRole).
+func (s *Secure) PutRole(t testing.TB, role string, g Grant) {
+	t.Helper()
+	s.Must(t, "PUT", s.rolePath(role), RoleBody(s.OpenSearch(), g))
+}
+
+// Account is a user holding one role of its own, both removed when the test ends.
+type Account struct {
+	s              *Secure
+	User, Password string
+	Role           string
+}
+
+// NewAccount creates a role with g and a user holding it (names from base with a unique
+// suffix), removed when the test ends, and waits until the user authenticates with the role.
+func (s *Secure) NewAccount(t testing.TB, base string, g Grant) *Account {
+	t.Helper()
+	name := estest.UniqueName(t, base)
+	a := &Account{s: s, Role: name + "-role", User: name + "-user", Password: "Pw-" + estest.RandomHex(t, 8) + "-x9!"}
+	s.PutRole(t, a.Role, g)
+	s.RemoveAtCleanup(t, s.rolePath(a.Role))
+	if s.OpenSearch() {
+		s.Must(t, "PUT", "/_plugins/_security/api/internalusers/"+a.User, `{"password":"`+a.Password+`"}`)
+		s.RemoveAtCleanup(t, "/_plugins/_security/api/internalusers/"+a.User)
+		s.Must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+a.Role, `{"users":["`+a.User+`"]}`)
+		s.RemoveAtCleanup(t, "/_plugins/_security/api/rolesmapping/"+a.Role)
 	} else {
-		s.Must(t, "PUT", "/_security/role/"+role, fmt.Sprintf(`{"cluster":%s,"indices":[{"names":%s,"privileges":%s}]}`,
-			list(g.Cluster), list(g.Patterns), list(g.Index)))
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/role/"+role, "") })
-		s.Must(t, "PUT", "/_security/user/"+user, `{"password":"`+password+`","roles":["`+role+`"]}`)
-		t.Cleanup(func() { s.Do(t, "DELETE", "/_security/user/"+user, "") })
+		s.Must(t, "PUT", "/_security/user/"+a.User, `{"password":"`+a.Password+`","roles":["`+a.Role+`"]}`)
+		s.RemoveAtCleanup(t, "/_security/user/"+a.User)
 	}
-	// A new user may take a moment to reach the node's caches (OpenSearch answers a failed
-	// login after about 3 s).
-	whoami := s.WhoAmIPath()
+	s.WaitRole(t, a.User, a.Password, a.Role)
+	return a
+}
+
+// Set replaces the account's role by g (PutRole).
+func (a *Account) Set(t testing.TB, g Grant) {
+	t.Helper()
+	a.s.PutRole(t, a.Role, g)
+}
+
+// NewUser is NewAccount's user and password.
+func (s *Secure) NewUser(t testing.TB, base string, g Grant) (user, password string) {
+	t.Helper()
+	a := s.NewAccount(t, base, g)
+	return a.User, a.Password
+}
+
+// MapCertUser creates a role with g (named from base) held by the client certificate's user
+// as well as its own role, removed when the test ends, and waits until the certificate
+// authenticates with it. The certificate's own role (tributary_cert) already allows every
+// action on both servers: this is for a test that needs its user to hold a named role.
+func (s *Secure) MapCertUser(t testing.TB, base string, g Grant) (role string) {
+	t.Helper()
+	role = estest.UniqueName(t, base) + "-role"
+	s.PutRole(t, role, g)
+	s.RemoveAtCleanup(t, s.rolePath(role))
+	if s.OpenSearch() {
+		s.Must(t, "PUT", "/_plugins/_security/api/rolesmapping/"+role, `{"users":["`+s.ClientUser+`"]}`)
+		s.RemoveAtCleanup(t, "/_plugins/_security/api/rolesmapping/"+role)
+	} else {
+		b, _ := json.Marshal(s.ClientUser)
+		s.Must(t, "PUT", "/_security/role_mapping/"+role, `{"enabled":true,"roles":["`+role+`"],"rules":{"field":{"username":`+string(b)+`}}}`)
+		s.RemoveAtCleanup(t, "/_security/role_mapping/"+role)
+	}
+	s.WaitRole(t, "", "", role)
+	return role
+}
+
+// roleWait bounds WaitRole: a new user or mapping reaches the node's caches in moments, but
+// OpenSearch answers a failed login after about 3 s, and CI's servers share two cores.
+const roleWait = 2 * time.Minute
+
+// WaitRole waits until user (the client certificate's when user is empty) authenticates
+// holding role (the roles of WhoAmIPath's answer): both engines cache users and role
+// mappings, so a 200 alone does not prove the role applies yet.
+func (s *Secure) WaitRole(t testing.TB, user, password, role string) {
+	t.Helper()
+	client := s.client
+	if user == "" {
+		cfg, err := s.TLSConfig(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}
+	}
 	start := time.Now()
+	var last string
 	for {
-		st, _ := s.DoAs(t, user, password, "GET", whoami, "")
-		if st == http.StatusOK {
+		last = s.rolesOf(client, user, password, role)
+		if last == "" {
 			if d := time.Since(start); d > 10*time.Second {
-				t.Logf("user %s authenticated after %v", user, d.Round(time.Second))
+				t.Logf("%q authenticated with role %s after %v", user, role, d.Round(time.Second))
 			}
-			return user, password
+			return
 		}
-		if time.Since(start) > 2*time.Minute {
-			t.Fatalf("user %s does not authenticate after 2 min (status %d)", user, st)
+		if time.Since(start) > roleWait {
+			t.Fatalf("%q has not authenticated with role %s after %v: %s", user, role, roleWait, last)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// rolesOf asks WhoAmIPath as user through client and returns "" when the answer lists role,
+// else what it got.
+func (s *Secure) rolesOf(client *http.Client, user, password, role string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+s.WhoAmIPath(), nil)
+	if err != nil {
+		return err.Error()
+	}
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer res.Body.Close()
+	var info struct {
+		Roles []string `json:"roles"`
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Sprintf("status %d", res.StatusCode)
+	}
+	if err := json.NewDecoder(res.Body).Decode(&info); err != nil {
+		return err.Error()
+	}
+	if slices.Contains(info.Roles, role) {
+		return ""
+	}
+	return fmt.Sprintf("roles %v", info.Roles)
 }
 
 // WhoAmIPath is the path that answers who the request authenticated as ({"username": ...}
