@@ -84,7 +84,7 @@ test-all: ## unit + integration tests (-race) against the servers in .testenv/en
 fault: ## fault tests (TestFault*): server restarts, outages and partitions under load (part of check)
 	@test -f .testenv/env || { echo "fault: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && TRIBUTARY_FAULTS=1 \
-	  $(GO) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke) && \
+	  $(GO) test -race -count=1 -p 1 -timeout 45m -run '^TestFault' $$($(GO) list ./... | grep -v /internal/smoke) && \
 	  $(EXAMPLES) test -race -count=1 -p 1 -timeout 30m -run '^TestFault' ./...
 	$(TESTENV) up
 
