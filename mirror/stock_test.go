@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,34 @@ func wantNothingLeft(t *testing.T, cfg *mirror.Config, dsn, name string) {
 	}
 }
 
+// runInBackground runs m.Run until stop, which returns Run's error (again on a second call);
+// ended reports, for mirrortest.WaitFor, that Run returned meanwhile.
+func runInBackground(m *mirror.Mirror) (ended func() error, stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	wait := func() error {
+		once.Do(func() { runErr = <-done })
+		return runErr
+	}
+	ended = func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return errors.Join(errors.New("Run returned"), err)
+		default:
+			return nil
+		}
+	}
+	stop = func() error {
+		cancel()
+		return wait()
+	}
+	return ended, stop
+}
+
 // wantStockRefusal checks a start refusal: permanent, fencing_unenforced, quoting the request.
 func wantStockRefusal(t *testing.T, err error) {
 	t.Helper()
@@ -113,17 +142,8 @@ func TestStockClusterRefusedBeforeAnything(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		ended := func() error {
-			select {
-			case err := <-done:
-				return errors.Join(errors.New("Run returned"), err)
-			default:
-				return nil
-			}
-		}
+		ended, stop := runInBackground(m)
+		defer func() { _ = stop() }()
 		mirrortest.WaitFor(t, "the good pipeline's rows and the bad one's refusal", ended, func() string {
 			st := m.Status()
 			if ix := enforced.Index("h3-" + good); ix == nil || len(ix.Docs) != 20 {
@@ -142,8 +162,7 @@ func TestStockClusterRefusedBeforeAnything(t *testing.T) {
 		if slot, pub := slotAndPublication(t, dsn, good); !slot || !pub {
 			t.Errorf("the good pipeline has no slot (%v) or publication (%v)", slot, pub)
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
 		m.Close()
@@ -216,18 +235,8 @@ func TestClusterCheckWaitsForTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	ended := func() error {
-		select {
-		case err := <-done:
-			return errors.Join(errors.New("Run returned"), err)
-		default:
-			return nil
-		}
-	}
+	ended, stop := runInBackground(m)
+	defer func() { _ = stop() }()
 	mirrortest.WaitFor(t, "a few failed checks", ended, func() string {
 		s := m.Status()[0]
 		if s.State != "starting" || s.Health.Healthy || s.Health.Class != cdc.HealthStarting ||
@@ -258,8 +267,7 @@ func TestClusterCheckWaitsForTheCluster(t *testing.T) {
 	if _, err := os.Stat(cfg.Pipelines[0].DLQ); err != nil {
 		t.Fatalf("the started pipeline has no dead-letter file: %v", err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
