@@ -519,22 +519,8 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			l, err := src.Lag(ctx, cp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Applied >= l0.Head {
-				if l.Bytes > int64(l.Head-l0.Head)+int64(l0.Head&(1<<32-1)) && l.Head>>32 == l0.Head>>32 {
-					t.Fatalf("Bytes %d beyond what followed the noise: %+v (head then %d)", l.Bytes, l, l0.Head)
-				}
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("Applied never passed the other table's write: %+v, head after the write %d", l, l0.Head)
-			case <-time.After(50 * time.Millisecond):
-			}
+		if l := waitApplied(ctx, t, src, cp, l0.Head, "the other table's write"); l.Bytes > int64(l.Head-l0.Head)+int64(l0.Head&(1<<32-1)) && l.Head>>32 == l0.Head>>32 {
+			t.Fatalf("Bytes %d beyond what followed the noise: %+v (head then %d)", l.Bytes, l, l0.Head)
 		}
 		// Delivered and not acknowledged: later writes of other tables prove nothing.
 		if err := s.exec(fmt.Sprintf("INSERT INTO %s VALUES (2)", quote(table))); err != nil {
@@ -557,20 +543,7 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 		if err := st.Ack(ctx, cp2); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			l, err := src.Lag(ctx, cp2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Applied >= l1.Head {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("Applied never passed the other table's write once the change before it was acknowledged: %+v, head after the write %d", l, l1.Head)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
+		waitApplied(ctx, t, src, cp2, l1.Head, "the other table's write once the change before it was acknowledged")
 		// A rotation while idle (FLUSH LOGS, a restart) adds a new file's header events and no
 		// transaction: the pipeline has passed them too.
 		if err := s.exec("FLUSH BINARY LOGS"); err != nil {
@@ -580,21 +553,28 @@ func TestLagIdleStreamCaughtUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			l, err := src.Lag(ctx, cp2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Applied >= l2.Head {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("Applied never passed a rotation: %+v, head after it %d", l, l2.Head)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
+		waitApplied(ctx, t, src, cp2, l2.Head, "a rotation")
 	})
+}
+
+// waitApplied polls src's lag at cp until Applied reaches head (what passed it, for the
+// failure) and returns that lag; ctx bounds the wait.
+func waitApplied(ctx context.Context, t *testing.T, src *mysqlcdc.Source, cp cdc.Checkpoint, head uint64, what string) cdc.SourceLag {
+	t.Helper()
+	for {
+		l, err := src.Lag(ctx, cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Applied >= head {
+			return l
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Applied never passed %s: %+v, head after it %d", what, l, head)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // TestLagAfterSnapshotCaughtUp (issue 31): a pipeline whose snapshot found nothing has no
@@ -620,20 +600,7 @@ func TestLagAfterSnapshotCaughtUp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for {
-			l, err := src.Lag(ctx, cp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l.Applied >= l0.Head {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s: Applied never passed the other table's write: %+v, head after it %d", what, l, l0.Head)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
+		waitApplied(ctx, t, src, cp, l0.Head, what+": the other table's write")
 	}
 
 	empty := "mysu_lagsnapempty_" + suffix()
