@@ -1,68 +1,28 @@
 package search_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"io"
 	"log"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
 	"github.com/tributary-dev/tributary/internal/search"
+	"github.com/tributary-dev/tributary/internal/testpki"
 )
 
 // testPKI is a CA with a server certificate for the name "node.test" only (no IP) and a
-// client certificate, all PEM.
-type testPKI struct {
-	ca                    *x509.Certificate
-	caPEM                 []byte
-	server                tls.Certificate
-	clientCert, clientKey []byte
-}
+// client certificate, all PEM (internal/testpki).
+type testPKI struct{ *testpki.PKI }
 
-func newPKI(t *testing.T) *testPKI {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, dns []string) ([]byte, []byte) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, DNSNames: dns}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(key)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	p := &testPKI{ca: ca, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	sc, sk := leaf(2, "node.test", x509.ExtKeyUsageServerAuth, []string{"node.test"})
-	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
-		t.Fatal(err)
-	}
-	p.clientCert, p.clientKey = leaf(3, "tributary", x509.ExtKeyUsageClientAuth, nil)
-	return p
-}
+func newPKI(t *testing.T) *testPKI { return &testPKI{testpki.New(t, "node.test", "tributary")} }
 
 // tlsServer answers 200 with the client certificate's common name, or 401 when none came or
 // the request carries an Authorization header; it requires a client certificate when
@@ -78,8 +38,8 @@ func (p *testPKI) tlsServer(t *testing.T, requireClient bool) *httptest.Server {
 		_, _ = w.Write([]byte(`{"cn":"` + r.TLS.PeerCertificates[0].Subject.CommonName + `"}`))
 	}))
 	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.server}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	pool.AddCert(p.CA)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.Server}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 	if requireClient {
 		srv.TLS.ClientAuth = tls.RequireAndVerifyClientCert
 	}
@@ -94,7 +54,7 @@ func (p *testPKI) tlsServer(t *testing.T, requireClient bool) *httptest.Server {
 func TestTLSClientCertificateAndServerName(t *testing.T) {
 	p := newPKI(t)
 	srv := p.tlsServer(t, true)
-	full := search.Options{URLs: []string{srv.URL}, CACert: p.caPEM, ClientCert: p.clientCert, ClientKey: p.clientKey, ServerName: "node.test"}
+	full := search.Options{URLs: []string{srv.URL}, CACert: p.CAPEM, ClientCert: p.ClientCert, ClientKey: p.ClientKey, ServerName: "node.test"}
 	a, err := search.Do(ctxT(t), client(t, full), esapi.InfoRequest{})
 	if err != nil || !strings.Contains(string(a.Body), `"cn":"tributary"`) {
 		t.Fatalf("CA + client certificate + server name: %v", err)
@@ -102,10 +62,10 @@ func TestTLSClientCertificateAndServerName(t *testing.T) {
 	a.Release()
 
 	for name, o := range map[string]search.Options{
-		"no server name (the certificate names node.test, the URL an IP)": {CACert: p.caPEM, ClientCert: p.clientCert, ClientKey: p.clientKey},
-		"a wrong server name": {CACert: p.caPEM, ClientCert: p.clientCert, ClientKey: p.clientKey, ServerName: "other.test"},
-		"no CA":               {ClientCert: p.clientCert, ClientKey: p.clientKey, ServerName: "node.test"},
-		"no client certificate, which the server requires": {CACert: p.caPEM, ServerName: "node.test"},
+		"no server name (the certificate names node.test, the URL an IP)": {CACert: p.CAPEM, ClientCert: p.ClientCert, ClientKey: p.ClientKey},
+		"a wrong server name": {CACert: p.CAPEM, ClientCert: p.ClientCert, ClientKey: p.ClientKey, ServerName: "other.test"},
+		"no CA":               {ClientCert: p.ClientCert, ClientKey: p.ClientKey, ServerName: "node.test"},
+		"no client certificate, which the server requires": {CACert: p.CAPEM, ServerName: "node.test"},
 	} {
 		o.URLs = []string{srv.URL}
 		_, err := search.Do(ctxT(t), client(t, o), esapi.InfoRequest{})
@@ -126,9 +86,9 @@ func TestUnauthorizedNamesTheCredentials(t *testing.T) {
 		"none":                         {},
 		"basic":                        {Username: "u", Password: "hunter2"},
 		"api key":                      {APIKey: "a2V5"},
-		"basic and client certificate": {Username: "u", Password: "hunter2", ClientCert: p.clientCert, ClientKey: p.clientKey},
+		"basic and client certificate": {Username: "u", Password: "hunter2", ClientCert: p.ClientCert, ClientKey: p.ClientKey},
 	} {
-		o.URLs, o.CACert, o.ServerName = []string{srv.URL}, p.caPEM, "node.test"
+		o.URLs, o.CACert, o.ServerName = []string{srv.URL}, p.CAPEM, "node.test"
 		a, err := search.Do(ctxT(t), client(t, o), esapi.InfoRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -251,11 +211,11 @@ func TestBadPEM(t *testing.T) {
 	for name, o := range map[string]search.Options{
 		"CA not PEM":             {CACert: []byte("hunter2")},
 		"CA that does not parse": {CACert: secret},
-		"cert without key":       {ClientCert: p.clientCert},
-		"key without cert":       {ClientKey: p.clientKey},
-		"cert not PEM":           {ClientCert: []byte("hunter2"), ClientKey: p.clientKey},
-		"key not PEM":            {ClientCert: p.clientCert, ClientKey: []byte("hunter2")},
-		"key of another cert":    {ClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw}), ClientKey: p.clientKey},
+		"cert without key":       {ClientCert: p.ClientCert},
+		"key without cert":       {ClientKey: p.ClientKey},
+		"cert not PEM":           {ClientCert: []byte("hunter2"), ClientKey: p.ClientKey},
+		"key not PEM":            {ClientCert: p.ClientCert, ClientKey: []byte("hunter2")},
+		"key of another cert":    {ClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.CA.Raw}), ClientKey: p.ClientKey},
 	} {
 		o.URLs = []string{"https://node.test:9200"}
 		_, err := search.NewClient(o)
