@@ -217,7 +217,11 @@
 // retention given to Switch has passed. A switch cut short is completed by the next claim:
 // the read alias already on the new generation (only the record lags), a legacy index
 // already fenced off (the replacement remains), or nothing done yet (the switch is made
-// again). [Fence.AbandonGeneration] drops a generation being filled.
+// again). In the same process, a Switch that failed once the record said switching returns,
+// with its error, the value that replaces g ([Generations.Switching]); Switch called with it
+// completes the switch the same way, with the claims in hand, after proving the table record
+// unchanged (a copy's claim that completed it meanwhile: Fenced). [Fence.AbandonGeneration]
+// drops a generation being filled, never one whose switch has begun.
 //
 // # Deployment requirement
 //

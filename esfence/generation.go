@@ -107,6 +107,10 @@ func (g *Generations) Live() *Claim { return g.live }
 // Next is the claim of the generation being filled, nil when none is.
 func (g *Generations) Next() *Claim { return g.next }
 
+// Switching says the switch to the next generation has begun (the table record says so) and
+// was cut short: only Switch, called with this value again, or the next claim completes it.
+func (g *Generations) Switching() bool { return g.rec.Switching }
+
 // LiveGen and NextGen are the generations' numbers (NextGen 0: none).
 func (g *Generations) LiveGen() int { return g.rec.Live }
 func (g *Generations) NextGen() int { return g.rec.Next }
@@ -260,7 +264,7 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 	}
 	g := &Generations{dest: d, rec: rec, rev: rev}
 	if rec.Switching {
-		return f.finishSwitch(ctx, g)
+		return f.finishSwitch(ctx, g, false)
 	}
 	if err := f.checkReadAlias(ctx, g, rec.Live); err != nil {
 		return nil, err
@@ -360,6 +364,10 @@ func (f *Fence) AbandonGeneration(ctx context.Context, g *Generations) (*Generat
 	if g == nil || g.next == nil {
 		return g, nil
 	}
+	if g.rec.Switching {
+		// The read alias may already name the next generation: it is never deleted now.
+		return nil, fmt.Errorf("esfence: table %q: the switch to generation %d has begun; only Switch completes it", g.dest.Index, g.rec.Next)
+	}
 	rec := g.rec
 	next := rec.Next
 	rec.Next, rec.Switching = 0, false
@@ -382,12 +390,33 @@ func (f *Fence) AbandonGeneration(ctx context.Context, g *Generations) (*Generat
 // add run together): it is deleted at once. Another generation stays retired until retain has
 // passed (DeleteRetired deletes it). The returned value replaces g; its only target is the new
 // generation. Under a shared owner it fails with ErrSharedOwner, sending nothing.
+//
+// A switch that fails once the table record says switching (a refused refresh, a lost
+// connection, an _aliases error) returns, with its error, the value that replaces g: it holds
+// the record's new revision, and Switch called with it again completes the switch cut short as
+// a claim would (the read alias already moved: only the record is written; a legacy index
+// fenced off: only the second request is sent), with the claims in hand and after proving the
+// table record unchanged -- a record another copy of the deployment changed meanwhile (its
+// claim completed the switch, say) is refused as Fenced, changing nothing. Otherwise the
+// returned value is nil on an error and g stays valid.
 func (f *Fence) Switch(ctx context.Context, g *Generations, retain time.Duration) (*Generations, error) {
 	if f.shared() {
 		return nil, refuseShared(destOf(g), "switching generations")
 	}
 	if g == nil || g.next == nil {
 		return nil, errors.New("esfence: no generation is being filled")
+	}
+	if g.rec.Switching { // this value's switch was cut short: complete it
+		if _, rev, err := f.loadTable(ctx, g.dest); err != nil {
+			return g, err
+		} else if rev != g.rev {
+			return nil, f.refuse(g.dest, Fenced, "the table record changed since the switch began (another copy of this deployment)")
+		}
+		n, err := f.finishSwitch(ctx, g, true)
+		if err != nil {
+			return g, err
+		}
+		return n, nil
 	}
 	rec := g.rec
 	rec.Switching, rec.Retain = true, max(retain, 0)
@@ -398,10 +427,14 @@ func (f *Fence) Switch(ctx context.Context, g *Generations, retain time.Duration
 	g = &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next}
 	if f.afterPending != nil {
 		if err := f.afterPending(g.dest.Index); err != nil {
-			return nil, err
+			return g, err
 		}
 	}
-	return f.switchAliases(ctx, g)
+	n, err := f.switchAliases(ctx, g)
+	if err != nil {
+		return g, err
+	}
+	return n, nil
 }
 
 // switchAliases carries out a recorded switch (Switching set) with the live claim in hand.
@@ -455,8 +488,10 @@ func (f *Fence) recordSwitch(ctx context.Context, g *Generations) (*Generations,
 
 // finishSwitch completes a switch a crash cut short, as the cluster shows it: the read alias
 // already on the next generation (only the record is behind), or still on the live one (the
-// switch is made again, after claiming both).
-func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations, error) {
+// switch is made again, after claiming both). With held, g's claims are this process's own,
+// still in hand (a Switch retried): they are used as they are, never claimed again, so the
+// switch's must_exist removal of the live write alias still proves them.
+func (f *Fence) finishSwitch(ctx context.Context, g *Generations, held bool) (*Generations, error) {
 	d, rec := g.dest, g.rec
 	st, err := f.getIndex(ctx, d.Index)
 	if err != nil {
@@ -464,7 +499,9 @@ func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations,
 	}
 	targets, concrete := st.resolvesTo, st.concrete
 	nextName := GenerationIndex(d.Index, rec.Next)
-	if g.next, err = f.claim(ctx, gen(d, rec.Next, false), false); err != nil {
+	if held {
+		g = &Generations{dest: g.dest, rec: g.rec, rev: g.rev, live: g.live, next: g.next}
+	} else if g.next, err = f.claim(ctx, gen(d, rec.Next, false), false); err != nil {
 		return nil, err
 	}
 	if !concrete && len(targets) == 1 && targets[0] == nextName {
@@ -486,8 +523,10 @@ func (f *Fence) finishSwitch(ctx context.Context, g *Generations) (*Generations,
 	} else if err := f.checkReadAlias(ctx, g, rec.Live); err != nil {
 		return nil, err
 	}
-	if g.live, err = f.claim(ctx, gen(d, rec.Live, false), false); err != nil {
-		return nil, err
+	if !held {
+		if g.live, err = f.claim(ctx, gen(d, rec.Live, false), false); err != nil {
+			return nil, err
+		}
 	}
 	return f.switchAliases(ctx, g)
 }

@@ -108,11 +108,13 @@
 // catalog), every change written to both generations, a re-snapshot filling the new one, and,
 // once the re-snapshot has ended and every row it read is acknowledged, the sink's read alias
 // moved to it in one request (package sink, Reindexing); the old generation is deleted after
-// the sink's retire_after, while Run runs. The driving case is a column type change at the
+// the sink's retire_after, while Run runs (it looks every Options.RetireInterval, default
+// 30 s). The driving case is a column type change at the
 // source (ALTER TABLE ... ALTER COLUMN ... TYPE), whose new values the old field dead-letters.
 // A re-snapshot that is given up abandons the new generation (ErrReindex). Reindex blocks until
-// the switch; a reindex cut short (ctx, a crash) keeps writing to both generations, and
-// calling Reindex again resumes it. The steps and their resume points:
+// the switch; a reindex cut short (ctx, a crash, a switch that failed once begun) keeps
+// writing to both generations, and calling Reindex again resumes it. The steps and their
+// resume points:
 //
 //  1. BeginReindex: the state store records the next generation, then it is created and
 //     claimed (a crash between: the next claim creates it); dual writes from here on.
@@ -122,8 +124,12 @@
 //  3. Wait: the re-snapshot ended (its rows are in the stream) and the runner acknowledged
 //     everything delivered up to then.
 //  4. Switch: recorded, the new generation refreshed, one _aliases request (a crash: the next
-//     claim completes it whichever side of the request it fell on).
-//  5. Retire: the old generation deleted after retire_after (marker-checked).
+//     claim completes it whichever side of the request it fell on; a failure in this run --
+//     a refused refresh, a lost answer -- the next Reindex call completes it the same way,
+//     without a re-snapshot, unless another copy of the deployment changed the table record
+//     meanwhile: fenced).
+//  5. Retire: the old generation deleted after retire_after (marker-checked), at Run's next
+//     look (Options.RetireInterval).
 //
 // # Inspecting
 //

@@ -26,16 +26,25 @@ type Options struct {
 	// its sink report measurements to (either may be nil): what a metrics exporter such as
 	// package mirrorprom hooks in with. Default: none.
 	Observe func(pipeline string) (cdc.Observer, sink.Observer)
+	// RetireInterval is how often Run looks for generations a reindex retired whose
+	// retire_after has passed, and deletes them (doc.go, Reindexing). Default (zero or
+	// negative): 30 s.
+	RetireInterval time.Duration
 }
+
+// defaultRetireInterval is Options.RetireInterval's default.
+const defaultRetireInterval = 30 * time.Second
 
 // Mirror is a configuration's pipelines with everything they own: the state file, and per
 // pipeline its dead-letter file, sink, source and runner.
 type Mirror struct {
-	state   *statestore.DB
-	pipes   []*pipeline
-	log     *slog.Logger
-	running atomic.Bool
-	closed  atomic.Bool
+	state *statestore.DB
+	pipes []*pipeline
+	log   *slog.Logger
+	// retireEvery is Options.RetireInterval.
+	retireEvery time.Duration
+	running     atomic.Bool
+	closed      atomic.Bool
 }
 
 // runner is what Run and Status need of a cdc.Runner (tests substitute fakes).
@@ -72,7 +81,10 @@ func Open(cfg *Config, opts *Options) (_ *Mirror, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Mirror{log: o.Logger}
+	if o.RetireInterval <= 0 {
+		o.RetireInterval = defaultRetireInterval
+	}
+	m := &Mirror{log: o.Logger, retireEvery: o.RetireInterval}
 	defer func() {
 		if err != nil {
 			_ = m.Close()
@@ -293,12 +305,10 @@ func (m *Mirror) start(ctx context.Context, p *pipeline) error {
 	return nil
 }
 
-// retireInterval is how often Run looks for generations a reindex retired whose time has come.
-const retireInterval = 30 * time.Second
-
-// deleteRetired deletes, while Run runs, the generations of p's tables whose retention ended.
+// deleteRetired deletes, while Run runs, the generations of p's tables whose retention ended,
+// looking every Options.RetireInterval.
 func (m *Mirror) deleteRetired(ctx context.Context, p *pipeline) {
-	tick := time.NewTicker(retireInterval)
+	tick := time.NewTicker(m.retireEvery)
 	defer tick.Stop()
 	for {
 		select {

@@ -36,7 +36,7 @@ import (
 //     row.
 //   - Exactly the mirror and reindex roles: a reindex (new generation, refresh, the read alias
 //     switched), the retired generation deleted by Run; a second reindex refused at its switch
-//     without the refresh privilege, completed by the next run's claim.
+//     without the refresh privilege, completed by the next Reindex call of the same run.
 //   - Exactly the drop role: drop with indices, after refusals without each of its privileges
 //     (delete_index's refusal is the same action a retired generation's deletion needs).
 func TestPrivilegesMirror(t *testing.T) {
@@ -190,7 +190,7 @@ runner:
 	// Exactly the mirror and reindex roles: what the refused runs left is written now, a
 	// reindex switches the read alias to generation 2, and Run deletes generation 1.
 	acct.Set(t, reindex)
-	r = start(t, p.cfg)
+	r = startWith(t, p.cfg, &mirror.Options{RetireInterval: shortRetire})
 	p.converged(r, "after the refusals", rows)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*mirrortest.WaitBound)
 	defer cancel()
@@ -203,7 +203,7 @@ runner:
 	}
 	toastUpdate(1000)
 	p.converged(r, "after the reindex", rows)
-	// The retired generation goes at Run's next look (every 30 s; retire_after is over).
+	// The retired generation goes at Run's next look (RetireInterval; retire_after is over).
 	r.wait("the retired generation deleted", func() string {
 		if node.IndexExists(t, index+"-g1") {
 			return index + "-g1 still exists"
@@ -215,7 +215,7 @@ runner:
 	}
 
 	// Without the refresh privilege, the next reindex fills generation 3 but its switch is
-	// refused; the claim of the next run, with the reindex role again, completes the switch.
+	// refused; the next Reindex call, with the reindex role again, completes the switch.
 	refresh := "maintenance"
 	if isOS {
 		refresh = "indices:admin/refresh*"
@@ -224,12 +224,15 @@ runner:
 	if _, err := r.m.Reindex(ctx, "h6priv", "public."+name); !isNamedRefusal(err, "indices:admin/refresh") {
 		t.Fatalf("reindex without the refresh privilege: %v", err)
 	}
-	r.stop()
-	r.m.Close()
 	acct.Set(t, reindex)
-	r = start(t, p.cfg)
+	if rep, err = r.m.Reindex(ctx, "h6priv", "public."+name); err != nil {
+		t.Fatalf("the reindex completing the refused switch: %v", err)
+	}
+	if rep.Generation != index+"-g3" || rep.Replaced != index+"-g2" || rep.Resnapshot != "" {
+		t.Fatalf("reindex report %+v", rep)
+	}
 	toastUpdate(10000)
-	p.converged(r, "after the switch completed by the claim", rows)
+	p.converged(r, "after the switch completed by the second reindex", rows)
 	var aliases map[string]any
 	node.OK(t, esapi.IndicesGetAliasRequest{Name: []string{index}}).Decode(t, &aliases)
 	if _, ok := aliases[index+"-g3"]; !ok || len(aliases) != 1 {

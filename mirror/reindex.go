@@ -32,7 +32,9 @@ var ErrReindex = errors.New("mirror: reindex failed")
 // read is stored, the read alias readers query moves to the new generation in one request; the
 // old one is deleted after the sink's retire_after. table is spelled as source.tables spells it.
 // Reindex blocks until the switch (or ctx ends: the reindex then stays in progress, writes still
-// go to both generations, and calling Reindex again resumes it with a new re-snapshot). The
+// go to both generations, and calling Reindex again resumes it with a new re-snapshot; after a
+// switch that failed once begun -- a refused refresh, say -- calling it again completes the
+// switch, with no re-snapshot: the report's Resnapshot is then empty). The
 // pipeline must be running and have written a change of the table in this run, with no other
 // re-snapshot running; its source must re-snapshot (PostgreSQL, MariaDB). Should another
 // re-snapshot be requested while the reindex's runs, the reindex may end with ErrReindex rather
@@ -52,6 +54,18 @@ func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexR
 	}
 	began := time.Now()
 	before, _ := p.sink.Generations(id)
+	if before.Switching {
+		// A reindex of this run filled the new generation, and its switch failed once begun
+		// (a refused refresh, a lost connection): the switch is completed, with no re-snapshot.
+		m.log.Info("reindex resumed: completing its switch", "pipeline", pipeline, "table", id.String(), "next", before.Next)
+		if err := p.sink.SwitchReindex(ctx, id); err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		rep := &ReindexReport{Table: id, Generation: before.Next, Replaced: before.Live, Total: time.Since(began)}
+		m.log.Info("reindex done: readers see the new generation", "pipeline", pipeline, "table", id.String(), "generation", before.Next,
+			"replaced", before.Live, "seconds", rep.Total.Seconds())
+		return rep, nil
+	}
 	var next, rid string
 	if rp := p.runner.Status().Progress.Resnapshot; rp.Active {
 		if before.Next == "" || !strings.HasPrefix(rp.Resnapshot, reindexPrefix(before.Next)) {

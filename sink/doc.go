@@ -462,6 +462,9 @@
 // instant may fail); the old generation is kept for retire_after (default 1h) and deleted by
 // DeleteRetired (package mirror calls it while it runs). Chunks still in flight to the old
 // generation at the switch come back as backpressure and are written again to the new one.
+// A switch that fails once begun (a refused refresh, a lost answer) is completed by the next
+// SwitchReindex (Generations reports Switching meanwhile; AbandonReindex refuses it), unless
+// another copy of the deployment changed the table record since: fenced.
 // AbandonReindex drops a new generation. A restart while a reindex fills keeps writing to
 // both generations (the state store records it); the fill must be made again (mirror.Reindex
 // resumes it). Reindexing needs auto_create_index: true (without it the sink owns no mapping).

@@ -110,10 +110,11 @@ var ErrNoTable = errors.New("elasticsearch sink: no such table in this session")
 
 // GenerationStatus is a table's generations as the sink holds them.
 type GenerationStatus struct {
-	Name    string               // the table's index name: the read alias, or a legacy index
-	Live    string               // the concrete index readers see
-	Next    string               // the generation being filled, "" when none
-	Retired map[string]time.Time // retired generations and when each is deleted
+	Name      string               // the table's index name: the read alias, or a legacy index
+	Live      string               // the concrete index readers see
+	Next      string               // the generation being filled, "" when none
+	Switching bool                 // a switch to Next began and failed: SwitchReindex completes it
+	Retired   map[string]time.Time // retired generations and when each is deleted
 }
 
 // Generations reports the generations of the table the sink writes id to.
@@ -127,7 +128,7 @@ func (s *Sink) Generations(id cdc.TableID) (GenerationStatus, bool) {
 	}
 	st := GenerationStatus{Name: name, Live: g.Live().Index(), Retired: g.Retired()}
 	if n := g.Next(); n != nil {
-		st.Next = n.Index()
+		st.Next, st.Switching = n.Index(), g.Switching()
 	}
 	return st, true
 }
@@ -176,7 +177,10 @@ func (s *Sink) BeginReindex(ctx context.Context, sch *cdc.TableSchema) (string, 
 // one for retire_after (DeleteRetired deletes it then). The caller switches only once the new
 // generation holds every row: the re-snapshot ended and every change up to its end is
 // acknowledged. Chunks still in flight to the old generation come back as backpressure and
-// go to the new one.
+// go to the new one. A switch that fails once begun (the table record says switching: a
+// refused refresh, a lost connection) stays begun (Generations reports Switching): calling
+// SwitchReindex again completes it as the next claim would, unless another copy of the
+// deployment changed the table record meanwhile (fenced). AbandonReindex refuses it then.
 func (s *Sink) SwitchReindex(ctx context.Context, id cdc.TableID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -187,6 +191,9 @@ func (s *Sink) SwitchReindex(ctx context.Context, id cdc.TableID) error {
 	}
 	n, err := s.fence.Switch(ctx, g, time.Duration(s.cfg.RetireAfter))
 	if err != nil {
+		if n != nil { // begun: the record's new revision, which the next call completes from
+			s.setGens(name, n)
+		}
 		return s.requestError(err, "switching to the new generation")
 	}
 	s.claimEpoch.Add(1)
@@ -195,7 +202,8 @@ func (s *Sink) SwitchReindex(ctx context.Context, id cdc.TableID) error {
 }
 
 // AbandonReindex gives up the reindex of id's table: the new generation is deleted and
-// changes go to the live one only.
+// changes go to the live one only. A switch begun (Generations reports Switching) is never
+// abandoned: the read alias may name the new generation already; SwitchReindex completes it.
 func (s *Sink) AbandonReindex(ctx context.Context, id cdc.TableID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,6 +211,9 @@ func (s *Sink) AbandonReindex(ctx context.Context, id cdc.TableID) error {
 	g := s.gens[name]
 	if g == nil || g.Next() == nil {
 		return nil
+	}
+	if g.Switching() {
+		return fmt.Errorf("elasticsearch sink %q: table %s: its switch to %s has begun; SwitchReindex completes it", s.cfg.ID, id, g.Next().Index())
 	}
 	n, err := s.fence.AbandonGeneration(ctx, g)
 	if err != nil {
