@@ -134,34 +134,12 @@ ess_launch() {
   fi
 }
 
-do_up() {
-  apt_ensure curl curl
-  apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
-  ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
-  install_secure_dist
-  stop_leftover
-  local port
-  for port in $SERVER_PORTS; do
-    wait_until 20 "port $port to be free" port_free "$port" || die "port $port is taken by another process"
-  done
-  write_config
-  ess_launch
-}
+do_up() { secure_up install_secure_dist ess_launch; }
 
 do_start() { ess_launch; }
 
 describe() { echo "elasticsearch $ESS_VERSION (TLS, security) pid ${SERVER_PID:-?} at $ESS_URL"; }
 
-print_env() {
-  cat <<ENV
-export TRIBUTARY_ES_SECURE_URL=$ESS_URL
-export TRIBUTARY_ES_SECURE_CA=$ESS_CERTS/ca.pem
-export TRIBUTARY_ES_SECURE_USER=$ESS_USER
-export TRIBUTARY_ES_SECURE_PASSWORD=$ESS_PASSWORD
-export TRIBUTARY_ES_SECURE_CLIENT_CERT=$ESS_CERTS/client.pem
-export TRIBUTARY_ES_SECURE_CLIENT_KEY=$ESS_CERTS/client.key
-export TRIBUTARY_ES_SECURE_CLIENT_USER=$ESS_CLIENT_USER
-ENV
-}
+print_env() { secure_env ES "$ESS_URL" "$ESS_CERTS" "$ESS_USER" "$ESS_PASSWORD" "$ESS_CLIENT_USER"; }
 
 main_dispatch "$@"

@@ -500,6 +500,37 @@ es_launch_node() {
   fi
 }
 
+# secure_up INSTALL LAUNCH is the do_up of a secured search server (es-secure, os-secure): curl
+# and the JDK, the service user, INSTALL (its distribution), no leftover server, its ports free,
+# write_config, LAUNCH.
+secure_up() {
+  apt_ensure curl curl
+  apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
+  ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
+  "$1"
+  stop_leftover
+  local port
+  for port in $SERVER_PORTS; do
+    wait_until 20 "port $port to be free" port_free "$port" || die "port $port is taken by another process"
+  done
+  write_config
+  "$2"
+}
+
+# secure_env NAME URL CERTS USER PASSWORD CLIENT_USER prints the variables of a secured search
+# server (internal/testenv's Secure): TRIBUTARY_<NAME>_SECURE_*, the PKI's files in CERTS.
+secure_env() {
+  cat <<ENV
+export TRIBUTARY_$1_SECURE_URL=$2
+export TRIBUTARY_$1_SECURE_CA=$3/ca.pem
+export TRIBUTARY_$1_SECURE_USER=$4
+export TRIBUTARY_$1_SECURE_PASSWORD=$5
+export TRIBUTARY_$1_SECURE_CLIENT_CERT=$3/client.pem
+export TRIBUTARY_$1_SECURE_CLIENT_KEY=$3/client.key
+export TRIBUTARY_$1_SECURE_CLIENT_USER=$6
+ENV
+}
+
 # make_test_pki DIR makes a throw-away PKI for one secured server in DIR: a CA (ca.pem, ca.key), a
 # node certificate (node.pem, node.key: CN=tributary-node, SAN IP 127.0.0.1 and DNS localhost,
 # server and client use, as transport TLS needs both), a client certificate (client.pem,

@@ -204,34 +204,12 @@ oss_launch() {
 
 oss_ready_or_gone() { oss_ready || ! proc_alive "$OSS_LAUNCHER"; }
 
-do_up() {
-  apt_ensure curl curl
-  apt_ensure "$TESTENV_JDK/bin/java" openjdk-17-jre-headless
-  ensure_svc_user || id "$TESTENV_SVC_USER" >/dev/null
-  install_oss
-  stop_leftover
-  local port
-  for port in $SERVER_PORTS; do
-    wait_until 20 "port $port to be free" port_free "$port" || die "port $port is taken by another process"
-  done
-  write_config
-  oss_launch
-}
+do_up() { secure_up install_oss oss_launch; }
 
 do_start() { oss_launch; }
 
 describe() { echo "opensearch $OSS_VERSION + security $OSS_PLUGIN_VERSION (TLS) pid ${SERVER_PID:-?} at $OSS_URL"; }
 
-print_env() {
-  cat <<ENV
-export TRIBUTARY_OPENSEARCH_SECURE_URL=$OSS_URL
-export TRIBUTARY_OPENSEARCH_SECURE_CA=$OSS_CERTS/ca.pem
-export TRIBUTARY_OPENSEARCH_SECURE_USER=$OSS_USER
-export TRIBUTARY_OPENSEARCH_SECURE_PASSWORD=$OSS_PASSWORD
-export TRIBUTARY_OPENSEARCH_SECURE_CLIENT_CERT=$OSS_CERTS/client.pem
-export TRIBUTARY_OPENSEARCH_SECURE_CLIENT_KEY=$OSS_CERTS/client.key
-export TRIBUTARY_OPENSEARCH_SECURE_CLIENT_USER=$OSS_CLIENT_USER
-ENV
-}
+print_env() { secure_env OPENSEARCH "$OSS_URL" "$OSS_CERTS" "$OSS_USER" "$OSS_PASSWORD" "$OSS_CLIENT_USER"; }
 
 main_dispatch "$@"
