@@ -82,6 +82,22 @@ func wantNothingLeft(t *testing.T, cfg *mirror.Config, dsn, name string) {
 	}
 }
 
+// startMirror opens cfg's mirror and runs it in the background (runInBackground), stopped and
+// closed when the test ends.
+func startMirror(t *testing.T, cfg *mirror.Config) (m *mirror.Mirror, ended func() error, stop func() error) {
+	t.Helper()
+	m, err := mirror.Open(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, stop = runInBackground(m)
+	t.Cleanup(func() {
+		_ = stop()
+		m.Close()
+	})
+	return m, ended, stop
+}
+
 // runInBackground runs m.Run until stop, which returns Run's error (again on a second call);
 // ended reports, for mirrortest.WaitFor, that Run returned meanwhile.
 func runInBackground(m *mirror.Mirror) (ended func() error, stop func() error) {
@@ -137,13 +153,7 @@ func TestStockClusterRefusedBeforeAnything(t *testing.T) {
 		dir := t.TempDir()
 		cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{
 			stockPipeline(dsn, dir, bad, stock.URL), stockPipeline(dsn, dir, good, enforced.URL)}}
-		m, err := mirror.Open(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		ended, stop := runInBackground(m)
-		defer func() { _ = stop() }()
+		m, ended, stop := startMirror(t, cfg)
 		mirrortest.WaitFor(t, "the good pipeline's rows and the bad one's refusal", ended, func() string {
 			st := m.Status()
 			if ix := enforced.Index("h3-" + good); ix == nil || len(ix.Docs) != 20 {
@@ -230,13 +240,7 @@ func TestClusterCheckWaitsForTheCluster(t *testing.T) {
 
 	dir := t.TempDir()
 	cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{stockPipeline(dsn, dir, name, c.URL)}}
-	m, err := mirror.Open(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	ended, stop := runInBackground(m)
-	defer func() { _ = stop() }()
+	m, ended, stop := startMirror(t, cfg)
 	mirrortest.WaitFor(t, "a few failed checks", ended, func() string {
 		s := m.Status()[0]
 		if s.State != "starting" || s.Health.Healthy || s.Health.Class != cdc.HealthStarting ||

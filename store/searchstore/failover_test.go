@@ -38,11 +38,7 @@ func TestFakeFailoverPastStoppedNodes(t *testing.T) {
 		}
 		return 200, "" // HEAD /d: the dataset exists
 	})
-	s, err := NewFromURLs([]string{closedURL(t), f.URL, closedURL(t)}, &Options{DatasetTTL: 1}) // every write checks its dataset
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := storeAt(t, []string{closedURL(t), f.URL, closedURL(t)}, &Options{DatasetTTL: 1}) // every write checks its dataset
 	ctx := context.Background()
 	for i := range 30 {
 		a := addrOf("d", fmt.Sprint(i))
@@ -66,11 +62,7 @@ func TestFakeFailoverPastStoppedNodes(t *testing.T) {
 // TestFakeEveryNodeStopped: when no node can be reached, the failure is KindUnavailable
 // ("cannot connect; nothing was sent"), for writes too: nothing reached a server.
 func TestFakeEveryNodeStopped(t *testing.T) {
-	s, err := NewFromURLs([]string{closedURL(t), closedURL(t)}, &Options{SkipDatasetCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	s := storeAt(t, []string{closedURL(t), closedURL(t)}, &Options{SkipDatasetCheck: true})
 	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,13 @@ func newFake(t *testing.T, answer func(r *searchtest.Request) (int, string)) *se
 
 func storeOf(t *testing.T, f *searchtest.Cluster, opts *Options) *Store {
 	t.Helper()
-	s, err := NewFromURLs([]string{f.URL}, opts)
+	return storeAt(t, []string{f.URL}, opts)
+}
+
+// storeAt opens the adapter on urls, closed when the test ends.
+func storeAt(t *testing.T, urls []string, opts *Options) *Store {
+	t.Helper()
+	s, err := NewFromURLs(urls, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,11 +93,7 @@ func TestFakePermissionDeniedWholeRequest(t *testing.T) {
 				}
 				return tc.status, tc.body
 			})
-			s, err := NewFromURLs([]string{f.URL}, &Options{Username: "rs_user", Password: "pw-not-in-errors"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			s := storeOf(t, f, &Options{Username: "rs_user", Password: "pw-not-in-errors"})
 			res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 			if err != nil {
 				t.Fatal(err)
