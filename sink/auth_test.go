@@ -3,34 +3,22 @@ package sink
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/search"
 	"github.com/tributary-dev/tributary/internal/search/searchtest"
 )
-
-// closedURL is the URL of a port nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
-}
 
 // A dead first node does not stall the sink: the claim, the mapping and the _bulk requests
 // go to the next node, and nothing marks the sink stale (no transport error reached it).
 func TestWriteFailsOverPastADeadFirstURL(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeCluster(t)
-	k := fakeSink(t, f, Config{URLs: []string{closedURL(t), f.URL}}, nil, Options{})
+	k := fakeSink(t, f, Config{URLs: []string{estest.ClosedURL(t, "http"), f.URL}}, nil, Options{})
 	sch := ordersSchema("orders")
 	for round := range 3 {
 		dead, err := k.Write(ctx, fakeEvents(sch, int64(1+10*round), 10))

@@ -19,6 +19,7 @@ import (
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/privtest"
 	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -28,16 +29,6 @@ import (
 // and inline, a client certificate with a server name, a stopped node listed first, a role
 // that does not cover one dataset (ERROR_KIND_PERMISSION_DENIED for that dataset's items only,
 // naming the action), and a wrong password (authentication failed; the store NOT_SERVING).
-
-func stoppedNodeURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "https://" + l.Addr().String()
-	l.Close()
-	return u
-}
 
 // TestSecureSearchStores runs per secured server (searchtest.EachSecure): elasticsearch,
 // opensearch.
@@ -96,7 +87,7 @@ stores:
     password: not-the-password
     tls: {ca_file: %[5]q}
     %[6]s
-`, kind, stoppedNodeURL(t), sec.URL, user, sec.CAFile, health, byAddress, sec.ClientCertFile, sec.ClientKeyFile), modeServer)
+`, kind, estest.ClosedURL(t, "https"), sec.URL, user, sec.CAFile, health, byAddress, sec.ClientCertFile, sec.ClientKeyFile), modeServer)
 	ctx := testCtx(t)
 
 	for _, store := range []string{"cafile", "inline", "cert"} {

@@ -16,20 +16,9 @@ import (
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/search"
 )
-
-// closedURL is the URL of a port nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
-}
 
 // countingServer answers every request 200 with the request's body, counting requests.
 func countingServer(t *testing.T, n *atomic.Int64) *httptest.Server {
@@ -48,7 +37,7 @@ func countingServer(t *testing.T, n *atomic.Int64) *httptest.Server {
 func TestFailoverToTheNextNode(t *testing.T) {
 	var hits atomic.Int64
 	live := countingServer(t, &hits)
-	tp := client(t, search.Options{URLs: []string{closedURL(t), closedURL(t), live.URL}})
+	tp := client(t, search.Options{URLs: []string{estest.ClosedURL(t, "http"), estest.ClosedURL(t, "http"), live.URL}})
 	for i := range 5 {
 		body := `{"n":` + string(rune('0'+i)) + `}`
 		a, err := search.Do(ctxT(t), tp, esapi.BulkRequest{Body: strings.NewReader(body)})
@@ -69,7 +58,7 @@ func TestFailoverToTheNextNode(t *testing.T) {
 // "no connection available"), after one attempt per node; and once a node listens again
 // a request reaches it whatever the nodes' backoffs.
 func TestFailoverEveryNodeDown(t *testing.T) {
-	urls := []string{closedURL(t), closedURL(t), closedURL(t)}
+	urls := []string{estest.ClosedURL(t, "http"), estest.ClosedURL(t, "http"), estest.ClosedURL(t, "http")}
 	tp := client(t, search.Options{URLs: urls})
 	for range 3 {
 		_, err := search.Do(ctxT(t), tp, esapi.InfoRequest{})
@@ -131,7 +120,7 @@ func TestNoFailoverOnceSent(t *testing.T) {
 
 // A canceled request is not sent to the next node.
 func TestNoFailoverAfterCancel(t *testing.T) {
-	tp := client(t, search.Options{URLs: []string{closedURL(t), closedURL(t)}})
+	tp := client(t, search.Options{URLs: []string{estest.ClosedURL(t, "http"), estest.ClosedURL(t, "http")}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := search.Do(ctx, tp, esapi.InfoRequest{})

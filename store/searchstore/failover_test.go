@@ -3,27 +3,13 @@ package searchstore
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 
+	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/store/driver"
 )
-
-// closedURL returns the URL of a local port nothing listens on: a stopped node.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 // TestFakeFailoverPastStoppedNodes: with stopped nodes listed first and last, every read,
 // write and dataset check still succeeds through the live node: a request that cannot
@@ -38,7 +24,7 @@ func TestFakeFailoverPastStoppedNodes(t *testing.T) {
 		}
 		return 200, "" // HEAD /d: the dataset exists
 	})
-	s := storeAt(t, []string{closedURL(t), f.URL, closedURL(t)}, &Options{DatasetTTL: 1}) // every write checks its dataset
+	s := storeAt(t, []string{estest.ClosedURL(t, "http"), f.URL, estest.ClosedURL(t, "http")}, &Options{DatasetTTL: 1}) // every write checks its dataset
 	ctx := context.Background()
 	for i := range 30 {
 		a := addrOf("d", fmt.Sprint(i))
@@ -62,7 +48,7 @@ func TestFakeFailoverPastStoppedNodes(t *testing.T) {
 // TestFakeEveryNodeStopped: when no node can be reached, the failure is KindUnavailable
 // ("cannot connect; nothing was sent"), for writes too: nothing reached a server.
 func TestFakeEveryNodeStopped(t *testing.T) {
-	s := storeAt(t, []string{closedURL(t), closedURL(t)}, &Options{SkipDatasetCheck: true})
+	s := storeAt(t, []string{estest.ClosedURL(t, "http"), estest.ClosedURL(t, "http")}, &Options{SkipDatasetCheck: true})
 	res, err := s.Write(context.Background(), []driver.Write{putOf(addrOf("d", "1"), `{}`, driver.Condition{})}, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package searchstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -271,12 +270,7 @@ func TestSecureStoppedNodeFirst(t *testing.T) {
 	eachSecure(t, func(t *testing.T, e *secureEngine) {
 		base := estest.UniqueName(t, "searchstore-secure")
 		e.Index(t, base, "")
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead := "https://" + l.Addr().String()
-		l.Close()
+		dead := estest.ClosedURL(t, "https")
 		s := e.store(t, searchstore.Options{Username: e.User, Password: e.Password, CACert: e.CA, DatasetTTL: time.Nanosecond}, dead, e.URL)
 		ctx := ctxOf(t)
 		for i := range 20 {
