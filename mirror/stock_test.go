@@ -82,6 +82,22 @@ func wantNothingLeft(t *testing.T, cfg *mirror.Config, dsn, name string) {
 	}
 }
 
+// refusedAlone runs the pipeline of table name into the stock cluster at url alone: Run ends
+// with the refusal, and nothing is left behind.
+func refusedAlone(t *testing.T, dsn, name, url string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{stockPipeline(dsn, dir, name, url)}}
+	m, err := mirror.Open(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Run(t.Context())
+	m.Close()
+	wantStockRefusal(t, err)
+	wantNothingLeft(t, cfg, dsn, name)
+}
+
 // startMirror opens cfg's mirror and runs it in the background (runInBackground), stopped and
 // closed when the test ends.
 func startMirror(t *testing.T, cfg *mirror.Config) (m *mirror.Mirror, ended func() error, stop func() error) {
@@ -181,16 +197,7 @@ func TestStockClusterRefusedBeforeAnything(t *testing.T) {
 
 	// Alone, the refused pipeline ends Run with its refusal.
 	t.Run("alone", func(t *testing.T) {
-		dir := t.TempDir()
-		cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{stockPipeline(dsn, dir, bad, stock.URL)}}
-		m, err := mirror.Open(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = m.Run(t.Context())
-		m.Close()
-		wantStockRefusal(t, err)
-		wantNothingLeft(t, cfg, dsn, bad)
+		refusedAlone(t, dsn, bad, stock.URL)
 	})
 
 	// The real shared Elasticsearch, when it is stock (nothing set): its cluster-settings lock
@@ -207,16 +214,7 @@ func TestStockClusterRefusedBeforeAnything(t *testing.T) {
 		if _, ok := cur.Transient[estest.AutoCreateSetting]; ok {
 			t.Skipf("the shared cluster holds a transient %s: it is not stock", estest.AutoCreateSetting)
 		}
-		dir := t.TempDir()
-		cfg := &mirror.Config{State: filepath.Join(dir, "state.db"), Pipelines: []mirror.PipelineConfig{stockPipeline(dsn, dir, bad, url)}}
-		m, err := mirror.Open(cfg, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = m.Run(t.Context())
-		m.Close()
-		wantStockRefusal(t, err)
-		wantNothingLeft(t, cfg, dsn, bad)
+		refusedAlone(t, dsn, bad, url)
 		if node.IndexExists(t, "h3-"+bad) {
 			t.Error("the refused pipeline created its index")
 		}
