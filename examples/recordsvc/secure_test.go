@@ -88,7 +88,10 @@ stores:
     tls: {ca_file: %[5]q}
     %[6]s
 `, kind, estest.ClosedURL(t, "https"), sec.URL, user, sec.CAFile, health, byAddress, sec.ClientCertFile, sec.ClientKeyFile), modeServer)
-	ctx := testCtx(t)
+	// Generous, not testCtx's minute: TLS handshakes with the secured servers take seconds on a
+	// loaded machine, and the health checks (every 5 s) must have run for every store.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
 
 	for _, store := range []string{"cafile", "inline", "cert"} {
 		t.Run(store, func(t *testing.T) {

@@ -56,8 +56,10 @@ func client(t *testing.T, o search.Options) esapi.Transport {
 	return c
 }
 
+// ctxT bounds one call of a test: generous, beyond the secured servers' tests' one-minute
+// connect timeout (a TLS handshake on a loaded machine takes seconds).
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
