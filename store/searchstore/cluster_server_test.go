@@ -3,7 +3,6 @@ package searchstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -29,12 +28,7 @@ func TestClusterStoppedNodeFirst(t *testing.T) {
 	}
 	admin := &estest.Node{Engine: "Elasticsearch", URL: urls[0], Transport: tp}
 	index := admin.TempIndex(t, "searchstore-cluster", map[string]any{"settings": map[string]any{"number_of_shards": 3, "number_of_replicas": 1}})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + l.Addr().String()
-	l.Close()
+	dead := estest.ClosedURL(t, "http")
 	before := httpRequestsPerNode(t, admin)
 	s, err := searchstore.NewFromURLs(append([]string{dead}, urls...), &searchstore.Options{DatasetTTL: time.Nanosecond})
 	if err != nil {
