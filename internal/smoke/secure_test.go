@@ -63,6 +63,10 @@ func TestSmokeOpenSearchSecure(t *testing.T) {
 	})
 }
 
+// secureCallTimeout bounds one request to a secured server, TLS handshake included: generous,
+// as a handshake takes seconds on a loaded machine.
+const secureCallTimeout = 2 * time.Minute
+
 // secureAPI is where the two engines' security APIs differ.
 type secureAPI struct {
 	whoami     string // GET: who the request authenticated as
@@ -81,7 +85,7 @@ type secureClient struct {
 
 func (c secureClient) do(t *testing.T, method, path, body string) (int, []byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), secureCallTimeout)
 	defer cancel()
 	var rd io.Reader
 	if body != "" {
@@ -132,7 +136,7 @@ func (c secureClient) must(t *testing.T, method, path, body string, want ...int)
 }
 
 func httpClient(cfg *tls.Config) *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: secureCallTimeout}
 }
 
 func runSecureSmoke(t *testing.T, s testenv.Secure, api secureAPI) {

@@ -27,6 +27,11 @@ type Secure struct {
 	client *http.Client
 }
 
+// adminTimeout bounds one request of the admin client (TLS handshake included): generous, as a
+// handshake with a secured server takes seconds on a loaded machine and OpenSearch reloads its
+// security configuration before it answers a change.
+const adminTimeout = 2 * time.Minute
+
 // EachSecure runs f as a subtest per secured server, skipped when its variables are unset.
 func EachSecure(t *testing.T, f func(t *testing.T, s *Secure)) {
 	for _, srv := range []testenv.SecureServer{testenv.SecureES, testenv.SecureOpenSearch} {
@@ -40,7 +45,7 @@ func EachSecure(t *testing.T, f func(t *testing.T, s *Secure)) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f(t, &Secure{Secure: s, CA: ca, client: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}})
+			f(t, &Secure{Secure: s, CA: ca, client: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: adminTimeout}})
 		})
 	}
 }
@@ -58,7 +63,7 @@ func (s *Secure) Do(t testing.TB, method, path, body string) (int, []byte) {
 // DoAs sends one request as user (no Authorization header when user is empty).
 func (s *Secure) DoAs(t testing.TB, user, password, method, path, body string) (int, []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, strings.NewReader(body))
 	if err != nil {
@@ -248,7 +253,7 @@ func (s *Secure) WaitRole(t testing.TB, user, password, role string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: estest.CallTimeout}
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: adminTimeout}
 	}
 	start := time.Now()
 	var last string
@@ -270,7 +275,7 @@ func (s *Secure) WaitRole(t testing.TB, user, password, role string) {
 // rolesOf asks WhoAmIPath as user through client and returns "" when the answer lists role,
 // else what it got.
 func (s *Secure) rolesOf(client *http.Client, user, password, role string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), estest.CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", s.URL+s.WhoAmIPath(), nil)
 	if err != nil {
