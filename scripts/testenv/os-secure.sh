@@ -200,9 +200,25 @@ oss_launch() {
     kill -TERM "$OSS_LAUNCHER" 2>/dev/null || true
     die "opensearch $OSS_VERSION (secured) did not start"
   fi
+  oss_cert_role
 }
 
 oss_ready_or_gone() { oss_ready || ! proc_alive "$OSS_LAUNCHER"; }
+
+# oss_cert_role puts the certificate user's role (roles.yml's tributary_cert) through the REST
+# API: the files apply only when the security index is first initialised, so a run dir set up
+# by an older version of this script gets the role's current rights at its next start. A
+# failure is only logged: the role then stays as it was.
+oss_cert_role() {
+  local body='{"cluster_permissions":["cluster_all","cluster_composite_ops"],"index_permissions":[{"index_patterns":["*"],"allowed_actions":["indices_all"]}]}'
+  local try
+  for try in 1 2 3 4 5; do
+    curl -fsS --max-time 60 --cacert "$OSS_CERTS/ca.pem" -u "$OSS_USER:$OSS_PASSWORD" -X PUT \
+      -H 'Content-Type: application/json' "$OSS_URL/_plugins/_security/api/roles/tributary_cert" -d "$body" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  log "warning: could not update the role tributary_cert; the client certificate's user keeps its former rights"
+}
 
 do_up() { secure_up install_oss oss_launch; }
 
