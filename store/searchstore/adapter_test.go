@@ -252,10 +252,13 @@ func proxied(t *testing.T, srv *server) (*searchstore.Store, *faultproxy.HTTPPro
 	return adapterAt(t, p.URL(), nil), p
 }
 
-func bulkRequests(p *faultproxy.HTTPProxy) int {
+func bulkRequests(p *faultproxy.HTTPProxy) int { return requestsTo(p, "/_bulk") }
+
+// requestsTo counts the requests to path the proxy recorded.
+func requestsTo(p *faultproxy.HTTPProxy, path string) int {
 	n := 0
 	for _, r := range p.Records() {
-		if r.Path == "/_bulk" {
+		if r.Path == path {
 			n++
 		}
 	}
@@ -381,11 +384,28 @@ func TestDroppedAnswer(t *testing.T) {
 			t.Fatalf("%d _bulk requests, want 1: an outcome-unknown write must not be retried", n)
 		}
 
+		// A read whose answer was lost changed nothing: it is sent once more (to the next node
+		// when there are several), and only a second loss fails it, KindUnavailable.
+		p.ResetRecords()
 		if _, err := p.AddRule(faultproxy.Rule{Method: http.MethodPost, PathPrefix: "/_mget", Times: 1, Action: faultproxy.ForwardThenDrop}); err != nil {
 			t.Fatal(err)
 		}
+		rr, err := a.Read(ctxT(t), []driver.Address{k})
+		if err != nil || rr[0].Err != nil || !rr[0].Found {
+			t.Fatalf("read whose first answer was lost: %+v, %v; want it sent again and found", rr, err)
+		}
+		if n := requestsTo(p, "/_mget"); n != 2 {
+			t.Fatalf("%d _mget requests, want 2 (the lost one and its resend)", n)
+		}
+		p.ResetRecords()
+		if _, err := p.AddRule(faultproxy.Rule{Method: http.MethodPost, PathPrefix: "/_mget", Times: 2, Action: faultproxy.ForwardThenDrop}); err != nil {
+			t.Fatal(err)
+		}
 		_, err = a.Read(ctxT(t), []driver.Address{k})
-		wantKind(t, "read whose answer was lost", err, driver.KindUnavailable)
+		wantKind(t, "read whose answer was lost twice", err, driver.KindUnavailable)
+		if n := requestsTo(p, "/_mget"); n != 2 {
+			t.Fatalf("%d _mget requests, want 2: a read is sent again once, not more", n)
+		}
 		if _, err := p.AddRule(faultproxy.Rule{Method: http.MethodPost, PathPrefix: "/_mget", Times: 1, Action: faultproxy.ForwardThenDrop}); err != nil {
 			t.Fatal(err)
 		}

@@ -14,17 +14,17 @@
 // NewFromURLs takes every node's URL. Requests go round robin; one that cannot reach its node
 // (connection refused, no route, a connect timeout: nothing was sent) goes at once to the next
 // node, and the unreachable node is skipped for a while (internal/search's node pool), so a
-// stopped node costs no failed call while another answers. A request that reached a node and
-// lost its answer is never sent again (a _bulk could apply twice): it fails as the table
-// under Errors says.
+// stopped node costs no failed call while another answers. A read (_mget, a dataset check)
+// that reached a node and lost its connection (the node died with it in flight) is sent once
+// more, to another node: it changed nothing. A _bulk that reached a node and lost its answer
+// is never sent again (it could apply twice): it fails as the table under Errors says.
 //
 // Proven on a three-node Elasticsearch cluster (TestFaultClusterNodeKill,
 // multinode_fault_test.go, a fault test): the node holding an index's primary, then the first
 // URL's node, killed (kill -9) under a loop of puts and gets, calls go on succeeding while it
-// is down; only calls in flight at the kill may fail, or sent within a moment after it on a
-// pooled connection to the dead node (reset: such a request is never sent again, not even a
-// read), retryable (KindUnavailable, KindOutcomeUnknown for a put); every acknowledged put
-// reads back after it.
+// is down; only puts in flight at the kill, or sent within a moment after it on a pooled
+// connection to the dead node, may fail, retryable (KindOutcomeUnknown; a read in that
+// position is sent again to another node); every acknowledged put reads back after it.
 //
 // # Records
 //

@@ -418,7 +418,9 @@ func TestFakeTimeoutAndCancel(t *testing.T) {
 	}
 	wantKind(t, "write whose caller had gone", err, driver.KindCanceled)
 	// perform itself checks (the caller may leave after Write began, during a dataset check).
-	_, derr := free.perform(ctx, esapi.BulkRequest{Body: strings.NewReader(`{"index":{"_index":"d","_id":"gone"}}` + "\n{}\n")}, mutating, "_bulk")
+	_, derr := free.perform(ctx, func() esapi.Request {
+		return esapi.BulkRequest{Body: strings.NewReader(`{"index":{"_index":"d","_id":"gone"}}` + "\n{}\n")}
+	}, mutating, "_bulk")
 	if derr == nil {
 		t.Fatal("a _bulk whose caller had gone was performed")
 	}

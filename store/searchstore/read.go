@@ -63,7 +63,7 @@ func (s *Store) mget(ctx context.Context, addrs []driver.Address) ([]mgetDoc, *d
 	}
 	body = append(body, "]}"...)
 
-	ans, derr := s.perform(ctx, esapi.MgetRequest{Body: bytes.NewReader(body)}, readOnly, "_mget")
+	ans, derr := s.perform(ctx, func() esapi.Request { return esapi.MgetRequest{Body: bytes.NewReader(body)} }, readOnly, "_mget")
 	if derr != nil {
 		return nil, derr
 	}

@@ -173,9 +173,16 @@ func (s *Store) Close(ctx context.Context) error {
 	return s.owned.Close(ctx)
 }
 
-// perform sends req and reads the whole answer. A non-nil error is already classified: kind
-// says whether the request may have changed anything when its answer was lost.
-func (s *Store) perform(parent context.Context, req esapi.Request, kind requestKind, what string) (search.Answer, *driver.Error) {
+// perform sends the request mk makes and reads the whole answer. A non-nil error is already
+// classified: kind says whether the request may have changed anything when its answer was lost.
+//
+// A read is sent once more when its connection failed after reaching a node (the node died
+// with the request in flight, or reset a pooled connection): it changed nothing, and the
+// client skips the node that failed, so the second attempt goes to another node when there is
+// one. A request that could not connect at all was already offered to every node by the
+// client (internal/search), and one that ran out of its time is not repeated. A write is never
+// sent twice: its first attempt may have been applied.
+func (s *Store) perform(parent context.Context, mk func() esapi.Request, kind requestKind, what string) (search.Answer, *driver.Error) {
 	if err := parent.Err(); err != nil {
 		// Checked here so that a write whose caller had already left is KindCanceled, not of
 		// unknown outcome: nothing was sent.
@@ -187,9 +194,18 @@ func (s *Store) perform(parent context.Context, req esapi.Request, kind requestK
 		ctx, cancel = context.WithTimeoutCause(parent, s.opts.Timeout, errRequestTimeout)
 		defer cancel()
 	}
-	ans, err := search.Do(ctx, s.tp, req)
+	ans, err := search.Do(ctx, s.tp, mk())
+	if err != nil && kind == readOnly && resendableRead(ctx, err) {
+		ans, err = search.Do(ctx, s.tp, mk())
+	}
 	if err != nil {
 		return search.Answer{}, classifyTransport(parent, ctx, err, kind, what)
 	}
 	return ans, nil
+}
+
+// resendableRead reports whether a read that failed with err may be sent again at once: it
+// reached a node whose connection then failed, and its time has not run out.
+func resendableRead(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !search.NotSent(err) && search.ErrorClass(err) == search.Unavailable
 }

@@ -136,7 +136,7 @@ func (s *Store) checkDatasets(ctx context.Context, writes []driver.Write, pendin
 func (s *Store) datasetExists(ctx context.Context, name string) *driver.Error {
 	// esapi puts the name into the URL path unescaped.
 	req := esapi.IndicesExistsRequest{Index: []string{pathEscape(name)}}
-	ans, err := s.perform(ctx, req, readOnly, "dataset check")
+	ans, err := s.perform(ctx, func() esapi.Request { return req }, readOnly, "dataset check")
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *Store) datasetExists(ctx context.Context, name string) *driver.Error {
 // same way, and the HEAD's answer stands.
 func (s *Store) denialReason(ctx context.Context, name string, status int) *driver.Error {
 	req := esapi.IndicesGetRequest{Index: []string{pathEscape(name)}, FilterPath: []string{"-*"}}
-	ans, err := s.perform(ctx, req, readOnly, "dataset check")
+	ans, err := s.perform(ctx, func() esapi.Request { return req }, readOnly, "dataset check")
 	if err != nil {
 		return nil
 	}
@@ -248,7 +248,7 @@ func (s *Store) bulk(ctx context.Context, writes []driver.Write, revs []revision
 			out[i].Err = err
 		}
 	}
-	ans, derr := s.perform(ctx, req, mutating, "_bulk")
+	ans, derr := s.perform(ctx, func() esapi.Request { return req }, mutating, "_bulk")
 	if derr != nil {
 		fail(derr)
 		return
