@@ -110,15 +110,7 @@ type running struct {
 
 func start(t *testing.T, cfg *mirror.Config) *running {
 	t.Helper()
-	m, err := mirror.Open(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{t: t, m: m, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- m.Run(ctx) }()
-	t.Cleanup(func() { r.stop(); _ = m.Close() })
-	return r
+	return startWith(t, cfg, nil)
 }
 
 // ended reports, without waiting, whether Run returned: an error for WaitFor.

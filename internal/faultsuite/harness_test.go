@@ -281,11 +281,14 @@ func (h *harness) withLoadSteps(steps []step, inject func(i int)) {
 // converge writes the marker row, waits for its document (everything committed before it is
 // then applied), then for the index to equal the source row by row. It returns the
 // differences that remain at the deadline; err when the pipeline never caught up.
-func (h *harness) converge() (diffs []string, err error) {
+func (h *harness) converge() (diffs []string, err error) { return h.convergeOn(markerID, 1) }
+
+// convergeOn is converge with the marker row's id and the random stream of its values.
+func (h *harness) convergeOn(marker int64, stream uint64) (diffs []string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), catchUpDeadline+equalDeadline+time.Minute)
 	defer cancel()
-	vals := []value{{s: fmt.Sprint(markerID)}}
-	r := rand.New(rand.NewPCG(h.spec.seed, 1))
+	vals := []value{{s: fmt.Sprint(marker)}}
+	r := rand.New(rand.NewPCG(h.spec.seed, stream))
 	for _, c := range h.tables[0].cols[1:] {
 		vals = append(vals, genValue(r, c))
 	}
@@ -293,7 +296,7 @@ func (h *harness) converge() (diffs []string, err error) {
 		return nil, fmt.Errorf("%w: %w", errNoMarker, err)
 	}
 	if err := h.waitFor(catchUpDeadline, "the marker row's document", func() (bool, error) {
-		return h.eng.exists(ctx, h.indices[0], fmt.Sprint(markerID))
+		return h.eng.exists(ctx, h.indices[0], fmt.Sprint(marker))
 	}); err != nil {
 		return nil, err
 	}

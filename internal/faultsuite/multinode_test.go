@@ -204,36 +204,7 @@ func (cl *cluster) killCase(h *harness, pg *postgres, i int, pick func(context.C
 // convergeTo is converge with a marker row of its own (one per case of a pipeline that lives
 // through several): the marker's document arriving, then the index equal to the table.
 func (h *harness) convergeTo(marker int64) ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), catchUpDeadline+equalDeadline+time.Minute)
-	defer cancel()
-	vals := []value{{s: fmt.Sprint(marker)}}
-	r := rand.New(rand.NewPCG(h.spec.seed, uint64(marker)))
-	for _, c := range h.tables[0].cols[1:] {
-		vals = append(vals, genValue(r, c))
-	}
-	if err := h.db.exec(ctx, h.db.upsert(h.tables[0], vals)); err != nil {
-		return nil, fmt.Errorf("%w: %w", errNoMarker, err)
-	}
-	if err := h.waitFor(catchUpDeadline, "the marker row's document", func() (bool, error) {
-		return h.eng.exists(ctx, h.indices[0], fmt.Sprint(marker))
-	}); err != nil {
-		return nil, err
-	}
-	h.mark("caught up")
-	end := time.Now().Add(equalDeadline)
-	for {
-		diffs, err := h.diff(ctx)
-		if err == nil && len(diffs) == 0 {
-			return nil, nil
-		}
-		if time.Now().After(end) {
-			if err != nil {
-				return nil, fmt.Errorf("comparing: %w", err)
-			}
-			return diffs, nil
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	return h.convergeOn(marker, uint64(marker))
 }
 
 // cluster is the test's view of escluster: which node is which, read from any node that answers.
