@@ -62,6 +62,14 @@ type TableSchema struct {
 	Columns []Column
 	// PrimaryKey holds indexes into Columns, in key order; empty for a table without one.
 	PrimaryKey []int
+	// Relation is the source's identity of the relation the table's name denoted when the
+	// change was made, stable across renames and column changes and never reused while the
+	// relation exists: PostgreSQL's pg_class OID in decimal; MySQL/MariaDB the version of the
+	// DDL (CREATE or RENAME) that gave the name its relation, as far as the stream has seen it.
+	// Empty when the source cannot tell (a table older than everything the stream saw, the
+	// Debezium path): an empty Relation never counts as a different relation. The sink binds
+	// each index to one relation (see package sink, Schema events).
+	Relation string
 }
 
 // ColumnIndex returns the index of the column named name, or -1.
