@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -131,10 +132,22 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 // past this point of the WAL, or a publication column list) a projection onto the message's
 // columns. A captured table Open did not list (created in a pattern's schema, or published,
 // since) is not cached: its first relation message loads it.
+//
+// The schema's Relation is always the message's relation ID, and its ID the name the message
+// gives: a relation renamed or moved to another schema since its last relation message takes
+// its new name at once (the server sends a new relation message before the first change after
+// the DDL), captured when the new name is, skipped when it is not (doc.go, Renames).
 func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
 	t := Table{Schema: m.Namespace, Name: m.RelationName}
+	id := st.src.tableID(st.plan.database, t)
+	rel := relationID(m.RelationID)
+	prev := st.relations[m.RelationID]
+	renamed := prev != nil && prev.id != id
+	if renamed {
+		st.renamed(prev, id, rel)
+	}
 	if !st.src.captures(t) {
-		st.relations[m.RelationID] = &relation{}
+		st.relations[m.RelationID] = &relation{id: id}
 		return nil
 	}
 	names := make([]string, len(m.Columns))
@@ -144,18 +157,23 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 	for i, c := range m.Columns {
 		names[i], oids[i], typmods[i], keys[i] = c.Name, c.DataType, c.TypeModifier, c.Flags&1 != 0
 	}
-	id := st.src.tableID(st.plan.database, t)
-	if prev := st.relations[m.RelationID]; prev != nil && prev.info != nil && prev.info.sameColumns(names, oids, typmods) {
+	if !renamed && prev != nil && prev.info != nil && prev.info.sameColumns(names, oids, typmods) {
 		return nil
 	}
 	ti := st.src.cached(id)
-	if ti == nil || !ti.sameColumns(names, oids, typmods) || (m.ReplicaIdentity == 'd' && !ti.keyIs(keys)) {
+	if ti == nil || ti.schema.Relation != rel || !ti.sameColumns(names, oids, typmods) || (m.ReplicaIdentity == 'd' && !ti.keyIs(keys)) {
 		fresh, err := st.cat.loadTable(ctx, id)
+		if err == nil && fresh.schema.Relation != rel {
+			// The name denotes another relation by now (renamed again, or dropped and
+			// created anew since this point of the WAL): its catalog entry says nothing
+			// about this one.
+			err = errNoTable
+		}
 		switch {
 		case errors.Is(err, errNoTable):
 			// Dropped or renamed since this point of the WAL: the relation message alone
 			// describes the columns.
-			fresh = &tableInfo{schema: &cdc.TableSchema{ID: id}}
+			fresh = &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: rel}}
 		case err != nil:
 			return err
 		default:
@@ -173,11 +191,40 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		}
 		ti = p
 	}
-	if prev := st.relations[m.RelationID]; prev != nil && prev.info != nil {
-		st.resnapInvalidate(id) // the table's columns changed in the middle of a chunk
+	if prev != nil && prev.info != nil || renamed {
+		st.resnapInvalidate(id) // the table's columns or relation changed in the middle of a chunk
 	}
-	st.relations[m.RelationID] = &relation{captured: true, info: ti}
+	st.relations[m.RelationID] = &relation{id: id, captured: true, info: ti}
 	return nil
+}
+
+// renamed notes a relation whose name changed since its last relation message (ALTER TABLE
+// ... RENAME or SET SCHEMA): a chunk of either name in flight is read again, the old name's
+// cached schema (this relation's) is forgotten, and a captured name the relation leaves is
+// logged -- a FOR TABLE publication follows the relation, not its name, so a table created
+// later under a named table's old name is not published.
+func (st *stream) renamed(prev *relation, id cdc.TableID, rel string) {
+	st.resnapInvalidate(prev.id)
+	st.resnapInvalidate(id)
+	if !prev.captured {
+		if st.src.captures(Table{Schema: id.Schema, Name: id.Table}) {
+			st.opts().Logger.Info("pgcdc: table renamed into the captured tables", "from", prev.id.String(), "table", id.String(), "relation", rel)
+		}
+		return
+	}
+	st.src.forget(prev.id, rel)
+	log := st.opts().Logger
+	if st.src.captures(Table{Schema: id.Schema, Name: id.Table}) {
+		log.Info("pgcdc: captured table renamed", "from", prev.id.String(), "table", id.String(), "relation", rel)
+	} else {
+		log.Warn("pgcdc: captured table renamed to a name not captured: its later changes are not delivered (its destination keeps what it has)",
+			"from", prev.id.String(), "to", id.String(), "relation", rel)
+	}
+	if old := (Table{Schema: prev.id.Schema, Name: prev.id.Table}); slices.Contains(st.src.named, old) && !slices.Contains(st.src.patterns, old.Schema) {
+		log.Warn("pgcdc: a captured table's name is free: a table created under it later is captured only once the publication publishes it "+
+			"(a publication FOR TABLE follows the renamed relation, not its name)",
+			"table", prev.id.String(), "fix", fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", quoteIdent(st.opts().Publication), displayName(old)))
+	}
 }
 
 // truncate turns one Truncate message into a cdc.Truncate event per captured table it names

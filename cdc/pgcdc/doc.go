@@ -128,6 +128,33 @@
 // keeps the schema it was decoded under. Names are exact, so mixed-case and quoted names need
 // no quoting in Options.Tables.
 //
+// # Relations and renames
+//
+// Every schema pgcdc produces (Tables, snapshot rows, streamed changes, re-snapshot rows)
+// carries the relation its name denoted as cdc.TableSchema.Relation: the pg_class OID in
+// decimal, the relation ID of pgoutput's relation messages. It survives ALTER TABLE ...
+// RENAME, SET SCHEMA and column changes; DROP followed by CREATE of the same name gives
+// another one. The sink binds each index to one relation (package sink, Schema events).
+//
+// The server sends a relation message before a relation's first change after any DDL on it,
+// so a rename is seen at the renamed table's next change, in WAL order: every change after
+// the rename carries the new name (its cdc.TableID) and the same Relation, changes before it
+// the old name. The rename is logged at Info. A relation renamed or moved to a name the
+// source does not capture (not named, not in a pattern's schema) has its later changes
+// skipped, logged at Warn (its destination keeps what it has); one renamed or moved into a
+// captured name is captured from its next change, under the new name -- its earlier rows
+// arrive only through a re-snapshot, which the sink asks for (the relation entered the
+// name). Whether the server sends such changes at all is the publication's: a FOR TABLE
+// publication (what pgcdc creates for named tables) follows the relation through renames,
+// not the name, so a table created later under a named table's old name is not published
+// (a Warn line at the rename gives the ALTER PUBLICATION ... ADD TABLE; the next Open
+// refuses it until then); a FOR TABLES IN SCHEMA publication (patterns) publishes what is in
+// the schema now, so a table moved out of a pattern's schema stops being sent at all, and one
+// created or moved in is sent from its first change. A relation that leaves the captured
+// names and comes back to the same name with no relation message of another captured name
+// in between keeps its identity, and the changes made while it was away are not delivered
+// (no event tells the sink; re-snapshot the table).
+//
 // # Versions
 //
 // A streamed change's version is the LSN of its own WAL record (the position the server

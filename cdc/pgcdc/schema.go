@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -125,8 +126,15 @@ JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.att
 WHERE con.conrelid = ANY($1::oid[]) AND con.contype = 'p'
 ORDER BY con.conrelid, k.ord`
 
+// relationID is a relation's identity as cdc.TableSchema.Relation carries it: its pg_class
+// OID in decimal (what a relation message calls its relation ID).
+func relationID(oid uint32) string { return strconv.FormatUint(uint64(oid), 10) }
+
 // loadTable reads a table's columns (generated columns excluded: pgoutput never sends them),
-// types and primary key from pg_catalog. Names are exact: no case folding, no quoting.
+// types and primary key from pg_catalog. Names are exact: no case folding, no quoting. The
+// schema's Relation is the OID of the relation the name denotes in the catalog read, which
+// may be another relation than the one a stream's relation message names (renamed, dropped
+// and re-created since).
 func (c *catalog) loadTable(ctx context.Context, id cdc.TableID) (*tableInfo, error) {
 	m, err := c.loadTables(ctx, []cdc.TableID{id})
 	if err != nil {
@@ -189,7 +197,7 @@ func (c *catalog) loadTables(ctx context.Context, ids []cdc.TableID) (map[cdc.Ta
 	for _, r := range raw {
 		ti := byRel[r.rel]
 		if ti == nil {
-			ti = &tableInfo{schema: &cdc.TableSchema{ID: r.id}}
+			ti = &tableInfo{schema: &cdc.TableSchema{ID: r.id, Relation: relationID(r.rel)}}
 			byRel[r.rel] = ti
 			rels = append(rels, r.rel)
 		}
@@ -245,7 +253,7 @@ func (c *catalog) loadTables(ctx context.Context, ids []cdc.TableID) (map[cdc.Ta
 // key flags of the relation message stand in (keyFlags may be nil).
 func (c *catalog) project(ctx context.Context, base *tableInfo, names []string, oids []uint32, typmods []int32, keyFlags []bool) (*tableInfo, error) {
 	id := base.schema.ID
-	ti := &tableInfo{schema: &cdc.TableSchema{ID: id}, deferrablePK: base.deferrablePK}
+	ti := &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: base.schema.Relation}, deferrablePK: base.deferrablePK}
 	for i, name := range names {
 		j := base.schema.ColumnIndex(name)
 		if j >= 0 && base.oids[j] == oids[i] && base.typmods[j] == typmods[i] {
@@ -463,6 +471,16 @@ var builtinArrays = map[uint32]uint32{
 	pgtype.JSONArrayOID:        pgtype.JSONOID,
 	pgtype.JSONBArrayOID:       pgtype.JSONBOID,
 	pgtype.UUIDArrayOID:        pgtype.UUIDOID,
+}
+
+// forget drops the cached schema of id when it describes relation rel, which no longer bears
+// the name (renamed): a later load of the name reads the catalog again.
+func (s *Source) forget(id cdc.TableID, rel string) {
+	s.mu.Lock()
+	if ti := s.schemas[id]; ti != nil && ti.schema.Relation == rel {
+		delete(s.schemas, id)
+	}
+	s.mu.Unlock()
 }
 
 // columnNames lists a schema's column names.

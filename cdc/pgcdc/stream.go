@@ -106,8 +106,10 @@ type stream struct {
 	snapSent atomic.Int64 // snapshot rows this stream put into events
 }
 
-// relation is what a relation message told about a relation ID.
+// relation is what a relation message told about a relation ID: the name it had (id), and
+// whether that name is captured, with its schema.
 type relation struct {
+	id       cdc.TableID
 	captured bool
 	info     *tableInfo
 }
