@@ -1,6 +1,7 @@
 package pgcdc
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,6 +93,56 @@ type tableRef struct {
 // ErrBadCheckpoint is returned for a checkpoint this package did not write.
 var ErrBadCheckpoint = errors.New("pgcdc: malformed checkpoint")
 
+// ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is): the stored checkpoint
+// is another kind of source's. It is also an ErrBadCheckpoint, so permanent.
+var ErrForeignCheckpoint = errors.New("pgcdc: the stored checkpoint is another source's")
+
+// ForeignCheckpointError is the permanent refusal of a checkpoint that another kind of source
+// wrote: the pipeline ran with another source type (a Debezium pipeline switched back to the
+// native source by a configuration change alone, or a MySQL source's state). It says whose
+// checkpoint it is and the fix; it never quotes the checkpoint.
+type ForeignCheckpointError struct {
+	// Writer names the source that wrote it: "debezium" or "mysqlcdc".
+	Writer string
+}
+
+func (e *ForeignCheckpointError) Error() string {
+	what := "a MySQL/MariaDB source's checkpoint (a binlog position)"
+	if e.Writer == "debezium" {
+		what = "a Debezium checkpoint (the pipeline last ran with source type debezium: its position is the Kafka consumer group's)"
+	}
+	return "pgcdc: the stored checkpoint is " + what + ", not a position in this server's WAL; " +
+		"move a pipeline between the native source and Debezium with the switch procedure (cdcmirror switch; mirror.Switch), " +
+		"which resets the checkpoint and keeps the indices"
+}
+
+// Is makes the error both ErrForeignCheckpoint and ErrBadCheckpoint.
+func (e *ForeignCheckpointError) Is(target error) bool {
+	return target == ErrForeignCheckpoint || target == ErrBadCheckpoint
+}
+
+// foreignCheckpoint recognises a checkpoint another kind of source wrote: a Debezium source's
+// ("debezium1:<session>:<seq>") or mysqlcdc's (JSON with binlog coordinates, no LSN). nil
+// when cp is neither.
+func foreignCheckpoint(cp cdc.Checkpoint) error {
+	if bytes.HasPrefix(cp, []byte("debezium")) {
+		return &ForeignCheckpointError{Writer: "debezium"}
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(cp, &keys) != nil {
+		return nil
+	}
+	if _, ok := keys["lsn"]; ok {
+		return nil
+	}
+	for _, k := range []string{"file", "use_gtid", "gtid"} {
+		if _, ok := keys[k]; ok {
+			return &ForeignCheckpointError{Writer: "mysqlcdc"}
+		}
+	}
+	return nil
+}
+
 func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState, resnap *resnapState) cdc.Checkpoint {
 	if snap == nil && resnap == nil { // every transaction's: what json.Marshal writes, without reflection
 		b := append(make([]byte, 0, 40), `{"v":`...)
@@ -115,6 +166,11 @@ type decodedCheckpoint struct {
 }
 
 func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
+	if len(cp) == 0 || cp[0] != '{' || !bytes.Contains(cp, []byte(`"lsn"`)) {
+		if err := foreignCheckpoint(cp); err != nil {
+			return decodedCheckpoint{}, err
+		}
+	}
 	var c checkpoint
 	if err := json.Unmarshal(cp, &c); err != nil {
 		return decodedCheckpoint{}, fmt.Errorf("%w: not JSON", ErrBadCheckpoint)
