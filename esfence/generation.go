@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
 
+	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -40,7 +42,25 @@ type tableRecord struct {
 	Retired []retiredGen `json:"retired,omitempty"`
 	// Retain is how long the outgoing generation of the switch in progress stays retired.
 	Retain time.Duration `json:"retain_ns,omitempty"`
+	// Emptying says the switch in progress is a Reset's: its next generation is new and empty,
+	// so a claim completing the switch creates it when a crash left it uncreated.
+	Emptying bool `json:"emptying,omitempty"`
+	// Floor is the table's version floor (Reset): a change of the table with a lower version
+	// predates the reset and is void. 0: none.
+	Floor int64 `json:"floor,omitempty"`
+	// Relation is the source relation identity the table is bound to ("": none yet);
+	// RetiredRelations are identities retired from it, oldest first, at most
+	// MaxRetiredRelations; Sink is the sink that bound them (Relations reads a sink's own).
+	Relation         string   `json:"relation,omitempty"`
+	RetiredRelations []string `json:"retired_relations,omitempty"`
+	Sink             string   `json:"sink,omitempty"`
+	// Source is the source table of the sink's binding (set with Sink).
+	Source *MarkerSource `json:"source,omitempty"`
 }
+
+// MaxRetiredRelations bounds the relation identities a table record keeps as retired: the
+// oldest is forgotten first (a change of a relation that long gone no longer reaches a sink).
+const MaxRetiredRelations = 16
 
 // retiredGen is a former live generation, deleted once its time has come.
 type retiredGen struct {
@@ -51,7 +71,7 @@ type retiredGen struct {
 func decodeTableRecord(b []byte) (tableRecord, error) {
 	var r tableRecord
 	if err := json.Unmarshal(b, &r); err != nil || r.Version != recordVersion || r.Live < 0 || r.Next < 0 || r.Top < r.Live || r.Top < r.Next ||
-		(r.Switching && r.Next == 0) {
+		(r.Switching && r.Next == 0) || (r.Emptying && !r.Switching) || r.Floor < 0 {
 		return r, errors.New("esfence: the table record has an unknown format")
 	}
 	return r, nil
@@ -87,7 +107,27 @@ type Generations struct {
 	rev  statestore.Revision
 	live *Claim
 	next *Claim
+	// created says the claim that made this value created the table (no record, no index).
+	created bool
 }
+
+// Created says whether the EnsureTable that returned g created the table: neither a table
+// record nor an index of this pipeline existed. Values derived from g say false.
+func (g *Generations) Created() bool { return g.created }
+
+// Floor is the table's version floor (see Reset): changes with a lower version are void.
+func (g *Generations) Floor() int64 { return g.rec.Floor }
+
+// Relation is the relation identity the table is bound to ("": none).
+func (g *Generations) Relation() string { return g.rec.Relation }
+
+// RelationRetired says whether relation was retired from the table.
+func (g *Generations) RelationRetired(relation string) bool {
+	return relation != "" && slices.Contains(g.rec.RetiredRelations, relation)
+}
+
+// RetiredRelations are the identities retired from the table, oldest first.
+func (g *Generations) RetiredRelations() []string { return slices.Clone(g.rec.RetiredRelations) }
 
 // Name is the table's name: its read alias, or its legacy index.
 func (g *Generations) Name() string { return g.dest.Index }
@@ -224,6 +264,7 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 	if err != nil {
 		return nil, err
 	}
+	created := false
 	if rev != 0 && f.shared() && (rec.Live > 1 || rec.Next != 0 || rec.Switching || len(rec.Retired) > 0) {
 		return nil, refuseShared(d, "claiming a table with reindex state")
 	}
@@ -252,7 +293,7 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 			if err != nil {
 				return nil, err
 			}
-			return &Generations{dest: d, live: c}, nil
+			return &Generations{dest: d, live: c, created: legacy.Instance == "" && !f.shared()}, nil
 		}
 		if !mayCreate {
 			return nil, f.refuse(d, DestinationMissing, "the table's index does not exist; it is never recreated")
@@ -261,8 +302,9 @@ func (f *Fence) ensureTable(ctx context.Context, d Destination, mayCreate, asLeg
 		if rev, err = f.putTable(ctx, d, rec, 0); err != nil {
 			return nil, err
 		}
+		created = legacy.Instance == "" && !f.shared()
 	}
-	g := &Generations{dest: d, rec: rec, rev: rev}
+	g := &Generations{dest: d, rec: rec, rev: rev, created: created}
 	if rec.Switching {
 		return f.finishSwitch(ctx, g, false)
 	}
@@ -407,6 +449,9 @@ func (f *Fence) Switch(ctx context.Context, g *Generations, retain time.Duration
 		return nil, errors.New("esfence: no generation is being filled")
 	}
 	if g.rec.Switching { // this value's switch was cut short: complete it
+		if g.next == nil {
+			return nil, errors.New("esfence: the switch was cut short before its generation was claimed; claim the table again")
+		}
 		if _, rev, err := f.loadTable(ctx, g.dest); err != nil {
 			return g, err
 		} else if rev != g.rev {
@@ -478,7 +523,7 @@ func (f *Fence) recordSwitch(ctx context.Context, g *Generations) (*Generations,
 	if rec.Live != 0 {
 		rec.Retired = append(rec.Retired, retiredGen{Gen: rec.Live, After: time.Now().Add(rec.Retain).UTC()})
 	}
-	rec.Live, rec.Next, rec.Switching, rec.Retain = rec.Next, 0, false, 0
+	rec.Live, rec.Next, rec.Switching, rec.Retain, rec.Emptying = rec.Next, 0, false, 0, false
 	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
 	if err != nil {
 		return nil, err
@@ -501,7 +546,8 @@ func (f *Fence) finishSwitch(ctx context.Context, g *Generations, held bool) (*G
 	nextName := GenerationIndex(d.Index, rec.Next)
 	if held {
 		g = &Generations{dest: g.dest, rec: g.rec, rev: g.rev, live: g.live, next: g.next}
-	} else if g.next, err = f.claim(ctx, gen(d, rec.Next, false), false); err != nil {
+	} else if g.next, err = f.claim(ctx, gen(d, rec.Next, false), rec.Emptying); err != nil {
+		// A Reset's generation is new and empty: one a crash left uncreated is created now.
 		return nil, err
 	}
 	if !concrete && len(targets) == 1 && targets[0] == nextName {
@@ -603,4 +649,161 @@ func (f *Fence) deleteGeneration(ctx context.Context, d Destination, n int) erro
 	}
 	_, err = f.dropIndex(ctx, d.Pipeline, name, r.Value)
 	return err
+}
+
+// Reset is what Fence.Reset records with a table's new empty generation.
+type Reset struct {
+	// Floor raises the table's version floor to it (a lower value keeps the floor).
+	Floor int64
+	// Relation, when set, is the relation identity bound to the table from now on.
+	Relation string
+	// Retire, when set, is a relation identity retired from the table (its changes are void
+	// from now on); the binding is cleared when it is the one retired and Relation is empty.
+	Retire string
+}
+
+// Reset gives g's table a new, empty generation that readers see at once, as a TRUNCATE (or a
+// relation leaving the table) left it, and records r with it: the table record names the new
+// generation as switching (Emptying), with r's floor and relation changes, before anything is
+// sent; then the generation is created with d's mapping and settings (d.Index the table's
+// name) and the read alias is moved to it as Switch moves it (a legacy index is fenced off
+// and replaced by the alias, deleted at once; another generation is retired for retain). A
+// generation being filled (a reindex) is abandoned first: the table is empty now; one whose
+// switch has begun is completed first. A Reset cut short after its record is completed by
+// the next claim of the table (EnsureTable, ReclaimTable), which creates the empty generation
+// when it is missing: the record is the decision. On such an error the returned value is nil
+// and the caller claims the table again. Under a shared owner it fails with ErrSharedOwner,
+// sending nothing.
+func (f *Fence) Reset(ctx context.Context, g *Generations, d Destination, r Reset, retain time.Duration) (*Generations, error) {
+	if f.shared() {
+		return nil, refuseShared(destOf(g), "emptying a table")
+	}
+	if g == nil || d.Index != g.dest.Index {
+		return nil, errors.New("esfence: Reset needs the table's generations and a destination of the same name")
+	}
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
+	if len(d.Index) > statestore.MaxNameBytes-maxGenSuffix {
+		return nil, fmt.Errorf("esfence: %q leaves no room for a generation suffix", d.Index)
+	}
+	if r.Floor < 0 {
+		return nil, errors.New("esfence: a negative version floor")
+	}
+	if g.next != nil {
+		var err error
+		if g.rec.Switching {
+			g, err = f.Switch(ctx, g, retain)
+		} else {
+			g, err = f.AbandonGeneration(ctx, g)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	rec, rev, err := f.loadTable(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if rev != g.rev {
+		return nil, f.refuse(d, Fenced, "the table record changed since the claim")
+	}
+	rec.Top++
+	rec.Next, rec.Switching, rec.Emptying, rec.Retain = rec.Top, true, true, max(retain, 0)
+	rec.Floor = max(rec.Floor, r.Floor)
+	rec.bind(r, d)
+	if rev, err = f.putTable(ctx, d, rec, rev); err != nil {
+		return nil, err
+	}
+	n := &Generations{dest: d, rec: rec, rev: rev, live: g.live}
+	if f.afterPending != nil {
+		if err := f.afterPending(d.Index); err != nil {
+			return nil, err
+		}
+	}
+	if n.next, err = f.claim(ctx, gen(d, rec.Next, false), true); err != nil {
+		return nil, err
+	}
+	return f.switchAliases(ctx, n)
+}
+
+// bind applies r's relation changes to the record of d's table.
+func (rec *tableRecord) bind(r Reset, d Destination) {
+	if r.Retire != "" {
+		if rec.Relation == r.Retire {
+			rec.Relation = ""
+		}
+		if !slices.Contains(rec.RetiredRelations, r.Retire) {
+			rec.RetiredRelations = append(rec.RetiredRelations, r.Retire)
+			if k := len(rec.RetiredRelations) - MaxRetiredRelations; k > 0 {
+				rec.RetiredRelations = slices.Delete(rec.RetiredRelations, 0, k)
+			}
+		}
+	}
+	if r.Relation != "" {
+		rec.Relation = r.Relation
+		rec.RetiredRelations = slices.DeleteFunc(rec.RetiredRelations, func(x string) bool { return x == r.Relation })
+	}
+	if r.Relation != "" || r.Retire != "" {
+		src := sourceOf(d.Table)
+		rec.Sink, rec.Source = d.Sink, &src
+	}
+}
+
+// Bind binds relation to g's table without emptying it (a table bound to none yet): the table
+// record says so, and Relations lists it. A legacy index without a table record gets one
+// (generation 0). The returned value replaces g. Under a shared owner it fails with
+// ErrSharedOwner, sending nothing.
+func (f *Fence) Bind(ctx context.Context, g *Generations, relation string) (*Generations, error) {
+	if f.shared() {
+		return nil, refuseShared(destOf(g), "binding a relation")
+	}
+	if g == nil || relation == "" {
+		return nil, errors.New("esfence: Bind needs the table's generations and a relation")
+	}
+	rec := g.rec
+	rec.bind(Reset{Relation: relation}, g.dest)
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return nil, err
+	}
+	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next}, nil
+}
+
+// RelationTable is a table of a sink as Relations lists it.
+type RelationTable struct {
+	Name  string      // the table's name: its read alias or legacy index
+	Table cdc.TableID // its source table
+}
+
+// Relations reads the relation identities of a pipeline's tables written by sink: bound maps
+// each identity bound to a table to that table, retired each identity retired from a table
+// (and bound to none) to that table.
+func (f *Fence) Relations(ctx context.Context, pipeline, sink string) (bound, retired map[string]RelationTable, err error) {
+	rs, err := f.state.List(ctx, pipeline, TableNamespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("esfence: listing the table records: %w", err)
+	}
+	bound, retired = map[string]RelationTable{}, map[string]RelationTable{}
+	for _, r := range rs {
+		rec, err := decodeTableRecord(r.Value)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (pipeline %q, table %q)", err, pipeline, r.Key)
+		}
+		if rec.Sink != sink || rec.Source == nil {
+			continue
+		}
+		t := RelationTable{Name: r.Key, Table: cdc.TableID{Connector: rec.Source.Connector, Source: rec.Source.Source,
+			Database: rec.Source.Database, Schema: rec.Source.Schema, Table: rec.Source.Table}}
+		if rec.Relation != "" {
+			bound[rec.Relation] = t
+		}
+		for _, x := range rec.RetiredRelations {
+			retired[x] = t
+		}
+	}
+	for x := range bound {
+		delete(retired, x)
+	}
+	return bound, retired, nil
 }

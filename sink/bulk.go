@@ -237,7 +237,9 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 		start := time.Now()
 		ans, err := s.bulk(ctx, body)
 		st := BulkStats{Actions: len(spans), Bytes: len(body), Duration: time.Since(start)}
+		voided := int(s.voided.Swap(0)) // changes the schema events voided (schemaevents.go)
 		if err != nil {
+			st.Superseded += voided
 			s.observer().BulkDone(st)
 			// Connection loss or timeout: nothing durable can be said (transportError also
 			// makes the next Write claim again first, as after any reconnect).
@@ -251,6 +253,7 @@ func (s *Sink) send(ctx context.Context, c *chunk) outcome {
 		st.Status = ans.Status
 		retry, done := s.judge(ctx, &o, ans.Status, ans.Header, ans.Body, spans, &st)
 		ans.Release()
+		st.Superseded += voided
 		s.observer().BulkDone(st)
 		if done {
 			return o

@@ -316,13 +316,67 @@
 //
 // # Truncate
 //
-// A cdc.Truncate event (TRUNCATE TABLE: every row removed, no row carried) is dead-lettered
-// with a reason starting "truncate_not_mirrored:", never applied and never an error that stops
-// the pipeline; the rest of its batch is written as usual. A versioned mirror has no safe way
-// to apply it: delete_by_query ignores external versions, so on a replay it would remove rows
-// written after the truncate, and older inserts replayed after it would come back. The index
-// keeps the documents the table had; an operator who wants them gone clears the index while
-// the pipeline is stopped, or recreates the pipeline.
+// A cdc.Truncate event (TRUNCATE TABLE: every row removed, no row carried) is mirrored
+// exactly: the table gets a new, empty index generation that readers see at once
+// (esfence.Fence.Reset: the read alias moves to it as a reindex's switch moves it; a legacy
+// index without read alias is replaced by the alias and deleted at once), and the Truncate's
+// version becomes the table's version FLOOR, recorded in its table record with the new
+// generation (it survives restarts). From then on every change of the table with a version
+// below the floor is void: dropped before it is sent, counted as superseded (BulkStats of
+// the next _bulk request). This is exact because a table's changes committed after a
+// TRUNCATE have higher versions (PostgreSQL: TRUNCATE's ACCESS EXCLUSIVE lock; MariaDB and
+// MySQL: binlog commit order). In one batch the table's changes before the Truncate are void
+// (lower versions) and those after it go to the new generation; a replayed Truncate at or
+// below the floor is a no-op, so a replay never empties the index twice nor brings a removed
+// row back. The outgoing generation is retired for retire_after and deleted by DeleteRetired,
+// as after a reindex; a reindex in progress is abandoned (the table is empty now). The runner
+// makes a Truncate wait for every earlier batch and every later batch wait for it
+// (cdc.ConcurrentSink). A reset cut short (a lost answer) fails the batch as backpressure;
+// the table record already holds the decision, so the next claim completes it and the
+// replayed Truncate is a no-op.
+//
+// Where the exact path is impossible the Truncate is still dead-lettered, with a reason
+// starting "truncate_not_mirrored:" that says why, and the index keeps the table's earlier
+// documents: a sink under shared_owner (a new generation needs one writer: esfence refuses
+// it), and a Truncate that carries no schema (Debezium's) of a table the sink has not written
+// since it started (the new generation's mapping is generated from the schema). Without
+// auto_create_index the new generation is created without a mapping, as the first one was.
+//
+// # Schema events
+//
+// The rule: an index mirrors the table that bears its name now. Besides TRUNCATE, the source
+// tells the sink which relation a table's name denotes: cdc.TableSchema.Relation
+// (PostgreSQL: the pg_class OID; MariaDB: the version of the DDL that gave the name its
+// relation; "" unknown, the Debezium path). Each table's record (esfence, with its
+// generations) binds the table to one relation identity and keeps the identities retired
+// from it (the last esfence.MaxRetiredRelations). Per change, in batch order:
+//
+//   - an empty identity has no effect (it never counts as a different relation);
+//   - a table bound to none binds it, without emptying anything;
+//   - the bound identity: written as usual;
+//   - an identity retired from this table: the change is void (a change of a relation that
+//     left the name, replayed or late);
+//   - a new identity: the name denotes another relation now (DROP and CREATE, or another
+//     relation renamed to it): the old identity is retired, the table gets a new empty
+//     generation, and the table is reported ENTERED (EnteredReplaced);
+//   - an identity bound to ANOTHER table U of the sink: the relation was renamed or moved to
+//     this name. U is VACATED -- a new empty generation, the identity retired there -- and
+//     this table binds it (emptied too unless this session just created it), reported
+//     ENTERED (EnteredRenamed, From U). The sink finds U through a map of every identity of
+//     its tables, read from the state store on first need and kept current.
+//
+// The first write ever of a table (no record, no index) through a streamed change rather than
+// a snapshot read is reported ENTERED too (EnteredNew): the rows it had before that change are
+// missing. An ENTERED table holds only the changes streamed since: Options.OnEntered is
+// called (outside the sink's mutex, once per entry, after the batch was prepared) and package
+// mirror asks the source for a re-snapshot of the table. A table that leaves the capture
+// (DROP, a rename to a name not captured) keeps its index's last documents; when its relation
+// reappears under a captured name, the vacate rule empties its old index and the new name is
+// re-snapshotted: a table is never split over two indices and two relations never share one.
+// Under shared_owner identities are not bound (binding and emptying need one writer): the
+// Debezium path, which has none. A crash between a binding and the ENTERED callback loses the
+// report (the record is already bound): the entry is then noticed only by the operator (the
+// index misses the rows written before it); see mirror's "Schema events".
 //
 // # Fencing and index creation
 //

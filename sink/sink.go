@@ -41,6 +41,12 @@ type Options struct {
 	// Observer, when set, receives one BulkStats per _bulk request and a Claimed call per
 	// successful claim. Default none.
 	Observer Observer
+	// OnEntered, when set, is told of every table that a relation entered (doc.go, "Schema
+	// events"): its index was emptied or created by a streamed change, and only a re-snapshot
+	// of the table fills it. It is called from Write, after the batch was prepared and never
+	// under the sink's mutex, so it may call the sink; it must return quickly (package mirror
+	// requests the re-snapshot in the background). Default none: the report is dropped.
+	OnEntered func(TableEntered)
 }
 
 // Sink writes cdc batches to Elasticsearch or OpenSearch as a current-state mirror. It
@@ -88,6 +94,19 @@ type Sink struct {
 	// filledInBatch is the number of unchanged values plan took from older changes in the
 	// batch, for the observer (unchanged.go).
 	filledInBatch int
+
+	// Schema events (schemaevents.go): the batch's runs of one table and relation, noted by
+	// plan; the latest schema seen per table name; the tables this session created; the
+	// relation identities of the sink's tables (loaded on first need); the ENTERED reports
+	// not yet delivered; the actions voided since the last _bulk (counted as superseded).
+	runs      []schemaRun
+	schemas   map[string]*cdc.TableSchema
+	fresh     map[string]bool
+	relsKnown bool
+	rels      map[string]esfence.RelationTable
+	relsGone  map[string]esfence.RelationTable
+	entered   []TableEntered
+	voided    atomic.Int64
 }
 
 type actionKey struct{ index, id string } // no concatenation: the strings already exist
@@ -139,6 +158,8 @@ func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*S
 		gens:     map[string]*esfence.Generations{},
 		bound:    map[string]cdc.TableID{},
 		fields:   map[string]map[string]json.RawMessage{},
+		schemas:  map[string]*cdc.TableSchema{},
+		fresh:    map[string]bool{},
 		encoding: encodingName(cfg),
 	}
 	if o.Engine != nil {
@@ -313,6 +334,7 @@ func (s *Sink) Write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, 
 
 func (s *Sink) write(ctx context.Context, batch []cdc.Event) ([]cdc.DeadLetter, error) {
 	chunks, acts, dead, err := s.prepare(ctx, batch)
+	s.deliverEntered()
 	if err != nil || len(chunks) == 0 {
 		return dead, err
 	}
@@ -342,11 +364,18 @@ func (s *Sink) prepare(ctx context.Context, batch []cdc.Event) ([]*chunk, []acti
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if len(acts) == 0 {
+	if len(acts) == 0 && len(s.runs) == 0 {
 		return nil, nil, dead, nil
 	}
 	if err := s.claimAll(ctx, acts); err != nil {
 		return nil, nil, nil, err
+	}
+	if acts, err = s.schemaEvents(ctx, acts); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(acts) == 0 {
+		s.recycle(acts, nil)
+		return nil, nil, dead, nil
 	}
 	if acts, dead, err = s.fillUnchanged(ctx, acts, dead); err != nil {
 		return nil, nil, nil, err
@@ -409,10 +438,13 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 	s.spareActs = nil
 	arena := s.spareIDs[:0]
 	fills := 0
+	s.runs = s.runs[:0]
 	for i := range batch {
 		ev := &batch[i]
 		if ev.Op == cdc.Truncate {
-			dead = append(dead, cdc.DeadLetter{Index: i, Reason: truncateReason})
+			if reason := s.noteTruncate(i, ev); reason != "" {
+				dead = append(dead, cdc.DeadLetter{Index: i, Reason: reason})
+			}
 			continue
 		}
 		if ev.Schema == nil {
@@ -436,6 +468,7 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 			dead = append(dead, cdc.DeadLetter{Index: i, Reason: "serialization failure: negative external version"})
 			continue
 		}
+		s.noteRun(i, ev, ti.index, ver)
 		base := action{event: i, index: ti.index, version: ver, schema: ev.Schema, info: ti, table: ev.Table}
 		var keyRow []cdc.Value
 		switch ev.Op {
@@ -533,14 +566,6 @@ func (s *Sink) plan(batch []cdc.Event, dead []cdc.DeadLetter) ([]action, []cdc.D
 	return acts[:n], dead, nil
 }
 
-// truncateReason is the dead letter of every Truncate event. A whole-table removal has no
-// versioned form: delete_by_query ignores external versions, so applying it would delete rows
-// written after the truncate when a batch is replayed, and a replay of older inserts after it
-// would bring removed rows back. Reporting it keeps the pipeline running and tells the operator
-// that the index still holds the rows.
-const truncateReason = "truncate_not_mirrored: a TRUNCATE cannot be applied with versioned writes " +
-	"(delete_by_query is not version-aware); the index keeps the table's earlier documents"
-
 // claimAll makes sure every index the actions target is claimed: created through the fence on
 // first use, claimed again after a reconnect. An action of a table other than the one its
 // index is bound to in this session fails the batch first (checkBindings).
@@ -563,21 +588,47 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 			continue
 		}
 		last = a.index
-		if _, ok := s.gens[a.index]; ok {
-			continue
-		}
-		d, err := s.destination(ctx, a)
-		if err != nil {
+		if err := s.claimTable(ctx, a); err != nil {
 			return err
 		}
-		g, err := s.fence.EnsureTable(ctx, d, !s.cfg.ReadAlias)
-		if err != nil {
-			return s.requestError(err, "claiming an index")
+	}
+	// Tables of the batch's schema events without an action (a Truncate's, one whose
+	// changes are all dead letters).
+	for i := range s.runs {
+		r := &s.runs[i]
+		if _, ok := s.gens[r.name]; ok || r.schema == nil {
+			continue
 		}
-		s.setGens(a.index, g)
-		for _, c := range g.Targets() {
-			s.observer().Claimed(c.Index())
+		a := action{index: r.name, table: r.table, schema: r.schema}
+		if err := s.checkBindings([]action{a}); err != nil {
+			return err
 		}
+		if err := s.claimTable(ctx, &a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimTable claims the table of a's index (its name) unless this session holds it.
+func (s *Sink) claimTable(ctx context.Context, a *action) error {
+	if _, ok := s.gens[a.index]; ok {
+		return nil
+	}
+	d, err := s.destination(ctx, a)
+	if err != nil {
+		return err
+	}
+	g, err := s.fence.EnsureTable(ctx, d, !s.cfg.ReadAlias)
+	if err != nil {
+		return s.requestError(err, "claiming an index")
+	}
+	if g.Created() {
+		s.fresh[a.index] = true
+	}
+	s.setGens(a.index, g)
+	for _, c := range g.Targets() {
+		s.observer().Claimed(c.Index())
 	}
 	return nil
 }

@@ -1,0 +1,283 @@
+package sink
+
+import (
+	"context"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/esfence"
+)
+
+// Schema events (doc.go, "Schema events"): an index mirrors the table that bears its name now.
+// A Truncate gives the table a new empty generation and a version floor; a relation identity
+// (cdc.TableSchema.Relation) binds the table, and a new one -- or one another table of the
+// sink held -- empties it (and vacates the other), reported as ENTERED.
+
+// EnteredCause says why a relation entered a table.
+type EnteredCause string
+
+// Causes of TableEntered.
+const (
+	// EnteredNew: the table's first write ever (no record, no index) was a streamed change,
+	// not a snapshot read: the rows it had before are missing.
+	EnteredNew EnteredCause = "new"
+	// EnteredReplaced: another relation now bears the table's name (DROP and CREATE, or a
+	// relation renamed from a name the sink does not mirror): the index was emptied.
+	EnteredReplaced EnteredCause = "replaced"
+	// EnteredRenamed: the relation another table of the sink (From) held now bears this
+	// table's name (RENAME, a move to another schema or database): both indices were emptied.
+	EnteredRenamed EnteredCause = "renamed"
+)
+
+// TableEntered reports a table a relation entered: its index holds only the changes streamed
+// from now on, and a re-snapshot of the table fills it (package mirror requests one).
+type TableEntered struct {
+	Table cdc.TableID // the table, as the source names it now
+	Index string      // its index name (read alias or legacy index)
+	Cause EnteredCause
+	From  cdc.TableID // EnteredRenamed: the table the relation was bound to before
+	// Schema is the table's schema as of the change that revealed the entry (no row data).
+	Schema *cdc.TableSchema
+}
+
+// Dead-letter reasons of Truncate events the sink cannot mirror exactly.
+const (
+	truncateSharedReason = "truncate_not_mirrored: a sink under shared_owner cannot empty an index " +
+		"(a new generation needs one writer); the index keeps the table's earlier documents"
+	truncateNoSchemaReason = "truncate_not_mirrored: the event carries no table schema and the sink has " +
+		"not seen the table since it started (the new generation's mapping comes from it); the index " +
+		"keeps the table's earlier documents"
+)
+
+// schemaRun is a run of a batch's events of one table and relation identity, or a Truncate.
+type schemaRun struct {
+	event    int // the run's first event
+	name     string
+	table    cdc.TableID
+	schema   *cdc.TableSchema
+	relation string
+	version  int64 // the first event's
+	read     bool  // the first event is a snapshot read
+	truncate bool
+}
+
+// noteRun notes event i (its table's index name, its version) for the schema events: a new
+// run when its table or relation differs from the previous event's.
+func (s *Sink) noteRun(i int, ev *cdc.Event, name string, ver int64) {
+	rel := ev.Schema.Relation
+	if n := len(s.runs); n > 0 {
+		if r := &s.runs[n-1]; !r.truncate && r.name == name && r.relation == rel {
+			if r.schema != ev.Schema {
+				r.schema, s.schemas[name] = ev.Schema, ev.Schema
+			}
+			return
+		}
+	}
+	s.schemas[name] = ev.Schema
+	s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, schema: ev.Schema,
+		relation: rel, version: ver, read: ev.Op == cdc.Read})
+}
+
+// noteTruncate notes a Truncate event as a run of its own, or returns why it is dead-lettered.
+func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
+	if s.cfg.SharedOwner != "" {
+		return truncateSharedReason
+	}
+	if ev.Position == nil {
+		return "serialization failure: the event has no position (no external version)"
+	}
+	ver := ev.Position.Version()
+	if ver < 0 {
+		return "serialization failure: negative external version"
+	}
+	name := s.tmpl.expand(ev.Table)
+	sch := ev.Schema
+	if sch == nil {
+		if sch = s.schemas[name]; sch == nil || sch.ID != ev.Table {
+			return truncateNoSchemaReason
+		}
+	}
+	ti, err := s.table(sch, ev.Table)
+	if err != nil {
+		return err.Error()
+	}
+	if ti.colErr != nil {
+		return ti.colErr.Error() // the table's rows never reach an index either
+	}
+	s.schemas[name] = sch
+	s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, schema: sch,
+		relation: sch.Relation, version: ver, truncate: true})
+	return ""
+}
+
+// schemaEvents applies the batch's runs in order (every table claimed already), then drops the
+// actions they void: a version below the table's floor, a relation retired from the table.
+func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error) {
+	if len(s.runs) == 0 {
+		return acts, nil
+	}
+	defer func() { clear(s.runs); s.runs = s.runs[:0] }()
+	shared := s.cfg.SharedOwner != ""
+	for i := range s.runs {
+		r := &s.runs[i]
+		if _, ok := s.gens[r.name]; !ok {
+			continue
+		}
+		fresh := s.fresh[r.name]
+		delete(s.fresh, r.name)
+		moved := false
+		if !shared && r.relation != "" {
+			var err error
+			if moved, err = s.bindRelation(ctx, r, fresh); err != nil {
+				return nil, err
+			}
+		}
+		if fresh && !moved && !r.read {
+			s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredNew, Schema: r.schema})
+		}
+		if r.truncate && !shared {
+			g := s.gens[r.name]
+			if g.RelationRetired(r.relation) || r.version <= g.Floor() {
+				continue // a truncate of a relation gone from here, or one applied already
+			}
+			if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Floor: r.version}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	n := 0
+	var last string
+	var g *esfence.Generations
+	for i := range acts {
+		a := &acts[i]
+		if a.index != last || g == nil {
+			last, g = a.index, s.gens[a.index]
+		}
+		if g != nil && (a.version < g.Floor() || (!shared && a.schema != nil && g.RelationRetired(a.schema.Relation) &&
+			a.schema.Relation != g.Relation())) {
+			s.voided.Add(1)
+			continue
+		}
+		acts[n] = *a
+		n++
+	}
+	clear(acts[n:])
+	return acts[:n], nil
+}
+
+// bindRelation applies run r's relation identity to its table (see "Schema events"): nothing
+// when it is the bound one or one retired from the table; bound when the table has none (and
+// came from no other table); otherwise the table gets a new empty generation bound to it,
+// after the sink's other table holding it (if any) was vacated. moved says the relation came
+// from another table (reported as EnteredRenamed).
+func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (moved bool, err error) {
+	g := s.gens[r.name]
+	bound := g.Relation()
+	if r.relation == bound || g.RelationRetired(r.relation) {
+		return false, nil
+	}
+	if !s.relsKnown {
+		if s.rels, s.relsGone, err = s.fence.Relations(ctx, s.pipeline, s.cfg.ID); err != nil {
+			return false, s.requestError(err, "reading the tables' relations")
+		}
+		s.relsKnown = true
+	}
+	from, held := s.rels[r.relation]
+	if held && from.Name == r.name {
+		held = false // the records disagree with this session's claim: bind it here
+	}
+	gone := false
+	if !held {
+		from, gone = s.relsGone[r.relation]
+		gone = gone && from.Name != r.name
+	}
+	if held {
+		// Vacate the other table: its relation is this one's now.
+		sch := s.schemas[from.Name]
+		if sch == nil || sch.ID != from.Table {
+			c := *r.schema
+			c.ID = from.Table
+			sch = &c
+		}
+		if err := s.claimTable(ctx, &action{index: from.Name, table: from.Table, schema: sch}); err != nil {
+			return false, err
+		}
+		delete(s.fresh, from.Name)
+		if err := s.reset(ctx, from.Name, from.Table, sch, esfence.Reset{Retire: r.relation}); err != nil {
+			return false, err
+		}
+		delete(s.rels, r.relation)
+		s.relsGone[r.relation] = from
+	}
+	switch {
+	case bound == "" && (fresh || (!held && !gone)):
+		n, err := s.fence.Bind(ctx, g, r.relation)
+		if err != nil {
+			return false, s.requestError(err, "binding a table to its relation")
+		}
+		s.setGens(r.name, n)
+	default:
+		if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Relation: r.relation, Retire: bound}); err != nil {
+			return false, err
+		}
+	}
+	here := esfence.RelationTable{Name: r.name, Table: r.table}
+	if bound != "" {
+		delete(s.rels, bound)
+		s.relsGone[bound] = here
+	}
+	s.rels[r.relation] = here
+	delete(s.relsGone, r.relation)
+	switch {
+	case held || gone:
+		s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.schema})
+	case bound != "":
+		s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.schema})
+	}
+	return held || gone, nil
+}
+
+// reset gives the table name a new empty generation (esfence Reset) with sch's mapping. On an
+// error the table is claimed again before its next write, which completes a reset whose
+// record was written.
+func (s *Sink) reset(ctx context.Context, name string, table cdc.TableID, sch *cdc.TableSchema, r esfence.Reset) error {
+	g := s.gens[name]
+	d, err := s.destination(ctx, &action{index: name, table: table, schema: sch})
+	if err != nil {
+		return err
+	}
+	n, err := s.fence.Reset(ctx, g, d, r, time.Duration(s.cfg.RetireAfter))
+	if err != nil {
+		s.forgetGens(name)
+		return s.requestError(err, "emptying the table's index (a new generation)")
+	}
+	s.claimEpoch.Add(1) // chunks in flight to the old generation are not fenced out
+	s.setGens(name, n)
+	s.observer().Claimed(n.Live().Index())
+	return nil
+}
+
+// forgetGens drops a table's generations from the session: its next write claims it again.
+func (s *Sink) forgetGens(name string) {
+	if old := s.gens[name]; old != nil {
+		for _, c := range old.Targets() {
+			delete(s.claims, c.Index())
+		}
+	}
+	delete(s.gens, name)
+	s.gensEpoch++
+}
+
+// deliverEntered hands the ENTERED reports to Options.OnEntered, outside the mutex.
+func (s *Sink) deliverEntered() {
+	s.mu.Lock()
+	es := s.entered
+	s.entered = nil
+	s.mu.Unlock()
+	if s.opts.OnEntered == nil {
+		return
+	}
+	for _, e := range es {
+		s.opts.OnEntered(e)
+	}
+}
