@@ -26,6 +26,7 @@ type reader struct {
 	tables      map[TableName]*table // schemas as of the binlog's current point
 	known       map[TableName]bool   // captured tables met so far (those of Open included)
 	projections map[string]*table    // schemas rebuilt for row images older than the catalog
+	rel         relations            // relation identities and names across DDL (schemaevents.go)
 
 	// Commit point: where the next transaction starts.
 	file      string
@@ -74,6 +75,7 @@ func newReader(st *stream) *reader {
 		tables:      map[TableName]*table{},
 		known:       map[TableName]bool{},
 		projections: map[string]*table{},
+		rel:         newRelations(),
 		mariaGTID:   map[uint32]mysql.MariadbGTID{},
 	}
 }
@@ -144,6 +146,11 @@ func (r *reader) checkpoint() cdc.Checkpoint {
 // preload loads the schemas of the captured tables that exist now, and remembers them as
 // known: a captured table first met later is logged when it appears.
 func (r *reader) preload(ctx context.Context, tables []TableName) error {
+	fold, err := r.cat.foldsNames(ctx)
+	if err != nil {
+		return err
+	}
+	r.rel.fold = fold
 	for _, name := range tables {
 		r.known[name] = true
 		t, err := r.cat.load(ctx, r.src.tableID(name))
@@ -153,6 +160,7 @@ func (r *reader) preload(ctx context.Context, tables []TableName) error {
 		if err != nil {
 			return err
 		}
+		r.adopt(name, t)
 		r.tables[name] = t
 	}
 	return nil
@@ -353,8 +361,13 @@ func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		if !r.inTx {
 			r.begin(ev.Header)
 		}
-		if word == "TRUNCATE" {
+		switch word {
+		case "TRUNCATE":
 			if err := r.truncate(ctx, ev.Header, e, q); err != nil {
+				return err
+			}
+		default:
+			if err := r.schemaDDL(ctx, ev.Header, e, q); err != nil {
 				return err
 			}
 		}
@@ -372,13 +385,27 @@ func (r *reader) query(ctx context.Context, ev *replication.BinlogEvent, e *repl
 			"the rows it changed are not captured", "source", r.src.opts.SourceName, "database", string(e.Schema),
 			"file", r.curFile, "pos", ev.Header.LogPos)
 	}
-	if !r.inTx || r.standalone || isDDL(word) {
+	if !r.inTx || r.standalone || isDDL(word) && !r.ddlInTransaction(word, q) {
 		if !r.inTx {
 			r.begin(ev.Header)
 		}
 		return r.commit(ctx, ev.Header)
 	}
 	return nil
+}
+
+// ddlInTransaction says whether a DDL statement is part of a transaction that a commit event
+// ends, rather than its own: a CREATE TABLE ... SELECT, whose rows follow it (MariaDB: a GTID
+// without the standalone flag; MySQL 8: the statement ends with START TRANSACTION).
+func (r *reader) ddlInTransaction(word, q string) bool {
+	if word != "CREATE" || !r.inTx {
+		return false
+	}
+	if r.src.opts.Flavor == MariaDB {
+		return r.txGTID.SequenceNumber != 0 && !r.standalone
+	}
+	const tail = "START TRANSACTION"
+	return len(q) >= len(tail) && strings.EqualFold(q[len(q)-len(tail):], tail)
 }
 
 func firstWord(q string) string {

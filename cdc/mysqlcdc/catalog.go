@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -73,6 +74,36 @@ func (c *catalog) load(ctx context.Context, id cdc.TableID) (*table, error) {
 		}
 	}
 	return nil, err
+}
+
+// foldsNames says whether the server compares table names in lower case
+// (lower_case_table_names 1 or 2): names in DDL statements are then folded to compare.
+func (c *catalog) foldsNames(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		if c.conn == nil {
+			if c.conn, err = c.src.connect(ctx); err != nil {
+				return false, err
+			}
+		}
+		socket := c.conn.Conn.Conn
+		stop := context.AfterFunc(ctx, func() { _ = socket.Close() })
+		var r *mysql.Result
+		r, err = c.conn.Execute("SELECT @@lower_case_table_names")
+		stop()
+		if err == nil {
+			v, _ := r.GetInt(0, 0)
+			return v != 0, nil
+		}
+		quit(c.conn)
+		c.conn = nil
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+	}
+	return false, fmt.Errorf("mysqlcdc: read lower_case_table_names: %w", err)
 }
 
 func (c *catalog) query(id cdc.TableID) (*table, error) {

@@ -215,6 +215,7 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 	if err != nil {
 		return nil, err
 	}
+	r.adopt(name, t)
 	r.tables[name] = t
 	if !r.known[name] {
 		// A table of a database captured whole, created after Open: from now on it is

@@ -304,7 +304,7 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor) *tab
 	if len(names) != int(tm.ColumnCount) {
 		return nil
 	}
-	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID}}
+	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID, Relation: cat.schema.Relation}}
 	md := newTMMeta(tm, flavor)
 	for i, n := range names {
 		var ccol *cdc.Column

@@ -35,6 +35,9 @@ func (r *reader) truncate(ctx context.Context, h *replication.EventHeader, e *re
 		if t, err = r.cat.load(ctx, id); err != nil && !errors.Is(err, errNoTable) {
 			return err
 		}
+		if t != nil {
+			r.adopt(name, t)
+		}
 	}
 	if r.txID == "" {
 		r.txID = fmt.Sprintf("%s:%d", r.curFile, h.LogPos-h.EventSize)

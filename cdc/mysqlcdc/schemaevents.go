@@ -1,0 +1,227 @@
+package mysqlcdc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/tributary-dev/tributary/cdc"
+)
+
+// Schema events (see the package documentation): a DDL statement that gives a captured name
+// another relation -- RENAME TABLE, ALTER TABLE ... RENAME, CREATE TABLE -- becomes cdc.Truncate
+// events at the statement's position, and the relation identity (cdc.TableSchema.Relation) of
+// the name's later events changes. The reader keeps, for the session (one stream), the
+// identities the DDL it read gave to captured names; a name no DDL of the session touched has
+// none ("").
+
+// relations is the reader's knowledge of captured names across DDL.
+type relations struct {
+	// ids are the identities this session's DDL gave captured names: the version of the
+	// Truncate event that announced the relation under the name.
+	ids map[TableName]string
+	// last is the latest schema each captured name had, kept across DDL (the cache is not):
+	// the schema of the Truncate that vacates a renamed table's name.
+	last map[TableName]*cdc.TableSchema
+	// exists says whether a captured name is known to exist (true) or to be gone (false);
+	// absent when unknown. A CREATE TABLE IF NOT EXISTS of an existing table changes nothing
+	// (MySQL logs it all the same).
+	exists map[TableName]bool
+	// fold: lower_case_table_names is not 0, names in statements compare in lower case.
+	fold bool
+}
+
+func newRelations() relations {
+	return relations{ids: map[TableName]string{}, last: map[TableName]*cdc.TableSchema{}, exists: map[TableName]bool{}}
+}
+
+// adopt records a schema loaded from the catalog for a captured name: it gets the name's
+// current relation identity.
+func (r *reader) adopt(name TableName, t *table) {
+	t.schema.Relation = r.rel.ids[name]
+	r.rel.last[name] = t.schema
+	r.rel.exists[name] = true
+}
+
+// schemaDDL handles a RENAME, ALTER, DROP or CREATE statement that may change which relation a
+// captured name denotes. It runs before the schema cache is cleared for the statement.
+func (r *reader) schemaDDL(ctx context.Context, h *replication.EventHeader, e *replication.QueryEvent, q string) error {
+	d, ok := parseDDL(q, string(e.Schema), r.rel.fold)
+	if !ok {
+		// The schemas are reloaded all the same (the caller clears the cache); what cannot be
+		// told is whether a captured name now denotes another relation. The statement itself
+		// is not logged: it may carry data (defaults, a CREATE ... SELECT's query).
+		r.src.log.Warn("mysqlcdc: cannot read which tables a DDL statement renames, drops or creates; "+
+			"a captured table it renamed or re-created is not followed (no Truncate event, no new relation identity): "+
+			"re-snapshot such a table (or rebuild its index)",
+			"source", r.src.opts.SourceName, "database", string(e.Schema), "file", r.curFile, "pos", h.LogPos)
+		return nil
+	}
+	switch d.kind {
+	case ddlRename:
+		return r.renamed(ctx, h, d.renames)
+	case ddlCreate:
+		return r.created(ctx, h, d)
+	case ddlDrop:
+		for _, n := range d.names {
+			r.rel.gone(n)
+		}
+	case ddlDropDatabase:
+		for n := range r.rel.exists {
+			if n.Database == d.database {
+				r.rel.gone(n)
+			}
+		}
+		for n := range r.rel.ids {
+			if n.Database == d.database {
+				r.rel.gone(n)
+			}
+		}
+	}
+	return nil
+}
+
+// gone records that a name no longer denotes a relation. DROP emits nothing: the name's index
+// keeps the last documents of the dropped table (the package documentation's rule).
+func (rl *relations) gone(n TableName) {
+	delete(rl.ids, n)
+	rl.exists[n] = false
+}
+
+// created handles CREATE TABLE of a captured name: the name starts empty with a new relation,
+// announced by one Truncate carrying its identity. The rows of a CREATE ... SELECT follow in
+// the same transaction, above the Truncate's version.
+func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl) error {
+	n := d.names[0]
+	if !r.src.captures(n) {
+		return nil
+	}
+	if d.ifNotExists && r.rel.exists[n] {
+		return nil // the table existed: nothing was created (MySQL logs the statement anyway)
+	}
+	schema, err := r.schemaNow(ctx, n, nil)
+	if err != nil {
+		return err
+	}
+	id, err := r.announce(ctx, h, n, schema, "", true)
+	if err != nil {
+		return err
+	}
+	r.rel.ids[n] = id
+	r.rel.exists[n] = true
+	r.rel.last[n] = schema
+	r.src.log.Info("mysqlcdc: a captured table was created; its name starts empty with a new relation",
+		"source", r.src.opts.SourceName, "table", r.src.tableID(n).String(), "relation", id)
+	return nil
+}
+
+// renamed handles the renames of one statement by their net effect (a statement is atomic: the
+// name a swap passes through never held anything). A captured name whose relation leaves for
+// another captured name is vacated: a Truncate with its old identity. A captured name that
+// receives a relation gets a Truncate with a new identity, preceded by a Truncate with another
+// new identity when the session knew none for the name: the sink, whose binding of the name
+// may be empty, then sees a relation different from the one it bound and re-snapshots the
+// name. A relation that leaves the capture leaves nothing (its index keeps its documents).
+func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs []renamePair) error {
+	effects := netRenames(pairs)
+	prior := make(map[TableName]string, len(effects))
+	lastOf := make(map[TableName]*cdc.TableSchema, len(effects))
+	for _, e := range effects {
+		prior[e.name] = r.rel.ids[e.name]
+		lastOf[e.name] = r.rel.last[e.name]
+	}
+	// Vacated names first: their Truncate versions lie below those of the names entered.
+	for _, e := range effects {
+		if e.before == nil || !r.src.captures(e.name) || !r.src.captures(e.dest) {
+			continue
+		}
+		schema := lastOf[e.name]
+		if schema == nil {
+			var err error
+			if schema, err = r.schemaNow(ctx, e.dest, nil); err != nil {
+				return err
+			}
+		}
+		if _, err := r.announce(ctx, h, e.name, schema, prior[e.name], false); err != nil {
+			return err
+		}
+		r.src.log.Info("mysqlcdc: a captured table was renamed to another captured name; its old name is vacated",
+			"source", r.src.opts.SourceName, "table", r.src.tableID(e.name).String(), "to", r.src.tableID(e.dest).String())
+	}
+	entered := map[TableName]string{}
+	for _, e := range effects {
+		if e.after == nil || !r.src.captures(e.name) {
+			continue
+		}
+		schema, err := r.schemaNow(ctx, e.name, lastOf[*e.after])
+		if err != nil {
+			return err
+		}
+		if prior[e.name] == "" {
+			if _, err := r.announce(ctx, h, e.name, schema, "", true); err != nil {
+				return err
+			}
+		}
+		id, err := r.announce(ctx, h, e.name, schema, "", true)
+		if err != nil {
+			return err
+		}
+		entered[e.name] = id
+		from := "an uncaptured table"
+		if r.src.captures(*e.after) {
+			from = r.src.tableID(*e.after).String()
+		}
+		r.src.log.Info("mysqlcdc: a table was renamed to a captured name; the name now denotes another relation, whose rows need a re-snapshot",
+			"source", r.src.opts.SourceName, "table", r.src.tableID(e.name).String(), "from", from, "relation", id)
+	}
+	for _, e := range effects {
+		r.rel.gone(e.name)
+		if e.after != nil {
+			r.rel.exists[e.name] = true
+			if s := lastOf[*e.after]; s != nil {
+				r.rel.last[e.name] = s
+			}
+		}
+	}
+	for n, id := range entered {
+		r.rel.ids[n] = id
+	}
+	return nil
+}
+
+// schemaNow returns the schema for a Truncate of a captured name at the statement: the
+// catalog's now (it may already reflect a later statement), else fallback (the schema the
+// relation had under its old name), else one without columns.
+func (r *reader) schemaNow(ctx context.Context, n TableName, fallback *cdc.TableSchema) (*cdc.TableSchema, error) {
+	t, err := r.cat.load(ctx, r.src.tableID(n))
+	switch {
+	case err == nil:
+		return t.schema, nil
+	case !errors.Is(err, errNoTable):
+		return nil, err
+	case fallback != nil:
+		return fallback, nil
+	}
+	return &cdc.TableSchema{ID: r.src.tableID(n)}, nil
+}
+
+// announce emits a Truncate of a captured name at the statement's next version ordinal, with a
+// copy of schema naming the table and carrying relation, or with fresh a new identity: the
+// event's version. It returns the identity.
+func (r *reader) announce(ctx context.Context, h *replication.EventHeader, n TableName, schema *cdc.TableSchema, relation string, fresh bool) (string, error) {
+	if r.txID == "" {
+		r.txID = fmt.Sprintf("%s:%d", r.curFile, h.LogPos-h.EventSize)
+	}
+	pos := r.position(h, r.txRows)
+	r.txRows++
+	if fresh {
+		relation = strconv.FormatInt(pos.Version(), 10)
+	}
+	s := *schema
+	s.ID = r.src.tableID(n)
+	s.Relation = relation
+	return relation, r.emit(ctx, cdc.Event{Op: cdc.Truncate, Table: s.ID, Schema: &s, CommitTime: r.txTime, TxID: r.txID, Position: pos})
+}
