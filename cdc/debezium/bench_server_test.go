@@ -264,7 +264,7 @@ func (x *dbzBench) setup(b *testing.B, conn *connecttest.Connect) {
 	for _, p := range dbzBenchPartitions {
 		name := fmt.Sprintf("%s_p%d", x.table, p)
 		prefix := fmt.Sprintf("dbzbench%sp%d", suffix, p)
-		conn.CreatePostgres(b, name, connecttest.PostgresConnector{TopicPrefix: prefix,
+		conn.CreatePostgres(b, name, connecttest.PostgresConnector{TopicPrefix: prefix, DecimalHandling: "string", // price is a nullable numeric
 			Tables: []string{"public." + x.table, "public." + mark}, SnapshotMode: "no_data", NoTransactionMetadata: true,
 			Extra: map[string]string{"topic.creation.default.partitions": strconv.Itoa(p),
 				"topic.creation.default.replication.factor": "1"}})

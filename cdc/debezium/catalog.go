@@ -62,9 +62,22 @@ func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector st
 		return nil, fmt.Errorf("%w: table %s: %w", errCatalog, id, err)
 	}
 	sh := &tableShape{schema: s, columns: make([]column, 0, len(s.Columns)), byName: make(map[string]int, len(s.Columns))}
+	o := d.edge
+	var refused []cdc.StartProblem
 	for i := range s.Columns {
 		c := &s.Columns[i]
-		sh.add(connector, column{col: *c, conv: nativeConverter(connector, c, d.decimalString)})
+		if problem, fix := catalogRefusal(connector, c, d.decimalString || o.preciseNulls); problem != "" {
+			refused = append(refused, cdc.StartProblem{Table: id, Problem: problem, Fix: fix})
+			continue
+		}
+		col := column{col: *c, conv: nativeConverter(connector, c, d.decimalString), rules: rulesFor(connector, c, !d.decimalString, o)}
+		sh.add(connector, edgeColumn(connector, col, o))
+	}
+	if len(refused) > 0 {
+		return nil, &configError{&cdc.StartError{Component: "debezium", Problems: refused}}
+	}
+	if connector == "postgresql" && !o.plainDates {
+		sh.snapshotProblem, sh.snapshotFix = snapshotDateProblem(s)
 	}
 	e := &catalogEntry{shape: sh, dropped: map[string]bool{}}
 	if ok {
@@ -135,7 +148,7 @@ func nativeConverter(connector string, c *cdc.Column, decimalString bool) conver
 		return floatConv
 	case cdc.KindDecimal:
 		if decimalString {
-			return byJSONShape(stringConv, failing("a decimal as a double (set decimal.handling.mode=precise or string)"), nil, nil)
+			return byJSONShape(decimalStringConv, failing("a decimal as a double (set decimal.handling.mode=precise or string)"), nil, nil)
 		}
 		return byJSONShape(decimalConv(c, c.Scale), failing("a decimal as a double (set decimal.handling.mode=precise or string)"),
 			variableDecimalConv(c), nil)
@@ -144,6 +157,9 @@ func nativeConverter(connector string, c *cdc.Column, decimalString bool) conver
 	case cdc.KindBinary:
 		return byJSONShape(bytesConv(c), nil, geometryConv, nil)
 	case cdc.KindDate:
+		if pg {
+			return pgDateConv
+		}
 		return dateConv
 	case cdc.KindTime:
 		if pg && c.Precision <= 3 {
@@ -151,10 +167,14 @@ func nativeConverter(connector string, c *cdc.Column, decimalString bool) conver
 		}
 		return timeConv(time.Microsecond)
 	case cdc.KindDateTime:
+		unit := time.Microsecond
 		if c.Precision <= 3 {
-			return dateTimeConv(time.Millisecond)
+			unit = time.Millisecond
 		}
-		return dateTimeConv(time.Microsecond)
+		if pg {
+			return pgDateTimeConv(unit)
+		}
+		return dateTimeConv(unit)
 	case cdc.KindTimestamp:
 		return zonedTimestampConv()
 	case cdc.KindJSON:
@@ -168,7 +188,11 @@ func nativeConverter(connector string, c *cdc.Column, decimalString bool) conver
 		if c.Elem == nil {
 			return failing("an array without an element type")
 		}
-		return arrayConv(nativeConverter(connector, c.Elem, decimalString))
+		elem := nativeConverter(connector, c.Elem, decimalString)
+		if pg {
+			return pgArrayConv(elem, pgNullsAreNull(c.Elem))
+		}
+		return arrayConv(elem)
 	}
 	// KindOther: the source's text form.
 	t := strings.ToLower(c.SourceType)

@@ -148,6 +148,7 @@ type decoder struct {
 	catalog       cdc.SchemaLoader // for records without an embedded schema; nil: refused
 	decimalString bool             // such records carry decimals as text (decimal.handling.mode=string)
 	catalogShapes *catalogCache    // shared by a stream's decoders
+	edge          edgeOptions      // Options.PlainDates
 	warn          func(msg string, args ...any)
 }
 
@@ -269,6 +270,12 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 		ev.Malformed = d.reason(r, err.Error())
 		return ev, keep, nil
 	}
+	snapshotRead := op == cdc.Read || p.Source.snapshot()
+	if snapshotRead {
+		if err := shape.refuseSnapshot(); err != nil {
+			return cdc.Event{}, keep, err
+		}
+	}
 	var rowErr error
 	for reloaded := false; ; {
 		ev.Before, ev.After, rowErr = shape.rows(&p, op, oldKey, catalog)
@@ -290,8 +297,11 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 		d.warn("debezium: records hold a field the table no longer has; it is left out", "table", id.String(), "topic", r.Topic)
 	}
 	ev.Schema = shape.schema
-	if rowErr == nil && op != cdc.Read && !p.Source.snapshot() {
+	if rowErr == nil && !snapshotRead {
 		rowErr = shape.checkCorrupt(ev.Before, ev.After)
+	}
+	if rowErr == nil {
+		rowErr = shape.checkNulls(ev.After, snapshotRead)
 	}
 	if rowErr != nil {
 		ev.Before, ev.After = nil, nil
@@ -469,8 +479,12 @@ func (d *decoder) shapeFor(r *Record, schemaRaw json.RawMessage, id cdc.TableID,
 		return e.shape, e.err
 	}
 	sh, err := d.buildShape(schemaRaw, keySchema, id, connector)
-	if errors.Is(err, errNoSourceTypes) {
+	var refused *cdc.StartError
+	switch {
+	case errors.Is(err, errNoSourceTypes):
 		err = &configError{fmt.Errorf("table %s (topic %s): %w", id, r.Topic, err)}
+	case errors.As(err, &refused):
+		err = &configError{err}
 	}
 	if len(d.shapes) >= 4096 { // schemas change rarely; bound the cache all the same
 		clear(d.shapes)
@@ -494,7 +508,7 @@ func (d *decoder) buildShape(schemaRaw, keySchemaRaw []byte, id cdc.TableID, con
 			return nil, err
 		}
 	}
-	return buildShape(id, connector, row, key, d.infer)
+	return buildShape(id, connector, row, key, d.infer, d.edge)
 }
 
 // keySchemaOf returns the key's schema text, nil for a record without a key.

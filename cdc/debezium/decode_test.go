@@ -51,6 +51,15 @@ func fixture(t testing.TB, name string) []Record {
 	return out
 }
 
+// fixtureDecoder is newDecoder with Options.PlainDates (the fixtures hold no zero date and no
+// BC date), taking a null of a numeric in the precise form for a NULL (the fixtures were
+// captured with decimal.handling.mode=precise, and hold no NaN).
+func fixtureDecoder(name string, infer bool, v Versions) *decoder {
+	d := newDecoder(name, infer, v)
+	d.edge = edgeOptions{plainDates: true, preciseNulls: true}
+	return d
+}
+
 type wantCol struct {
 	name  string
 	kind  cdc.Kind
@@ -147,7 +156,7 @@ func TestDecodeTypes(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			recs := fixture(t, tc.file)
-			d := newDecoder("src", false, VersionsDefault)
+			d := fixtureDecoder("src", false, VersionsDefault)
 			ev, skip, err := d.decode(&recs[0])
 			if err != nil || skip != keep || ev.Malformed != nil {
 				t.Fatalf("decode: skip %v err %v malformed %v", skip, err, ev.Malformed)
@@ -226,7 +235,7 @@ func TestDecodeEnvelopes(t *testing.T) {
 			if len(recs) != len(tc.steps) {
 				t.Fatalf("%d records, want %d", len(recs), len(tc.steps))
 			}
-			d := newDecoder("src", true, VersionsDefault)
+			d := fixtureDecoder("src", true, VersionsDefault)
 			for i, w := range tc.steps {
 				ev, skip, err := d.decode(&recs[i])
 				if err != nil {
@@ -257,7 +266,7 @@ func TestDecodeEnvelopes(t *testing.T) {
 
 func TestDecodeVersionsFile(t *testing.T) {
 	recs := fixture(t, "mariadb-3.5.0.jsonl")
-	d := newDecoder("src", true, VersionsFile)
+	d := fixtureDecoder("src", true, VersionsFile)
 	ev, _, err := d.decode(&recs[2])
 	if err != nil || ev.Malformed != nil {
 		t.Fatal(err, ev.Malformed)
@@ -274,25 +283,25 @@ func TestDecodeRefusals(t *testing.T) {
 	my := fixture(t, "mariadb-3.5.0.jsonl")
 
 	var ce *configError
-	_, _, err := newDecoder("src", false, VersionsDefault).decode(&pg[8])
+	_, _, err := fixtureDecoder("src", false, VersionsDefault).decode(&pg[8])
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "column.propagate.source.type") {
 		t.Errorf("no source types: %v", err)
 	}
 
 	noTx := my[2]
 	noTx.Value = []byte(strings.Replace(string(noTx.Value), `"transaction":{`, `"transaction":null,"x":{`, 1))
-	_, _, err = newDecoder("src", true, VersionsDefault).decode(&noTx)
+	_, _, err = fixtureDecoder("src", true, VersionsDefault).decode(&noTx)
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "provide.transaction.metadata") {
 		t.Errorf("no transaction metadata: %v", err)
 	}
 
 	schemaless := Record{Topic: "x", Value: []byte(`{"before":null,"after":{"id":1},"op":"c"}`)}
-	_, _, err = newDecoder("src", true, VersionsDefault).decode(&schemaless)
+	_, _, err = fixtureDecoder("src", true, VersionsDefault).decode(&schemaless)
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "schemas.enable") {
 		t.Errorf("schemaless: %v", err)
 	}
 
-	d := newDecoder("src", true, VersionsDefault)
+	d := fixtureDecoder("src", true, VersionsDefault)
 	for name, value := range map[string]string{
 		"not json":   `{"schema":`,
 		"unknown op": strings.Replace(string(my[2].Value), `"op":"u"`, `"op":"x"`, 1),
@@ -341,7 +350,7 @@ func TestDecodeKeyChange(t *testing.T) {
 	del, create := recs[12], recs[14]
 	del.Headers = []Header{{Key: headerNewKey, Value: []byte(`{"id":4}`)}}
 	create.Headers = []Header{{Key: headerOldKey, Value: []byte(`{"id":3}`)}}
-	d := newDecoder("src", true, VersionsDefault)
+	d := fixtureDecoder("src", true, VersionsDefault)
 	if _, skip, err := d.decode(&del); err != nil || skip != skipKeyChange {
 		t.Fatalf("delete half: skip %v err %v", skip, err)
 	}
@@ -379,7 +388,7 @@ func TestDecodeKeyChange(t *testing.T) {
 // streamed row with a UUID value is dead-lettered, a snapshot row (read right) is not.
 func TestDecodeMariaDBUUIDRefused(t *testing.T) {
 	snap := fixture(t, "mariadb-3.5.0-types.jsonl")[0]
-	d := newDecoder("src", false, VersionsFile)
+	d := fixtureDecoder("src", false, VersionsFile)
 	if ev, _, err := d.decode(&snap); err != nil || ev.Malformed != nil {
 		t.Fatalf("snapshot row: %v %v", err, ev.Malformed)
 	}
@@ -435,12 +444,12 @@ func TestDecodeSchemaless(t *testing.T) {
 	for _, file := range []string{"postgres-3.6.1-types.jsonl", "mariadb-3.5.0-types.jsonl"} {
 		t.Run(file, func(t *testing.T) {
 			rec := fixture(t, file)[0]
-			want, _, err := newDecoder("src", false, VersionsDefault).decode(&rec)
+			want, _, err := fixtureDecoder("src", false, VersionsDefault).decode(&rec)
 			if err != nil || want.Malformed != nil {
 				t.Fatal(err, want.Malformed)
 			}
 			cat := &fakeCatalog{schemas: map[cdc.TableID]*cdc.TableSchema{want.Table: want.Schema}}
-			d := newDecoder("src", false, VersionsDefault)
+			d := fixtureDecoder("src", false, VersionsDefault)
 			d.catalog = cat
 			bare := schemalessRecord(t, rec)
 			got, skip, err := d.decode(&bare)
@@ -465,7 +474,7 @@ func TestDecodeSchemaless(t *testing.T) {
 			if cat.reads != 2 {
 				t.Fatalf("%d catalog reads, want 2", cat.reads)
 			}
-			other := newDecoder("src", false, VersionsDefault)
+			other := fixtureDecoder("src", false, VersionsDefault)
 			other.catalog = &fakeCatalog{}
 			if ev, _, err := other.decode(&bare); err != nil || ev.Malformed == nil || !strings.Contains(ev.Malformed.Error(), "catalog") {
 				t.Fatalf("a table the catalog lacks: %v %v", err, ev.Malformed)

@@ -60,20 +60,102 @@
 // delete is skipped and the create becomes the Update a native source reports, the old key in
 // Before, so the sink deletes the old document at the change's version and takes values the
 // change left alone (a TOASTed value: Debezium's placeholder) from it. The key schema's
-// fields are the primary key, in key order. Values take the shapes of the native sources (package
-// cdc, Value): Decimal and VariableScaleDecimal become their exact digits, io.debezium.time
+// fields are the primary key, in key order. Values take the shapes of the native sources
+// (package cdc, Value): Decimal and VariableScaleDecimal become their exact digits, io.debezium.time
 // types the text or EpochMicros the native source reports, Bits a MySQL BIT's integer or
 // PostgreSQL's bit string, Geometry MySQL's internal form, the placeholder of an unchanged
 // TOASTed value (__debezium_unavailable_value) cdc.Unchanged. What differs from the native
-// sources, because Debezium's representation does not carry it: an unconstrained NUMERIC's
-// trailing zeros (1.50 arrives as 1.5), a varbit shorter than its declared length (padded
-// with leading zeros), money (digits without the currency format), timetz (converted to
-// UTC), MariaDB's JSON (declared LONGTEXT to Debezium: mapped as text) and MySQL's zero dates.
-// MariaDB's UUID columns are read right by the connector's snapshot and corrupted by its
+// sources, because Debezium's representation does not carry it: a varbit shorter than its
+// declared length (padded with leading zeros), money (digits without the currency format),
+// timetz (converted to UTC) and MariaDB's JSON (declared LONGTEXT to Debezium: mapped as
+// text). MariaDB's UUID columns are read right by the connector's snapshot and corrupted by its
 // binlog reader (debezium-connector-mariadb 3.5.0: a zero byte first, the last byte lost), so a
 // streamed row holding one is dead-lettered, naming the column. The placeholder text
 // __debezium_unavailable_value is taken for an unchanged value wherever it appears: a row
 // whose text really is that string is dead-lettered outside an update.
+//
+// # Edge values
+//
+// Every value is exact (the native source's value for it), or its row is dead-lettered with a
+// reason naming the column and the setting that fixes it, or the table is refused at its first
+// record (a *cdc.StartError naming the column and the setting, never a value; the pipeline
+// stops) when the connector's settings make a column's values impossible to tell apart, as its
+// schema shows. Measured through debezium-connector-postgres 3.6.1.Final and
+// debezium-connector-mariadb 3.5.0.Final (edges.go; TestEdgeValues pins the measured forms):
+//
+//	PostgreSQL                     setting                          outcome
+//	numeric NaN, ±Infinity         decimal.handling.mode=string     exact ("NaN", "Infinity", "-Infinity";
+//	  (numeric and numeric(p,s))                                      written NAN, POSITIVE_INFINITY, ...)
+//	                               precise, nullable column         refused: they arrive as null (fix: string)
+//	                               precise, NOT NULL column         exact; a null (a NaN) dead-lettered (fix: string)
+//	numeric trailing zeros         string                           exact ("1.50")
+//	                               precise, unconstrained           1.50 arrives as 1.5 (its scale is lost)
+//	any decimal                    double                           refused (digits lost; fix: string or precise)
+//	date ±infinity                 any                              exact ("infinity", "-infinity")
+//	date BC                        streamed                         exact
+//	                               snapshot                         refused at the first snapshot read of a table
+//	                                                                  with a date column (the JDBC read drops the
+//	                                                                  era: 1 BC arrives as 0001-01-01), unless
+//	                                                                  Options.PlainDates
+//	timestamp ±infinity            adaptive, connect                exact ("infinity", "-infinity")
+//	timestamp after 294247-01-10   adaptive                         dead-lettered (the connector's microseconds
+//	  04:00:25.2                                                      overflow); the instant 294247-01-10
+//	                                                                  04:00:25.2 itself is written as, and read
+//	                                                                  as, +infinity (indistinguishable)
+//	timestamp years 10000+, BC     any                              exact
+//	timestamptz ±infinity, 10000+  any                              exact
+//	time(p), timestamp(p), p > 3   time.precision.mode=connect      refused: milliseconds (fix: adaptive or
+//	  (timestamp alone is p=6)                                        adaptive_time_microseconds)
+//	time(p), timestamp(p), p <= 3  connect                          exact
+//	time 24:00:00                  any                              exact
+//	int[][] and other arrays       any                              a sub-array arrives as null: an array with a
+//	  of non-text elements                                            null element is dead-lettered (a NULL element
+//	                                                                  cannot be told from a sub-array)
+//	text[][], varchar[][],         any                              a sub-array arrives as Java object text
+//	  uuid[][]                                                        ("[Ljava.lang.String;@4cb15355"):
+//	                                                                  dead-lettered; NULL elements exact
+//	numeric[] holding NaN/Inf      any                              the whole array arrives as null: a null
+//	                                                                  numeric array is dead-lettered
+//	interval                       interval.handling.mode=string    exact; numeric: dead-lettered (fix: string)
+//
+//	MariaDB                        setting                          outcome
+//	TIME, -838:59:59..838:59:59    adaptive_time_microseconds       exact
+//	                               connect                          refused: beyond 24:00:00 or negative
+//	                                                                  arrives as null (fix: adaptive_time_microseconds)
+//	DATETIME(p), TIME(p), p > 3    connect                          refused: milliseconds (same fix)
+//	DATETIME(p), p <= 3            connect                          exact
+//	zero dates (0000-00-00, a zero adaptive, connect                nullable DATE/DATETIME: arrive as null, so a
+//	  month or day, year 0)                                           null is dead-lettered; NOT NULL: arrive as
+//	                                                                  1970-01-01, so that date is dead-lettered;
+//	                                                                  with Options.PlainDates (no zero date is
+//	                                                                  ever written: sql_mode NO_ZERO_DATE,
+//	                                                                  NO_ZERO_IN_DATE) both are taken as they are
+//	zero TIMESTAMP                 streamed                         exact (0, as mysqlcdc)
+//	                               snapshot, nullable               arrives as null: dead-lettered in snapshot
+//	                                                                  reads, unless Options.PlainDates
+//	DECIMAL                        precise, string                  exact; double refused
+//	UUID                           streamed                         dead-lettered (the connector corrupts it)
+//
+// Without an embedded schema (Options.Catalog) the same rules hold for the representation
+// Options.DecimalStrings names; the temporal types must be in Debezium's default
+// representation (time.precision.mode adaptive for PostgreSQL, adaptive_time_microseconds for
+// MariaDB): records without a schema do not say which one they carry.
+//
+// # Schema events
+//
+// The rule of package mirror holds on this path too ("an index mirrors the table that bears
+// its name now"), with what Debezium's events carry: cdc.TableSchema.Relation is always empty
+// (the envelopes carry no relation identity; an empty identity never counts as a different
+// relation), so a table dropped and created again under its name, or a table renamed to a
+// captured name, is not recognised as another relation by its identity. A TRUNCATE (op t,
+// with skipped.operations=none) is a cdc.Truncate versioned like a change at its place: the
+// PostgreSQL connector gives it the LSN of its WAL record (pgcdc's version for it); the
+// MariaDB connector gives it its own GTID and transaction total_order 1, so its version is
+// the GTID's sequence number << 20, mysqlcdc's version of the same TRUNCATE (measured: both
+// above the changes before it and below those after). The sink mirrors it exactly. A renamed table's changes arrive on a new topic, under its new name:
+// a table new to the sink, which reports it ENTERED; this source cannot re-snapshot it, so
+// mirror logs it loudly with the fix (a blocking or incremental snapshot of the connector, or
+// a native re-snapshot), and the old name's index keeps its last documents.
 // A record that cannot be read is a Malformed event: the runner dead-letters it with a
 // reason naming the topic, partition and offset, never a value.
 //

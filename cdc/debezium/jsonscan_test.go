@@ -49,7 +49,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, file := range []string{"postgres-3.6.1-types.jsonl", "mariadb-3.5.0-types.jsonl"} {
 		b.Run(file, func(b *testing.B) {
 			rec := fixture(b, file)[0]
-			d := newDecoder("src", false, VersionsDefault)
+			d := fixtureDecoder("src", false, VersionsDefault)
 			b.SetBytes(int64(len(rec.Value)))
 			b.ReportAllocs()
 			for b.Loop() {

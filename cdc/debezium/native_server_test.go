@@ -346,16 +346,16 @@ func TestMatchesNativePostgres(t *testing.T) {
 
 	prefix := "dbzn" + table[len("dbzn_pg_"):]
 	conn.CreatePostgres(t, table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
-		Slot: table + "_dbz", Publication: table + "_dbz", Extra: map[string]string{"interval.handling.mode": "string"}})
-	dst := openDebezium(ctx, t, brokers, prefix+".public."+table, &debezium.Options{Name: "pg"})
+		Slot: table + "_dbz", Publication: table + "_dbz", DecimalHandling: "string", Extra: map[string]string{"interval.handling.mode": "string"}})
+	dst := openDebezium(ctx, t, brokers, prefix+".public."+table, &debezium.Options{Name: "pg", PlainDates: true})
 	// The same connector without the embedded schema: the columns come from the catalog.
 	conn.CreatePostgres(t, table+"-nos", connecttest.PostgresConnector{TopicPrefix: prefix + "nos", Tables: []string{"public." + table},
-		Slot: table + "_nos", Publication: table + "_nos", NoSourceTypes: true, Extra: schemaless(map[string]string{"interval.handling.mode": "string"})})
+		Slot: table + "_nos", Publication: table + "_nos", NoSourceTypes: true, DecimalHandling: "string", Extra: schemaless(map[string]string{"interval.handling.mode": "string"})})
 	catalog, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sst := openDebezium(ctx, t, brokers, prefix+"nos.public."+table, &debezium.Options{Name: "pg", Catalog: catalog})
+	sst := openDebezium(ctx, t, brokers, prefix+"nos.public."+table, &debezium.Options{Name: "pg", Catalog: catalog, DecimalStrings: true, PlainDates: true})
 
 	// Every pre-existing row changes after the snapshot (the key change's TOASTed value, left
 	// unchanged, is taken from the old document), so both indices end at streamed versions.
@@ -505,14 +505,14 @@ func TestMatchesNativeMariaDB(t *testing.T) {
 
 	prefix := "dbzn" + table[len("dbzn_my_"):]
 	conn.CreateMariaDB(t, table, connecttest.MariaDBConnector{TopicPrefix: prefix, Tables: []string{m.DB + "." + table}})
-	dst := openDebezium(ctx, t, brokers, prefix+"."+m.DB+"."+table, &debezium.Options{Name: "my"})
+	dst := openDebezium(ctx, t, brokers, prefix+"."+m.DB+"."+table, &debezium.Options{Name: "my", PlainDates: true})
 	conn.CreateMariaDB(t, table+"-nos", connecttest.MariaDBConnector{TopicPrefix: prefix + "nos", Tables: []string{m.DB + "." + table},
 		NoSourceTypes: true, Extra: schemaless(map[string]string{})})
 	catalog, err := mysqlcdc.New(m.Addr, m.User, m.Password, []mysqlcdc.TableName{{Database: m.DB, Table: table}}, &mysqlcdc.Options{SourceName: "my"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sst := openDebezium(ctx, t, brokers, prefix+"nos."+m.DB+"."+table, &debezium.Options{Name: "my", Catalog: catalog})
+	sst := openDebezium(ctx, t, brokers, prefix+"nos."+m.DB+"."+table, &debezium.Options{Name: "my", Catalog: catalog, PlainDates: true})
 
 	exec(fmt.Sprintf("UPDATE %s SET ti = ti + 1 WHERE b = 0", table),
 		fmt.Sprintf("UPDATE %s SET s = 'two' WHERE b = 1", table),

@@ -76,8 +76,9 @@ var errNoSourceTypes = errors.New("the change events carry no source column type
 // column is one column of a table as the decoder reads it: the cdc.Column a native source
 // would report and the conversion of Debezium's representation into cdc's value shapes.
 type column struct {
-	col  cdc.Column
-	conv converter
+	col   cdc.Column
+	conv  converter
+	rules columnRules // checks of its values beyond the conversion (edges.go)
 }
 
 // buildColumn derives a column from its Connect field schema. connector is the envelope's
@@ -374,6 +375,9 @@ type tableShape struct {
 	byName  map[string]int
 	// corrupt are the columns whose streamed values the connector is known to corrupt.
 	corrupt []int
+	// snapshotProblem and snapshotFix, when set, refuse the table's snapshot reads: their
+	// values of some column cannot be told apart (PostgreSQL's BC dates, edges.go).
+	snapshotProblem, snapshotFix string
 }
 
 // add appends a column (its schema's column is the caller's).
@@ -390,7 +394,7 @@ func (sh *tableShape) add(connector string, c column) {
 // buildShape derives a table's schema from the value schema's "after" (or "before") struct
 // and the key schema's fields (the primary key, in key order). key may be nil: a table
 // without a primary key, whose records have no key.
-func buildShape(id cdc.TableID, connector string, row *connectSchema, key *connectSchema, infer bool) (*tableShape, error) {
+func buildShape(id cdc.TableID, connector string, row *connectSchema, key *connectSchema, infer bool, o edgeOptions) (*tableShape, error) {
 	if row == nil || row.Type != "struct" {
 		return nil, errors.New("the envelope's schema has no row struct")
 	}
@@ -400,20 +404,33 @@ func buildShape(id cdc.TableID, connector string, row *connectSchema, key *conne
 		byName:  make(map[string]int, len(row.Fields)),
 	}
 	var missing []string
+	var refused []cdc.StartProblem
 	for i := range row.Fields {
-		c, err := buildColumn(connector, &row.Fields[i], infer)
+		f := &row.Fields[i]
+		c, err := buildColumn(connector, f, infer)
 		if errors.Is(err, errNoSourceTypes) {
-			missing = append(missing, row.Fields[i].Field)
+			missing = append(missing, f.Field)
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		sh.add(connector, c)
+		if problem, fix := refusal(connector, &c.col, f, o); problem != "" {
+			refused = append(refused, cdc.StartProblem{Table: id, Problem: problem, Fix: fix})
+			continue
+		}
+		c.rules = rulesFor(connector, &c.col, f.Name == logicalDecimal || f.Name == logicalVariableDecimal, o)
+		sh.add(connector, edgeColumn(connector, c, o))
 		sh.schema.Columns = append(sh.schema.Columns, c.col)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w for %d of %d columns (fix: set column.propagate.source.type=.* on the connector, or let the source infer types from Kafka Connect's)", errNoSourceTypes, len(missing), len(row.Fields))
+	}
+	if len(refused) > 0 {
+		return nil, &cdc.StartError{Component: "debezium", Problems: refused}
+	}
+	if connector == "postgresql" && !o.plainDates {
+		sh.snapshotProblem, sh.snapshotFix = snapshotDateProblem(sh.schema)
 	}
 	if key != nil {
 		for _, kf := range key.Fields {

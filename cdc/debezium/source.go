@@ -48,6 +48,14 @@ type Options struct {
 	// connector's decimal.handling.mode=string); by default they are Debezium's precise
 	// binary form. Records with a schema say which they carry.
 	DecimalStrings bool
+	// PlainDates assures the source that the database holds no date Debezium cannot carry:
+	// no MariaDB zero date (0000-00-00, a zero month or day, year 0: the connector writes
+	// them as null, or as 1970-01-01 in a NOT NULL column) and no PostgreSQL BC date in a
+	// table the connector snapshots (its snapshot drops the era). Without it such nulls and
+	// 1970-01-01 in MariaDB DATE and DATETIME columns (and nulls of nullable TIMESTAMP
+	// columns in snapshot reads) are dead-lettered, and a PostgreSQL table with a date column
+	// is refused at its first snapshot read. See the package documentation's value table.
+	PlainDates bool
 	// Buffer is how many decoded events wait for the runner. Default 1024.
 	Buffer int
 	// Lag, when set, measures how far the consumer group trails its topics, and the source
@@ -142,6 +150,7 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error
 		newDecoder: func() *decoder {
 			dec := newDecoder(opts.Name, opts.InferTypes, opts.Versions)
 			dec.catalog, dec.decimalString, dec.catalogShapes = opts.Catalog, opts.DecimalStrings, catalog
+			dec.edge.plainDates = opts.PlainDates
 			if log := opts.Logger; log != nil {
 				dec.warn = log.Warn
 			}

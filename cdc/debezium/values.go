@@ -39,6 +39,9 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 	case logicalVariableDecimal:
 		return variableDecimalConv(c), nil
 	case logicalDate, logicalConnectDate:
+		if pg {
+			return pgDateConv, nil
+		}
 		return dateConv, nil
 	case logicalTime:
 		return timeConv(time.Millisecond), nil
@@ -49,8 +52,14 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 	case logicalConnectTime:
 		return timeConv(time.Millisecond), nil
 	case logicalTimestamp, logicalConnectTS:
+		if pg {
+			return pgDateTimeConv(time.Millisecond), nil
+		}
 		return dateTimeConv(time.Millisecond), nil
 	case logicalMicroTimestamp:
+		if pg {
+			return pgDateTimeConv(time.Microsecond), nil
+		}
 		return dateTimeConv(time.Microsecond), nil
 	case logicalNanoTimestamp:
 		return dateTimeConv(time.Nanosecond), nil
@@ -83,6 +92,9 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 		if c.Kind == cdc.KindJSON {
 			return jsonConv, nil
 		}
+		if c.Kind == cdc.KindDecimal { // decimal.handling.mode=string
+			return decimalStringConv, nil
+		}
 		if pg && c.Kind == cdc.KindOther && strings.EqualFold(c.SourceType, "interval") {
 			return isoIntervalConv, nil
 		}
@@ -100,6 +112,9 @@ func converterFor(connector string, c *cdc.Column, f *connectSchema) (converter,
 		elem, err := converterFor(connector, &ec, f.Items)
 		if err != nil {
 			return nil, err
+		}
+		if pg {
+			return pgArrayConv(elem, pgNullsAreNull(c.Elem)), nil
 		}
 		return arrayConv(elem), nil
 	case "struct":
@@ -426,8 +441,9 @@ func dateTimeConv(unit time.Duration) converter {
 	}
 }
 
-// zonedTimestampConv converts an instant in ISO-8601 with an offset to microseconds since the
-// epoch; PostgreSQL's infinities arrive, and stay, as "infinity" and "-infinity".
+// zonedTimestampConv converts an instant in ISO-8601 with an offset (years past 9999 signed)
+// to microseconds since the epoch; PostgreSQL's infinities arrive, and stay, as "infinity"
+// and "-infinity".
 func zonedTimestampConv() converter {
 	return func(raw []byte) (cdc.Value, error) {
 		s, err := jsonString(raw)
@@ -437,8 +453,8 @@ func zonedTimestampConv() converter {
 		if s == "infinity" || s == "-infinity" {
 			return s, nil
 		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
+		t, ok := parseISOInstant(s)
+		if !ok {
 			return nil, errors.New("not an ISO-8601 instant")
 		}
 		return cdc.EpochMicros(t.UnixMicro()), nil
