@@ -51,11 +51,19 @@ type tableRecord struct {
 	// Relation is the source relation identity the table is bound to ("": none yet);
 	// RetiredRelations are identities retired from it, oldest first, at most
 	// MaxRetiredRelations; Sink is the sink that bound them (Relations reads a sink's own).
-	Relation         string   `json:"relation,omitempty"`
-	RetiredRelations []string `json:"retired_relations,omitempty"`
+	Relation         string            `json:"relation,omitempty"`
+	RetiredRelations []RetiredRelation `json:"retired_relations,omitempty"`
 	Sink             string   `json:"sink,omitempty"`
 	// Source is the source table of the sink's binding (set with Sink).
 	Source *MarkerSource `json:"source,omitempty"`
+}
+
+// RetiredRelation is a relation identity retired from a table at a version: the relation's
+// changes under the table's name with a lower version are void; one at or above it means the
+// relation came back to the name (a rename undone) and is bound again.
+type RetiredRelation struct {
+	ID string `json:"id"`
+	At int64  `json:"at"`
 }
 
 // MaxRetiredRelations bounds the relation identities a table record keeps as retired: the
@@ -121,13 +129,22 @@ func (g *Generations) Floor() int64 { return g.rec.Floor }
 // Relation is the relation identity the table is bound to ("": none).
 func (g *Generations) Relation() string { return g.rec.Relation }
 
-// RelationRetired says whether relation was retired from the table.
-func (g *Generations) RelationRetired(relation string) bool {
-	return relation != "" && slices.Contains(g.rec.RetiredRelations, relation)
+// RelationRetired says whether a change of relation at version is void in the table: the
+// relation was retired from it at a higher version.
+func (g *Generations) RelationRetired(relation string, version int64) bool {
+	if relation == "" {
+		return false
+	}
+	for _, r := range g.rec.RetiredRelations {
+		if r.ID == relation {
+			return version < r.At
+		}
+	}
+	return false
 }
 
 // RetiredRelations are the identities retired from the table, oldest first.
-func (g *Generations) RetiredRelations() []string { return slices.Clone(g.rec.RetiredRelations) }
+func (g *Generations) RetiredRelations() []RetiredRelation { return slices.Clone(g.rec.RetiredRelations) }
 
 // Name is the table's name: its read alias, or its legacy index.
 func (g *Generations) Name() string { return g.dest.Index }
@@ -657,9 +674,11 @@ type Reset struct {
 	Floor int64
 	// Relation, when set, is the relation identity bound to the table from now on.
 	Relation string
-	// Retire, when set, is a relation identity retired from the table (its changes are void
-	// from now on); the binding is cleared when it is the one retired and Relation is empty.
-	Retire string
+	// Retire, when set, is a relation identity retired from the table at version RetireAt
+	// (its changes with lower versions are void from now on); the binding is cleared when it
+	// is the one retired and Relation is empty.
+	Retire   string
+	RetireAt int64
 }
 
 // Reset gives g's table a new, empty generation that readers see at once, as a TRUNCATE (or a
@@ -733,16 +752,15 @@ func (rec *tableRecord) bind(r Reset, d Destination) {
 		if rec.Relation == r.Retire {
 			rec.Relation = ""
 		}
-		if !slices.Contains(rec.RetiredRelations, r.Retire) {
-			rec.RetiredRelations = append(rec.RetiredRelations, r.Retire)
-			if k := len(rec.RetiredRelations) - MaxRetiredRelations; k > 0 {
-				rec.RetiredRelations = slices.Delete(rec.RetiredRelations, 0, k)
-			}
+		rec.RetiredRelations = slices.DeleteFunc(rec.RetiredRelations, func(x RetiredRelation) bool { return x.ID == r.Retire })
+		rec.RetiredRelations = append(rec.RetiredRelations, RetiredRelation{ID: r.Retire, At: r.RetireAt})
+		if k := len(rec.RetiredRelations) - MaxRetiredRelations; k > 0 {
+			rec.RetiredRelations = slices.Delete(rec.RetiredRelations, 0, k)
 		}
 	}
 	if r.Relation != "" {
 		rec.Relation = r.Relation
-		rec.RetiredRelations = slices.DeleteFunc(rec.RetiredRelations, func(x string) bool { return x == r.Relation })
+		rec.RetiredRelations = slices.DeleteFunc(rec.RetiredRelations, func(x RetiredRelation) bool { return x.ID == r.Relation })
 	}
 	if r.Relation != "" || r.Retire != "" {
 		src := sourceOf(d.Table)
@@ -799,7 +817,7 @@ func (f *Fence) Relations(ctx context.Context, pipeline, sink string) (bound, re
 			bound[rec.Relation] = t
 		}
 		for _, x := range rec.RetiredRelations {
-			retired[x] = t
+			retired[x.ID] = t
 		}
 	}
 	for x := range bound {

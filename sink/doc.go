@@ -349,13 +349,15 @@
 // (PostgreSQL: the pg_class OID; MariaDB: the version of the DDL that gave the name its
 // relation; "" unknown, the Debezium path). Each table's record (esfence, with its
 // generations) binds the table to one relation identity and keeps the identities retired
-// from it (the last esfence.MaxRetiredRelations). Per change, in batch order:
+// from it, each with its version (the last esfence.MaxRetiredRelations). Per change, in batch order:
 //
 //   - an empty identity has no effect (it never counts as a different relation);
 //   - a table bound to none binds it, without emptying anything;
 //   - the bound identity: written as usual;
-//   - an identity retired from this table: the change is void (a change of a relation that
-//     left the name, replayed or late);
+//   - an identity retired from this table, at a version below its retirement (the version of
+//     the change that retired it): the change is void (a change of a relation that left the
+//     name, replayed); at or above it the relation came back (a rename undone) and is
+//     treated as below;
 //   - a new identity: the name denotes another relation now (DROP and CREATE, or another
 //     relation renamed to it): the old identity is retired, the table gets a new empty
 //     generation, and the table is reported ENTERED (EnteredReplaced);

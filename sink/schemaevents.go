@@ -137,7 +137,7 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 		}
 		if r.truncate && !shared {
 			g := s.gens[r.name]
-			if g.RelationRetired(r.relation) || r.version <= g.Floor() {
+			if g.RelationRetired(r.relation, r.version) || r.version <= g.Floor() {
 				continue // a truncate of a relation gone from here, or one applied already
 			}
 			if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Floor: r.version}); err != nil {
@@ -153,8 +153,8 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 		if a.index != last || g == nil {
 			last, g = a.index, s.gens[a.index]
 		}
-		if g != nil && (a.version < g.Floor() || (!shared && a.schema != nil && g.RelationRetired(a.schema.Relation) &&
-			a.schema.Relation != g.Relation())) {
+		if g != nil && (a.version < g.Floor() || (!shared && a.schema != nil && a.schema.Relation != g.Relation() &&
+			g.RelationRetired(a.schema.Relation, a.version))) {
 			s.voided.Add(1)
 			continue
 		}
@@ -173,7 +173,7 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (moved bool, err error) {
 	g := s.gens[r.name]
 	bound := g.Relation()
-	if r.relation == bound || g.RelationRetired(r.relation) {
+	if r.relation == bound || g.RelationRetired(r.relation, r.version) {
 		return false, nil
 	}
 	if !s.relsKnown {
@@ -203,7 +203,7 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 			return false, err
 		}
 		delete(s.fresh, from.Name)
-		if err := s.reset(ctx, from.Name, from.Table, sch, esfence.Reset{Retire: r.relation}); err != nil {
+		if err := s.reset(ctx, from.Name, from.Table, sch, esfence.Reset{Retire: r.relation, RetireAt: r.version}); err != nil {
 			return false, err
 		}
 		delete(s.rels, r.relation)
@@ -217,7 +217,7 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 		}
 		s.setGens(r.name, n)
 	default:
-		if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Relation: r.relation, Retire: bound}); err != nil {
+		if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Relation: r.relation, Retire: bound, RetireAt: r.version}); err != nil {
 			return false, err
 		}
 	}

@@ -1,0 +1,145 @@
+package sink
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/statestore"
+)
+
+// enteredLog collects the ENTERED reports of a sink.
+type enteredLog struct {
+	mu  sync.Mutex
+	got []TableEntered
+}
+
+func (l *enteredLog) add(e TableEntered) {
+	l.mu.Lock()
+	l.got = append(l.got, e)
+	l.mu.Unlock()
+}
+
+// take returns the reports since the last take.
+func (l *enteredLog) take() []TableEntered {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.got
+	l.got = nil
+	return out
+}
+
+// relSchema is ordersSchema(table) bound to the relation identity rel.
+func relSchema(table, rel string) *cdc.TableSchema {
+	s := ordersSchema(table)
+	s.Relation = rel
+	return s
+}
+
+func wantEntered(t *testing.T, got []TableEntered, want ...TableEntered) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("ENTERED %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Table != want[i].Table || got[i].Cause != want[i].Cause || got[i].From != want[i].From || got[i].Index == "" || got[i].Schema == nil {
+			t.Fatalf("ENTERED %+v, want %+v", got, want)
+		}
+	}
+}
+
+// A table binds the first relation identity it sees; a new one (DROP and CREATE) empties it
+// and reports ENTERED(replaced); the old relation's changes are void from then on, in the
+// same batch and in a replay; an empty identity changes nothing; a snapshot's first read
+// reports nothing, a streamed first write of a new table ENTERED(new).
+func TestRelationRebind(t *testing.T) {
+	f := newFakeCluster(t)
+	log := &enteredLog{}
+	st := statestore.NewMemory()
+	k := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	old, neu := relSchema("orders", "100"), relSchema("orders", "200")
+	id := old.ID
+	write(t, k, []cdc.Event{ev(cdc.Read, old, 1, nil, row(1, "one", 1)), ev(cdc.Read, old, 2, nil, row(2, "two", 2))})
+	wantEntered(t, log.take())
+	write(t, k, []cdc.Event{ev(cdc.Insert, old, 3, nil, row(3, "three", 3)), ev(cdc.Insert, ordersSchema("orders"), 4, nil, row(4, "four", 4))})
+	sameDocs(t, "bound", liveDocs(t, f, k, id), map[string]int64{"1": 1, "2": 2, "3": 3, "4": 4})
+	wantEntered(t, log.take())
+
+	replaced := []cdc.Event{ev(cdc.Insert, old, 9, nil, row(6, "old six", 6)), ev(cdc.Insert, neu, 10, nil, row(5, "five", 5))}
+	write(t, k, replaced)
+	sameDocs(t, "replaced", liveDocs(t, f, k, id), map[string]int64{"5": 10})
+	wantEntered(t, log.take(), TableEntered{Table: id, Cause: EnteredReplaced})
+	live, _ := k.Generations(id)
+
+	write(t, k, replaced) // a replay
+	sameDocs(t, "replayed", liveDocs(t, f, k, id), map[string]int64{"5": 10})
+	wantEntered(t, log.take())
+	if g, _ := k.Generations(id); g.Live != live.Live {
+		t.Fatalf("a replay emptied the table again: %s, was %s", g.Live, live.Live)
+	}
+	// After a restart the record still binds 200 and retires 100.
+	k3 := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	write(t, k3, []cdc.Event{ev(cdc.Insert, old, 8, nil, row(7, "old", 7)), ev(cdc.Insert, neu, 13, nil, row(8, "eight", 8))})
+	sameDocs(t, "after a restart", liveDocs(t, f, k3, id), map[string]int64{"5": 10, "8": 13})
+	wantEntered(t, log.take())
+
+	// A new table's first write streamed: ENTERED(new).
+	other := relSchema("customers", "300")
+	write(t, k3, []cdc.Event{ev(cdc.Insert, other, 14, nil, row(1, "c", 1))})
+	wantEntered(t, log.take(), TableEntered{Table: other.ID, Cause: EnteredNew})
+}
+
+// A relation that shows up under another table's name was renamed: the table it left is
+// vacated (emptied, its identity retired there), the new name binds it and is reported
+// ENTERED(renamed); a swap of two names empties both and reports both; after a restart the
+// sink finds the relation's old table through the records.
+func TestRelationVacate(t *testing.T) {
+	f := newFakeCluster(t)
+	st := statestore.NewMemory()
+	log := &enteredLog{}
+	k := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	orders, archive := relSchema("orders", "100"), relSchema("archive", "100")
+	write(t, k, []cdc.Event{ev(cdc.Read, orders, 1, nil, row(1, "one", 1)), ev(cdc.Read, orders, 2, nil, row(2, "two", 2))})
+
+	write(t, k, []cdc.Event{ev(cdc.Insert, orders, 3, nil, row(3, "before", 3)), ev(cdc.Insert, archive, 5, nil, row(4, "renamed", 4))})
+	wantEntered(t, log.take(), TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID})
+	sameDocs(t, "the vacated table", liveDocs(t, f, k, orders.ID), map[string]int64{})
+	sameDocs(t, "the renamed table", liveDocs(t, f, k, archive.ID), map[string]int64{"4": 5})
+
+	// A late change of the relation under its old name (a replay: a version below its
+	// retirement) is void; a new relation under the old name binds it (the name was vacated:
+	// nothing to empty).
+	write(t, k, []cdc.Event{ev(cdc.Update, orders, 4, nil, row(1, "late", 1)), ev(cdc.Insert, relSchema("orders", "400"), 7, nil, row(9, "new table", 9))})
+	sameDocs(t, "the old name re-created", liveDocs(t, f, k, orders.ID), map[string]int64{"9": 7})
+	wantEntered(t, log.take())
+
+	// A swap of two names (orders <-> archive): both emptied, both ENTERED(renamed).
+	write(t, k, []cdc.Event{ev(cdc.Insert, relSchema("orders", "100"), 8, nil, row(10, "a", 10)),
+		ev(cdc.Insert, relSchema("archive", "400"), 9, nil, row(11, "b", 11))})
+	wantEntered(t, log.take(), TableEntered{Table: orders.ID, Cause: EnteredRenamed, From: archive.ID},
+		TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID})
+	sameDocs(t, "swapped orders", liveDocs(t, f, k, orders.ID), map[string]int64{"10": 8})
+	sameDocs(t, "swapped archive", liveDocs(t, f, k, archive.ID), map[string]int64{"11": 9})
+
+	// A restart: the relation 100 moves on to a third name; the new sink finds orders in the
+	// records and vacates it.
+	k2 := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	third := relSchema("history", "100")
+	write(t, k2, []cdc.Event{ev(cdc.Insert, third, 20, nil, row(12, "c", 12))})
+	wantEntered(t, log.take(), TableEntered{Table: third.ID, Cause: EnteredRenamed, From: orders.ID})
+	sameDocs(t, "vacated after a restart", liveDocs(t, f, k2, orders.ID), map[string]int64{})
+	sameDocs(t, "archive untouched", liveDocs(t, f, k, archive.ID), map[string]int64{"11": 9})
+}
+
+// Under shared_owner identities are not bound: nothing is emptied, nothing reported.
+func TestRelationSharedOwner(t *testing.T) {
+	f := newFakeCluster(t)
+	log := &enteredLog{}
+	k := fakeSink(t, f, Config{SharedOwner: "group"}, statestore.NewMemory(), Options{OnEntered: log.add})
+	write(t, k, []cdc.Event{ev(cdc.Read, relSchema("orders", "1"), 1, nil, row(1, "one", 1))})
+	write(t, k, []cdc.Event{ev(cdc.Insert, relSchema("orders", "2"), 2, nil, row(2, "two", 2))})
+	if ix := f.Index(indexOf(t, k, "orders")); ix == nil || len(ix.Docs) != 2 {
+		t.Fatalf("shared owner: %+v", ix)
+	}
+	wantEntered(t, log.take())
+}
