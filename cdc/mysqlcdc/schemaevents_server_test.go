@@ -1,0 +1,451 @@
+package mysqlcdc_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/cdctest"
+	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
+)
+
+// schemaFixture is one stream over two databases captured whole (db, db3) and one that is not
+// (out), with a marker table that ends each case.
+type schemaFixture struct {
+	s            server
+	db, out, db3 string
+	st           cdc.Stream
+	opts         mysqlcdc.Options
+	mark         int
+	last         int64 // the version of the last event read
+}
+
+// source returns a source of the fixture's databases with a server id of its own.
+func (f *schemaFixture) source(t *testing.T) *mysqlcdc.Source {
+	t.Helper()
+	opts := f.opts
+	opts.ServerID = nextServerID()
+	src, err := mysqlcdc.New(f.s.addr, f.s.user, f.s.pass, []mysqlcdc.TableName{{Database: f.db, Table: mysqlcdc.AllTables},
+		{Database: f.db3, Table: mysqlcdc.AllTables}}, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// until reads the events up to the next marker row (not returned), checking that versions
+// strictly increase across the stream.
+func (f *schemaFixture) until(ctx context.Context, t *testing.T) []cdc.Event {
+	t.Helper()
+	f.mark++
+	if err := f.s.exec(fmt.Sprintf("INSERT INTO %s.mark VALUES (%d)", quote(f.db), f.mark)); err != nil {
+		t.Fatal(err)
+	}
+	var evs []cdc.Event
+	for {
+		ev := cdctest.NextEvent(ctx, t, f.st)
+		if v := ev.Position.Version(); v <= f.last {
+			t.Fatalf("%v of %v at version %d, not above the previous %d", ev.Op, ev.Table, v, f.last)
+		}
+		f.last = ev.Position.Version()
+		if ev.Schema == nil {
+			t.Fatalf("%v of %v without a schema", ev.Op, ev.Table)
+		}
+		if ev.Table.Table == "mark" && ev.Op == cdc.Insert {
+			if ev.After[0].(int64) != int64(f.mark) {
+				t.Fatalf("marker %v, want %d", ev.After[0], f.mark)
+			}
+			return evs
+		}
+		evs = append(evs, ev)
+	}
+}
+
+// shape describes events compactly: "T db.table rel" or "I db.table rel", where rel is "-" for
+// no identity and otherwise the identity's index among those met in the case (#0, #1, ...).
+func shape(evs []cdc.Event) []string {
+	ids := map[string]int{}
+	var out []string
+	for _, ev := range evs {
+		rel := "-"
+		if r := ev.Schema.Relation; r != "" {
+			if _, ok := ids[r]; !ok {
+				ids[r] = len(ids)
+			}
+			rel = "#" + strconv.Itoa(ids[r])
+		}
+		op := "I"
+		if ev.Op == cdc.Truncate {
+			op = "T"
+		}
+		out = append(out, op+" "+ev.Table.Database+"."+ev.Table.Table+" "+rel)
+	}
+	return out
+}
+
+// checkDDLEvents checks the Truncate events of one DDL statement: consecutive, of one
+// transaction, without rows, the checkpoint on the last only, and each new identity the
+// decimal version of the event that announced it.
+func checkDDLEvents(t *testing.T, evs []cdc.Event) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Op != cdc.Truncate {
+			t.Fatalf("event %d: %v, want a truncate", i, ev.Op)
+		}
+		if ev.Before != nil || ev.After != nil {
+			t.Errorf("truncate %d carries a row", i)
+		}
+		if ev.TxID != evs[0].TxID || ev.TxID == "" {
+			t.Errorf("truncate %d: transaction %q, first %q", i, ev.TxID, evs[0].TxID)
+		}
+		if (ev.Checkpoint != nil) != (i == len(evs)-1) {
+			t.Errorf("truncate %d of %d: checkpoint %v", i, len(evs), ev.Checkpoint != nil)
+		}
+		if ev.Schema.ID != ev.Table {
+			t.Errorf("truncate %d: schema of %v for %v", i, ev.Schema.ID, ev.Table)
+		}
+		if r := ev.Schema.Relation; r != "" {
+			// A vacated name carries the identity it had, a new one is the version of the
+			// event announcing it: a version either way, never above the event's.
+			if v, err := strconv.ParseInt(r, 10, 64); err != nil || v > ev.Position.Version() {
+				t.Errorf("truncate %d at version %d: identity %q", i, ev.Position.Version(), r)
+			}
+		}
+	}
+}
+
+func wantShape(t *testing.T, what string, evs []cdc.Event, want ...string) {
+	t.Helper()
+	if got := shape(evs); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s: events\n  %s\nwant\n  %s", what, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestSchemaEvents runs the statements that give a captured name another relation through one
+// stream: each emits Truncate events at its own version with the identities of the rule (see
+// Schema events in the package documentation), and the changes after it carry the new table
+// and identity. Rows are compared with the server's row by row.
+func TestSchemaEvents(t *testing.T) {
+	eachPositioning(t, func(ctx context.Context, t *testing.T, s server, p mysqlcdc.Positioning) {
+		sfx := suffix()
+		f := &schemaFixture{s: s, db: "m32_cap_" + sfx, out: "m32_out_" + sfx, db3: "m32_cap3_" + sfx}
+		t.Cleanup(func() {
+			for _, db := range []string{f.db, f.out, f.db3} {
+				_ = s.exec("DROP DATABASE IF EXISTS " + quote(db))
+			}
+		})
+		q := func(db, table string) string { return quote(db) + "." + quote(table) }
+		setup := []string{"CREATE DATABASE " + quote(f.db), "CREATE DATABASE " + quote(f.out), "CREATE DATABASE " + quote(f.db3),
+			"CREATE TABLE " + q(f.db, "mark") + " (id INT PRIMARY KEY)"}
+		for _, tb := range []string{"ra", "sa", "al", "mv", "dc"} {
+			setup = append(setup, "CREATE TABLE "+q(f.db, tb)+" (id INT PRIMARY KEY, v VARCHAR(20))")
+		}
+		setup = append(setup, "CREATE TABLE "+q(f.db, "sb")+" (id INT PRIMARY KEY, v VARCHAR(20), w INT)",
+			"CREATE TABLE "+q(f.out, "src")+" (id INT PRIMARY KEY, v VARCHAR(20))",
+			"INSERT INTO "+q(f.out, "src")+" VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+			"INSERT INTO "+q(f.db, "sa")+" VALUES (1, 'a')", "INSERT INTO "+q(f.db, "sb")+" VALUES (1, 'b', 1)",
+			"INSERT INTO "+q(f.db, "mv")+" VALUES (1, 'm')", "INSERT INTO "+q(f.db, "dc")+" VALUES (1, 'd')")
+		if err := s.exec(setup...); err != nil {
+			t.Fatal(err)
+		}
+		f.opts = mysqlcdc.Options{Positioning: p, Snapshot: cdc.SnapshotNever,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		var err error
+		if f.st, err = f.source(t).Open(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = f.st.Close() }()
+		if evs := f.until(ctx, t); len(evs) != 0 {
+			t.Fatalf("events before any change: %v", shape(evs))
+		}
+
+		t.Run("rename under a writer", func(t *testing.T) { renameUnderWriter(ctx, t, f) })
+
+		t.Run("swap", func(t *testing.T) {
+			// Names without a database are of the statement's (USE).
+			if err := s.exec("USE "+quote(f.db), "RENAME TABLE /* swap */ sa TO stmp, sb TO "+q(f.db, "sa")+", `stmp` TO sb",
+				"INSERT INTO "+q(f.db, "sa")+" VALUES (2, 'from b', 2)", "INSERT INTO "+q(f.db, "sb")+" VALUES (2, 'from a')"); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			d := f.db
+			// Both names are vacated (their identities unknown: "-"), then each receives its
+			// relation after a stamp, so that a sink re-snapshots it; the passing name stmp
+			// produces nothing.
+			wantShape(t, "swap", evs, "T "+d+".sa -", "T "+d+".sb -", "T "+d+".sa #0", "T "+d+".sa #1", "T "+d+".sb #2", "T "+d+".sb #3",
+				"I "+d+".sa #1", "I "+d+".sb #3")
+			checkDDLEvents(t, evs[:6])
+			if n := len(evs[0].Schema.Columns); n != 2 {
+				t.Errorf("the vacated sa's truncate has %d columns, want sa's old 2", n)
+			}
+			if n := len(evs[6].Schema.Columns); n != 3 {
+				t.Errorf("sa's insert has %d columns, want b's 3", n)
+			}
+		})
+
+		t.Run("alter rename", func(t *testing.T) {
+			if err := s.exec("ALTER TABLE "+q(f.db, "al")+" ADD COLUMN z INT, RENAME TO "+q(f.db, "al2"),
+				"INSERT INTO "+q(f.db, "al2")+" VALUES (1, 'x', 5)"); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			d := f.db
+			wantShape(t, "alter rename", evs, "T "+d+".al -", "T "+d+".al2 #0", "T "+d+".al2 #1", "I "+d+".al2 #1")
+			checkDDLEvents(t, evs[:3])
+			if n := len(evs[3].Schema.Columns); n != 3 || fmt.Sprint(evs[3].After) != "[1 x 5]" {
+				t.Errorf("insert into al2: %v with %d columns", evs[3].After, n)
+			}
+		})
+
+		t.Run("moves between databases", func(t *testing.T) {
+			if err := s.exec("RENAME TABLE "+q(f.db, "mv")+" TO "+q(f.out, "mv"), "INSERT INTO "+q(f.out, "mv")+" VALUES (2, 'out')"); err != nil {
+				t.Fatal(err)
+			}
+			if evs := f.until(ctx, t); len(evs) != 0 {
+				// Out of the capture: nothing (the index keeps its documents).
+				t.Fatalf("moved out of the capture: %v", shape(evs))
+			}
+			if err := s.exec("RENAME TABLE "+q(f.out, "mv")+" TO "+q(f.db, "mv2"), "INSERT INTO "+q(f.db, "mv2")+" VALUES (3, 'in')"); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			d := f.db
+			wantShape(t, "moved into the capture", evs, "T "+d+".mv2 #0", "T "+d+".mv2 #1", "I "+d+".mv2 #1")
+			checkDDLEvents(t, evs[:2])
+			in := evs[1].Schema.Relation
+			if err := s.exec("RENAME TABLE "+q(f.db, "mv2")+" TO "+q(f.db3, "mv"), "INSERT INTO "+q(f.db3, "mv")+" VALUES (4, 'db3')"); err != nil {
+				t.Fatal(err)
+			}
+			evs = f.until(ctx, t)
+			d3 := f.db3
+			// The vacated mv2 carries the identity the stream gave it.
+			wantShape(t, "moved between captured databases", evs, "T "+d+".mv2 #0", "T "+d3+".mv #1", "T "+d3+".mv #2", "I "+d3+".mv #2")
+			checkDDLEvents(t, evs[:3])
+			if evs[0].Schema.Relation != in {
+				t.Errorf("vacated mv2 with identity %q, want %q", evs[0].Schema.Relation, in)
+			}
+			compareRows(t, s, f.db3, "mv", nil, "[1 m]", "[2 out]", "[3 in]", "[4 db3]")
+		})
+
+		t.Run("drop and create", func(t *testing.T) {
+			if err := s.exec("DROP TABLE IF EXISTS " + q(f.db, "dc") + ", " + q(f.db, "nothere")); err != nil {
+				t.Fatal(err)
+			}
+			if evs := f.until(ctx, t); len(evs) != 0 {
+				t.Fatalf("drop: %v", shape(evs))
+			}
+			if err := s.exec("CREATE TABLE "+q(f.db, "dc")+" (id INT PRIMARY KEY, n INT, v TEXT)", "INSERT INTO "+q(f.db, "dc")+" VALUES (5, 5, 'new')",
+				"CREATE TABLE IF NOT EXISTS "+q(f.db, "dc")+" (id INT PRIMARY KEY)"); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			d := f.db
+			wantShape(t, "create", evs, "T "+d+".dc #0", "I "+d+".dc #0")
+			checkDDLEvents(t, evs[:1])
+			if evs[0].Schema.Relation != strconv.FormatInt(evs[0].Position.Version(), 10) || len(evs[0].Schema.Columns) != 3 {
+				t.Errorf("create: identity %q at version %d, %d columns", evs[0].Schema.Relation, evs[0].Position.Version(), len(evs[0].Schema.Columns))
+			}
+		})
+
+		t.Run("create select", func(t *testing.T) {
+			if err := s.exec("CREATE TABLE " + q(f.db, "cs") + " (PRIMARY KEY (id)) SELECT * FROM " + q(f.out, "src")); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			d := f.db
+			wantShape(t, "create select", evs, "T "+d+".cs #0", "I "+d+".cs #0", "I "+d+".cs #0", "I "+d+".cs #0")
+			for i, ev := range evs {
+				if ev.TxID != evs[0].TxID {
+					t.Errorf("event %d of transaction %q, the truncate's %q", i, ev.TxID, evs[0].TxID)
+				}
+				if (ev.Checkpoint != nil) != (i == len(evs)-1) {
+					t.Errorf("event %d of %d: checkpoint %v", i, len(evs), ev.Checkpoint != nil)
+				}
+			}
+			var got []string
+			for _, ev := range evs[1:] {
+				got = append(got, fmt.Sprint(ev.After))
+			}
+			compareRows(t, s, f.db, "cs", got)
+		})
+
+		t.Run("uncaptured", func(t *testing.T) {
+			if err := s.exec("RENAME TABLE "+q(f.out, "src")+" TO "+q(f.out, "src2"), "CREATE TABLE "+q(f.out, "x")+" (id INT PRIMARY KEY)",
+				"DROP TABLE "+q(f.out, "x")); err != nil {
+				t.Fatal(err)
+			}
+			if evs := f.until(ctx, t); len(evs) != 0 {
+				t.Fatalf("DDL of uncaptured tables: %v", shape(evs))
+			}
+		})
+	})
+}
+
+// renameUnderWriter renames a captured table while a writer inserts into it (and, once the
+// old name is gone, into the new one): the changes before the rename are of the old name, those
+// after of the new one with its new identity, the rename's events lie between them, and every
+// row arrives once, equal to the server's. Read again from before the rename, the same events
+// come with the same versions and identities.
+func renameUnderWriter(ctx context.Context, t *testing.T, f *schemaFixture) {
+	s := f.s
+	const rows = 300
+	var written atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		c, err := s.conn()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		// It writes until it has written rows/3 rows into the new name, however late the rename.
+		name, renamed := quote(f.db)+".ra", 0
+		for i := 1; renamed < rows/3; i++ {
+			_, err := c.Execute(fmt.Sprintf("INSERT INTO %s VALUES (%d, 'row %d')", name, i, i))
+			if err != nil && strings.Contains(err.Error(), "doesn't exist") && strings.HasSuffix(name, ".ra") {
+				name = quote(f.db) + ".rb"
+				i--
+				continue
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			written.Add(1)
+			if strings.HasSuffix(name, ".rb") {
+				renamed++
+			}
+			if ctx.Err() != nil {
+				done <- ctx.Err()
+				return
+			}
+		}
+		done <- nil
+	}()
+	for written.Load() < rows/3 { // the rename comes while the writer writes
+		select {
+		case err := <-done:
+			t.Fatalf("writer ended early: %v", err)
+		default:
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.exec("RENAME TABLE " + quote(f.db) + ".ra TO " + quote(f.db) + ".rb"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	evs := f.until(ctx, t)
+	var before, ddl, after []cdc.Event
+	for _, ev := range evs {
+		switch {
+		case ev.Op == cdc.Truncate:
+			ddl = append(ddl, ev)
+		case len(ddl) == 0:
+			before = append(before, ev)
+		default:
+			after = append(after, ev)
+		}
+	}
+	d := f.db
+	wantShape(t, "rename", ddl, "T "+d+".ra -", "T "+d+".rb #0", "T "+d+".rb #1")
+	checkDDLEvents(t, ddl)
+	if len(before) == 0 {
+		t.Fatal("no change before the rename")
+	}
+	var got []string
+	for _, ev := range before {
+		if ev.Op != cdc.Insert || ev.Table.Table != "ra" || ev.Schema.Relation != "" {
+			t.Fatalf("before the rename: %v of %v (identity %q)", ev.Op, ev.Table, ev.Schema.Relation)
+		}
+		got = append(got, fmt.Sprint(ev.After))
+	}
+	id := ddl[2].Schema.Relation
+	for _, ev := range after {
+		if ev.Op != cdc.Insert || ev.Table.Table != "rb" || ev.Schema.Relation != id {
+			t.Fatalf("after the rename: %v of %v (identity %q, want %q)", ev.Op, ev.Table, ev.Schema.Relation, id)
+		}
+		got = append(got, fmt.Sprint(ev.After))
+	}
+	compareRows(t, s, f.db, "rb", got)
+
+	// Again from the last change before the rename.
+	st2, err := f.source(t).Open(ctx, before[len(before)-1].Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	for i, want := range append(append([]cdc.Event(nil), ddl...), after[0]) {
+		ev := cdctest.NextEvent(ctx, t, st2)
+		if ev.Op != want.Op || ev.Table != want.Table || ev.Position.Version() != want.Position.Version() ||
+			ev.Schema.Relation != want.Schema.Relation {
+			t.Fatalf("replayed event %d: %v of %v at %d (identity %q), first %v of %v at %d (%q)", i, ev.Op, ev.Table,
+				ev.Position.Version(), ev.Schema.Relation, want.Op, want.Table, want.Position.Version(), want.Schema.Relation)
+		}
+	}
+}
+
+// compareRows compares a table's rows (id order) with got (any order) and want.
+func compareRows(t *testing.T, s server, db, table string, got []string, want ...string) {
+	t.Helper()
+	c, err := s.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.Execute("SELECT * FROM " + quote(db) + "." + quote(table) + " ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for i := 0; i < r.RowNumber(); i++ {
+		var vals []string
+		for j := range r.Fields {
+			v, _ := r.GetString(i, j)
+			vals = append(vals, v)
+		}
+		rows = append(rows, "["+strings.Join(vals, " ")+"]")
+	}
+	if want != nil && strings.Join(rows, ",") != strings.Join(want, ",") {
+		t.Errorf("%s.%s holds %v, want %v", db, table, rows, want)
+	}
+	if got != nil {
+		sort.Slice(got, func(i, j int) bool { return rowID(got[i]) < rowID(got[j]) })
+		if strings.Join(rows, ",") != strings.Join(got, ",") {
+			t.Errorf("%s.%s holds %d rows, the stream delivered %d; first difference:\n%s", db, table, len(rows), len(got), firstDiff(rows, got))
+		}
+	}
+}
+
+func rowID(row string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(strings.Fields(row)[0], "["))
+	return n
+}
+
+func firstDiff(a, b []string) string {
+	for i := 0; i < len(a) || i < len(b); i++ {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return fmt.Sprintf("row %d: server %q, stream %q", i, x, y)
+		}
+	}
+	return "none"
+}
