@@ -243,6 +243,14 @@
 // slow consumer (so wal_sender_timeout never ends it), and on Close. The one exception is
 // the answer to a shutting-down server, which reports nothing as flushed (below).
 //
+// Close sends its last update and does not wait for the slot to show it: the stored
+// checkpoint, not the slot, is what a restart resumes from, and a slot behind it costs WAL
+// kept a little longer, never a change (the next stream reports the same position at its
+// first update). So right after Close, pg_replication_slots may still show an earlier
+// confirmed_flush_lsn -- or move a moment later, when the exiting walsender applies the
+// update. Waiting would make Close's duration depend on the server (a walsender decoding a
+// large transaction reads replies late, a failing one never), for no gain in correctness.
+//
 // # Idle checkpoints
 //
 // The slot's confirmed position would otherwise move only with acknowledged transactions of
@@ -279,7 +287,11 @@
 // the server sends that note first on the new stream, before any captured change and before a
 // probe note Open writes at once; Open waits for that proof and otherwise fails with
 // ErrCheckpointBehindSlot (a checkpoint store restored from an old backup, or a slot shared by
-// two pipelines, whose acknowledged changes would be skipped). A snapshot checkpoint behind
+// two pipelines, whose acknowledged changes would be skipped). The slot's position is read
+// again once the stream holds the slot, since the walsender of a stream closed just before
+// may apply its last status update after Open first read it (see Acknowledgements): the note
+// that proves the checkpoint is the one at the position the server actually starts from. A
+// snapshot checkpoint behind
 // the slot and a checkpoint whose slot is gone (ErrSlotMissing) are refused outright: the
 // server would silently start later. Events after the checkpoint are delivered again, with
 // the same versions. The walsender of a stream just closed releases the slot a moment later,

@@ -333,6 +333,9 @@ func (st *stream) runAll(ctx context.Context) error {
 	raiseTo(&st.passedMax, uint64(st.plan.start))
 	st.opts().Logger.Info("pgcdc: streaming", "slot", st.opts().Slot, "from", st.plan.start.String())
 	if st.verify != nil {
+		if err := st.settleVerify(ctx); err != nil {
+			return err
+		}
 		if err := st.startVerify(ctx); err != nil {
 			return err
 		}
@@ -342,6 +345,37 @@ func (st *stream) runAll(ctx context.Context) error {
 		st.opts().Logger.Info("pgcdc: resuming re-snapshot", "slot", st.opts().Slot, "jobs", len(st.plan.resnap.Jobs))
 	}
 	return st.receive(ctx)
+}
+
+// settleVerify reads the slot's confirmed position again once the stream holds the slot.
+// Open read it before, while the walsender of a stream just closed may still have held the
+// slot: Close sends its last status update without waiting for the server to apply it, and
+// when that walsender applies it later (a later idle note proven, or an acknowledgement), the
+// slot -- and where the server starts sending -- moved past what Open read. The note that
+// proves the resume point is then the one at the new position. Nothing else moves the slot
+// while this stream holds it and has reported nothing.
+func (st *stream) settleVerify(ctx context.Context) error {
+	v := st.verify
+	var s *string
+	err := st.sess.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`,
+		st.opts().Slot).Scan(&s)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %s is gone", ErrSlotMissing, st.opts().Slot)
+	}
+	if err != nil {
+		return fmt.Errorf("pgcdc: read slot %s: %w", st.opts().Slot, err)
+	}
+	if s == nil {
+		return fmt.Errorf("%w: %s has no confirmed position", ErrSlotInvalidated, st.opts().Slot)
+	}
+	c, err := pglogrepl.ParseLSN(*s)
+	if err != nil {
+		return fmt.Errorf("pgcdc: slot %s confirmed position: %w", st.opts().Slot, err)
+	}
+	if c > v.confirmed {
+		st.verify = &verifyPlan{resume: v.resume, confirmed: c}
+	}
+	return nil
 }
 
 // startReplication runs START_REPLICATION, retrying while the slot is still held: the
