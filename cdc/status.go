@@ -31,7 +31,23 @@ type Status struct {
 	// Cluster is the health of the pipeline's indices in the search cluster (filled by package
 	// mirror; zero from a bare Runner).
 	Cluster ClusterHealth
+	// Incomplete lists the tables whose index misses rows the pipeline cannot restore on its
+	// own, each with the fix (filled by package mirror: a table a relation entered whose
+	// re-snapshot could not be requested; nil from a bare Runner). Health then says
+	// HealthTableIncomplete unless it has a worse reason.
+	Incomplete []IncompleteTable
 }
+
+// IncompleteTable is a table whose index misses rows (Status.Incomplete). Never row data.
+type IncompleteTable struct {
+	Table  TableID
+	Index  string
+	Reason string // what is missing and why, and the fix
+	Since  time.Time
+}
+
+// HealthTableIncomplete is the health class of a pipeline with an incomplete table.
+const HealthTableIncomplete = "table_incomplete"
 
 // Lag is how far a pipeline trails its source.
 type Lag struct {

@@ -61,6 +61,8 @@ type pipeline struct {
 	runner runner
 	check  *clusterCheck // the start check of the sink's cluster (preflight.go)
 	health *healthCache  // the health of its indices (clusterhealth.go)
+	// entered re-snapshots the tables a relation entered (schemaevents.go).
+	entered *enteredHook
 }
 
 // Open validates cfg and builds every pipeline: it opens the state file (once, for all of
@@ -118,7 +120,8 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if p.dlq, err = openDLQ(pc.DLQ); err != nil {
 		return p, fmt.Errorf("dead-letter file: %w", err)
 	}
-	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs}); err != nil {
+	p.entered = newEnteredHook(pc.Name, log, func() cdc.Source { return p.src })
+	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs, OnEntered: p.entered.entered}); err != nil {
 		return p, err
 	}
 	p.health = newHealthCache(p.sink.ClusterHealth)
@@ -223,6 +226,9 @@ func (m *Mirror) Status() []cdc.Status {
 		}
 		if p.health != nil {
 			out[i] = withClusterHealth(out[i], p.health.get(time.Now()))
+		}
+		if p.entered != nil {
+			out[i] = p.entered.status(out[i])
 		}
 	}
 	return out
@@ -353,6 +359,9 @@ func (m *Mirror) Close() error {
 	for _, p := range m.pipes {
 		if p.health != nil {
 			p.health.close()
+		}
+		if p.entered != nil {
+			p.entered.close()
 		}
 		if p.sink != nil {
 			errs = append(errs, p.sink.Close())
