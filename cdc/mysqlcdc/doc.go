@@ -141,10 +141,11 @@
 // New's tables name tables (db.table) or whole databases (db.*, Table AllTables): every
 // table of such a database is captured, those that exist at Open and those created later --
 // a later table is captured from its first row on (its schema is loaded then, and an Info line
-// says so); its CREATE TABLE produces no event. Every table means every table: the shadow
-// tables of online schema change tools (gh-ost's _t_gho, pt-online-schema-change's _t_new)
-// are captured too. A table moved into such a database by RENAME TABLE brings rows that were
-// never captured: only its changes after the rename arrive.
+// says so); its CREATE TABLE is a schema event (see Schema events). Every table means every
+// table: the shadow tables of online schema change tools (gh-ost's _t_gho,
+// pt-online-schema-change's _t_new) are captured too, and their final swap is a rename like any
+// other. A table moved into such a database by RENAME TABLE brings rows that were never
+// captured: its name gets a new relation identity, which a sink answers with a re-snapshot.
 //
 // Open first checks what no retry can change. The server must log row changes with whole
 // images: log_bin on, binlog_format=ROW and binlog_row_image=FULL globally, or Open fails
@@ -223,6 +224,48 @@
 // (a name without a database is resolved in the database the statement ran in); truncates of
 // other tables produce nothing. Like other DDL it empties the schema cache. ALTER TABLE ...
 // TRUNCATE PARTITION removes rows without row events and is not reported.
+//
+// # Schema events
+//
+// The rule (package sink, Schema events): an index mirrors the table that bears its name now.
+// The binlog carries DDL as statements, so the stream reads the ones that change which relation
+// a captured name denotes and turns them into cdc.Truncate events at the statement's place
+// (the statement is its own transaction: the events take its version with increasing ordinals,
+// the last carries the checkpoint), and into relation identities: cdc.TableSchema.Relation is
+// the decimal version of the Truncate event that announced the name's current relation, given
+// by the DDL this stream read; "" for a name no DDL of the stream touched (a reopened stream
+// forgets; "" never counts as another relation). Versions order these events exactly against
+// every row change of the table: binlog commit order.
+//
+//   - CREATE TABLE of a captured name (with columns, LIKE, OR REPLACE, ... SELECT): one Truncate
+//     with a new identity and the new table's schema -- the name starts empty. The rows of a
+//     CREATE ... SELECT follow in the same transaction, above it. A CREATE TABLE IF NOT EXISTS
+//     of a table the stream knows to exist changes nothing (MariaDB does not log it; MySQL does).
+//   - RENAME TABLE a TO b [, c TO d ...] and ALTER TABLE a ... RENAME [TO|AS] b (with other
+//     clauses or not), names qualified or in the statement's database, moves to another
+//     database included: by the statement's net effect (a name a swap only passes through
+//     produces nothing). First every captured name whose relation moves to another captured
+//     name is vacated: a Truncate with its old schema and the identity it had. Then every
+//     captured name that receives a relation gets a Truncate with a new identity and its schema
+//     -- preceded by a Truncate with another new identity when the stream knew none for the
+//     name, so that a sink whose binding of the name is still empty sees a second, different
+//     relation: the name is reported ENTERED and re-snapshotted, and its rows (those of the
+//     renamed table, captured under the old name or never) are read again. The changes after the
+//     statement carry the new name and identity. A relation renamed or moved to a name that is
+//     not captured produces nothing: its index keeps its last documents.
+//   - DROP TABLE (and DROP DATABASE) produce nothing: an index keeps the dropped table's last
+//     documents until its name denotes a relation again (a CREATE or a rename into it).
+//   - ALTER TABLE without RENAME, and RENAME COLUMN / INDEX, keep the relation: only the schema
+//     cache is refreshed. TEMPORARY tables are ignored.
+//
+// Names compare as the binlog spells them, in lower case when the server's
+// lower_case_table_names is not 0 (read at Open); quoted identifiers, comments and executable
+// comments (/*! ... */) are read as the server reads them. A RENAME, ALTER, CREATE or DROP
+// TABLE statement the stream cannot read is logged with a Warn line (its place, never its
+// text) and its effect on names is not followed: the schema cache is refreshed, but a renamed
+// or re-created table then needs a re-snapshot by hand. A re-snapshot needs MariaDB (see
+// Re-snapshots): with MySQL an ENTERED table cannot be refilled by the source, and package
+// mirror reports it loudly (an Error line and a status entry naming the table and the fix).
 //
 // # Values
 //
