@@ -76,8 +76,9 @@ func (c *catalog) load(ctx context.Context, id cdc.TableID) (*table, error) {
 	return nil, err
 }
 
-// foldsNames says whether the server compares table names in lower case
-// (lower_case_table_names 1 or 2): names in DDL statements are then folded to compare.
+// foldsNames says whether the server stores table names in lower case
+// (lower_case_table_names 1): names in DDL statements are then folded to compare with the
+// binlog's. With 2 (macOS) names are stored, and logged, as created.
 func (c *catalog) foldsNames(ctx context.Context) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -95,7 +96,7 @@ func (c *catalog) foldsNames(ctx context.Context) (bool, error) {
 		stop()
 		if err == nil {
 			v, _ := r.GetInt(0, 0)
-			return v != 0, nil
+			return v == 1, nil
 		}
 		quit(c.conn)
 		c.conn = nil

@@ -160,7 +160,7 @@ type ddlParser struct {
 	toks      []token
 	i         int
 	defaultDB string
-	fold      bool // lower_case_table_names != 0: names compare in lower case
+	fold      bool // lower_case_table_names 1: names compare in lower case
 }
 
 func (p *ddlParser) peek() token {

@@ -259,7 +259,7 @@
 //     cache is refreshed. TEMPORARY tables are ignored.
 //
 // Names compare as the binlog spells them, in lower case when the server's
-// lower_case_table_names is not 0 (read at Open); quoted identifiers, comments and executable
+// lower_case_table_names is 1 (read at Open); quoted identifiers, comments and executable
 // comments (/*! ... */) are read as the server reads them. A RENAME, ALTER, CREATE or DROP
 // TABLE statement the stream cannot read is logged with a Warn line (its place, never its
 // text) and its effect on names is not followed: the schema cache is refreshed, but a renamed

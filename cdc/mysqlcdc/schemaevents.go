@@ -30,7 +30,7 @@ type relations struct {
 	// absent when unknown. A CREATE TABLE IF NOT EXISTS of an existing table changes nothing
 	// (MySQL logs it all the same).
 	exists map[TableName]bool
-	// fold: lower_case_table_names is not 0, names in statements compare in lower case.
+	// fold: lower_case_table_names is 1, names in statements compare in lower case.
 	fold bool
 }
 
