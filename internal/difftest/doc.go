@@ -95,6 +95,55 @@
 // undocumented dead letter -- the row's document missing, older than the row, or left behind
 // under the old key of a key change -- is reported once per row as its consequence.
 //
+// # Schema cases
+//
+// The schema cases (schema_test.go, TestDifferential's subtests schema_seed=N) change the
+// schema while the pipeline streams, with the rule for schema events as the oracle: "an index
+// mirrors the table that bears its name now" (sink/doc.go and mirror/doc.go, Schema events).
+// Each seeded case (the seed's low bits pick source and engine as above) captures one
+// namespace whole -- a PostgreSQL schema (pgcdc.AllTables), a MariaDB database
+// (mysqlcdc.AllTables) -- and has a second one outside the capture. One to three tables of
+// genTable's kind (without the types that need objects of their own) exist when the
+// pipeline starts; then 8-19 random steps: transactions on captured tables (and on uncaptured
+// ones, whose changes a table moved back in must bring), CREATE (in either namespace), DROP,
+// RENAME within the captured namespace, moves out of it and into it (ALTER TABLE ... SET
+// SCHEMA, RENAME TABLE db.t TO db2.t), TRUNCATE, ADD COLUMN (a nullable column of any type)
+// and ALTER TYPE (a signed integer type widened: smallint -> integer -> bigint, TINYINT ->
+// ... -> BIGINT). A table that comes to bear a captured name is written to at once, so that
+// the source has carried its new name before anything else happens to it. Names come from a
+// pool of four per namespace, so that renames and re-creations meet names that had tables.
+//
+// The oracle's model (schemamodel_test.go, checked by TestSchemaModel) follows each relation
+// and each captured name's index, and expects at the end, per name that had an index:
+//
+//   - live: the relation bearing the name now, row by row as in an ordinary case (a
+//     re-snapshot brings the rows of a table that entered the name; a truncate empties it);
+//   - frozen: when the name's relation left the capture (DROP, moved out) and no other took
+//     the name, the documents it had then: the rows read back just before it left;
+//   - empty: when its relation came to bear another captured name (a rename, or a move back
+//     in under another name), the index was vacated.
+//
+// Two documented consequences of schema changes join the allow-list. A column added after a
+// row's last write is a field the row's document lacks (the documents written before are not
+// rewritten; present, it must hold the value). A column whose integer type was widened keeps
+// its field (sink/doc.go, Schema changes, "a changed type is not remapped"): a value beyond
+// that field's range (byte, short, integer: sink.GenerateMapping's narrowest type for the
+// old width) is either indexed exactly (an index generation created after the change maps
+// the new type) or dead-lettered with the cluster's rejection, reason
+// "rejected by the cluster: status 400 document_parsing_exception|mapper_parsing_exception"
+// (altered_type_rejected); without that dead letter a missing or older document fails. An
+// index that must be empty and holds a document fails as not_vacated. Every failure's _id is
+// prefixed with its name ("tb:42"), and a failing case logs its schema operations in order.
+//
+// TRIBUTARY_DIFF_SCHEMA_CASES sets their number (default 0 while issue 32 lands, then 4: one per
+// source and engine pair;
+// `make differential` runs 40); case i runs seed+i. To repeat one:
+//
+//	TRIBUTARY_DIFF_SEED=<seed> TRIBUTARY_DIFF_CASES=0 TRIBUTARY_DIFF_SCHEMA_CASES=1 go test -run TestDifferential -v ./internal/difftest/
+//
+// Schemas, databases, slots, publications and indices of the schema cases carry the prefix
+// g32d (g32x for the uncaptured namespace) and are removed after each case.
+//
 // # Running it and reproducing a seed
 //
 // TRIBUTARY_DIFF_CASES sets the number of cases (default 24: `make check` runs them as part of

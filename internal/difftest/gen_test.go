@@ -60,6 +60,12 @@ type column struct {
 	name string
 	t    *colType
 	key  bool
+	// The schema cases (schema_test.go): addedAt is the table's write clock when ADD COLUMN
+	// added the column (0: created with the table); fieldBits, for an integer column whose
+	// type ALTER TYPE widened, is the width of the type it had before (its field keeps that
+	// type: sink/doc.go, Schema changes), 0 when its type never changed.
+	addedAt   int
+	fieldBits int
 }
 
 // pick returns a random element.

@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/tributary-dev/tributary/cdc"
@@ -19,7 +20,7 @@ type historySink struct {
 	*sink.Sink
 
 	mu       sync.Mutex
-	last     map[string]map[int][]byte // _id -> JSON column -> the last value seen (nil: NULL)
+	last     map[string]map[int][]byte // table and _id (rowKey) -> JSON column -> the last value seen (nil: NULL)
 	resolved map[string]map[int][]byte // eventKey -> JSON column -> the value Unchanged stood for
 }
 
@@ -32,7 +33,12 @@ func eventKey(id string, ev cdc.Event) string {
 	if ev.Position != nil {
 		pos = ev.Position.String()
 	}
-	return id + "\x00" + pos
+	return rowKey(ev, id) + "\x00" + pos
+}
+
+// rowKey is a row's key across the tables of a case: its table and _id.
+func rowKey(ev cdc.Event, id string) string {
+	return ev.Table.Database + "\x00" + ev.Table.Schema + "\x00" + ev.Table.Table + "\x00" + id
 }
 
 // Write implements cdc.Sink: it records the batch (the runner offers a batch again only after
@@ -46,6 +52,16 @@ func (h *historySink) record(batch []cdc.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ev := range batch {
+		if ev.Op == cdc.Truncate {
+			// The table's documents are gone (a truncate is mirrored: sink/doc.go).
+			pfx := rowKey(ev, "")
+			for k := range h.last {
+				if strings.HasPrefix(k, pfx) {
+					delete(h.last, k)
+				}
+			}
+			continue
+		}
 		if ev.Schema == nil || ev.Malformed != nil {
 			continue
 		}
@@ -53,11 +69,11 @@ func (h *historySink) record(batch []cdc.Event) {
 		if !ok {
 			continue
 		}
-		if ev.Op == cdc.Delete || ev.Op == cdc.Truncate {
-			delete(h.last, id)
+		if ev.Op == cdc.Delete {
+			delete(h.last, rowKey(ev, id))
 			continue
 		}
-		prev := h.last[unchangedSourceID(ev, id)]
+		prev := h.last[rowKey(ev, unchangedSourceID(ev, id))]
 		cur := map[int][]byte{}
 		var resolved map[int][]byte
 		for i, c := range ev.Schema.Columns {
@@ -74,7 +90,7 @@ func (h *historySink) record(batch []cdc.Event) {
 			}
 			cur[i] = jsonBytes(ev.After[i])
 		}
-		h.last[id] = cur
+		h.last[rowKey(ev, id)] = cur
 	}
 }
 

@@ -104,15 +104,15 @@ func (mariadb) keyLiteral(k keyType, v string) string {
 	return v
 }
 
-func (m mariadb) createTable(r *mrand.Rand, table string, cols []*column) ([]string, string) {
+func (m mariadb) createTable(r *mrand.Rand, qt string, cols []*column) ([]string, string) {
 	defs, keys := columnDefs(m.quote, cols)
 	charset := pick(r, "utf8mb4", "latin1")
-	return []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s)) DEFAULT CHARSET=%s", m.quote(table),
+	return []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s)) DEFAULT CHARSET=%s", qt,
 		strings.Join(defs, ", "), strings.Join(keys, ", "), charset)}, "default charset " + charset
 }
 
-func (m mariadb) dropTable(table string) []string {
-	return []string{"DROP TABLE IF EXISTS " + m.quote(table)}
+func (m mariadb) dropTable(qt string) []string {
+	return []string{"DROP TABLE IF EXISTS " + qt}
 }
 
 func (m mariadb) readExpr(c *column) string {
@@ -136,7 +136,7 @@ func (m mariadb) readExpr(c *column) string {
 	return "HEX(CAST(" + q + " AS CHAR))"
 }
 
-func (m mariadb) readBack(_ context.Context, table string, cols []*column) ([][]*string, error) {
+func (m mariadb) readBack(_ context.Context, qt string, cols []*column) ([][]*string, error) {
 	c, err := m.conn()
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func (m mariadb) readBack(_ context.Context, table string, cols []*column) ([][]
 	for i, col := range cols {
 		exprs[i] = m.readExpr(col)
 	}
-	res, err := c.Execute("SELECT " + strings.Join(exprs, ", ") + " FROM " + m.quote(table))
+	res, err := c.Execute("SELECT " + strings.Join(exprs, ", ") + " FROM " + qt)
 	if err != nil {
 		return nil, err
 	}

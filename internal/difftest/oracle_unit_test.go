@@ -278,13 +278,13 @@ func TestOracleDeadLetterRules(t *testing.T) {
 		{"non-empty id", rec("serialization failure: the _id would be empty", "x", nil, nil, nil), stored, ""},
 		{"float NaN", rec(`serialization failure: column "d": NaN or infinite float (not representable in JSON)`, "k", nil, nil, nil), stored, ""},
 	} {
-		if got, _ := classifyDeadLetter(c.rec, c.o, nil); got != c.want {
+		if got, _ := classifyDeadLetter(c.rec, c.o, nil, nil); got != c.want {
 			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
 		}
 	}
 	malformed := rec(dateReason, "k", "infinity", nil, nil)
 	malformed.Event.Malformed = errTest
-	if got, _ := classifyDeadLetter(malformed, stored, nil); got != "" {
+	if got, _ := classifyDeadLetter(malformed, stored, nil, nil); got != "" {
 		t.Errorf("a malformed event is never documented: %q", got)
 	}
 }
@@ -326,12 +326,12 @@ func TestOracleFlattenedUnchanged(t *testing.T) {
 		{"same key", same, ruleFlattened},
 		{"accepted value", fine, ""},
 	} {
-		got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: c.ev}, flat, h)
+		got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: c.ev}, flat, h, nil)
 		if got != c.want {
 			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: upd("z", "z", 9)}, flat, h); got != "" {
+	if got, _ := classifyDeadLetter(cdc.DeadLetterRecord{Reason: clusterReason, Event: upd("z", "z", 9)}, flat, h, nil); got != "" {
 		t.Errorf("an Unchanged value of a row never seen: rule %q, want none", got)
 	}
 }
@@ -377,7 +377,7 @@ func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
 		{"unrelated history", []cdc.DeadLetterRecord{dl("serialization failure: the _id would be empty", cdc.Insert, nil, []cdc.Value{"", nil}), upd("", "b")}, 1, nil, []string{"b"},
 			map[string][]string{"b": {"a"}, "c": {""}}},
 	} {
-		d, fails := sortDeadLetters(c.dead, flat, c.moved, nil)
+		d, fails := sortDeadLetters(c.dead, flat, c.moved, nil, nil)
 		if len(fails) != c.fails {
 			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
 		}

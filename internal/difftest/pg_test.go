@@ -90,19 +90,19 @@ func (postgres) keyLiteral(k keyType, v string) string {
 	return v
 }
 
-func (p postgres) createTable(r *rand.Rand, table string, cols []*column) ([]string, string) {
+func (p postgres) createTable(r *rand.Rand, qt string, cols []*column) ([]string, string) {
 	defs, keys := columnDefs(p.quote, cols)
-	stmts := []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s))", p.quote(table), strings.Join(defs, ", "), strings.Join(keys, ", "))}
+	stmts := []string{fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s))", qt, strings.Join(defs, ", "), strings.Join(keys, ", "))}
 	identity := "DEFAULT"
 	if chance(r, 0.5) {
 		identity = "FULL"
-		stmts = append(stmts, "ALTER TABLE "+p.quote(table)+" REPLICA IDENTITY FULL")
+		stmts = append(stmts, "ALTER TABLE "+qt+" REPLICA IDENTITY FULL")
 	}
 	return stmts, "replica identity " + identity
 }
 
-func (p postgres) dropTable(table string) []string {
-	return []string{"DROP TABLE IF EXISTS " + p.quote(table)}
+func (p postgres) dropTable(qt string) []string {
+	return []string{"DROP TABLE IF EXISTS " + qt}
 }
 
 // readExpr is the SQL whose text output the oracle reads for a column: the column itself
@@ -122,7 +122,7 @@ func (p postgres) readExpr(c *column) string {
 
 // readBack returns every row of the table: per column the text the oracle starts from, nil
 // for NULL.
-func (p postgres) readBack(ctx context.Context, table string, cols []*column) ([][]*string, error) {
+func (p postgres) readBack(ctx context.Context, qt string, cols []*column) ([][]*string, error) {
 	c, err := p.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (p postgres) readBack(ctx context.Context, table string, cols []*column) ([
 	for i, col := range cols {
 		exprs[i] = p.readExpr(col)
 	}
-	rows, err := c.Query(ctx, "SELECT "+strings.Join(exprs, ", ")+" FROM "+p.quote(table), pgx.QueryExecModeSimpleProtocol)
+	rows, err := c.Query(ctx, "SELECT "+strings.Join(exprs, ", ")+" FROM "+qt, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		return nil, err
 	}
