@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/sink"
 )
 
@@ -69,7 +68,9 @@ type SourceConfig struct {
 	Snapshot string
 
 	// PostgreSQL: the replication slot and the publication, created when missing. Default
-	// tributary_<name> for both.
+	// for both: tributary_<pipeline>_<8 hex digits of the pipeline name's hash>, unique per
+	// pipeline, fixed in the state file at the first start (doc.go, Slot and publication
+	// names; a pipeline that ran under an earlier version keeps tributary_<name>).
 	Slot, Publication string
 	// SnapshotChunk is how many rows a re-snapshot reads per query, and PostgreSQL's initial
 	// snapshot too (pgcdc.Options.SnapshotChunk, mysqlcdc.Options.SnapshotChunk). Default 1024.
@@ -294,7 +295,7 @@ func (v *validator) validate() {
 			dlqs[abs] = i
 		}
 		if p.Source.Type == "postgres" {
-			k := [2]string{string(p.Source.DSN), effectiveSlot(&p.Source)}
+			k := [2]string{string(p.Source.DSN), effectiveSlot(p)}
 			if j, dup := slots[k]; dup {
 				v.bad(v.key(i, "source.slot"), "pipelines[%d] reads the same slot of the same database; give each pipeline its own slot: and publication:", j)
 			}
@@ -477,16 +478,13 @@ func (v *validator) runner(i int, r *RunnerConfig) {
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 
-// effectiveSlot is the slot pgcdc uses for s: its own, or the one pgcdc derives from its name.
-func effectiveSlot(s *SourceConfig) string {
-	if s.Slot != "" {
-		return s.Slot
+// effectiveSlot is the slot a pipeline's configuration names: its own, or the pipeline's
+// default (the state file may record an earlier one: postgresNames, which Open checks).
+func effectiveSlot(p *PipelineConfig) string {
+	if p.Source.Slot != "" {
+		return p.Source.Slot
 	}
-	name := s.Name
-	if name == "" {
-		name = s.Type
-	}
-	return pgcdc.DefaultName(name)
+	return postgresDefault(p.Name)
 }
 
 // splitTable reads "schema.table", "schema.*", "table" or "*": the schema (MySQL: the

@@ -229,9 +229,14 @@ func TestConfigPipelinesErrors(t *testing.T) {
 			}
 		})
 	}
-	// Two PostgreSQL pipelines on one database need their own slots.
-	text := strings.Replace(strings.Replace(twoPipelines, "type: mysql", "type: postgres", 1),
-		`dsn: "mysql://app:p%40ss@db.example/shop"`, `dsn: "${MIRROR_TEST_DSN}"`, 1)
+	// Two PostgreSQL pipelines on one database need their own slots: the defaults differ per
+	// pipeline, a slot both name is refused.
+	text := strings.Replace(strings.Replace(strings.Replace(twoPipelines, "type: mysql", "type: postgres", 1),
+		`dsn: "mysql://app:p%40ss@db.example/shop"`, `dsn: "${MIRROR_TEST_DSN}"`, 1), "[shop.*, other.orders]", "[shop.*]", 1)
+	if _, err := ParseConfig([]byte(text)); err != nil {
+		t.Fatalf("two pipelines with default slots on one database: %v", err)
+	}
+	text = strings.ReplaceAll(text, "tables: [", "slot: s1\n      tables: [")
 	if _, err := ParseConfig([]byte(text)); err == nil || !strings.Contains(err.Error(), "pipelines[1].source.slot: pipelines[0] reads the same slot") {
 		t.Fatalf("a shared slot: %v", err)
 	}
@@ -322,7 +327,7 @@ func TestConfigExamplesParse(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range c.Pipelines {
-			src, err := newSource(&c.Pipelines[i], nil)
+			src, err := newSource(&c.Pipelines[i], nil, nil)
 			if err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
@@ -427,7 +432,7 @@ func TestConfigDebezium(t *testing.T) {
 	if debeziumGroup(&p) != "tributary-shop" {
 		t.Fatalf("default group %q", debeziumGroup(&p))
 	}
-	src, err := newSource(&p, nil)
+	src, err := newSource(&p, nil, nil)
 	if err != nil {
 		t.Fatalf("newSource: %v", err)
 	}
@@ -441,7 +446,7 @@ func TestConfigDebezium(t *testing.T) {
 		if catalog == "mysql" {
 			q.Source.DSN = "u:p@tcp(127.0.0.1:1)/db"
 		}
-		src, err := newSource(&q, nil)
+		src, err := newSource(&q, nil, nil)
 		if err != nil {
 			t.Fatalf("newSource with a %s catalog: %v", catalog, err)
 		}

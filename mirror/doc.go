@@ -50,8 +50,32 @@
 // same checks to a Config built in Go, naming keys as the list form writes them.
 //
 // Names must be unique, so must dead-letter files, and two PostgreSQL pipelines on one
-// database need slots of their own. A MySQL pipeline's default server_id is derived from the
-// pipeline's name, so pipelines of one file never share one.
+// database need slots of their own (their defaults differ; see Slot and publication names). A
+// MySQL pipeline's default server_id is derived from the pipeline's name, so pipelines of one
+// file never share one.
+//
+// # Slot and publication names
+//
+// A postgres pipeline's slot and publication default to tributary_<pipeline>_<8 hex digits>
+// (the pipeline's name lowercased, other characters than [a-z0-9_] as '_', cut at 50, and
+// its FNV hash: unique per pipeline, as the MySQL server id is), not pgcdc.DefaultName of the
+// source's name, which every pipeline of one source type shared (tributary_postgres). Open
+// records the names a pipeline reads in the state file (namespace pgcdc, key names) and from
+// then on they stay: a later default, or a slot: or publication: removed from the
+// configuration, never moves a pipeline off the slot that holds the changes after its
+// checkpoint; a slot: or publication: set wins and is recorded. A pipeline with no record
+// but a pgcdc checkpoint ran under an earlier version: it keeps tributary_<source name>
+// (pgcdc.DefaultName), and that is recorded. Drop removes the recorded objects, and with
+// the state the record: the next start takes the default.
+//
+// Each publication is marked with its pipeline and deployment (the state file's identity)
+// and the slot read with it (pgcdc.Options.Owner: a COMMENT ON PUBLICATION; one created by
+// hand without a comment is claimed by the first pipeline that opens it). A pipeline set to
+// another pipeline's slot or publication -- of this file or another deployment -- is refused
+// before it creates anything, and so is Drop, with pgcdc.ErrOwnedByOther naming the owner;
+// the fix is a slot: and a publication: of its own, never a table added to the other's
+// publication, since two readers of one slot take each other's changes. Inspect while the
+// mirror runs (the state file locked) shows the default or configured names, not a record.
 //
 // # Running
 //

@@ -68,7 +68,7 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 	}
 	rep := &DropReport{Pipeline: pipeline}
 	if pc.Source.Type == "postgres" {
-		src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil)
+		src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil, storeOrNil(st))
 		if err != nil {
 			return nil, err
 		}

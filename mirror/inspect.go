@@ -94,7 +94,7 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 			rep.Cluster, rep.ClusterErr = indicesHealth(ctx, pc, st, rep.Indices)
 		}
 	}
-	src, err := newSource(pc, slog.New(slog.DiscardHandler))
+	src, err := newSource(pc, slog.New(slog.DiscardHandler), storeOrNil(st))
 	if err != nil {
 		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
 	}

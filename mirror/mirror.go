@@ -125,7 +125,12 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 		return p, err
 	}
 	p.health = newHealthCache(p.sink.ClusterHealth)
-	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type))
+	if pc.Source.Type == "postgres" {
+		if err := recordPostgresNames(context.Background(), m.state, pc); err != nil {
+			return p, err
+		}
+	}
+	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type), m.state)
 	if err != nil {
 		return p, err
 	}

@@ -2,7 +2,9 @@ package mirror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net"
@@ -16,10 +18,13 @@ import (
 	"github.com/tributary-dev/tributary/cdc/pgcdc"
 	"github.com/tributary-dev/tributary/queue"
 	"github.com/tributary-dev/tributary/queue/kafkaqueue"
+	"github.com/tributary-dev/tributary/statestore"
 )
 
-// newSource builds pipeline p's source. Nothing connects yet: the runner opens it.
-func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
+// newSource builds pipeline p's source. Nothing connects yet: the runner opens it. st is the
+// state file (nil when there is none), which a postgres pipeline's slot and publication names
+// are read from (postgresNames).
+func newSource(p *PipelineConfig, log *slog.Logger, st statestore.Store) (cdc.Source, error) {
 	c := &p.Source
 	mode := cdc.SnapshotInitial
 	if c.Snapshot == "never" {
@@ -31,7 +36,7 @@ func newSource(p *PipelineConfig, log *slog.Logger) (cdc.Source, error) {
 	}
 	switch c.Type {
 	case "postgres":
-		return newPostgres(p, name, mode, log)
+		return newPostgres(p, name, mode, log, st)
 	case "debezium":
 		return newDebezium(p, name, log)
 	case "mysql":
@@ -176,9 +181,14 @@ func debeziumGroup(p *PipelineConfig) string {
 	return "tributary-" + p.Name
 }
 
-func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slog.Logger) (*pgcdc.Source, error) {
+func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slog.Logger, st statestore.Store) (*pgcdc.Source, error) {
 	c := &p.Source
-	o := pgcdc.Options{Name: name, Slot: c.Slot, Publication: c.Publication, Snapshot: mode, SnapshotChunk: c.SnapshotChunk, Logger: log}
+	names, _, err := postgresNames(context.Background(), st, p)
+	if err != nil {
+		return nil, err
+	}
+	o := pgcdc.Options{Name: name, Slot: names.Slot, Publication: names.Publication, Owner: names.owner,
+		Snapshot: mode, SnapshotChunk: c.SnapshotChunk, Logger: log}
 	for _, t := range c.Tables {
 		schema, table, err := splitTable(t)
 		if err != nil {
@@ -188,6 +198,106 @@ func newPostgres(p *PipelineConfig, name string, mode cdc.SnapshotMode, log *slo
 		o.Tables = append(o.Tables, pgcdc.Table{Schema: schema, Name: table})
 	}
 	return pgcdc.New(string(c.DSN), &o)
+}
+
+// pgNamesNamespace and pgNamesKey hold, in the state file, the slot and publication names a
+// postgres pipeline reads (pgNames as JSON): fixed at its first start, so later versions and
+// configuration edits never move a pipeline off its slot by changing a default.
+const (
+	pgNamesNamespace = "pgcdc"
+	pgNamesKey       = "names"
+)
+
+// pgNames are a postgres pipeline's slot and publication, and the owner its publication is
+// marked with (pgcdc.Options.Owner; "" without a state file).
+type pgNames struct {
+	Slot        string `json:"slot"`
+	Publication string `json:"publication"`
+	owner       string
+}
+
+// postgresNames resolves a postgres pipeline's slot and publication (doc.go, Slot and
+// publication names): each one source: sets; else the name the state file records; else,
+// for a pipeline that has a pgcdc checkpoint but no record (it ran under a version that
+// derived both from the source's name), that name, pgcdc.DefaultName(source name), so an
+// upgrade keeps the slot holding the changes after its checkpoint; else the pipeline's
+// default, postgresDefault. recorded says whether the state file records names equal to
+// these. st may be nil (no state file): then nothing is read and no owner is set.
+func postgresNames(ctx context.Context, st statestore.Store, p *PipelineConfig) (_ pgNames, recorded bool, _ error) {
+	c := &p.Source
+	n := pgNames{Slot: postgresDefault(p.Name), Publication: postgresDefault(p.Name)}
+	var rec pgNames
+	if st != nil {
+		n.owner = fmt.Sprintf("pipeline %q of deployment %s", p.Name, st.Identity())
+		r, err := st.Get(ctx, p.Name, pgNamesNamespace, pgNamesKey)
+		if err != nil {
+			return n, false, fmt.Errorf("mirror: reading the slot's name: %w", err)
+		}
+		switch {
+		case r.Revision != 0:
+			if err := json.Unmarshal(r.Value, &rec); err != nil || rec.Slot == "" || rec.Publication == "" {
+				return n, false, fmt.Errorf("mirror: the state file's record of the slot's name is malformed")
+			}
+			n.Slot, n.Publication = rec.Slot, rec.Publication
+		default:
+			cp, err := st.LoadCheckpoint(ctx, p.Name)
+			if err != nil {
+				return n, false, fmt.Errorf("mirror: reading the checkpoint: %w", err)
+			}
+			if cp != nil && pgcdc.IsCheckpoint(cp) {
+				legacy := pgcdc.DefaultName(sourceName(c))
+				n.Slot, n.Publication = legacy, legacy
+			}
+		}
+	}
+	if c.Slot != "" {
+		n.Slot = c.Slot
+	}
+	if c.Publication != "" {
+		n.Publication = c.Publication
+	}
+	return n, rec.Slot == n.Slot && rec.Publication == n.Publication, nil
+}
+
+// recordPostgresNames records the names postgresNames resolves for p in the state file,
+// unless it holds them already.
+func recordPostgresNames(ctx context.Context, st statestore.Store, p *PipelineConfig) error {
+	n, recorded, err := postgresNames(ctx, st, p)
+	if err != nil || recorded {
+		return err
+	}
+	r, err := st.Get(ctx, p.Name, pgNamesNamespace, pgNamesKey)
+	if err != nil {
+		return fmt.Errorf("mirror: reading the slot's name: %w", err)
+	}
+	b, _ := json.Marshal(n) // two strings: never fails
+	if _, err := st.Put(ctx, p.Name, pgNamesNamespace, pgNamesKey, b, r.Revision); err != nil {
+		return fmt.Errorf("mirror: recording the slot's name: %w", err)
+	}
+	return nil
+}
+
+// storeOrNil is st as a statestore.Store: nil for no state file (a nil *statestore.DB in
+// the interface would not be nil).
+func storeOrNil(st *statestore.DB) statestore.Store {
+	if st == nil {
+		return nil
+	}
+	return st
+}
+
+// postgresDefault is a postgres pipeline's default slot and publication name:
+// pgcdc.DefaultName of the pipeline's name, cut at 50, then '_' and 8 hexadecimal digits of
+// the name's hash -- unique per pipeline, as the MySQL server id is (serverID), also for
+// names that differ only in case or in '.' and '-'; at most 59 characters.
+func postgresDefault(pipeline string) string {
+	base := pgcdc.DefaultName(pipeline)
+	if len(base) > 50 {
+		base = base[:50]
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("mirror/" + pipeline))
+	return fmt.Sprintf("%s_%08x", base, h.Sum32())
 }
 
 // serverID derives a MySQL replica id from the pipeline's name, in [1<<24, 1<<31): pipelines

@@ -53,6 +53,16 @@
 // published later are not listed: they arrive in the stream, and a sink checks them when they
 // first arrive.
 //
+// With Options.Owner set, Open first refuses (ErrOwnedByOther) a publication whose comment
+// marks it as another owner's, and a slot another owner's publication names; after the
+// publication exists it marks it as Owner's with the slot's name (COMMENT ON PUBLICATION
+// 'tributary-owner {"owner":...,"slot":...}'), unless it is already or carries a comment of
+// the user's. A publication without a comment -- created by hand, or by a version without
+// marks -- is claimed by the first Owner that opens it. Drop refuses the same way. Without
+// Owner nothing is read or written: two Sources of one Name on one database share the
+// default slot and publication (DefaultName), so give each its own Name or Slot and
+// Publication.
+//
 // Open also reports the captured tables with TOASTable columns (attstorage other than plain:
 // text, varchar, bytea, json, jsonb, numeric, arrays and the other varlena types) whose replica
 // identity is not FULL, with one Warn line per table naming the columns (once per Source:

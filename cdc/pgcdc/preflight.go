@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/tributary-dev/tributary/cdc"
 )
 
@@ -15,9 +17,11 @@ import (
 // FULL: an update that leaves one of those values unchanged (and stored out of line) arrives
 // without it, since the server sends the old row only under REPLICA IDENTITY FULL.
 type ToastTable struct {
-	Table           cdc.TableID
-	Columns         []string // the TOASTable columns (attstorage other than plain), in table order
-	ReplicaIdentity string   // "default", "index" or "nothing"
+	Table cdc.TableID
+	// Columns are the published columns whose values can be stored out of line, in table
+	// order (see toastable: a storage other than plain, and values that can be large enough).
+	Columns         []string
+	ReplicaIdentity string // "default", "index" or "nothing"
 }
 
 // ToastTables returns what Open found about the captured tables of a stream this package
@@ -303,39 +307,8 @@ func (s *Source) inspect(ctx context.Context, conn *pgx.Conn, database string, t
 			names = append(names, quoteIdent(t.Schema)+"."+quoteIdent(t.Name))
 		}
 	}
-	// attstorage 'p' (plain) is never stored out of line; every varlena type (text, bytea,
-	// json, jsonb, arrays, numeric, ...) defaults to another strategy.
-	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, c.relreplident::text,
-			array_agg(a.attname::text ORDER BY a.attnum)
-		FROM pg_catalog.pg_class c
-		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
-		WHERE c.oid = ANY($1::text[]::regclass[]) AND c.relreplident <> 'f'
-			AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' AND a.attstorage <> 'p'
-		GROUP BY 1, 2, 3 ORDER BY 1, 2`, names)
+	toast, err := toastTables(ctx, conn, names, byName)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pgcdc: read the captured tables' storage: %w", err)
-	}
-	var toast []ToastTable
-	for rows.Next() {
-		var t Table
-		var ident string
-		var cols []string
-		if err := rows.Scan(&t.Schema, &t.Name, &ident, &cols); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("pgcdc: read the captured tables' storage: %w", err)
-		}
-		sch := byName[t]
-		if sch == nil {
-			continue
-		}
-		cols = slices.DeleteFunc(cols, func(c string) bool { return sch.ColumnIndex(c) < 0 }) // not published
-		if len(cols) == 0 {
-			continue
-		}
-		toast = append(toast, ToastTable{Table: sch.ID, Columns: cols, ReplicaIdentity: replicaIdentityName(ident)})
-	}
-	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("pgcdc: read the captured tables' storage: %w", err)
 	}
 	s.mu.Lock()
@@ -371,4 +344,194 @@ func replicaIdentityName(c string) string {
 		return "full"
 	}
 	return c
+}
+
+// toastTables finds, among the named tables (quoted schema.table) whose replica identity is
+// not FULL, those with published columns whose values can be stored out of line (toastable),
+// in a few queries whatever their number.
+func toastTables(ctx context.Context, conn *pgx.Conn, names []string, byName map[Table]*cdc.TableSchema) ([]ToastTable, error) {
+	var maxChar, blockSize int
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_encoding_max_length(d.encoding), current_setting('block_size')::int
+		FROM pg_catalog.pg_database d WHERE d.datname = current_database()`).Scan(&maxChar, &blockSize); err != nil {
+		return nil, err
+	}
+	// A domain's column is sized as its base type with the domain's typmod; a domain over a
+	// domain counts as unbounded (toastable: the warning errs on the side of speaking).
+	rows, err := conn.Query(ctx, `SELECT n.nspname::text, c.relname::text, c.relreplident::text,
+			coalesce(c.reloptions, '{}')::text[], a.attname::text, a.attstorage::text, a.attlen, a.attgenerated <> '',
+			CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END,
+			CASE WHEN t.typtype = 'd' AND a.atttypmod < 0 THEN t.typtypmod ELSE a.atttypmod END
+		FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
+		JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+		WHERE c.oid = ANY($1::text[]::regclass[]) AND c.relreplident <> 'f' AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY 1, 2, a.attnum`, names)
+	if err != nil {
+		return nil, err
+	}
+	type table struct {
+		ident   string
+		options []string
+		cols    []toastColumn
+	}
+	var order []Table
+	found := map[Table]*table{}
+	for rows.Next() {
+		var t Table
+		var ident, storage string
+		var options []string
+		var c toastColumn
+		if err := rows.Scan(&t.Schema, &t.Name, &ident, &options, &c.name, &storage, &c.length, &c.generated, &c.typ, &c.typmod); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if storage != "" {
+			c.storage = storage[0]
+		}
+		tb := found[t]
+		if tb == nil {
+			tb = &table{ident: ident, options: options}
+			found[t] = tb
+			order = append(order, t)
+		}
+		tb.cols = append(tb.cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	threshold := toastThreshold(blockSize)
+	var out []ToastTable
+	for _, t := range order {
+		sch := byName[t]
+		if sch == nil {
+			continue
+		}
+		tb := found[t]
+		cols := toastable(tb.cols, maxChar, threshold, toastTarget(tb.options, threshold))
+		cols = slices.DeleteFunc(cols, func(c string) bool { return sch.ColumnIndex(c) < 0 }) // not published
+		if len(cols) > 0 {
+			out = append(out, ToastTable{Table: sch.ID, Columns: cols, ReplicaIdentity: replicaIdentityName(tb.ident)})
+		}
+	}
+	return out, nil
+}
+
+// toastColumn is what deciding whether a column's values can be stored out of line needs.
+type toastColumn struct {
+	name      string
+	storage   byte   // attstorage: 'p' plain, 'm' main, 'e' external, 'x' extended
+	length    int16  // attlen: > 0 fixed size, -1 varlena, -2 C string
+	generated bool   // stored generated: in the row, never in a change
+	typ       uint32 // type OID (a domain's base type)
+	typmod    int32
+}
+
+// toastPointerSize is the size of an out-of-line value's pointer in the row (varattrib_1b_e
+// of a varatt_external): the server moves only values larger than it.
+const toastPointerSize = 18
+
+// toastThreshold is TOAST_TUPLE_THRESHOLD for the server's block size: a row is TOASTed
+// (values compressed, then moved out of line) only when it is larger (2032 bytes for 8 KiB
+// blocks). MAXALIGN is 8 on every 64-bit server.
+func toastThreshold(blockSize int) int {
+	return (blockSize - 40) / 4 / 8 * 8
+}
+
+// toastTarget is the size the server shrinks a TOASTed row to: the table's
+// toast_tuple_target, else the threshold.
+func toastTarget(options []string, threshold int) int {
+	for _, o := range options {
+		if v, ok := strings.CutPrefix(o, "toast_tuple_target="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return threshold
+}
+
+// maxSize is the most bytes a value of the column takes in a row, headers included, and
+// false when its type does not bound it (text, bytea, json, jsonb, arrays, varchar and
+// numeric without a typmod, and every type this does not know). maxChar is the database
+// encoding's longest character in bytes.
+func (c toastColumn) maxSize(maxChar int) (int, bool) {
+	if c.length > 0 {
+		return int(c.length), true
+	}
+	if c.length != -1 {
+		return 0, false
+	}
+	const varhdr = 4
+	switch c.typ {
+	case pgtype.BPCharOID, pgtype.VarcharOID:
+		if c.typmod >= varhdr {
+			return int(c.typmod-varhdr)*maxChar + varhdr, true
+		}
+	case pgtype.NumericOID:
+		if c.typmod >= varhdr {
+			// Base-10000 digits of 2 bytes (one more for the decimal point's alignment,
+			// one for rounding), after an 8-byte header at most.
+			p := int(((c.typmod - varhdr) >> 16) & 0xffff)
+			return varhdr + 4 + 2*(p/4+2), true
+		}
+	case pgtype.BitOID, pgtype.VarbitOID:
+		if c.typmod > 0 {
+			return varhdr + 4 + (int(c.typmod)+7)/8, true
+		}
+	case pgtype.InetOID, pgtype.CIDROID:
+		return varhdr + 20, true // family, bits, flag and 16 address bytes
+	}
+	return 0, false
+}
+
+// toastable returns the names of the columns (generated ones excluded) whose values the
+// server can store out of line: a storage other than plain, and values that can be large
+// enough. A row is TOASTed only when it can exceed threshold; then the server moves its
+// largest movable values out of line, one at a time, while the row exceeds target. A
+// column's value is moved only when, with every larger value the server moves before it
+// already moved (extended and external ones before main ones), the row can still exceed
+// target: so char(84) in pgbench's
+// rows never is, a text column always can be, and a varchar(8) beside a text column is not.
+// Sizes are upper bounds (every column at its largest, worst alignment), so the rule errs
+// on the side of warning.
+func toastable(cols []toastColumn, maxChar, threshold, target int) []string {
+	const unbounded = 1 << 30
+	header := 24 + (len(cols)+7)/8 // heap tuple header, null bitmap, alignment
+	sizes := make([]int, len(cols))
+	total := header
+	for i, c := range cols {
+		n, ok := c.maxSize(maxChar)
+		if !ok {
+			n = unbounded
+		}
+		sizes[i] = n
+		total = min(total+n+7, unbounded)
+	}
+	if total <= threshold {
+		return nil
+	}
+	var out []string
+	for i, c := range cols {
+		if c.storage == 'p' || c.length != -1 || c.generated || sizes[i] <= toastPointerSize {
+			continue
+		}
+		row := header + sizes[i] + 7
+		for j, d := range cols {
+			if j == i {
+				continue
+			}
+			n := sizes[j]
+			// A larger value goes out of line first when the server moves it in the same
+			// pass or an earlier one: extended and external values before main ones.
+			if d.length == -1 && (d.storage == 'x' || d.storage == 'e' || d.storage == 'm' && c.storage == 'm') {
+				n = min(n, sizes[i])
+			}
+			row = min(row+n+7, unbounded)
+		}
+		if row > target {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }

@@ -53,6 +53,14 @@ type Options struct {
 	NoCreatePublication bool
 	// NoCreateSlot makes Open fail when the slot is missing. Default false: it is created.
 	NoCreateSlot bool
+	// Owner names who owns the slot and the publication (package mirror: its deployment and
+	// pipeline). When set, Open marks the publication as Owner's, with the slot's name (a
+	// COMMENT ON PUBLICATION; doc.go, Ownership): one it creates, and an existing one without
+	// a comment (created by hand or by an earlier version). Open and Drop refuse, with
+	// ErrOwnedByOther, a publication marked as another owner's and a slot another owner's
+	// publication names, so two pipelines never read one slot. Default "": nothing is marked
+	// or checked.
+	Owner string
 	// Tables are the captured tables, each a table or a pattern (Name AllTables: every table
 	// of the schema, also those created later; PostgreSQL 15 or later, see doc.go, Table
 	// patterns). Default: every table the publication publishes, also those it publishes
@@ -123,6 +131,11 @@ var (
 	// the server already discarded changes the checkpoint still needs (a checkpoint store
 	// restored from an old backup, or a slot shared by two pipelines).
 	ErrCheckpointBehindSlot = errors.New("pgcdc: checkpoint is behind the slot's confirmed position")
+	// ErrOwnedByOther: Options.Owner is set and the publication is marked as another owner's,
+	// or another owner's publication names the slot (doc.go, Ownership). The error names the
+	// object and its owner; the fix is a slot and a publication of this source's own, never a
+	// shared one: two readers of one slot take each other's changes.
+	ErrOwnedByOther = errors.New("pgcdc: the slot or publication belongs to another owner")
 )
 
 // New returns a Source for the database dsn names (a libpq URL or key=value string; the
@@ -218,7 +231,9 @@ func (s *Source) Publication() string { return s.opts.Publication }
 
 // DefaultName is the slot and publication name a Source of that Options.Name uses when
 // Options.Slot or Options.Publication is empty: "tributary_" and the name lowercased, with
-// every character outside [a-z0-9_] replaced by '_', cut at 50.
+// every character outside [a-z0-9_] replaced by '_', cut at 50. Two Sources on one database
+// therefore need different Names, or a Slot and a Publication of their own (package mirror
+// derives its defaults from the pipeline instead: mirror/doc.go, Slot and publication names).
 func DefaultName(sourceName string) string { return "tributary_" + sanitize(sourceName) }
 
 func sanitize(s string) string {
@@ -235,6 +250,12 @@ func sanitize(s string) string {
 		out = out[:50]
 	}
 	return out
+}
+
+// IsCheckpoint says whether cp is a checkpoint of this package (one Open would resume from).
+func IsCheckpoint(cp cdc.Checkpoint) bool {
+	_, err := decodeCheckpoint(cp)
+	return err == nil
 }
 
 // quoteIdent quotes a SQL identifier.
@@ -507,8 +528,14 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 	if err := s.checkTables(ctx, sqlConn, database); err != nil {
 		return nil, err
 	}
+	if err := s.checkOwner(ctx, sqlConn); err != nil {
+		return nil, err
+	}
 	tables, err := s.ensurePublication(ctx, sqlConn, database)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.markOwner(ctx, sqlConn); err != nil {
 		return nil, err
 	}
 	schemas, toast, err := s.inspect(ctx, sqlConn, database, tables)
@@ -608,7 +635,21 @@ type plan struct {
 
 // Drop removes the slot (waiting until no stream uses it) and the publication: what deleting
 // the pipeline needs, and what tests clean up with. Missing objects are no error.
+//
+// With Options.Owner set, Drop refuses (ErrOwnedByOther) a publication marked as another
+// owner's and a slot another owner's publication names, dropping neither.
 func (s *Source) Drop(ctx context.Context) error {
+	if s.opts.Owner != "" {
+		sqlConn, err := pgx.ConnectConfig(ctx, s.sqlCfg)
+		if err != nil {
+			return fmt.Errorf("pgcdc: connect: %w", err)
+		}
+		err = s.checkOwner(ctx, sqlConn)
+		_ = sqlConn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+	}
 	conn, err := pgconn.ConnectConfig(ctx, s.replCfg)
 	if err != nil {
 		return fmt.Errorf("pgcdc: replication connect: %w", err)
