@@ -63,11 +63,19 @@
 // default slot and publication (DefaultName), so give each its own Name or Slot and
 // Publication.
 //
-// Open also reports the captured tables with TOASTable columns (attstorage other than plain:
-// text, varchar, bytea, json, jsonb, numeric, arrays and the other varlena types) whose replica
-// identity is not FULL, with one Warn line per table naming the columns (once per Source:
-// reopened streams do not repeat it), and in [ToastTables]:
-// an update that leaves such a value unchanged, while it is stored out of line, arrives
+// Open also reports the captured tables with TOASTable columns whose replica identity is not
+// FULL, with one Warn line per table naming the columns (once per Source: reopened streams do
+// not repeat it), and in [ToastTables]. A column is TOASTable when the server can really store
+// its values out of line: a storage other than plain, and values that can be large enough --
+// the row can exceed TOAST_TUPLE_THRESHOLD (2032 bytes with 8 KiB blocks), and the column's
+// value can be moved with every larger value the server moves before it already out of line
+// (the table's toast_tuple_target, if set, is where the server stops). Types without a bound
+// (text, bytea, json, jsonb, xml, arrays, varchar, char and numeric without a typmod, any type
+// pgcdc does not know) always can; bounded ones (char(n) and varchar(n) at n times the
+// database encoding's longest character, numeric(p,s), bit(n), inet) only in a row whose
+// columns, each at its largest, can exceed the threshold: pgbench's char(84) rows never
+// warn. Sizes are upper bounds, so the report errs on the side of warning. An update that
+// leaves such a value unchanged, while it is stored out of line, arrives
 // without it, and the sink has to fill it from the stored document with one read per such
 // row. ALTER TABLE ... REPLICA IDENTITY FULL makes the server send the old row, which avoids
 // those reads at the cost of larger WAL records.
