@@ -71,7 +71,7 @@ func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector st
 			continue
 		}
 		col := column{col: *c, conv: nativeConverter(connector, c, d.decimalString), rules: rulesFor(connector, c, !d.decimalString, o)}
-		sh.add(connector, edgeColumn(connector, col, o))
+		sh.add(connector, col)
 	}
 	if len(refused) > 0 {
 		return nil, &configError{&cdc.StartError{Component: "debezium", Problems: refused}}

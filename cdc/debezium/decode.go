@@ -301,7 +301,7 @@ func (d *decoder) decodeCtx(ctx context.Context, r *Record) (cdc.Event, skipReas
 		rowErr = shape.checkCorrupt(ev.Before, ev.After)
 	}
 	if rowErr == nil {
-		rowErr = shape.checkNulls(ev.After, snapshotRead)
+		rowErr = shape.checkAfter(ev.After, snapshotRead)
 	}
 	if rowErr != nil {
 		ev.Before, ev.After = nil, nil

@@ -81,7 +81,10 @@
 // record (a *cdc.StartError naming the column and the setting, never a value; the pipeline
 // stops) when the connector's settings make a column's values impossible to tell apart, as its
 // schema shows. Measured through debezium-connector-postgres 3.6.1.Final and
-// debezium-connector-mariadb 3.5.0.Final (edges.go; TestEdgeValues pins the measured forms):
+// debezium-connector-mariadb 3.5.0.Final (edges.go; TestEdgeValues pins the measured forms;
+// the server tests TestDebeziumDifferential -- random tables of these columns, random changes,
+// pgcdc's and mysqlcdc's documents against this source's field by field, every dead letter
+// accounted for; make differential runs it long -- and TestEdgeRefusedByRealConnector):
 //
 //	PostgreSQL                     setting                          outcome
 //	numeric NaN, ±Infinity         decimal.handling.mode=string     exact ("NaN", "Infinity", "-Infinity";

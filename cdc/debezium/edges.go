@@ -192,6 +192,9 @@ type columnRules struct {
 	nullReason string
 	// nullSnapshotOnly limits nullReason to snapshot reads.
 	nullSnapshotOnly bool
+	// epochReason, when set, dead-letters 1970-01-01 (00:00:00) in the after image: the value
+	// a NOT NULL MariaDB DATE or DATETIME gets for a zero date.
+	epochReason string
 }
 
 // edgeOptions are the settings and assurances the checks depend on.
@@ -249,23 +252,14 @@ func rulesFor(connector string, c *cdc.Column, decimalPrecise bool, o edgeOption
 		return columnRules{nullReason: "decimal.handling.mode=precise writes numeric NaN and Infinity as null (fix: set decimal.handling.mode=string on the connector)"}
 	case pg && c.Kind == cdc.KindArray && c.Elem != nil && c.Elem.Kind == cdc.KindDecimal:
 		return columnRules{nullReason: "Debezium writes a numeric array holding NaN or Infinity as null, which cannot be told from NULL under any decimal.handling.mode (capture the table with pgcdc, or leave the column out: column.exclude.list)"}
+	case !pg && !o.plainDates && !c.Nullable && (c.Kind == cdc.KindDate || c.Kind == cdc.KindDateTime):
+		return columnRules{epochReason: "Debezium writes MariaDB's zero dates in a NOT NULL column as 1970-01-01, which cannot be told from that date (fix: Options.PlainDates once the server's sql_mode holds NO_ZERO_DATE and NO_ZERO_IN_DATE, or no zero date is ever written)"}
 	case !pg && !o.plainDates && c.Nullable && (c.Kind == cdc.KindDate || c.Kind == cdc.KindDateTime):
 		return columnRules{nullReason: "Debezium writes MariaDB's zero dates (0000-00-00, a zero month or day, year 0) as null, which cannot be told from NULL (fix: Options.PlainDates once the server's sql_mode holds NO_ZERO_DATE and NO_ZERO_IN_DATE, or no zero date is ever written)"}
 	case !pg && !o.plainDates && c.Nullable && c.Kind == cdc.KindTimestamp:
 		return columnRules{nullReason: "Debezium's snapshot writes MariaDB's zero TIMESTAMP as null, which cannot be told from NULL (fix: Options.PlainDates once no zero TIMESTAMP is ever written)", nullSnapshotOnly: true}
 	}
 	return columnRules{}
-}
-
-// zeroDateConv refuses the value a NOT NULL MariaDB DATE or DATETIME gets for a zero date
-// (0: 1970-01-01, as Debezium writes it), which cannot be told from that date.
-func zeroDateConv(inner converter) converter {
-	return func(raw []byte) (cdc.Value, error) {
-		if string(raw) == "0" {
-			return nil, errors.New("Debezium writes MariaDB's zero dates in a NOT NULL column as 1970-01-01, which cannot be told from that date (fix: Options.PlainDates once the server's sql_mode holds NO_ZERO_DATE and NO_ZERO_IN_DATE, or no zero date is ever written)")
-		}
-		return inner(raw)
-	}
 }
 
 // snapshotDateProblem says why a PostgreSQL table's snapshot reads cannot be taken when it
@@ -282,27 +276,22 @@ func snapshotDateProblem(s *cdc.TableSchema) (problem, fix string) {
 	return "", ""
 }
 
-// edgeColumn wraps the conversion of a NOT NULL MariaDB DATE or DATETIME in zeroDateConv
-// (Options.PlainDates unset).
-func edgeColumn(connector string, c column, o edgeOptions) column {
-	if connector != "postgresql" && !o.plainDates && !c.col.Nullable && (c.col.Kind == cdc.KindDate || c.col.Kind == cdc.KindDateTime) {
-		c.conv = zeroDateConv(c.conv)
-	}
-	return c
-}
-
-// checkNulls dead-letters a null the connector may have written for a value it cannot carry
-// (columnRules.nullReason) in a row's after image; snapshot says the row is a snapshot read.
-func (sh *tableShape) checkNulls(after []cdc.Value, snapshot bool) error {
+// checkAfter dead-letters a value the connector may have written for one it cannot carry
+// (columnRules) in a row's after image; snapshot says the row is a snapshot read. Before
+// images are not checked: the sink takes only their key (and, PostgreSQL, unchanged values
+// from the index, not from them).
+func (sh *tableShape) checkAfter(after []cdc.Value, snapshot bool) error {
 	if after == nil {
 		return nil
 	}
 	for i := range sh.columns {
 		r := &sh.columns[i].rules
-		if r.nullReason == "" || after[i] != nil || (r.nullSnapshotOnly && !snapshot) {
-			continue
+		switch {
+		case r.nullReason != "" && after[i] == nil && (snapshot || !r.nullSnapshotOnly):
+			return fmt.Errorf("column %q is null: %s", sh.columns[i].col.Name, r.nullReason)
+		case r.epochReason != "" && (after[i] == "1970-01-01" || after[i] == "1970-01-01 00:00:00"):
+			return fmt.Errorf("column %q is 1970-01-01: %s", sh.columns[i].col.Name, r.epochReason)
 		}
-		return fmt.Errorf("column %q is null: %s", sh.columns[i].col.Name, r.nullReason)
 	}
 	return nil
 }

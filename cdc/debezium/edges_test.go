@@ -55,8 +55,6 @@ func TestEdgeValues(t *testing.T) {
 		{"MariaDB TIME 838:59:59", timeConv(time.Microsecond), "3020399000000", "838:59:59", ""},
 		{"MariaDB TIME -838:59:59", timeConv(time.Microsecond), "-3020399000000", "-838:59:59", ""},
 		{"MariaDB TIME -1µs", timeConv(time.Microsecond), "-1", "-00:00:00.000001", ""},
-		{"MariaDB NOT NULL zero date", zeroDateConv(dateConv), "0", nil, "zero dates"},
-		{"MariaDB NOT NULL date", zeroDateConv(dateConv), "1", "1970-01-02", ""},
 	}
 	for _, c := range cases {
 		got, err := c.conv([]byte(c.raw))
@@ -120,7 +118,20 @@ func TestEdgeRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sh.checkNulls([]cdc.Value{int64(1), nil}, snapshot)
+		return sh.checkAfter([]cdc.Value{int64(1), nil}, snapshot)
+	}
+	notNullDate := connectSchema{Field: "v", Type: "int32", Name: logicalDate, Parameters: map[string]string{paramSourceType: "DATE"}}
+	for _, plain := range []bool{false, true} {
+		sh, err := buildShape(id, "mariadb", &connectSchema{Type: "struct", Fields: []connectSchema{key.Fields[0], notNullDate}}, key, false, edgeOptions{plainDates: plain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sh.checkAfter([]cdc.Value{int64(1), "1970-01-01"}, false); (err != nil) == plain || (err != nil && !strings.Contains(err.Error(), "zero dates")) {
+			t.Errorf("PlainDates %v: 1970-01-01 in a NOT NULL MariaDB DATE: %v", plain, err)
+		}
+		if err := sh.checkAfter([]cdc.Value{int64(1), "1970-01-02"}, false); err != nil {
+			t.Errorf("1970-01-02 in a NOT NULL MariaDB DATE: %v", err)
+		}
 	}
 	date := connectSchema{Type: "int32", Name: logicalDate, Optional: true, Parameters: map[string]string{paramSourceType: "DATE"}}
 	if err := nullable("mariadb", date, edgeOptions{}, false); err == nil || !strings.Contains(err.Error(), "PlainDates") {

@@ -420,7 +420,7 @@ func buildShape(id cdc.TableID, connector string, row *connectSchema, key *conne
 			continue
 		}
 		c.rules = rulesFor(connector, &c.col, f.Name == logicalDecimal || f.Name == logicalVariableDecimal, o)
-		sh.add(connector, edgeColumn(connector, c, o))
+		sh.add(connector, c)
 		sh.schema.Columns = append(sh.schema.Columns, c.col)
 	}
 	if len(missing) > 0 {

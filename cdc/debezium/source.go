@@ -313,6 +313,10 @@ func (st *stream) consume(ctx context.Context) error {
 			if errors.Is(d.err, errCatalog) {
 				return fmt.Errorf("debezium: %w", d.err) // retried: the database may be back
 			}
+			var refused *cdc.StartError
+			if errors.As(d.err, &refused) {
+				return refused // permanent, and names the component itself
+			}
 			if d.err != nil {
 				return cdc.Permanent(fmt.Errorf("debezium: %w", d.err))
 			}
