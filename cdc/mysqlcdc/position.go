@@ -2,6 +2,7 @@ package mysqlcdc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/jsonenc"
 )
 
@@ -219,4 +221,29 @@ func decodeCheckpoint(b []byte) (checkpoint, error) {
 		return c, errors.New("mysqlcdc: checkpoint has no binlog coordinates")
 	}
 	return c, nil
+}
+
+// SwitchCheckpoint returns a checkpoint at the server's current binlog position (in the
+// source's positioning) for a pipeline that moves to this source from another kind of source
+// while the other still runs (mirror.Switch's prepare step). With snapshot, Open reads every
+// captured table in a new read view and then streams from that position, as it resumes an
+// interrupted snapshot: the view's rows carry its version, above every change up to it, and
+// the changes between the position and the view that the stream delivers again are below
+// them -- void, except deletes of rows the view no longer has, which apply. Without, Open
+// streams from the position.
+func (s *Source) SwitchCheckpoint(ctx context.Context, snapshot bool) (cdc.Checkpoint, error) {
+	c, err := s.currentPosition(ctx)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if snapshot {
+		c.Snapshot = &snapshotMark{}
+	}
+	return c.encode(), nil
+}
+
+// IsCheckpoint says whether cp is a checkpoint of this package (one Open would resume from).
+func IsCheckpoint(cp cdc.Checkpoint) bool {
+	_, err := decodeCheckpoint(cp)
+	return err == nil
 }

@@ -314,3 +314,51 @@ func requestResnapshot(ctx context.Context, w io.Writer, addr string, body resna
 	}
 	return fmt.Errorf("/admin/resnapshot: %s: %s", res.Status, ans.Error)
 }
+
+// switchFlags are the switch command's flags.
+type switchFlags struct {
+	from          *string
+	prepare, keep *bool
+}
+
+// switchPipeline moves one pipeline between the native source and the Debezium path
+// (mirror.Switch) and says what it did and what comes next. A refusal of the switch itself
+// (the configurations, a missing prepare step) is a usage error.
+func switchPipeline(ctx context.Context, w io.Writer, cfgPath string, cfg, from *mirror.Config, name string, f switchFlags) error {
+	rep, err := mirror.Switch(ctx, cfg, from, name, &mirror.SwitchOptions{Prepare: *f.prepare, Keep: *f.keep})
+	if rep != nil && (err == nil || rep.Group != "" || rep.Checkpoint) {
+		fmt.Fprintf(w, "pipeline %s (%s -> %s):\n", name, rep.From, rep.To)
+		if rep.Prepared != "" {
+			fmt.Fprintf(w, "  %s\n", rep.Prepared)
+		}
+		if rep.Group != "" {
+			fmt.Fprintf(w, "  deleted consumer group %s and its offsets\n", rep.Group)
+		}
+		switch {
+		case rep.Checkpoint && rep.To == "mysql":
+			fmt.Fprintln(w, "  replaced the Debezium checkpoint by the prepared binlog position (the next run snapshots, then streams from it)")
+		case rep.Checkpoint:
+			fmt.Fprintf(w, "  reset the %s checkpoint, keeping the indices and their ownership\n", rep.From)
+		case rep.Switched:
+			fmt.Fprintf(w, "  the checkpoint is the %s source's already\n", rep.To)
+		}
+		if rep.Slot != "" {
+			fmt.Fprintf(w, "  dropped replication slot %s\n", rep.Slot)
+		}
+		if rep.Publication != "" {
+			fmt.Fprintf(w, "  dropped publication %s\n", rep.Publication)
+		}
+		for _, k := range rep.Kept {
+			fmt.Fprintf(w, "  kept %s (--keep)\n", k)
+		}
+		if err == nil && *f.prepare {
+			fmt.Fprintln(w, "  next: wait until the Debezium pipeline's lag is 0 (cdcmirror status), stop it, then run switch again without --prepare")
+		} else if err == nil {
+			fmt.Fprintf(w, "  next: cdcmirror run --config %s\n", cfgPath)
+		}
+	}
+	if errors.Is(err, mirror.ErrSwitchRefused) {
+		return usageError{err}
+	}
+	return err
+}

@@ -151,9 +151,11 @@ func commandDebezium(t *testing.T, node *mirrortest.Node, tb mirrortest.Table, e
 
 // TestCommandSwitchToDebezium moves a running native PostgreSQL pipeline to Debezium on the
 // same index, the documented way: the connector starts with snapshot.mode=no_data while the
-// native pipeline runs; once it streams, the native pipeline stops and the same pipeline
-// (same name, state and source name) restarts as type debezium. A writer runs all along; the
-// index ends equal to the table row by row, with no refusal and no dead letter.
+// native pipeline runs; once it streams, the native pipeline stops, `cdcmirror switch` resets
+// its checkpoint and drops its slot and publication, and the same pipeline (same name, state
+// and source name) restarts as type debezium. A writer runs all along; the index ends equal to
+// the table row by row, with no refusal and no dead letter, and neither the native slot nor
+// the consumer group is left behind.
 func TestCommandSwitchToDebezium(t *testing.T) {
 	conn := connecttest.Require(t)
 	pgDSN := testenv.Require(t, testenv.PostgresDSN)
@@ -183,11 +185,21 @@ func TestCommandSwitchToDebezium(t *testing.T) {
 	run.stop()
 
 	// The same pipeline, state and source name ("postgres", the native source's default):
-	// the same index, claimed by the same owner.
-	if err := os.WriteFile(cfgPath, []byte(strings.Replace(readFile(t, cfgPath), native, debeziumSource(topic, "postgres"), 1)), 0o600); err != nil {
+	// the same index, claimed by the same owner. switch resets the native checkpoint and drops
+	// the native slot and publication, which would hold WAL for nobody.
+	group := "mir-sw-" + sfx
+	dbzPath := filepath.Join(dir, "debezium.yaml")
+	if err := os.WriteFile(dbzPath, []byte(strings.Replace(readFile(t, cfgPath), native, debeziumSource(topic, "postgres")+"      group: "+group+"\n", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	run = startCommand(t, cfgPath)
+	out := run.admin("switch", "--config", dbzPath, "--from", cfgPath)
+	if !strings.Contains(out, "dropped replication slot "+slot) || !strings.Contains(out, "dropped publication "+slot) {
+		t.Errorf("switch printed:\n%s", out)
+	}
+	if left := pgLeft(t, pgDSN, slot); left != "" {
+		t.Errorf("after the switch: %s left", left)
+	}
+	run = startCommand(t, dbzPath)
 	run.waitFor("the switched pipeline", func() string {
 		doc, err := liveStatus(context.Background(), run.addr)
 		if err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events == 0 {
@@ -201,6 +213,9 @@ func TestCommandSwitchToDebezium(t *testing.T) {
 	run.stop()
 	if b, err := os.ReadFile(filepath.Join(dir, "dbz.dlq")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		t.Errorf("dead letters:\n%s", b)
+	}
+	if out := run.admin("drop", "--config", dbzPath, "--indices"); !strings.Contains(out, "deleted consumer group "+group) {
+		t.Errorf("drop printed:\n%s", out)
 	}
 }
 

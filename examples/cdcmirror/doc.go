@@ -7,6 +7,7 @@
 //	cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
 //	cdcmirror drop --config FILE [--pipeline NAME] [--indices]
 //	cdcmirror prepare-cluster --config FILE [--dry-run]
+//	cdcmirror switch --config FILE --from OLDFILE [--pipeline NAME] [--prepare] [--keep]
 //
 // Before the first start, once per cluster: every cluster a pipeline writes to must refuse to
 // auto-create indices named df-w-*, because the sink's fencing of deletes rests on it (package
@@ -131,6 +132,21 @@
 // shows the running cdcmirror's reindexes. Readers query the index name, which the sink's
 // read_alias: true makes a read alias from the start (without it, the first reindex replaces
 // the index by the alias).
+//
+// switch moves a pipeline between a native source and Debezium on the same indices
+// (mirror.Switch): --config is the file it will run with, --from the one it ran with (the same
+// pipeline name, state file and source name). It resets the checkpoint, keeping the indices and
+// their ownership, and removes what the old path leaves behind unless --keep: the PostgreSQL
+// slot and publication, or the consumer group and its offsets. It is refused while the old path
+// runs (the state file held, the slot active, the group with members). Native to Debezium:
+// create the connector with snapshot.mode=no_data while the native pipeline runs, wait until its
+// topics receive changes, stop the pipeline, switch, run. Debezium to native: switch --prepare
+// while the Debezium pipeline runs (it creates the native slot and publication, or records the
+// binlog position beside the state file), wait until the pipeline has applied every change
+// committed before it, stop it, switch, run: the native source snapshots over the index with
+// versions that never go backwards and streams from the prepared position (README, "Switching
+// between the native source and Debezium"). A native source refuses a Debezium checkpoint at
+// start, naming it and this command.
 //
 // prepare-cluster makes every cluster of the file enforce the requirement
 // (mirror.PrepareClusters): for each distinct cluster (by cluster_uuid) it reads the effective

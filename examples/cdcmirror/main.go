@@ -91,7 +91,8 @@ const usage = `usage:
   cdcmirror drop --config FILE [--pipeline NAME] [--indices]
   cdcmirror resnapshot --config FILE [--pipeline NAME] [--table T]... [--where COND] [--metrics-addr 127.0.0.1:9464]
   cdcmirror reindex --config FILE [--pipeline NAME] --table T [--metrics-addr 127.0.0.1:9464]
-  cdcmirror prepare-cluster --config FILE [--dry-run]`
+  cdcmirror prepare-cluster --config FILE [--dry-run]
+  cdcmirror switch --config FILE --from OLDFILE [--pipeline NAME] [--prepare] [--keep]`
 
 // command runs one cdcmirror command with args. run (the default) runs until ctx ends (a
 // signal: nil, after a clean stop) or every pipeline stopped. Reports go to stdout, logs and
@@ -99,7 +100,7 @@ const usage = `usage:
 // once it accepts connections.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer, listening func(net.Addr)) error {
 	name := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex" || args[0] == "prepare-cluster") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex" || args[0] == "prepare-cluster" || args[0] == "switch") {
 		name, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("cdcmirror "+name, flag.ContinueOnError)
@@ -115,6 +116,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 	var rs resnapFlags
 	var reindexTable *string
 	var dryRun *bool
+	var sw switchFlags
 	switch name {
 	case "run":
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "listen address for /metrics, /healthz and /status (empty: none)")
@@ -134,6 +136,11 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 		pipeline = fs.String("pipeline", "", "the pipeline (required when the file has several)")
 		reindexTable = fs.String("table", "", "the table whose index is rebuilt, as source.tables spells it")
 		run.metricsAddr = fs.String("metrics-addr", "127.0.0.1:9464", "where the running cdcmirror serves /admin/reindex")
+	case "switch":
+		pipeline = fs.String("pipeline", "", "the pipeline (required when the file has several)")
+		sw.from = fs.String("from", "", "the configuration the pipeline ran with (the other path: native or debezium); --config is the one it will run with")
+		sw.prepare = fs.Bool("prepare", false, "switching to a native source: create its slot (PostgreSQL) or record the binlog position (MySQL/MariaDB) while the Debezium pipeline still runs")
+		sw.keep = fs.Bool("keep", false, "leave the old path's slot and publication, or consumer group, in place")
 	case "prepare-cluster":
 		dryRun = fs.Bool("dry-run", false, "read every cluster's setting and print the request that would enforce the rule, sending nothing")
 	}
@@ -186,6 +193,19 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 		return requestReindex(ctx, stdout, *run.metricsAddr, reindexBody{Pipeline: names[0], Table: *reindexTable})
 	case "prepare-cluster":
 		return prepareCluster(ctx, stdout, cfg, *dryRun)
+	case "switch":
+		names, err := selected(cfg, *pipeline, false)
+		if err != nil {
+			return err
+		}
+		if *sw.from == "" {
+			return usageError{errors.New("--from is required: the configuration the pipeline ran with")}
+		}
+		from, err := mirror.LoadConfig(*sw.from)
+		if err != nil {
+			return usageError{fmt.Errorf("--from: %w", err)}
+		}
+		return switchPipeline(ctx, stdout, *configPath, cfg, from, names[0], sw)
 	}
 	return runMirror(ctx, cfg, run, stderr, listening)
 }
