@@ -62,7 +62,7 @@ func TestCrashResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
 	prefix := "dbzcrash" + table[len("dbzcrash_"):]
 	conn.CreatePostgres(t, table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
 		Extra: map[string]string{"topic.creation.default.partitions": "2", "topic.creation.default.replication.factor": "1"}})

@@ -245,7 +245,7 @@ func pgEdgeCase(t *testing.T, seed uint64, changes int) {
 		}
 	}
 	exec(c.ddl(table))
-	t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
 	native, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg", Slot: table + "_native", Publication: table + "_native",
 		Tables: []pgcdc.Table{{Schema: "public", Name: table}}, Snapshot: cdc.SnapshotNever})
 	if err != nil {
@@ -443,7 +443,7 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, nu numeric, ts timestamp, t3 time(3))"); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = db.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+		t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
 		if _, err := db.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 'NaN', '2024-01-01 00:00:00.123456', '01:02:03.456')"); err != nil {
 			t.Fatal(err)
 		}
@@ -514,5 +514,16 @@ func expectRefusal(ctx context.Context, t *testing.T, st cdc.Stream, want, never
 		case <-ctx.Done():
 			t.Fatal("no refusal before the deadline")
 		}
+	}
+}
+
+// pgDrop runs a clean-up statement on a connection of its own: the test's connection is closed
+// by the time t.Cleanup runs.
+func pgDrop(dsn, stmt string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if c, err := pgx.Connect(ctx, dsn); err == nil {
+		_, _ = c.Exec(ctx, stmt)
+		c.Close(ctx)
 	}
 }

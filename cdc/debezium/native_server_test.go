@@ -319,7 +319,7 @@ func TestMatchesNativePostgres(t *testing.T) {
 		fmt.Sprintf("CREATE DOMAIN %s_dom AS integer", table),
 		fmt.Sprintf(pgTypesDDL, table))
 	t.Cleanup(func() {
-		_, _ = db.Exec(context.Background(), fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; DROP TYPE IF EXISTS %[1]s_mood; DROP DOMAIN IF EXISTS %[1]s_dom", table))
+		pgDrop(dsn, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; DROP TYPE IF EXISTS %[1]s_mood; DROP DOMAIN IF EXISTS %[1]s_dom", table))
 	})
 
 	native, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg", Slot: table + "_native", Publication: table + "_native",
