@@ -27,7 +27,12 @@
 //     its transaction; see Versions).
 //   - interval.handling.mode=string for PostgreSQL intervals (as microseconds they have no
 //     exact text form: such values are dead-lettered, naming the setting).
-//   - decimal.handling.mode precise (the default) or string; double is dead-lettered.
+//   - decimal.handling.mode=string for PostgreSQL (precise, the default, drops an
+//     unconstrained numeric's trailing zeros and writes NaN as null: such columns are
+//     refused, see Edge values); precise or string for MariaDB; double is refused.
+//   - time.precision.mode adaptive (PostgreSQL's default) or adaptive_time_microseconds
+//     (MariaDB's default); connect is refused for columns with sub-millisecond digits and for
+//     MariaDB's TIME.
 //   - skipped.operations=none to see TRUNCATE (Debezium skips it by default), and, for
 //     PostgreSQL, REPLICA IDENTITY FULL or the default identity as with pgcdc.
 //
@@ -89,10 +94,11 @@
 //	PostgreSQL                     setting                          outcome
 //	numeric NaN, ±Infinity         decimal.handling.mode=string     exact ("NaN", "Infinity", "-Infinity";
 //	  (numeric and numeric(p,s))                                      written NAN, POSITIVE_INFINITY, ...)
-//	                               precise, nullable column         refused: they arrive as null (fix: string)
+//	numeric (unconstrained),       precise                          refused: NaN and Infinity arrive as null, and
+//	  numeric[] of it                                                 1.50 as 1.5 (fix: string)
+//	numeric(p,s) NaN               precise, nullable column         refused: NaN arrives as null (fix: string)
 //	                               precise, NOT NULL column         exact; a null (a NaN) dead-lettered (fix: string)
 //	numeric trailing zeros         string                           exact ("1.50")
-//	                               precise, unconstrained           1.50 arrives as 1.5 (its scale is lost)
 //	any decimal                    double                           refused (digits lost; fix: string or precise)
 //	date ±infinity                 any                              exact ("infinity", "-infinity")
 //	date BC                        streamed                         exact

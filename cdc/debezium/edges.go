@@ -200,8 +200,9 @@ type columnRules struct {
 // edgeOptions are the settings and assurances the checks depend on.
 type edgeOptions struct {
 	plainDates bool // Options.PlainDates
-	// preciseNulls takes a null of a PostgreSQL numeric under decimal.handling.mode=precise
-	// for a NULL: only the tests set it, to read fixtures captured in that mode.
+	// preciseNulls reads PostgreSQL numerics under decimal.handling.mode=precise as they
+	// come (a null for a NULL, an unconstrained numeric without its trailing zeros): only
+	// the tests set it, to read fixtures captured in that mode.
 	preciseNulls bool
 }
 
@@ -226,8 +227,11 @@ func refusal(connector string, c *cdc.Column, f *connectSchema, o edgeOptions) (
 	case c.Kind == cdc.KindDecimal && (f.Type == "double" || f.Type == "float64" || f.Type == "float" || f.Type == "float32"):
 		return fmt.Sprintf("column %q: decimal.handling.mode=double carries decimals as binary doubles, which lose digits", c.Name),
 			"set decimal.handling.mode=string (or precise) on the connector"
-	case pg && c.Kind == cdc.KindDecimal && c.Nullable && !o.preciseNulls && (f.Name == logicalDecimal || f.Name == logicalVariableDecimal):
-		return fmt.Sprintf("column %q: decimal.handling.mode=precise writes numeric NaN and Infinity as null, which cannot be told from NULL", c.Name),
+	case pg && !o.preciseNulls && (f.Name == logicalVariableDecimal || (f.Items != nil && f.Items.Name == logicalVariableDecimal)):
+		return fmt.Sprintf("column %q: decimal.handling.mode=precise drops an unconstrained numeric's trailing zeros (1.50 arrives as 1.5) and writes NaN and Infinity as null", c.Name),
+			"set decimal.handling.mode=string on the connector"
+	case pg && c.Kind == cdc.KindDecimal && c.Nullable && !o.preciseNulls && f.Name == logicalDecimal:
+		return fmt.Sprintf("column %q: decimal.handling.mode=precise writes numeric NaN as null, which cannot be told from NULL", c.Name),
 			"set decimal.handling.mode=string on the connector"
 	case (c.Kind == cdc.KindTime || c.Kind == cdc.KindDateTime) && msTemporal(f.Name) && c.Precision > 3:
 		mode := "adaptive_time_microseconds"
@@ -307,9 +311,15 @@ func (sh *tableShape) refuseSnapshot() error {
 // catalogRefusal is refusal for a column the catalog describes, read in Debezium's default
 // representations (decimals precise unless decimalString).
 func catalogRefusal(connector string, c *cdc.Column, decimalString bool) (problem, fix string) {
-	if connector == "postgresql" && c.Kind == cdc.KindDecimal && c.Nullable && !decimalString {
-		return fmt.Sprintf("column %q: decimal.handling.mode=precise writes numeric NaN and Infinity as null, which cannot be told from NULL", c.Name),
-			"set decimal.handling.mode=string on the connector and Options.DecimalStrings (mirror: source.decimal_handling: string)"
+	if connector != "postgresql" || decimalString {
+		return "", ""
+	}
+	const toString = "set decimal.handling.mode=string on the connector and Options.DecimalStrings (mirror: source.decimal_handling: string)"
+	switch {
+	case (c.Kind == cdc.KindDecimal && c.Precision == 0) || (c.Kind == cdc.KindArray && c.Elem != nil && c.Elem.Kind == cdc.KindDecimal && c.Elem.Precision == 0):
+		return fmt.Sprintf("column %q: decimal.handling.mode=precise drops an unconstrained numeric's trailing zeros (1.50 arrives as 1.5) and writes NaN and Infinity as null", c.Name), toString
+	case c.Kind == cdc.KindDecimal && c.Nullable:
+		return fmt.Sprintf("column %q: decimal.handling.mode=precise writes numeric NaN as null, which cannot be told from NULL", c.Name), toString
 	}
 	return "", ""
 }

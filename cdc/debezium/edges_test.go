@@ -83,7 +83,8 @@ func TestEdgeRefusals(t *testing.T) {
 	}{
 		{"numeric precise nullable", "postgresql", connectSchema{Type: "struct", Name: logicalVariableDecimal, Optional: true, Parameters: param("NUMERIC", "0", "0")}, "decimal.handling.mode=string"},
 		{"numeric(10,2) precise nullable", "postgresql", connectSchema{Type: "bytes", Name: logicalDecimal, Optional: true, Parameters: map[string]string{"scale": "2", paramSourceType: "NUMERIC", paramSourceLength: "10", paramSourceScale: "2"}}, "decimal.handling.mode=string"},
-		{"numeric precise NOT NULL", "postgresql", connectSchema{Type: "struct", Name: logicalVariableDecimal, Parameters: param("NUMERIC", "0", "0")}, ""},
+		{"numeric precise NOT NULL", "postgresql", connectSchema{Type: "struct", Name: logicalVariableDecimal, Parameters: param("NUMERIC", "0", "0")}, "trailing zeros"},
+		{"numeric(10,2) precise NOT NULL", "postgresql", connectSchema{Type: "bytes", Name: logicalDecimal, Parameters: map[string]string{"scale": "2", paramSourceType: "NUMERIC", paramSourceLength: "10", paramSourceScale: "2"}}, ""},
 		{"numeric string", "postgresql", connectSchema{Type: "string", Optional: true, Parameters: param("NUMERIC", "0", "0")}, ""},
 		{"numeric double", "postgresql", connectSchema{Type: "double", Optional: true, Parameters: param("NUMERIC", "10", "2")}, "decimal.handling.mode=double"},
 		{"DECIMAL double", "mariadb", connectSchema{Type: "double", Optional: true, Parameters: param("DECIMAL", "10", "2")}, "decimal.handling.mode=double"},
@@ -144,7 +145,7 @@ func TestEdgeRefusals(t *testing.T) {
 	if nullable("mariadb", ts, edgeOptions{}, false) != nil || nullable("mariadb", ts, edgeOptions{}, true) == nil {
 		t.Error("a null MariaDB TIMESTAMP: dead-lettered in snapshot reads only")
 	}
-	dec := connectSchema{Type: "struct", Name: logicalVariableDecimal, Parameters: param("NUMERIC", "0", "0")}
+	dec := connectSchema{Type: "bytes", Name: logicalDecimal, Parameters: map[string]string{"scale": "2", paramSourceType: "NUMERIC", paramSourceLength: "10", paramSourceScale: "2"}}
 	if err := nullable("postgresql", dec, edgeOptions{}, false); err == nil || !strings.Contains(err.Error(), "decimal.handling.mode=string") {
 		t.Errorf("a null in a NOT NULL numeric under precise: %v", err)
 	}
