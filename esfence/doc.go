@@ -223,6 +223,27 @@
 // unchanged (a copy's claim that completed it meanwhile: Fenced). [Fence.AbandonGeneration]
 // drops a generation being filled, never one whose switch has begun.
 //
+// Emptying: [Fence.Reset] gives a table a new, empty generation that readers see at once (a
+// TRUNCATE, or a relation leaving the table's name: package sink, "Schema events"). The table
+// record names the next generation as switching with emptying set, together with [Reset]'s
+// changes, before anything is sent; then the generation is created and the read alias moved
+// as by Switch (a legacy index fenced off and replaced, another generation retired). A reset
+// cut short is completed by the next claim, which creates the empty generation if a crash
+// left it uncreated: the record is the decision. A generation being filled is abandoned
+// first.
+//
+// The table record's other fields (JSON):
+//
+//	{"v":1,"live":2,"top":2,"retired":[...],"floor":1234,"relation":"16385",
+//	 "retired_relations":[{"id":"16001","at":1200}],"sink":"es","source":{...}}
+//
+// floor is the table's version floor (a change with a lower version is void); relation the
+// source relation identity bound to the table ([Fence.Bind], or a Reset's); retired_relations
+// the identities retired from it with the version they were retired at (at most
+// [MaxRetiredRelations], oldest dropped first); sink and source the sink and source table that
+// bound them, so that [Fence.Relations] lists a sink's identity -> table map from the state
+// store. Records written before these fields read as bound to nothing with no floor.
+//
 // # Deployment requirement
 //
 // require_alias does not apply to delete actions: a delete through a removed alias would

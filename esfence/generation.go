@@ -53,7 +53,7 @@ type tableRecord struct {
 	// MaxRetiredRelations; Sink is the sink that bound them (Relations reads a sink's own).
 	Relation         string            `json:"relation,omitempty"`
 	RetiredRelations []RetiredRelation `json:"retired_relations,omitempty"`
-	Sink             string   `json:"sink,omitempty"`
+	Sink             string            `json:"sink,omitempty"`
 	// Source is the source table of the sink's binding (set with Sink).
 	Source *MarkerSource `json:"source,omitempty"`
 }
@@ -144,7 +144,9 @@ func (g *Generations) RelationRetired(relation string, version int64) bool {
 }
 
 // RetiredRelations are the identities retired from the table, oldest first.
-func (g *Generations) RetiredRelations() []RetiredRelation { return slices.Clone(g.rec.RetiredRelations) }
+func (g *Generations) RetiredRelations() []RetiredRelation {
+	return slices.Clone(g.rec.RetiredRelations)
+}
 
 // Name is the table's name: its read alias, or its legacy index.
 func (g *Generations) Name() string { return g.dest.Index }

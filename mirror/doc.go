@@ -125,6 +125,25 @@
 // ErrResnapshotUnsupported, its snapshots cannot tell their binlog position); the pipeline's
 // Status follows it in Progress.Resnapshot. An unknown pipeline is ErrNoPipeline.
 //
+// # Schema events
+//
+// An index mirrors the table that bears its name now (package sink, "Schema events"): a
+// TRUNCATE empties it exactly, and when another relation enters a table's name (DROP and
+// CREATE, a RENAME or a move to another schema or database, a table created while streaming)
+// the sink empties the index and reports the table ENTERED: its index holds only the changes
+// streamed since. The mirror then asks the pipeline's source for a re-snapshot of that table,
+// in the background (never holding up the write), retried with a growing pause up to 8
+// attempts; the request is logged with its id and followed in Progress.Resnapshot. When the
+// source cannot re-snapshot (a MySQL server that is not MariaDB, the Debezium path) or the
+// request fails for good (refused, or every attempt failed), an Error line names the table,
+// the cause and the fix, and the pipeline's Status lists the table in Incomplete (health
+// table_incomplete, unless a worse reason holds) until a later request for it succeeds. A
+// table that leaves the capture (DROP, a rename to a name not captured) keeps its index's last
+// documents; when its relation comes back under a captured name, its old index is emptied
+// and the new name re-snapshotted. No row data is ever logged. A crash between the sink's
+// record of an entry and the request loses the request (the table stays bound): request it
+// with cdcmirror resnapshot.
+//
 // # Reindexing
 //
 // Reindex rebuilds one table's index without downtime while the pipeline runs: a new
