@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/resnapjob"
 )
 
 // Re-snapshots on MariaDB (doc.go, Re-snapshots). A request and each chunk's watermark are rows
@@ -51,35 +52,21 @@ type resnapRequest struct {
 	Where  string   `json:"where,omitempty"`
 }
 
-// resnapState is the re-snapshot part of a checkpoint while a job is not done.
-type resnapState struct {
-	Jobs []resnapJob `json:"jobs"`
-	// Key is the last key read of Jobs[0].Tables[0]: each key column's value in the server's
-	// text form, hex-encoded (nil: the table's first chunk is next).
-	Key  []string `json:"key,omitempty"`
-	Rows int64    `json:"rows"` // rows Jobs[0]'s chunks read so far
-}
+// resnapState is the re-snapshot part of a checkpoint while a job is not done
+// (internal/resnapjob). Key is the last key read of Jobs[0].Tables[0]: each key column's value
+// in the server's text form, hex-encoded (nil: the table's first chunk is next).
+type resnapState resnapjob.State[TableName]
 
 // resnapJob is one request being carried out: the tables left, in order (All: every captured
 // table with a primary key, resolved when the job starts).
-type resnapJob struct {
-	ID     string      `json:"id"`
-	All    bool        `json:"all,omitempty"`
-	Tables []TableName `json:"tables"`
-	Total  int         `json:"total"`
-	Where  string      `json:"where,omitempty"`
-}
+type resnapJob = resnapjob.Job[TableName]
 
+// clone is a deep copy of s; nil when s has no job.
 func (s *resnapState) clone() *resnapState {
 	if s == nil || len(s.Jobs) == 0 {
 		return nil
 	}
-	c := &resnapState{Key: slices.Clone(s.Key), Rows: s.Rows, Jobs: make([]resnapJob, len(s.Jobs))}
-	for i, j := range s.Jobs {
-		j.Tables = slices.Clone(j.Tables)
-		c.Jobs[i] = j
-	}
-	return c
+	return (*resnapState)((*resnapjob.State[TableName])(s).Clone())
 }
 
 // keyOf renders a row's primary key values as one string, the same from the binlog and from a

@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/resnapjob"
 )
 
 // resnapper carries out a stream's re-snapshot jobs (resnap.go), one chunk at a time, on a
@@ -33,18 +34,9 @@ type resnapper struct {
 
 	mu    sync.Mutex
 	state *resnapState // what checkpoints carry; nil or with jobs
-	// progress: the figures of Jobs[0] (rows read by this resnapper since t0, the estimate),
-	// the last trouble, and the last job's figures after it ended.
-	t0       time.Time
-	rows0    int64
-	estimate int64
-	lastErr  string
-	last     cdc.SnapshotProgress
-	// ending says that a job ended at a watermark whose rows are not all in the stream's
-	// channel yet: it is reported active until they are (published).
-	ending bool
+	// book keeps the jobs' progress and runs the goroutine's loop (internal/resnapjob).
+	book *resnapjob.Book[TableName]
 
-	wake   chan struct{} // a job was added (capacity 1)
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -106,12 +98,20 @@ func (r *reader) startResnapper(ctx context.Context, state *resnapState) *resnap
 	if r.rs != nil {
 		return r.rs
 	}
-	rs := &resnapper{src: r.src, nonce: newNonce(), state: state.clone(), wake: make(chan struct{}, 1),
-		done: make(chan struct{}), cat: &catalog{src: r.src}}
-	rs.t0, rs.estimate = r.src.opts.Now(), -1
-	if state != nil {
-		rs.rows0 = state.Rows
-	}
+	rs := &resnapper{src: r.src, nonce: newNonce(), state: state.clone(), done: make(chan struct{}), cat: &catalog{src: r.src}}
+	rs.book = resnapjob.New(resnapjob.Config[TableName]{
+		Mu: &rs.mu,
+		State: func(create bool) *resnapjob.State[TableName] {
+			if create && rs.state == nil {
+				rs.state = &resnapState{}
+			}
+			return (*resnapjob.State[TableName])(rs.state)
+		},
+		Table:  r.src.tableID,
+		Now:    r.src.opts.Now,
+		Log:    r.src.log,
+		Prefix: "mysqlcdc", Attrs: []any{"source", r.src.opts.SourceName}, ErrKey: "error",
+	}, (*resnapjob.State[TableName])(state))
 	rctx, cancel := context.WithCancel(ctx)
 	rs.cancel = cancel
 	r.rs = rs
@@ -127,93 +127,16 @@ func (rs *resnapper) stop() {
 }
 
 // addJob queues a decoded request (a replayed one already queued is not queued twice).
-func (rs *resnapper) addJob(job *resnapJob) {
-	rs.mu.Lock()
-	if rs.state == nil {
-		rs.state = &resnapState{}
-	}
-	for _, j := range rs.state.Jobs {
-		if j.ID == job.ID {
-			rs.mu.Unlock()
-			return
-		}
-	}
-	rs.state.Jobs = append(rs.state.Jobs, *job)
-	if len(rs.state.Jobs) == 1 {
-		rs.startJobLocked()
-	}
-	rs.mu.Unlock()
-	rs.src.log.Info("mysqlcdc: re-snapshot queued", "source", rs.src.opts.SourceName, "id", job.ID, "tables", job.Total, "all", job.All)
-	select {
-	case rs.wake <- struct{}{}:
-	default:
-	}
-}
-
-// startJobLocked resets the progress figures for Jobs[0].
-func (rs *resnapper) startJobLocked() {
-	rs.t0, rs.rows0, rs.estimate, rs.lastErr = rs.src.opts.Now(), rs.state.Rows, -1, ""
-}
+func (rs *resnapper) addJob(job *resnapJob) { rs.book.Add(job) }
 
 // progress is the re-snapshot's SnapshotProgress: Jobs[0]'s while one runs, else the last one's.
-func (rs *resnapper) progress() cdc.SnapshotProgress {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.ending {
-		p := rs.last
-		p.Active = true
-		return p
-	}
-	if rs.state == nil || len(rs.state.Jobs) == 0 {
-		return rs.last
-	}
-	j := &rs.state.Jobs[0]
-	p := cdc.SnapshotProgress{Active: true, Resnapshot: j.ID, TablesTotal: j.Total, TablesDone: j.Total - len(j.Tables),
-		RowsDone: rs.state.Rows, RowsEstimated: max(rs.estimate, 0), Queued: len(rs.state.Jobs) - 1, Error: rs.lastErr}
-	if len(j.Tables) > 0 {
-		p.Table = rs.src.tableID(j.Tables[0])
-	}
-	if el := rs.src.opts.Now().Sub(rs.t0).Seconds(); el > 0 {
-		p.RowsPerSecond = float64(rs.state.Rows-rs.rows0) / el
-	}
-	return p
-}
-
-// finishJobLocked drops Jobs[0] (done, or given up with why), keeping its figures.
-func (rs *resnapper) finishJobLocked(why string) {
-	j := rs.state.Jobs[0]
-	rs.last = cdc.SnapshotProgress{Resnapshot: j.ID, TablesTotal: j.Total, TablesDone: j.Total - len(j.Tables),
-		RowsDone: rs.state.Rows, RowsEstimated: max(rs.estimate, 0), Error: why}
-	if el := rs.src.opts.Now().Sub(rs.t0).Seconds(); el > 0 {
-		rs.last.RowsPerSecond = float64(rs.state.Rows-rs.rows0) / el
-	}
-	rs.state.Jobs = slices.Delete(rs.state.Jobs, 0, 1)
-	rs.state.Key, rs.state.Rows = nil, 0
-	if len(rs.state.Jobs) > 0 {
-		rs.startJobLocked()
-	}
-}
+func (rs *resnapper) progress() cdc.SnapshotProgress { return rs.book.Progress() }
 
 // published says that the rows of the watermark that ended a job are in the stream's channel.
-func (rs *resnapper) published() {
-	rs.mu.Lock()
-	rs.ending = false
-	rs.mu.Unlock()
-}
+func (rs *resnapper) published() { rs.book.Published() }
 
-// nextTableLocked moves Jobs[0] to its next table, or ends it after its last: a checkpoint
-// never carries a job without tables.
-func (rs *resnapper) nextTableLocked() {
-	j := &rs.state.Jobs[0]
-	j.Tables = slices.Delete(j.Tables, 0, 1)
-	rs.state.Key = nil
-	if len(j.Tables) == 0 {
-		rs.src.log.Info("mysqlcdc: re-snapshot done", "source", rs.src.opts.SourceName, "id", j.ID, "rows", rs.state.Rows)
-		rs.finishJobLocked("")
-	}
-}
-
-// run is the goroutine: chunk after chunk while there are jobs, riding through failures.
+// run is the goroutine: chunk after chunk while there are jobs, riding through failures
+// (resnapjob.Book.Run).
 func (rs *resnapper) run(ctx context.Context) {
 	defer close(rs.done)
 	defer func() {
@@ -222,62 +145,22 @@ func (rs *resnapper) run(ctx context.Context) {
 			_ = rs.conn.Close()
 		}
 	}()
-	log := rs.src.log
-	failures := 0
-	for {
-		err := rs.step(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, errIdle):
-			failures = 0
-			select {
-			case <-ctx.Done():
-				return
-			case <-rs.wake:
+	rs.book.Run(ctx, resnapjob.Loop{Step: rs.step, Permanent: permanentResnapError,
+		Failed: func(err error, failures int) (string, time.Duration) {
+			if !errors.Is(err, errChunkAgain) && rs.conn != nil {
+				_ = rs.conn.Close()
+				rs.conn = nil
 			}
-			continue
-		case err == nil:
-			failures = 0
-			continue
-		}
-		if why, permanent := permanentResnapError(err); permanent {
-			rs.mu.Lock()
-			if len(rs.state.Jobs) > 0 {
-				log.Error("mysqlcdc: re-snapshot given up", "source", rs.src.opts.SourceName, "id", rs.state.Jobs[0].ID, "error", why)
-				rs.finishJobLocked("given up: " + why)
+			wait := resnapjob.Backoff(failures)
+			if errors.Is(err, errChunkAgain) { // nothing failed: read it again soon
+				wait = min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)
 			}
-			rs.mu.Unlock()
-			continue
-		}
-		failures++
-		msg := withoutStack(err)
-		rs.mu.Lock()
-		rs.lastErr = msg
-		rs.mu.Unlock()
-		if !errors.Is(err, errChunkAgain) && rs.conn != nil {
-			_ = rs.conn.Close()
-			rs.conn = nil
-		}
-		wait := min(time.Duration(1<<min(failures-1, 5))*time.Second, 30*time.Second)
-		if errors.Is(err, errChunkAgain) { // nothing failed: read it again soon
-			wait = min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)
-		}
-		log.Warn("mysqlcdc: re-snapshot chunk failed; retrying", "source", rs.src.opts.SourceName, "attempt", failures, "retry_in", wait, "error", msg)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
+			return withoutStack(err), wait
+		}})
 }
 
-var (
-	// errIdle says there is no job to do.
-	errIdle = errors.New("mysqlcdc: no re-snapshot job")
-	// errChunkAgain says the reader could not decide a chunk's rows: it is read again.
-	errChunkAgain = errors.New("mysqlcdc: re-snapshot chunk to be read again")
-)
+// errChunkAgain says the reader could not decide a chunk's rows: it is read again.
+var errChunkAgain = errors.New("mysqlcdc: re-snapshot chunk to be read again")
 
 // permanentResnapError says whether a chunk's failure is the request's fault (a condition the
 // server refuses, a privilege missing): retrying cannot help.
@@ -298,12 +181,12 @@ func permanentResnapError(err error) (string, bool) {
 }
 
 // step reads one chunk of Jobs[0] (resolving its tables first when it names none, skipping a
-// table dropped meanwhile), or returns errIdle.
+// table dropped meanwhile), or returns resnapjob.ErrIdle.
 func (rs *resnapper) step(ctx context.Context) error {
 	rs.mu.Lock()
 	if rs.state == nil || len(rs.state.Jobs) == 0 {
 		rs.mu.Unlock()
-		return errIdle
+		return resnapjob.ErrIdle
 	}
 	job := rs.state.Jobs[0]
 	job.Tables = slices.Clone(job.Tables)
@@ -322,11 +205,11 @@ func (rs *resnapper) step(ctx context.Context) error {
 	}
 	if len(job.Tables) == 0 { // a job that names no table (an all-tables job that found none)
 		rs.mu.Lock()
-		rs.finishJobLocked("")
+		rs.book.FinishLocked("")
 		rs.mu.Unlock()
 		return nil
 	}
-	if rs.estimateNeeded() {
+	if rs.book.EstimateNeeded() {
 		rs.estimateJob(ctx, job)
 	}
 	return rs.chunk(ctx, job, job.Tables[0], after)
@@ -358,29 +241,15 @@ func (rs *resnapper) resolveAll(ctx context.Context) error {
 		keyed = append(keyed, t)
 	}
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	j := &rs.state.Jobs[0]
-	j.All, j.Tables, j.Total = false, keyed, len(keyed)
-	if j.Total == 0 {
-		rs.src.log.Warn("mysqlcdc: a re-snapshot of every table found none with a primary key", "source", rs.src.opts.SourceName, "id", j.ID)
-		rs.finishJobLocked("")
-	}
+	rs.book.ResolvedLocked(keyed)
+	rs.mu.Unlock()
 	return nil
-}
-
-func (rs *resnapper) estimateNeeded() bool {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.estimate < 0
 }
 
 // estimateJob sums the catalog's row estimates of the job's tables: the progress's estimate
 // (the condition is not taken into account). A failure leaves it unknown (0), not asked again
 // for this job.
 func (rs *resnapper) estimateJob(ctx context.Context, job resnapJob) {
-	rs.mu.Lock()
-	rs.estimate = 0
-	rs.mu.Unlock()
 	stop := closeOnDone(ctx, rs.conn)
 	defer stop()
 	var n int64
@@ -395,9 +264,7 @@ func (rs *resnapper) estimateJob(ctx context.Context, job resnapJob) {
 			n += v
 		}
 	}
-	rs.mu.Lock()
-	rs.estimate = n
-	rs.mu.Unlock()
+	rs.book.SetEstimate(n)
 }
 
 // chunk reads one chunk of table name after key (nil: from the start) and waits until the
@@ -416,7 +283,7 @@ func (rs *resnapper) chunk(ctx context.Context, job resnapJob, name TableName, a
 			// Dropped since the request: nothing to read, the stream has its changes.
 			rs.src.log.Warn("mysqlcdc: re-snapshot skips a table that no longer exists", "source", rs.src.opts.SourceName, "table", name.String())
 			rs.mu.Lock()
-			rs.nextTableLocked()
+			rs.book.NextTableLocked()
 			rs.mu.Unlock()
 		}
 		return err
@@ -443,9 +310,7 @@ func (rs *resnapper) chunk(ctx context.Context, job resnapJob, name TableName, a
 	if w.outcome != "" {
 		return fmt.Errorf("%w: %s", errChunkAgain, w.outcome)
 	}
-	rs.mu.Lock()
-	rs.lastErr = ""
-	rs.mu.Unlock()
+	rs.book.ClearErr()
 	return nil
 }
 

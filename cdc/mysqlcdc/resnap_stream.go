@@ -114,15 +114,8 @@ func (r *reader) watermark(ctx context.Context, mark string) error {
 			}
 			events = append(events, row.ev)
 		}
-		rs.state.Rows += int64(len(w.rows))
-		if w.more {
-			rs.state.Key = w.last
-		} else {
-			jobs := len(rs.state.Jobs)
-			rs.nextTableLocked()
-			// The job ended: it is reported so once this transaction's events are sent.
-			rs.ending = rs.ending || len(rs.state.Jobs) < jobs
-		}
+		// A job that ended is reported so once this transaction's events are sent.
+		rs.book.ChunkDoneLocked(len(w.rows), w.more, w.last)
 	}
 	rs.mu.Unlock()
 	close(w.done)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/resnapjob"
 )
 
 // ResnapshotPrefix is the logical decoding message prefix of re-snapshot requests. A request is
@@ -76,32 +77,15 @@ func (t requestTable) MarshalJSON() ([]byte, error) {
 }
 
 // resnapState is the re-snapshot part of a checkpoint: the jobs not finished, the first being
-// read, and how far it came. Key is a primary key in text form; checkpoints are never logged.
-type resnapState struct {
-	Jobs []resnapJob `json:"jobs"`
-	Key  []string    `json:"key,omitempty"` // the last key done in Jobs[0].Tables[0]
-	Rows int64       `json:"rows"`          // rows of Jobs[0] read so far
-}
+// read, and how far it came (internal/resnapjob). Key is a primary key in text form;
+// checkpoints are never logged.
+type resnapState resnapjob.State[tableRef]
 
 // resnapJob is one request being carried out.
-type resnapJob struct {
-	ID     string     `json:"id"`
-	All    bool       `json:"all,omitempty"` // every captured table: resolved when the job starts
-	Tables []tableRef `json:"tables"`        // still to read, the first being read
-	Total  int        `json:"total"`         // the tables of the request
-	Where  string     `json:"where,omitempty"`
-}
+type resnapJob = resnapjob.Job[tableRef]
 
 func (s *resnapState) clone() *resnapState {
-	if s == nil {
-		return nil
-	}
-	c := &resnapState{Key: slices.Clone(s.Key), Rows: s.Rows, Jobs: make([]resnapJob, len(s.Jobs))}
-	for i, j := range s.Jobs {
-		j.Tables = slices.Clone(j.Tables)
-		c.Jobs[i] = j
-	}
-	return c
+	return (*resnapState)((*resnapjob.State[tableRef])(s).Clone())
 }
 
 // Resnapshot asks this source's stream (the one running on the slot now, or the next one) to

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/resnapjob"
 )
 
 // resnapper carries out a stream's re-snapshot jobs (resnap.go), one chunk at a time, on an SQL
@@ -27,18 +28,9 @@ type resnapper struct {
 	mu    sync.Mutex
 	state *resnapState // what checkpoints carry; nil or with jobs
 	win   *chunkWindow // the chunk between its watermarks, nil between chunks
-	// progress: the figures of Jobs[0] (rows of the job read by this resnapper since t0,
-	// the estimate), the last trouble, and the last job's figures after it ended.
-	t0       time.Time
-	rows0    int64
-	estimate int64
-	lastErr  string
-	last     cdc.SnapshotProgress
-	// ending says that a job ended with a chunk whose rows are not all in the stream's
-	// channel yet: it is reported active until they are (published).
-	ending bool
+	// book keeps the jobs' progress and runs the goroutine's loop (internal/resnapjob).
+	book *resnapjob.Book[tableRef]
 
-	wake    chan struct{}     // a job was added (capacity 1)
 	results chan *chunkResult // a chunk's rows, for the decode loop waiting at its high watermark
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -112,13 +104,22 @@ func (st *stream) startResnapper(ctx context.Context, state *resnapState) *resna
 	if st.rs != nil {
 		return st.rs
 	}
-	r := &resnapper{st: st, nonce: newNonce(), state: state.clone(), wake: make(chan struct{}, 1),
+	r := &resnapper{st: st, nonce: newNonce(), state: state.clone(),
 		results: make(chan *chunkResult, 1), done: make(chan struct{}), q: &txQuerier{}}
 	r.cat = newCatalog(r.q)
-	r.t0 = st.opts().Now()
-	if state != nil {
-		r.rows0 = state.Rows
-	}
+	r.book = resnapjob.New(resnapjob.Config[tableRef]{
+		Mu: &r.mu,
+		State: func(create bool) *resnapjob.State[tableRef] {
+			if create && r.state == nil {
+				r.state = &resnapState{}
+			}
+			return (*resnapjob.State[tableRef])(r.state)
+		},
+		Table:  func(t tableRef) cdc.TableID { return st.src.tableID(st.plan.database, Table(t)) },
+		Now:    st.opts().Now,
+		Log:    st.opts().Logger,
+		Prefix: "pgcdc", Attrs: []any{"slot", st.opts().Slot}, ErrKey: "err",
+	}, (*resnapjob.State[tableRef])(state))
 	rctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	st.rs = r
@@ -139,74 +140,14 @@ func (st *stream) stopResnapper() {
 
 // addResnapJob queues a decoded request (a replayed one already queued is not queued twice).
 func (st *stream) addResnapJob(ctx context.Context, job *resnapJob) {
-	r := st.startResnapper(ctx, nil)
-	r.mu.Lock()
-	if r.state == nil {
-		r.state = &resnapState{}
-	}
-	for _, j := range r.state.Jobs {
-		if j.ID == job.ID {
-			r.mu.Unlock()
-			return
-		}
-	}
-	r.state.Jobs = append(r.state.Jobs, *job)
-	if len(r.state.Jobs) == 1 {
-		r.startJobLocked()
-	}
-	r.mu.Unlock()
-	st.opts().Logger.Info("pgcdc: re-snapshot queued", "slot", st.opts().Slot, "id", job.ID, "tables", job.Total, "all", job.All)
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// startJobLocked resets the progress figures for Jobs[0].
-func (r *resnapper) startJobLocked() {
-	r.t0, r.rows0, r.estimate, r.lastErr = r.st.opts().Now(), r.state.Rows, -1, ""
+	st.startResnapper(ctx, nil).book.Add(job)
 }
 
 // progress is the re-snapshot's SnapshotProgress: Jobs[0]'s while one runs, else the last one's.
-func (r *resnapper) progress() cdc.SnapshotProgress {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ending {
-		p := r.last
-		p.Active = true
-		return p
-	}
-	if r.state == nil || len(r.state.Jobs) == 0 {
-		return r.last
-	}
-	j := &r.state.Jobs[0]
-	p := cdc.SnapshotProgress{Active: true, Resnapshot: j.ID, TablesTotal: j.Total, TablesDone: j.Total - len(j.Tables),
-		RowsDone: r.state.Rows, RowsEstimated: max(r.estimate, 0), Queued: len(r.state.Jobs) - 1, Error: r.lastErr}
-	if len(j.Tables) > 0 {
-		p.Table = r.st.src.tableID(r.st.plan.database, Table(j.Tables[0]))
-	}
-	if el := r.st.opts().Now().Sub(r.t0).Seconds(); el > 0 {
-		p.RowsPerSecond = float64(r.state.Rows-r.rows0) / el
-	}
-	return p
-}
+func (r *resnapper) progress() cdc.SnapshotProgress { return r.book.Progress() }
 
-// finishJobLocked drops Jobs[0] (done, or given up with why), keeping its figures.
-func (r *resnapper) finishJobLocked(why string) {
-	j := r.state.Jobs[0]
-	r.last = cdc.SnapshotProgress{Resnapshot: j.ID, TablesTotal: j.Total, TablesDone: j.Total - len(j.Tables),
-		RowsDone: r.state.Rows, RowsEstimated: max(r.estimate, 0), Error: why}
-	if el := r.st.opts().Now().Sub(r.t0).Seconds(); el > 0 {
-		r.last.RowsPerSecond = float64(r.state.Rows-r.rows0) / el
-	}
-	r.state.Jobs = slices.Delete(r.state.Jobs, 0, 1)
-	r.state.Key, r.state.Rows = nil, 0
-	if len(r.state.Jobs) > 0 {
-		r.startJobLocked()
-	}
-}
-
-// run is the goroutine: chunk after chunk while there are jobs, riding through failures.
+// run is the goroutine: chunk after chunk while there are jobs, riding through failures
+// (resnapjob.Book.Run).
 func (r *resnapper) run(ctx context.Context) {
 	defer close(r.done)
 	defer func() {
@@ -216,54 +157,15 @@ func (r *resnapper) run(ctx context.Context) {
 			cancel()
 		}
 	}()
-	log := r.st.opts().Logger
-	failures := 0
-	for {
-		err := r.step(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, errIdle):
-			failures = 0
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.wake:
+	r.book.Run(ctx, resnapjob.Loop{Step: r.step, Permanent: permanentResnapError,
+		Failed: func(err error, failures int) (string, time.Duration) {
+			if !errors.Is(err, errChunkBusy) && r.conn != nil {
+				_ = r.conn.Close(context.WithoutCancel(ctx))
+				r.conn = nil
 			}
-			continue
-		case err == nil:
-			failures = 0
-			continue
-		}
-		if why, permanent := permanentResnapError(err); permanent {
-			r.mu.Lock()
-			if len(r.state.Jobs) > 0 {
-				log.Error("pgcdc: re-snapshot given up", "slot", r.st.opts().Slot, "id", r.state.Jobs[0].ID, "err", why)
-				r.finishJobLocked("given up: " + why)
-			}
-			r.mu.Unlock()
-			continue
-		}
-		failures++
-		r.mu.Lock()
-		r.lastErr = err.Error()
-		r.mu.Unlock()
-		if !errors.Is(err, errChunkBusy) && r.conn != nil {
-			_ = r.conn.Close(context.WithoutCancel(ctx))
-			r.conn = nil
-		}
-		wait := min(time.Duration(1<<min(failures-1, 5))*time.Second, 30*time.Second)
-		log.Warn("pgcdc: re-snapshot chunk failed; retrying", "slot", r.st.opts().Slot, "attempt", failures, "retry_in", wait, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
+			return err.Error(), resnapjob.Backoff(failures)
+		}})
 }
-
-// errIdle says there is no job to do.
-var errIdle = errors.New("pgcdc: no re-snapshot job")
 
 // permanentResnapError says whether a chunk's failure is the request's fault (a condition the
 // server refuses, a privilege missing): retrying cannot help.
@@ -282,12 +184,12 @@ func permanentResnapError(err error) (string, bool) {
 }
 
 // step reads one chunk of Jobs[0] (resolving its tables first when it names none, skipping a
-// table dropped meanwhile), or returns errIdle.
+// table dropped meanwhile), or returns resnapjob.ErrIdle.
 func (r *resnapper) step(ctx context.Context) error {
 	r.mu.Lock()
 	if r.state == nil || len(r.state.Jobs) == 0 {
 		r.mu.Unlock()
-		return errIdle
+		return resnapjob.ErrIdle
 	}
 	job := r.state.Jobs[0]
 	job.Tables = slices.Clone(job.Tables)
@@ -306,13 +208,13 @@ func (r *resnapper) step(ctx context.Context) error {
 	}
 	if len(job.Tables) == 0 { // an all-tables job that found none
 		r.mu.Lock()
-		r.finishJobLocked("")
+		r.book.FinishLocked("")
 		r.mu.Unlock()
 		return nil
 	}
 	t := Table(job.Tables[0])
 	id := r.st.src.tableID(r.st.plan.database, t)
-	if r.estimateNeeded() {
+	if r.book.EstimateNeeded() {
 		r.estimateJob(ctx, job)
 	}
 	return r.chunk(ctx, job, t, id, after)
@@ -324,33 +226,19 @@ func (r *resnapper) resolveAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refs := make([]tableRef, len(tables))
+	for i, t := range tables {
+		refs[i] = tableRef(t)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	j := &r.state.Jobs[0]
-	j.All = false
-	for _, t := range tables {
-		j.Tables = append(j.Tables, tableRef(t))
-	}
-	j.Total = len(j.Tables)
-	if j.Total == 0 {
-		r.st.opts().Logger.Warn("pgcdc: a re-snapshot of every table found none with a primary key", "slot", r.st.opts().Slot, "id", j.ID)
-		r.finishJobLocked("")
-	}
+	r.book.ResolvedLocked(refs)
+	r.mu.Unlock()
 	return nil
-}
-
-func (r *resnapper) estimateNeeded() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.estimate < 0
 }
 
 // estimateJob asks the planner how many rows the job's tables hold (under its condition): the
 // progress's estimate. A failure leaves it unknown (0), not asked again for this job.
 func (r *resnapper) estimateJob(ctx context.Context, job resnapJob) {
-	r.mu.Lock()
-	r.estimate = 0
-	r.mu.Unlock()
 	var total float64
 	for _, t := range job.Tables {
 		q := "EXPLAIN (FORMAT JSON) SELECT 1 FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
@@ -367,9 +255,7 @@ func (r *resnapper) estimateJob(ctx context.Context, job resnapJob) {
 		}
 		total += plan[0].Plan.Rows
 	}
-	r.mu.Lock()
-	r.estimate = int64(total)
-	r.mu.Unlock()
+	r.book.SetEstimate(int64(total))
 }
 
 // chunk reads one chunk of table t after key (nil: from the start) between its watermarks,
@@ -412,7 +298,7 @@ func (r *resnapper) chunk(ctx context.Context, job resnapJob, t Table, id cdc.Ta
 		r.abandonWindow(cw, nil)
 		r.st.opts().Logger.Warn("pgcdc: re-snapshot skips a table that no longer exists", "slot", r.st.opts().Slot, "table", id.String())
 		r.mu.Lock()
-		r.nextTableLocked()
+		r.book.NextTableLocked()
 		r.mu.Unlock()
 		return nil
 	}
@@ -439,16 +325,12 @@ func (r *resnapper) chunk(ctx context.Context, job resnapJob, t Table, id cdc.Ta
 	}
 	r.mu.Lock()
 	if !cw.invalid {
-		r.state.Rows += int64(len(cr.rows))
+		var last []string
 		if cr.more {
-			r.state.Key = cr.keys[len(cr.keys)-1]
-		} else {
-			jobs := len(r.state.Jobs)
-			r.nextTableLocked()
-			// The job ended: it is reported so once the decode loop has emitted these rows.
-			r.ending = r.ending || len(r.state.Jobs) < jobs
+			last = cr.keys[len(cr.keys)-1]
 		}
-		r.lastErr = ""
+		// A job that ended is reported so once the decode loop has emitted these rows.
+		r.book.ChunkDoneLocked(len(cr.rows), cr.more, last)
 	}
 	r.mu.Unlock()
 	r.deliver(&chunkResult{mark: cw.mark, events: events})
@@ -473,23 +355,7 @@ func (r *resnapper) deliver(res *chunkResult) {
 }
 
 // published says that the rows of the chunk that ended a job are in the stream's channel.
-func (r *resnapper) published() {
-	r.mu.Lock()
-	r.ending = false
-	r.mu.Unlock()
-}
-
-// nextTableLocked moves Jobs[0] to its next table, or ends it after its last: a checkpoint
-// never carries a job without tables.
-func (r *resnapper) nextTableLocked() {
-	j := &r.state.Jobs[0]
-	j.Tables = slices.Delete(j.Tables, 0, 1)
-	r.state.Key = nil
-	if len(j.Tables) == 0 {
-		r.st.opts().Logger.Info("pgcdc: re-snapshot done", "slot", r.st.opts().Slot, "id", j.ID, "rows", r.state.Rows)
-		r.finishJobLocked("")
-	}
-}
+func (r *resnapper) published() { r.book.Published() }
 
 // abandonWindow ends a chunk that failed before its rows were decided: the decode loop stops
 // feeding it, or, when it already waits at the high watermark, learns that nothing comes.
