@@ -247,12 +247,13 @@
 //     produces nothing). First every captured name whose relation moves to another captured
 //     name is vacated: a Truncate with its old schema and the identity it had. Then every
 //     captured name that receives a relation gets a Truncate with a new identity and its schema
-//     -- preceded by a Truncate with another new identity when the stream knew none for the
-//     name, so that a sink whose binding of the name is still empty sees a second, different
-//     relation: the name is reported ENTERED and re-snapshotted, and its rows (those of the
-//     renamed table, captured under the old name or never) are read again. The changes after the
-//     statement carry the new name and identity. A relation renamed or moved to a name that is
-//     not captured produces nothing: its index keeps its last documents.
+//     -- preceded by a Truncate with another new identity, so that a sink whose binding of the
+//     name is still empty sees a second, different relation: the name is reported ENTERED and
+//     re-snapshotted, and its rows (those of the renamed table, captured under the old name or
+//     never) are read again. (Always two, whatever the stream knows of the name: a stream that
+//     reads the statement again gives the same events the same versions and identities.) The
+//     changes after the statement carry the new name and identity. A relation renamed or moved
+//     to a name that is not captured produces nothing: its index keeps its last documents.
 //   - DROP TABLE (and DROP DATABASE) produce nothing: an index keeps the dropped table's last
 //     documents until its name denotes a relation again (a CREATE or a rename into it).
 //   - ALTER TABLE without RENAME, and RENAME COLUMN / INDEX, keep the relation: only the schema

@@ -122,9 +122,11 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 // name a swap passes through never held anything). A captured name whose relation leaves for
 // another captured name is vacated: a Truncate with its old identity. A captured name that
 // receives a relation gets a Truncate with a new identity, preceded by a Truncate with another
-// new identity when the session knew none for the name: the sink, whose binding of the name
-// may be empty, then sees a relation different from the one it bound and re-snapshots the
-// name. A relation that leaves the capture leaves nothing (its index keeps its documents).
+// new identity: the sink, whose binding of the name may be empty, then sees a relation
+// different from the one it bound and re-snapshots the name. (Always two, whatever the session
+// knows of the name: the statement's events, so its identities, are the same when a reopened
+// stream reads it again.) A relation that leaves the capture leaves nothing (its index keeps
+// its documents).
 func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs []renamePair) error {
 	effects := netRenames(pairs)
 	prior := make(map[TableName]string, len(effects))
@@ -160,10 +162,8 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if err != nil {
 			return err
 		}
-		if prior[e.name] == "" {
-			if _, err := r.announce(ctx, h, e.name, schema, "", true); err != nil {
-				return err
-			}
+		if _, err := r.announce(ctx, h, e.name, schema, "", true); err != nil {
+			return err
 		}
 		id, err := r.announce(ctx, h, e.name, schema, "", true)
 		if err != nil {
