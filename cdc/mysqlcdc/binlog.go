@@ -409,8 +409,16 @@ func (r *reader) ddlInTransaction(word, q string) bool {
 }
 
 func firstWord(q string) string {
-	// Skip a leading /* ... */ comment: servers and tools prefix statements with them.
+	// Skip a leading /* ... */ comment: servers and tools prefix statements with them. An
+	// executable comment's body (/*!50100 RENAME ... */) is the statement: only its marker goes.
 	for strings.HasPrefix(q, "/*") {
+		if body, ok := strings.CutPrefix(q, "/*!"); ok || strings.HasPrefix(q, "/*M!") {
+			if !ok {
+				body = q[len("/*M!"):]
+			}
+			q = strings.TrimSpace(strings.TrimLeft(body, "0123456789"))
+			continue
+		}
 		end := strings.Index(q, "*/")
 		if end < 0 {
 			return ""

@@ -100,10 +100,13 @@ func TestJSONValidColumns(t *testing.T) {
 
 func TestFirstWord(t *testing.T) {
 	for q, want := range map[string]string{
-		"BEGIN":                        "BEGIN",
-		"/* app */ ALTER TABLE t":      "ALTER",
-		"create table t(id int)":       "create",
-		"/* a */ /* b */ DROP TABLE x": "DROP",
+		"BEGIN":                           "BEGIN",
+		"/* app */ ALTER TABLE t":         "ALTER",
+		"create table t(id int)":          "create",
+		"/* a */ /* b */ DROP TABLE x":    "DROP",
+		"/*!40000 RENAME TABLE a TO b */": "RENAME",
+		"/*M!100500 DROP TABLE x */":      "DROP",
+		"/*!ALTER TABLE x */":             "ALTER",
 	} {
 		if got := firstWord(q); got != want {
 			t.Errorf("firstWord(%q) = %q, want %q", q, got, want)
