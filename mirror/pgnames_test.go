@@ -116,3 +116,24 @@ func TestPostgresNames(t *testing.T) {
 		t.Fatalf("a slot set alone: %+v", n)
 	}
 }
+
+// TestForgetPostgresNames: a pipeline leaving the native path forgets its names; the next
+// native start takes the default (the Debezium checkpoint is no pgcdc history).
+func TestForgetPostgresNames(t *testing.T) {
+	ctx := context.Background()
+	st := statestore.NewMemory()
+	p := PipelineConfig{Name: "orders", Source: SourceConfig{Type: "postgres", DSN: "postgres://u@127.0.0.1:1/db", Slot: "old"}}
+	if err := forgetPostgresNames(ctx, st, p.Name); err != nil {
+		t.Fatalf("no record: %v", err)
+	}
+	if err := recordPostgresNames(ctx, st, &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := forgetPostgresNames(ctx, st, p.Name); err != nil {
+		t.Fatal(err)
+	}
+	p.Source.Slot = ""
+	if n, rec, err := postgresNames(ctx, st, &p); err != nil || rec || n.Slot != postgresDefault("orders") {
+		t.Fatalf("after forgetting: %+v %v %v", n, rec, err)
+	}
+}

@@ -277,6 +277,17 @@ func recordPostgresNames(ctx context.Context, st statestore.Store, p *PipelineCo
 	return nil
 }
 
+// forgetPostgresNames deletes the record of a postgres pipeline's slot and publication names
+// (none is no error): for a pipeline that leaves the native path (Switch to Debezium), whose
+// way back then takes the names its prepare step uses, the configuration's or the default.
+func forgetPostgresNames(ctx context.Context, st statestore.Store, pipeline string) error {
+	r, err := st.Get(ctx, pipeline, pgNamesNamespace, pgNamesKey)
+	if err != nil || r.Revision == 0 {
+		return err
+	}
+	return st.Delete(ctx, pipeline, pgNamesNamespace, pgNamesKey, r.Revision)
+}
+
 // storeOrNil is st as a statestore.Store: nil for no state file (a nil *statestore.DB in
 // the interface would not be nil).
 func storeOrNil(st *statestore.DB) statestore.Store {
