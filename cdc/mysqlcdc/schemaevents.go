@@ -26,9 +26,8 @@ type relations struct {
 	// last is the latest schema each captured name had, kept across DDL (the cache is not):
 	// the schema of the Truncate that vacates a renamed table's name.
 	last map[TableName]*cdc.TableSchema
-	// exists says whether a captured name is known to exist (true) or to be gone (false);
-	// absent when unknown. A CREATE TABLE IF NOT EXISTS of an existing table changes nothing
-	// (MySQL logs it all the same).
+	// exists holds the captured names known to exist: a CREATE TABLE IF NOT EXISTS of one
+	// changes nothing (MySQL logs it all the same).
 	exists map[TableName]bool
 	// fold: lower_case_table_names is 1, names in statements compare in lower case.
 	fold bool
@@ -70,12 +69,7 @@ func (r *reader) schemaDDL(ctx context.Context, h *replication.EventHeader, e *r
 			r.rel.gone(n)
 		}
 	case ddlDropDatabase:
-		for n := range r.rel.exists {
-			if n.Database == d.database {
-				r.rel.gone(n)
-			}
-		}
-		for n := range r.rel.ids {
+		for n := range r.rel.exists { // every name of ids and last exists
 			if n.Database == d.database {
 				r.rel.gone(n)
 			}
@@ -84,11 +78,13 @@ func (r *reader) schemaDDL(ctx context.Context, h *replication.EventHeader, e *r
 	return nil
 }
 
-// gone records that a name no longer denotes a relation. DROP emits nothing: the name's index
-// keeps the last documents of the dropped table (the package documentation's rule).
+// gone records that a name no longer denotes a relation: the reader forgets it (so the maps
+// hold only names that exist, however many tables come and go). DROP emits nothing: the
+// name's index keeps the last documents of the dropped table (the package documentation's rule).
 func (rl *relations) gone(n TableName) {
 	delete(rl.ids, n)
-	rl.exists[n] = false
+	delete(rl.exists, n)
+	delete(rl.last, n)
 }
 
 // created handles CREATE TABLE of a captured name: the name starts empty with a new relation,
@@ -179,7 +175,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 	}
 	for _, e := range effects {
 		r.rel.gone(e.name)
-		if e.after != nil {
+		if e.after != nil && r.src.captures(e.name) {
 			r.rel.exists[e.name] = true
 			if s := lastOf[*e.after]; s != nil {
 				r.rel.last[e.name] = s
