@@ -118,6 +118,18 @@
 // adopted) until they are deleted; DropReport.IndicesLeft names them. The dead-letter file is
 // left alone.
 //
+// # Switching between the native source and Debezium
+//
+// Switch moves a pipeline between a native source and Debezium on the same indices, given the
+// configuration it will run with and the one it ran with (same pipeline name, state file and
+// source name): it resets the checkpoint -- a native source refuses a Debezium checkpoint
+// (pgcdc/mysqlcdc ForeignCheckpointError) -- keeping the ownership records and the state
+// file's identity, and removes the old path's slot and publication or consumer group unless
+// SwitchOptions.Keep. The way back has a prepare step (SwitchOptions.Prepare) taken while the
+// Debezium pipeline runs: the native slot, or the binlog position, the native stream starts
+// from; the native snapshot's versions then sit above every change the Debezium path applied
+// before it, so no version goes backwards (Switch's documentation; README).
+//
 // # Re-snapshots
 //
 // Resnapshot asks a running pipeline's source to read tables again while it keeps streaming

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
-	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/sink"
 	"github.com/tributary-dev/tributary/statestore"
 )
@@ -91,20 +90,8 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 		}
 	}
 	if pc.Source.Type == "debezium" {
-		mon, err := kafkaqueue.NewMonitor(debeziumQueue(pc), nil)
-		if err != nil {
+		if rep.Group, err = deleteGroup(ctx, pc); err != nil {
 			return nil, err
-		}
-		deleted, err := mon.DeleteGroup(ctx)
-		mon.Close()
-		switch {
-		case errors.Is(err, kafkaqueue.ErrGroupInUse):
-			return nil, fmt.Errorf("%w: pipeline %q: consumer group %s has live members; stop every process of the pipeline first",
-				ErrRunning, pipeline, debeziumGroup(pc))
-		case err != nil:
-			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
-		case deleted:
-			rep.Group = debeziumGroup(pc)
 		}
 	}
 	if st == nil {
