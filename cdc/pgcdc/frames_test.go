@@ -21,7 +21,7 @@ func TestFramesNeverWaitForMoreTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := Table{Schema: "public", Name: "t"}
-	src.remember(testTable(src.tableID("db", table)))
+	cachedTestTable(src, table, 1)
 	frames := [][]byte{
 		xlogData(0x100, msgBegin(0x300, 77)),
 		xlogData(0x100, msgRelation(1, "public", "t")),

@@ -94,7 +94,7 @@ func TestShutdownHandshake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src.remember(testTable(src.tableID("db", table)))
+			cachedTestTable(src, table, 1)
 			w := startStopper(t, &stopper{sent: sent, stubborn: c.stubborn, frames: [][]byte{
 				xlogData(0x100, msgBegin(0x300, 77)),
 				xlogData(0x100, msgRelation(1, "public", "t")),

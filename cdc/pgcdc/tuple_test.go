@@ -50,6 +50,14 @@ func testTable(id cdc.TableID) *tableInfo {
 	return ti
 }
 
+// cachedTestTable caches testTable for table in src as the relation msgRelation(rel, ...)
+// describes, so that relation message needs no catalog.
+func cachedTestTable(src *Source, table Table, rel uint32) {
+	ti := testTable(src.tableID("db", table))
+	ti.schema.Relation = relationID(rel)
+	src.remember(ti)
+}
+
 func cstring(b []byte, s string) []byte { return append(append(b, s...), 0) }
 
 func msgRelation(relID uint32, schema, name string) []byte {
