@@ -242,7 +242,9 @@
 // the identities retired from it with the version they were retired at (at most
 // [MaxRetiredRelations], oldest dropped first); sink and source the sink and source table that
 // bound them, so that [Fence.Relations] lists a sink's identity -> table map from the state
-// store. Records written before these fields read as bound to nothing with no floor.
+// store; entered an ENTERED report not handled yet ([EnteredMark]: [Fence.MarkEntered], a
+// Reset's or Bind's, removed by [Fence.ClearEntered]). Records written before these fields
+// read as bound to nothing with no floor.
 //
 // # Deployment requirement
 //

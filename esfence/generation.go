@@ -56,6 +56,17 @@ type tableRecord struct {
 	Sink             string            `json:"sink,omitempty"`
 	// Source is the source table of the sink's binding (set with Sink).
 	Source *MarkerSource `json:"source,omitempty"`
+	// Entered is an ENTERED report not yet handled (MarkEntered, Reset, Bind; ClearEntered).
+	Entered *EnteredMark `json:"entered,omitempty"`
+}
+
+// EnteredMark is a report that a relation entered the table (package sink: its index holds only
+// the changes streamed since), kept with the table record from the change that made it until
+// the caller handled it (ClearEntered), so a crash in between loses no report.
+type EnteredMark struct {
+	ID    int64         `json:"id"` // tells one report from the next
+	Cause string        `json:"cause"`
+	From  *MarkerSource `json:"from,omitempty"` // the table the relation came from, if any
 }
 
 // RetiredRelation is a relation identity retired from a table at a version: the relation's
@@ -142,6 +153,9 @@ func (g *Generations) RelationRetired(relation string, version int64) bool {
 	}
 	return false
 }
+
+// Entered is the table's ENTERED report not yet handled, nil when none.
+func (g *Generations) Entered() *EnteredMark { return g.rec.Entered }
 
 // RetiredRelations are the identities retired from the table, oldest first.
 func (g *Generations) RetiredRelations() []RetiredRelation {
@@ -681,6 +695,8 @@ type Reset struct {
 	// is the one retired and Relation is empty.
 	Retire   string
 	RetireAt int64
+	// Entered, when set, is recorded as the table's ENTERED report.
+	Entered *EnteredMark
 }
 
 // Reset gives g's table a new, empty generation that readers see at once, as a TRUNCATE (or a
@@ -733,6 +749,9 @@ func (f *Fence) Reset(ctx context.Context, g *Generations, d Destination, r Rese
 	rec.Next, rec.Switching, rec.Emptying, rec.Retain = rec.Top, true, true, max(retain, 0)
 	rec.Floor = max(rec.Floor, r.Floor)
 	rec.bind(r, d)
+	if r.Entered != nil {
+		rec.Entered = r.Entered
+	}
 	if rev, err = f.putTable(ctx, d, rec, rev); err != nil {
 		return nil, err
 	}
@@ -771,10 +790,10 @@ func (rec *tableRecord) bind(r Reset, d Destination) {
 }
 
 // Bind binds relation to g's table without emptying it (a table bound to none yet): the table
-// record says so, and Relations lists it. A legacy index without a table record gets one
+// record says so (with entered, when set, as its ENTERED report), and Relations lists it. A legacy index without a table record gets one
 // (generation 0). The returned value replaces g. Under a shared owner it fails with
 // ErrSharedOwner, sending nothing.
-func (f *Fence) Bind(ctx context.Context, g *Generations, relation string) (*Generations, error) {
+func (f *Fence) Bind(ctx context.Context, g *Generations, relation string, entered *EnteredMark) (*Generations, error) {
 	if f.shared() {
 		return nil, refuseShared(destOf(g), "binding a relation")
 	}
@@ -783,11 +802,41 @@ func (f *Fence) Bind(ctx context.Context, g *Generations, relation string) (*Gen
 	}
 	rec := g.rec
 	rec.bind(Reset{Relation: relation}, g.dest)
+	if entered != nil {
+		rec.Entered = entered
+	}
 	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
 	if err != nil {
 		return nil, err
 	}
 	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next}, nil
+}
+
+// MarkEntered records m as g's table's ENTERED report (nil: none); ClearEntered removes the
+// report whose ID is id, when it is still the table's. The returned value replaces g. Under a
+// shared owner they fail with ErrSharedOwner, sending nothing.
+func (f *Fence) MarkEntered(ctx context.Context, g *Generations, m *EnteredMark) (*Generations, error) {
+	if f.shared() {
+		return nil, refuseShared(destOf(g), "recording an entered relation")
+	}
+	if g == nil {
+		return nil, errors.New("esfence: nil generations")
+	}
+	rec := g.rec
+	rec.Entered = m
+	rev, err := f.putTable(ctx, g.dest, rec, g.rev)
+	if err != nil {
+		return nil, err
+	}
+	return &Generations{dest: g.dest, rec: rec, rev: rev, live: g.live, next: g.next, created: g.created}, nil
+}
+
+// ClearEntered: see MarkEntered.
+func (f *Fence) ClearEntered(ctx context.Context, g *Generations, id int64) (*Generations, error) {
+	if g == nil || g.rec.Entered == nil || g.rec.Entered.ID != id {
+		return g, nil
+	}
+	return f.MarkEntered(ctx, g, nil)
 }
 
 // RelationTable is a table of a sink as Relations lists it.

@@ -17,8 +17,14 @@ func TestFakeReset(t *testing.T) {
 	if err != nil || !g.Created() {
 		t.Fatalf("EnsureTable: %v, created %v", err, g != nil && g.Created())
 	}
-	if g, err = f.Bind(ctx, g, "r0"); err != nil || g.Relation() != "r0" {
+	if g, err = f.Bind(ctx, g, "r0", &EnteredMark{ID: 7, Cause: "new"}); err != nil || g.Relation() != "r0" || g.Entered().ID != 7 {
 		t.Fatalf("Bind: %v", err)
+	}
+	if g, err = f.ClearEntered(ctx, g, 8); err != nil || g.Entered() == nil {
+		t.Fatalf("ClearEntered of another report: %v, %+v", err, g.Entered())
+	}
+	if g, err = f.ClearEntered(ctx, g, 7); err != nil || g.Entered() != nil {
+		t.Fatalf("ClearEntered: %v, %+v", err, g.Entered())
 	}
 	if g, err = f.BeginGeneration(ctx, g, d); err != nil {
 		t.Fatal(err)

@@ -152,9 +152,9 @@
 // table_incomplete, unless a worse reason holds) until a later request for it succeeds. A
 // table that leaves the capture (DROP, a rename to a name not captured) keeps its index's last
 // documents; when its relation comes back under a captured name, its old index is emptied
-// and the new name re-snapshotted. No row data is ever logged. A crash between the sink's
-// record of an entry and the request loses the request (the table stays bound): request it
-// with cdcmirror resnapshot.
+// and the new name re-snapshotted. No row data is ever logged. The sink keeps each report in
+// its state until the request was made or its failure reported (sink.Sink.EnteredHandled), so
+// a crash in between repeats it after the restart.
 //
 // # Reindexing
 //

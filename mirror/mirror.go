@@ -124,6 +124,7 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs, OnEntered: p.entered.entered}); err != nil {
 		return p, err
 	}
+	p.entered.handled = p.sink.EnteredHandled
 	p.health = newHealthCache(p.sink.ClusterHealth)
 	if pc.Source.Type == "postgres" {
 		if err := recordPostgresNames(context.Background(), m.state, pc); err != nil {

@@ -38,6 +38,8 @@ type enteredHook struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	backoff  time.Duration
+	// handled, when set, is the sink's EnteredHandled: told once a report was handled.
+	handled func(context.Context, sink.TableEntered) error
 
 	mu         sync.Mutex
 	incomplete map[cdc.TableID]cdc.IncompleteTable
@@ -62,12 +64,23 @@ func (h *enteredHook) entered(e sink.TableEntered) {
 	h.wg.Go(func() { h.resnapshot(e) })
 }
 
-// resnapshot asks the source for a re-snapshot of e's table, retrying failures that may pass.
+// resnapshot asks the source for a re-snapshot of e's table, retrying failures that may pass,
+// and then tells the sink that the report was handled (requested, or its failure reported).
 func (h *enteredHook) resnapshot(e sink.TableEntered) {
+	if h.request(e) && h.handled != nil {
+		if err := h.handled(h.ctx, e); err != nil && h.ctx.Err() == nil {
+			h.log.Warn("recording that a table's ENTERED report was handled failed; a restart reports it again",
+				"pipeline", h.pipeline, "table", e.Table.String(), "error", err)
+		}
+	}
+}
+
+// request is resnapshot's request; false when the hook was closed first.
+func (h *enteredHook) request(e sink.TableEntered) bool {
 	rs, ok := h.src().(cdc.Resnapshotter)
 	if !ok {
 		h.fail(e, "the source cannot re-snapshot a table while streaming", unsupportedFix)
-		return
+		return true
 	}
 	req := cdc.ResnapshotRequest{Tables: []string{requestTable(e.Table)}}
 	pause := h.backoff
@@ -79,26 +92,26 @@ func (h *enteredHook) resnapshot(e sink.TableEntered) {
 			h.mu.Lock()
 			delete(h.incomplete, e.Table)
 			h.mu.Unlock()
-			return
+			return true
 		}
 		if h.ctx.Err() != nil {
-			return
+			return false
 		}
 		switch {
 		case errors.Is(err, errors.ErrUnsupported):
 			h.fail(e, "the source cannot re-snapshot a table while streaming ("+err.Error()+")", unsupportedFix)
-			return
+			return true
 		case errors.Is(err, cdc.ErrResnapshotRefused), attempt >= enteredAttempts:
 			h.fail(e, "requesting its re-snapshot failed: "+err.Error(), fmt.Sprintf(
 				"request it once the cause is fixed: cdcmirror resnapshot --pipeline %s --table %s (or mirror.Resnapshot)",
 				h.pipeline, requestTable(e.Table)))
-			return
+			return true
 		}
 		h.log.Warn("requesting a re-snapshot failed; trying again", "pipeline", h.pipeline, "table", e.Table.String(),
 			"attempt", attempt, "error", err)
 		select {
 		case <-h.ctx.Done():
-			return
+			return false
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, enteredMaxBackoff)

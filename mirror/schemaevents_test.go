@@ -56,6 +56,8 @@ func TestEnteredResnapshots(t *testing.T) {
 	var logs syncBuffer
 	h := newEnteredHook("p1", slog.New(slog.NewTextHandler(&logs, nil)), func() cdc.Source { return src })
 	h.backoff = time.Millisecond
+	var done []sink.TableEntered
+	h.handled = func(_ context.Context, e sink.TableEntered) error { done = append(done, e); return nil }
 	defer h.close()
 	h.entered(sink.TableEntered{Table: enteredTable, Index: "cdc-orders", Cause: sink.EnteredReplaced})
 	h.wg.Wait()
@@ -66,8 +68,8 @@ func TestEnteredResnapshots(t *testing.T) {
 	if st := h.status(cdc.Status{Health: cdc.Health{Healthy: true}}); len(st.Incomplete) != 0 || !st.Health.Healthy {
 		t.Fatalf("status %+v", st)
 	}
-	if !strings.Contains(logs.String(), "re-snapshot requested") {
-		t.Fatalf("logs: %s", logs.String())
+	if !strings.Contains(logs.String(), "re-snapshot requested") || len(done) != 1 {
+		t.Fatalf("handled %d, logs: %s", len(done), logs.String())
 	}
 }
 

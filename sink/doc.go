@@ -376,9 +376,11 @@
 // reappears under a captured name, the vacate rule empties its old index and the new name is
 // re-snapshotted: a table is never split over two indices and two relations never share one.
 // Under shared_owner identities are not bound (binding and emptying need one writer): the
-// Debezium path, which has none. A crash between a binding and the ENTERED callback loses the
-// report (the record is already bound): the entry is then noticed only by the operator (the
-// index misses the rows written before it); see mirror's "Schema events".
+// Debezium path, which has none. Each report is recorded with the table (esfence
+// EnteredMark, in the same state-store write as the binding or reset) until the caller says it
+// was handled (EnteredHandled): a sink restarted in between reports it again when it first
+// claims the table, so a crash never loses one. Under shared_owner a new table's report is not
+// recorded.
 //
 // # Fencing and index creation
 //

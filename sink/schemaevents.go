@@ -38,6 +38,61 @@ type TableEntered struct {
 	From  cdc.TableID // EnteredRenamed: the table the relation was bound to before
 	// Schema is the table's schema as of the change that revealed the entry (no row data).
 	Schema *cdc.TableSchema
+
+	// mark is the report's id in the table record (0: not recorded: shared_owner).
+	mark int64
+}
+
+// EnteredHandled tells the sink that e was handled (a re-snapshot requested, or the failure to
+// request one reported): the report recorded with the table goes. Until then a restarted sink
+// reports it again when it first claims the table, so a crash between the change that made the
+// report and its handling loses nothing. A report superseded by a newer one of the table is
+// left alone.
+func (s *Sink) EnteredHandled(ctx context.Context, e TableEntered) error {
+	if e.mark == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.gens[e.Index]
+	if g == nil || g.Entered() == nil || g.Entered().ID != e.mark {
+		return nil
+	}
+	n, err := s.fence.ClearEntered(ctx, g, e.mark)
+	if err != nil {
+		return s.requestError(err, "clearing a handled ENTERED report")
+	}
+	s.setGens(e.Index, n)
+	return nil
+}
+
+// newMark is a recorded ENTERED report of cause, from the table from (zero: none).
+func (s *Sink) newMark(cause EnteredCause, from cdc.TableID) *esfence.EnteredMark {
+	id := time.Now().UnixNano()
+	if id <= s.lastMark {
+		id = s.lastMark + 1
+	}
+	s.lastMark = id
+	m := &esfence.EnteredMark{ID: id, Cause: string(cause)}
+	if from != (cdc.TableID{}) {
+		m.From = &esfence.MarkerSource{Connector: from.Connector, Source: from.Source, Database: from.Database, Schema: from.Schema, Table: from.Table}
+	}
+	return m
+}
+
+// reportMarked reports the ENTERED report recorded with a table just claimed (a restart
+// between the report and its handling), once per session.
+func (s *Sink) reportMarked(name string, table cdc.TableID, sch *cdc.TableSchema, g *esfence.Generations) {
+	m := g.Entered()
+	if m == nil || s.reported[m.ID] {
+		return
+	}
+	s.reported[m.ID] = true
+	e := TableEntered{Table: table, Index: name, Cause: EnteredCause(m.Cause), Schema: sch, mark: m.ID}
+	if m.From != nil {
+		e.From = cdc.TableID{Connector: m.From.Connector, Source: m.From.Source, Database: m.From.Database, Schema: m.From.Schema, Table: m.From.Table}
+	}
+	s.entered = append(s.entered, e)
 }
 
 // Dead-letter reasons of Truncate events the sink cannot mirror exactly.
@@ -133,7 +188,18 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 			}
 		}
 		if fresh && !moved && !r.read {
-			s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredNew, Schema: r.schema})
+			e := TableEntered{Table: r.table, Index: r.name, Cause: EnteredNew, Schema: r.schema}
+			if !shared {
+				m := s.newMark(EnteredNew, cdc.TableID{})
+				n, err := s.fence.MarkEntered(ctx, s.gens[r.name], m)
+				if err != nil {
+					return nil, s.requestError(err, "recording a table a relation entered")
+				}
+				s.setGens(r.name, n)
+				e.mark = m.ID
+				s.reported[m.ID] = true
+			}
+			s.entered = append(s.entered, e)
 		}
 		if r.truncate && !shared {
 			g := s.gens[r.name]
@@ -209,15 +275,28 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 		delete(s.rels, r.relation)
 		s.relsGone[r.relation] = from
 	}
+	var e *TableEntered
+	switch {
+	case held || gone:
+		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.schema}
+	case bound != "":
+		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.schema}
+	}
+	var m *esfence.EnteredMark
+	if e != nil {
+		m = s.newMark(e.Cause, e.From)
+		e.mark = m.ID
+		s.reported[m.ID] = true
+	}
 	switch {
 	case bound == "" && (fresh || (!held && !gone)):
-		n, err := s.fence.Bind(ctx, g, r.relation)
+		n, err := s.fence.Bind(ctx, g, r.relation, m)
 		if err != nil {
 			return false, s.requestError(err, "binding a table to its relation")
 		}
 		s.setGens(r.name, n)
 	default:
-		if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Relation: r.relation, Retire: bound, RetireAt: r.version}); err != nil {
+		if err := s.reset(ctx, r.name, r.table, r.schema, esfence.Reset{Relation: r.relation, Retire: bound, RetireAt: r.version, Entered: m}); err != nil {
 			return false, err
 		}
 	}
@@ -228,11 +307,8 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	}
 	s.rels[r.relation] = here
 	delete(s.relsGone, r.relation)
-	switch {
-	case held || gone:
-		s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.schema})
-	case bound != "":
-		s.entered = append(s.entered, TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.schema})
+	if e != nil {
+		s.entered = append(s.entered, *e)
 	}
 	return held || gone, nil
 }

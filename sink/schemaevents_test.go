@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"sync"
 	"testing"
 
@@ -36,7 +37,8 @@ func relSchema(table, rel string) *cdc.TableSchema {
 	return s
 }
 
-func wantEntered(t *testing.T, got []TableEntered, want ...TableEntered) {
+// wantEntered checks the reports against want and returns them.
+func wantEntered(t *testing.T, got []TableEntered, want ...TableEntered) []TableEntered {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("ENTERED %+v, want %+v", got, want)
@@ -44,6 +46,17 @@ func wantEntered(t *testing.T, got []TableEntered, want ...TableEntered) {
 	for i := range want {
 		if got[i].Table != want[i].Table || got[i].Cause != want[i].Cause || got[i].From != want[i].From || got[i].Index == "" || got[i].Schema == nil {
 			t.Fatalf("ENTERED %+v, want %+v", got, want)
+		}
+	}
+	return got
+}
+
+// handled tells k that every report in es was handled.
+func handled(t *testing.T, k *Sink, es []TableEntered) {
+	t.Helper()
+	for _, e := range es {
+		if err := k.EnteredHandled(context.Background(), e); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -68,7 +81,7 @@ func TestRelationRebind(t *testing.T) {
 	replaced := []cdc.Event{ev(cdc.Insert, old, 9, nil, row(6, "old six", 6)), ev(cdc.Insert, neu, 10, nil, row(5, "five", 5))}
 	write(t, k, replaced)
 	sameDocs(t, "replaced", liveDocs(t, f, k, id), map[string]int64{"5": 10})
-	wantEntered(t, log.take(), TableEntered{Table: id, Cause: EnteredReplaced})
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: id, Cause: EnteredReplaced}))
 	live, _ := k.Generations(id)
 
 	write(t, k, replaced) // a replay
@@ -102,7 +115,7 @@ func TestRelationVacate(t *testing.T) {
 	write(t, k, []cdc.Event{ev(cdc.Read, orders, 1, nil, row(1, "one", 1)), ev(cdc.Read, orders, 2, nil, row(2, "two", 2))})
 
 	write(t, k, []cdc.Event{ev(cdc.Insert, orders, 3, nil, row(3, "before", 3)), ev(cdc.Insert, archive, 5, nil, row(4, "renamed", 4))})
-	wantEntered(t, log.take(), TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID})
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID}))
 	sameDocs(t, "the vacated table", liveDocs(t, f, k, orders.ID), map[string]int64{})
 	sameDocs(t, "the renamed table", liveDocs(t, f, k, archive.ID), map[string]int64{"4": 5})
 
@@ -116,8 +129,8 @@ func TestRelationVacate(t *testing.T) {
 	// A swap of two names (orders <-> archive): both emptied, both ENTERED(renamed).
 	write(t, k, []cdc.Event{ev(cdc.Insert, relSchema("orders", "100"), 8, nil, row(10, "a", 10)),
 		ev(cdc.Insert, relSchema("archive", "400"), 9, nil, row(11, "b", 11))})
-	wantEntered(t, log.take(), TableEntered{Table: orders.ID, Cause: EnteredRenamed, From: archive.ID},
-		TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID})
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: orders.ID, Cause: EnteredRenamed, From: archive.ID},
+		TableEntered{Table: archive.ID, Cause: EnteredRenamed, From: orders.ID}))
 	sameDocs(t, "swapped orders", liveDocs(t, f, k, orders.ID), map[string]int64{"10": 8})
 	sameDocs(t, "swapped archive", liveDocs(t, f, k, archive.ID), map[string]int64{"11": 9})
 
@@ -129,6 +142,45 @@ func TestRelationVacate(t *testing.T) {
 	wantEntered(t, log.take(), TableEntered{Table: third.ID, Cause: EnteredRenamed, From: orders.ID})
 	sameDocs(t, "vacated after a restart", liveDocs(t, f, k2, orders.ID), map[string]int64{})
 	sameDocs(t, "archive untouched", liveDocs(t, f, k, archive.ID), map[string]int64{"11": 9})
+}
+
+// An ENTERED report stays recorded with its table until EnteredHandled: a sink restarted in
+// between reports it again when it first claims the table, once; a handled one is not.
+func TestEnteredRecorded(t *testing.T) {
+	f := newFakeCluster(t)
+	st := statestore.NewMemory()
+	log := &enteredLog{}
+	k := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	a, b := relSchema("orders", "1"), relSchema("orders", "2")
+	write(t, k, []cdc.Event{ev(cdc.Read, a, 1, nil, row(1, "one", 1))})
+	write(t, k, []cdc.Event{ev(cdc.Insert, b, 2, nil, row(2, "two", 2))})
+	wantEntered(t, log.take(), TableEntered{Table: a.ID, Cause: EnteredReplaced})
+
+	k2 := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	write(t, k2, []cdc.Event{ev(cdc.Insert, b, 3, nil, row(3, "three", 3))})
+	got := log.take()
+	wantEntered(t, got, TableEntered{Table: a.ID, Cause: EnteredReplaced})
+	write(t, k2, []cdc.Event{ev(cdc.Insert, b, 4, nil, row(4, "four", 4))})
+	wantEntered(t, log.take())
+	if err := k2.EnteredHandled(context.Background(), got[0]); err != nil {
+		t.Fatal(err)
+	}
+	k3 := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	write(t, k3, []cdc.Event{ev(cdc.Insert, b, 5, nil, row(5, "five", 5))})
+	wantEntered(t, log.take())
+	sameDocs(t, "after the restarts", liveDocs(t, f, k3, a.ID), map[string]int64{"2": 2, "3": 3, "4": 4, "5": 5})
+
+	// A new table's streamed first write, handled before a restart: not reported again.
+	c := relSchema("customers", "9")
+	write(t, k3, []cdc.Event{ev(cdc.Insert, c, 6, nil, row(1, "c", 1))})
+	got = log.take()
+	wantEntered(t, got, TableEntered{Table: c.ID, Cause: EnteredNew})
+	if err := k3.EnteredHandled(context.Background(), got[0]); err != nil {
+		t.Fatal(err)
+	}
+	k4 := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	write(t, k4, []cdc.Event{ev(cdc.Insert, c, 7, nil, row(2, "c", 2))})
+	wantEntered(t, log.take())
 }
 
 // Under shared_owner identities are not bound: nothing is emptied, nothing reported.

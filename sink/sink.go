@@ -106,6 +106,8 @@ type Sink struct {
 	rels      map[string]esfence.RelationTable
 	relsGone  map[string]esfence.RelationTable
 	entered   []TableEntered
+	reported  map[int64]bool // recorded ENTERED reports already reported this session
+	lastMark  int64
 	voided    atomic.Int64
 }
 
@@ -160,6 +162,7 @@ func New(cfg Config, pipeline string, state statestore.Store, opts *Options) (*S
 		fields:   map[string]map[string]json.RawMessage{},
 		schemas:  map[string]*cdc.TableSchema{},
 		fresh:    map[string]bool{},
+		reported: map[int64]bool{},
 		encoding: encodingName(cfg),
 	}
 	if o.Engine != nil {
@@ -626,6 +629,7 @@ func (s *Sink) claimTable(ctx context.Context, a *action) error {
 	if g.Created() {
 		s.fresh[a.index] = true
 	}
+	s.reportMarked(a.index, a.table, a.schema, g)
 	s.setGens(a.index, g)
 	for _, c := range g.Targets() {
 		s.observer().Claimed(c.Index())
