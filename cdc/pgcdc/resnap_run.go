@@ -438,8 +438,8 @@ func keyColumnNames(ti *tableInfo) []string {
 }
 
 // loadSchema is the table's schema in the chunk's snapshot, restricted to the published
-// columns; the previous chunk's (or the stream's) when the columns are the same, so events
-// keep one schema value.
+// columns; the previous chunk's (or the stream's) when the relation and its columns are the
+// same, so events keep one schema value (a table dropped and created anew is another relation).
 func (r *resnapper) loadSchema(ctx context.Context, id cdc.TableID) (*tableInfo, error) {
 	ti, err := r.cat.loadTable(ctx, id)
 	if err != nil {
@@ -453,7 +453,8 @@ func (r *resnapper) loadSchema(ctx context.Context, id cdc.TableID) (*tableInfo,
 		return nil, err
 	}
 	for _, prev := range []*tableInfo{r.ti, r.st.src.cached(id)} {
-		if prev != nil && prev.schema.ID == id && prev.sameColumns(columnNames(ti.schema), ti.oids, ti.typmods) &&
+		if prev != nil && prev.schema.ID == id && prev.schema.Relation == ti.schema.Relation &&
+			prev.sameColumns(columnNames(ti.schema), ti.oids, ti.typmods) &&
 			slices.Equal(prev.schema.PrimaryKey, ti.schema.PrimaryKey) {
 			ti = prev
 			break
