@@ -197,8 +197,9 @@
 // names a stream and an event within it, so that the runner's Ack can finish every record up
 // to that event (queue.Consumer.Finish) and commit: an offset moves only past events the
 // sink applied, so a process killed at any moment loses nothing and repeats at most what was
-// not acknowledged (the same changes at the same versions). Open ignores a checkpoint another
-// kind of source stored (a pipeline switched from a native source).
+// not acknowledged (the same changes at the same versions). Open refuses a checkpoint another
+// kind of source stored (a pipeline switched from a native source by a configuration change
+// alone: *ForeignCheckpointError, naming the switch procedure, mirror.Switch).
 //
 // Several processes with the same group share the topics' partitions; Debezium keys records by
 // primary key, so all changes of one row are in one partition, in order. A rebalance commits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,8 +27,8 @@ type Options struct {
 	// Name is the configured source's name: cdc.TableID.Source of every event, so that index
 	// names are the same as a native source of that name gives. Default "debezium".
 	Name string
-	// Logger receives the source's warnings (a checkpoint of another source ignored, a commit
-	// that failed). Default: none. Lines name topics, partitions and offsets, never values.
+	// Logger receives the source's warnings (a commit that failed). Default: none. Lines
+	// name topics, partitions and offsets, never values.
 	Logger *slog.Logger
 	// InferTypes lets a table whose change events lack the source column types (the
 	// connector's column.propagate.source.type) be mapped from Kafka Connect's types alone.
@@ -128,13 +129,55 @@ func (s *lagSource) Lag(ctx context.Context, _ cdc.Checkpoint) (cdc.SourceLag, e
 // checkpointPrefix starts every checkpoint this source makes.
 const checkpointPrefix = "debezium1:"
 
+// ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is).
+var ErrForeignCheckpoint = errors.New("debezium: the stored checkpoint is another source's")
+
+// ForeignCheckpointError is Open's permanent refusal of a checkpoint that a native source
+// wrote: the pipeline last ran with type postgres or mysql and was switched by a configuration
+// change alone, which leaves the native slot behind and says nothing of where the group's
+// offsets stand. It names whose checkpoint it is and the fix, never quoting it.
+type ForeignCheckpointError struct {
+	// Writer names the source that wrote it: "pgcdc", "mysqlcdc", or "" when unknown.
+	Writer string
+}
+
+func (e *ForeignCheckpointError) Error() string {
+	what := "another source's checkpoint"
+	switch e.Writer {
+	case "pgcdc":
+		what = "a PostgreSQL source's checkpoint (a WAL position)"
+	case "mysqlcdc":
+		what = "a MySQL/MariaDB source's checkpoint (a binlog position)"
+	}
+	return "debezium: the stored checkpoint is " + what + ", not a Debezium one; " +
+		"move a pipeline between the native source and Debezium with the switch procedure (cdcmirror switch; mirror.Switch), " +
+		"which resets the checkpoint, keeps the indices and drops the native slot and publication"
+}
+
+// Is makes the error ErrForeignCheckpoint.
+func (e *ForeignCheckpointError) Is(target error) bool { return target == ErrForeignCheckpoint }
+
+// foreignCheckpoint names the writer of a checkpoint this source did not make.
+func foreignCheckpoint(cp cdc.Checkpoint) error {
+	var keys map[string]json.RawMessage
+	switch {
+	case json.Unmarshal(cp, &keys) != nil:
+		return &ForeignCheckpointError{}
+	case keys["lsn"] != nil:
+		return &ForeignCheckpointError{Writer: "pgcdc"}
+	case keys["file"] != nil || keys["gtid"] != nil || keys["use_gtid"] != nil:
+		return &ForeignCheckpointError{Writer: "mysqlcdc"}
+	}
+	return &ForeignCheckpointError{}
+}
+
 // Open joins the consumer group. cp is not where it starts: the group's committed offsets
 // are (a checkpoint names a stream and an event within it, so that Ack can commit what
 // came before). A checkpoint another kind of source made (a pipeline switched from a native
-// source) is ignored with an Info line.
+// source without the switch procedure) is refused, permanently (*ForeignCheckpointError).
 func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (cdc.Stream, error) {
-	if len(cp) > 0 && !strings.HasPrefix(string(cp), checkpointPrefix) && s.opts.Logger != nil {
-		s.opts.Logger.Info("debezium: the stored checkpoint is another source's; starting from the consumer group's committed offsets")
+	if len(cp) > 0 && !strings.HasPrefix(string(cp), checkpointPrefix) {
+		return nil, cdc.Permanent(foreignCheckpoint(cp))
 	}
 	cons, err := s.consumers(ctx)
 	if err != nil {

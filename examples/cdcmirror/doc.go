@@ -145,8 +145,9 @@
 // binlog position beside the state file), wait until the pipeline has applied every change
 // committed before it, stop it, switch, run: the native source snapshots over the index with
 // versions that never go backwards and streams from the prepared position (README, "Switching
-// between the native source and Debezium"). A native source refuses a Debezium checkpoint at
-// start, naming it and this command.
+// between the native source and Debezium"). A pipeline switched by a configuration change
+// alone refuses to start, naming the checkpoint it found (Debezium's or a native source's) and
+// this command.
 //
 // prepare-cluster makes every cluster of the file enforce the requirement
 // (mirror.PrepareClusters): for each distinct cluster (by cluster_uuid) it reads the effective
