@@ -352,23 +352,27 @@ func TestSetSchemaIntoAndOutOfCapture(t *testing.T) {
 
 // TestDropCreateSameName: a captured table dropped and created again under the same name,
 // with the same columns, is another relation: its changes carry the new OID, not the cached
-// schema of the old one.
+// schema of the old one (whose snapshot rows and changes carried the old OID).
 func TestDropCreateSameName(t *testing.T) {
 	dsn := testenv.Require(t, testenv.PostgresDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sch := "p32_dc_" + suffix(t)
 	qs := quote(sch)
-	if err := execSQL(ctx, dsn, false, "CREATE SCHEMA "+qs, "CREATE TABLE "+qs+".d (id int PRIMARY KEY, n int)"); err != nil {
+	if err := execSQL(ctx, dsn, false, "CREATE SCHEMA "+qs, "CREATE TABLE "+qs+".d (id int PRIMARY KEY, n int)",
+		"INSERT INTO "+qs+".d VALUES (0, 0)"); err != nil {
 		t.Fatal(err)
 	}
-	src := p32Source(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotNever, Tables: []pgcdc.Table{{Schema: sch, Name: pgcdc.AllTables}}}, "DROP SCHEMA IF EXISTS "+qs+" CASCADE")
+	src := p32Source(t, dsn, pgcdc.Options{Snapshot: cdc.SnapshotInitial, Tables: []pgcdc.Table{{Schema: sch, Name: pgcdc.AllTables}}}, "DROP SCHEMA IF EXISTS "+qs+" CASCADE")
 	st, err := src.Open(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	first := relOID(ctx, t, dsn, sch, "d")
+	if ev := cdctest.NextEvent(ctx, t, st); ev.Op != cdc.Read || ev.Schema.Relation != first {
+		t.Fatalf("snapshot row: %v relation %s, want a read of relation %s", ev.Op, ev.Schema.Relation, first)
+	}
 	if err := execSQL(ctx, dsn, false, "INSERT INTO "+qs+".d VALUES (1, 1)"); err != nil {
 		t.Fatal(err)
 	}
