@@ -44,6 +44,19 @@ func p32Source(t *testing.T, dsn string, opts pgcdc.Options, drops ...string) *p
 	return src
 }
 
+// dropAtEnd runs the drop statements when the test ends, also when it fails while it creates
+// what they drop.
+func dropAtEnd(t *testing.T, dsn string, drops ...string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := execSQL(ctx, dsn, false, drops...); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+}
+
 // relOID is the pg_class OID of a table, as cdc.TableSchema.Relation spells it.
 func relOID(ctx context.Context, t *testing.T, dsn, schema, table string) string {
 	t.Helper()
@@ -136,6 +149,7 @@ func TestRenameUnderWriter(t *testing.T) {
 	defer cancel()
 	sch := "p32_ren_" + suffix(t)
 	qs := quote(sch)
+	dropAtEnd(t, dsn, "DROP SCHEMA IF EXISTS "+qs+" CASCADE")
 	if err := execSQL(ctx, dsn, false, "CREATE SCHEMA "+qs, "CREATE TABLE "+qs+".a (id int PRIMARY KEY, n int)"); err != nil {
 		t.Fatal(err)
 	}
@@ -284,6 +298,7 @@ func TestSetSchemaIntoAndOutOfCapture(t *testing.T) {
 	sfx := suffix(t)
 	capS, outS, awayS := "p32_cap_"+sfx, "p32_out_"+sfx, "p32_away_"+sfx
 	qc, qo, qa := quote(capS), quote(outS), quote(awayS)
+	dropAtEnd(t, dsn, "DROP SCHEMA IF EXISTS "+qc+" CASCADE", "DROP SCHEMA IF EXISTS "+qo+" CASCADE", "DROP SCHEMA IF EXISTS "+qa+" CASCADE")
 	if err := execSQL(ctx, dsn, false,
 		"CREATE SCHEMA "+qc, "CREATE SCHEMA "+qo, "CREATE SCHEMA "+qa,
 		"CREATE TABLE "+qc+".mark (id int PRIMARY KEY)",
@@ -359,6 +374,7 @@ func TestDropCreateSameName(t *testing.T) {
 	defer cancel()
 	sch := "p32_dc_" + suffix(t)
 	qs := quote(sch)
+	dropAtEnd(t, dsn, "DROP SCHEMA IF EXISTS "+qs+" CASCADE")
 	if err := execSQL(ctx, dsn, false, "CREATE SCHEMA "+qs, "CREATE TABLE "+qs+".d (id int PRIMARY KEY, n int)",
 		"INSERT INTO "+qs+".d VALUES (0, 0)"); err != nil {
 		t.Fatal(err)
@@ -405,6 +421,7 @@ func TestRenameToUncapturedStops(t *testing.T) {
 	defer cancel()
 	sfx := suffix(t)
 	tb, gone, mk := "p32_r_"+sfx, "p32_gone_"+sfx, "p32_mk_"+sfx
+	dropAtEnd(t, dsn, "DROP TABLE IF EXISTS "+quote(tb), "DROP TABLE IF EXISTS "+quote(gone), "DROP TABLE IF EXISTS "+quote(mk))
 	if err := execSQL(ctx, dsn, false, "CREATE TABLE "+quote(tb)+" (id int PRIMARY KEY, n int)", "CREATE TABLE "+quote(mk)+" (id int PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}

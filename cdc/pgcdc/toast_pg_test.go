@@ -24,6 +24,7 @@ func TestToastWarningOnlyWhereValuesCanBeToasted(t *testing.T) {
 	sfx := suffix(t)
 	sch := "p32_toast_" + sfx
 	qs := quote(sch)
+	dropAtEnd(t, dsn, "DROP SCHEMA IF EXISTS "+qs+" CASCADE")
 	if err := execSQL(ctx, dsn, false,
 		"CREATE SCHEMA "+qs,
 		"CREATE DOMAIN "+qs+".longname AS varchar(3000)",
