@@ -147,7 +147,7 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		st.renamed(prev, id, rel)
 	}
 	if !st.src.captures(t) {
-		st.relations[m.RelationID] = &relation{id: id}
+		st.relations[m.RelationID] = &relation{id: id, left: prev != nil && (prev.captured || prev.left)}
 		return nil
 	}
 	names := make([]string, len(m.Columns))
@@ -207,7 +207,15 @@ func (st *stream) renamed(prev *relation, id cdc.TableID, rel string) {
 	st.resnapInvalidate(prev.id)
 	st.resnapInvalidate(id)
 	if !prev.captured {
-		if st.src.captures(Table{Schema: id.Schema, Name: id.Table}) {
+		switch {
+		case !st.src.captures(Table{Schema: id.Schema, Name: id.Table}):
+		case prev.left:
+			// Back under a captured name: its changes while away were skipped, and its
+			// identity is the one its index is bound to, so nothing else tells the sink.
+			st.opts().Logger.Error("pgcdc: captured table returned to the captured tables after changes under a name not captured: "+
+				"its destination misses the changes made while it was away", "from", prev.id.String(), "table", id.String(), "relation", rel,
+				"fix", "reindex the table (cdcmirror reindex, mirror.Reindex)")
+		default:
 			st.opts().Logger.Info("pgcdc: table renamed into the captured tables", "from", prev.id.String(), "table", id.String(), "relation", rel)
 		}
 		return

@@ -170,8 +170,9 @@
 // the schema now, so a table moved out of a pattern's schema stops being sent at all, and one
 // created or moved in is sent from its first change. A relation that leaves the captured
 // names and comes back to the same name with no relation message of another captured name
-// in between keeps its identity, and the changes made while it was away are not delivered
-// (no event tells the sink; re-snapshot the table).
+// in between keeps its identity, and the changes made while it was away are not delivered:
+// no event tells the sink, so when the stream saw it leave, its return is logged at Error
+// with the fix (reindex the table); a stream that started while it was away cannot tell.
 //
 // # Versions
 //

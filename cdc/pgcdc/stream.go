@@ -112,6 +112,9 @@ type relation struct {
 	id       cdc.TableID
 	captured bool
 	info     *tableInfo
+	// left: the relation was captured earlier in this stream and renamed or moved to a name
+	// the source does not capture (its changes since were skipped).
+	left bool
 }
 
 // txState is the transaction being decoded.
