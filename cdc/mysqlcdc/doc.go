@@ -254,6 +254,9 @@
 //     reads the statement again gives the same events the same versions and identities.) The
 //     changes after the statement carry the new name and identity. A relation renamed or moved
 //     to a name that is not captured produces nothing: its index keeps its last documents.
+//     The cut-over of an online schema change tool (RENAME TABLE t TO _t_del, _t_gho TO t) is
+//     such a rename: t is emptied and re-snapshotted (and, in a database captured whole, the
+//     tool's tables are vacated and entered like any other).
 //   - DROP TABLE (and DROP DATABASE) produce nothing: an index keeps the dropped table's last
 //     documents until its name denotes a relation again (a CREATE or a rename into it).
 //   - ALTER TABLE without RENAME, and RENAME COLUMN / INDEX, keep the relation: only the schema
