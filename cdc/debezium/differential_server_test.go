@@ -93,6 +93,57 @@ var myEdgeCols = []edgeCol{
 	{"f", "DOUBLE", exact("1.5e300", "-0", "NULL")},
 }
 
+// pgPreciseConnect is pgEdgeCols for decimal.handling.mode=precise and
+// time.precision.mode=connect: without the columns those settings refuse (unconstrained
+// numeric, timestamp and time with microseconds), numeric(10,2) NOT NULL without NaN (a NaN
+// there stops the connector's task: nothing arrives after it).
+func pgPreciseConnect() []edgeCol {
+	var out []edgeCol
+	for _, c := range pgEdgeCols {
+		switch c.name {
+		case "nu", "na", "ts", "t6":
+			continue
+		case "nc":
+			c = edgeCol{"nc", "numeric(10,2) NOT NULL", exact("1.5", "-99999999.99", "0")}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// myPlainDates is myEdgeCols for Options.PlainDates: no zero date is written, NULL and
+// 1970-01-01 are exact.
+func myPlainDates() []edgeCol {
+	var out []edgeCol
+	for _, c := range myEdgeCols {
+		var vals []edgeVal
+		for _, v := range c.vals {
+			switch {
+			case strings.Contains(v.lit, "-00"):
+				continue
+			case v.loud == "zero dates":
+				v.loud = ""
+			}
+			vals = append(vals, v)
+		}
+		c.vals = vals
+		out = append(out, c)
+	}
+	return out
+}
+
+// myConnect is myEdgeCols for time.precision.mode=connect: without the columns it refuses
+// (TIME, DATETIME(6)).
+func myConnect() []edgeCol {
+	var out []edgeCol
+	for _, c := range myEdgeCols {
+		if c.name != "t" && c.name != "t6" && c.name != "dt6" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // edgeCase is one drawn case: the table's columns and the writes.
 type edgeCase struct {
 	rng   *rand.Rand
@@ -222,7 +273,12 @@ func pgEdgeCase(t *testing.T, seed uint64, changes int) {
 	conn := connecttest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := newEdgeCase(seed, pgEdgeCols)
+	variant := rand.New(rand.NewPCG(seed, 1)).IntN(4)
+	pool := pgEdgeCols
+	if variant == 3 {
+		pool = pgPreciseConnect()
+	}
+	c := newEdgeCase(seed, pool)
 	table := fmt.Sprintf("d32dz_pg_%d", rand.Uint32())
 	db, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -261,13 +317,29 @@ func pgEdgeCase(t *testing.T, seed uint64, changes int) {
 			t.Errorf("dropping the native slot: %v", err)
 		}
 	}()
-	timeMode := []string{"", "adaptive_time_microseconds"}[c.rng.IntN(2)]
+	// Variants: 0 string and adaptive, 1 string and adaptive_time_microseconds, 2 without
+	// schemas (the catalog's columns), 3 precise and connect on the columns they can carry.
 	prefix := "d32dz" + table[len("d32dz_pg_"):]
-	conn.CreatePostgres(t, "d32-"+table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
-		Slot: table + "_dbz", Publication: table + "_dbz", DecimalHandling: "string", TimePrecision: timeMode})
-	t.Logf("columns %d, time.precision.mode %q", len(c.cols), timeMode)
+	cfg := connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
+		Slot: table + "_dbz", Publication: table + "_dbz", DecimalHandling: "string"}
+	opts := &debezium.Options{Name: "pg"}
+	switch variant {
+	case 1:
+		cfg.TimePrecision = "adaptive_time_microseconds"
+	case 2:
+		cfg.NoSourceTypes, cfg.Extra = true, schemaless(map[string]string{})
+		catalog, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Catalog, opts.DecimalStrings = catalog, true
+	case 3:
+		cfg.DecimalHandling, cfg.TimePrecision = "precise", "connect"
+	}
+	conn.CreatePostgres(t, "d32-"+table, cfg)
+	t.Logf("variant %d, columns %d", variant, len(c.cols))
 	runEdgeCase(ctx, t, c, table, exec, nst, func() cdc.Stream {
-		return openDebezium(ctx, t, conn.Brokers, prefix+".public."+table, &debezium.Options{Name: "pg"})
+		return openDebezium(ctx, t, conn.Brokers, prefix+".public."+table, opts)
 	}, changes)
 }
 
@@ -279,7 +351,15 @@ func myEdgeCase(t *testing.T, seed uint64, changes int) {
 	conn := connecttest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := newEdgeCase(seed, myEdgeCols)
+	variant := rand.New(rand.NewPCG(seed, 1)).IntN(4)
+	pool := myEdgeCols
+	switch variant {
+	case 1:
+		pool = myPlainDates()
+	case 3:
+		pool = myConnect()
+	}
+	c := newEdgeCase(seed, pool)
 	c.noopSilent = true
 	table := fmt.Sprintf("d32dz_my_%d", rand.Uint32())
 	db, err := client.ConnectWithContext(ctx, m.Addr, m.User, m.Password, m.DB, 10*time.Second)
@@ -312,12 +392,28 @@ func myEdgeCase(t *testing.T, seed uint64, changes int) {
 		t.Fatal(err)
 	}
 	defer nst.Close()
+	// Variants: 0 as configured by default, 1 with Options.PlainDates (no zero dates written),
+	// 2 without schemas (the catalog's columns), 3 time.precision.mode=connect on the columns
+	// it can carry; decimals precise or string.
 	decimal := []string{"precise", "string"}[c.rng.IntN(2)]
 	prefix := "d32dz" + table[len("d32dz_my_"):]
-	conn.CreateMariaDB(t, "d32-"+table, connecttest.MariaDBConnector{TopicPrefix: prefix, Tables: []string{m.DB + "." + table}, DecimalHandling: decimal})
-	t.Logf("columns %d, decimal.handling.mode %s", len(c.cols), decimal)
+	cfg := connecttest.MariaDBConnector{TopicPrefix: prefix, Tables: []string{m.DB + "." + table}, DecimalHandling: decimal}
+	opts := &debezium.Options{Name: "my", PlainDates: variant == 1}
+	switch variant {
+	case 2:
+		cfg.NoSourceTypes, cfg.Extra = true, schemaless(map[string]string{})
+		catalog, err := mysqlcdc.New(m.Addr, m.User, m.Password, []mysqlcdc.TableName{{Database: m.DB, Table: table}}, &mysqlcdc.Options{SourceName: "my"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Catalog, opts.DecimalStrings = catalog, decimal == "string"
+	case 3:
+		cfg.TimePrecision = "connect"
+	}
+	conn.CreateMariaDB(t, "d32-"+table, cfg)
+	t.Logf("variant %d, columns %d, decimal.handling.mode %s", variant, len(c.cols), decimal)
 	runEdgeCase(ctx, t, c, table, exec, nst, func() cdc.Stream {
-		return openDebezium(ctx, t, conn.Brokers, prefix+"."+m.DB+"."+table, &debezium.Options{Name: "my"})
+		return openDebezium(ctx, t, conn.Brokers, prefix+"."+m.DB+"."+table, opts)
 	}, changes)
 }
 

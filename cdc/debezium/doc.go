@@ -97,7 +97,9 @@
 //	numeric (unconstrained),       precise                          refused: NaN and Infinity arrive as null, and
 //	  numeric[] of it                                                 1.50 as 1.5 (fix: string)
 //	numeric(p,s) NaN               precise, nullable column         refused: NaN arrives as null (fix: string)
-//	                               precise, NOT NULL column         exact; a null (a NaN) dead-lettered (fix: string)
+//	                               precise, NOT NULL column         exact; a NaN stops the connector's task (nothing
+//	                                                                  arrives after it; fix: string), a null that
+//	                                                                  arrives all the same is dead-lettered
 //	numeric trailing zeros         string                           exact ("1.50")
 //	any decimal                    double                           refused (digits lost; fix: string or precise)
 //	date ±infinity                 any                              exact ("infinity", "-infinity")
