@@ -12,6 +12,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/tributary-dev/tributary/cdc"
 
 	"github.com/tributary-dev/tributary/cdc/debezium"
@@ -234,6 +237,7 @@ func collect(ctx context.Context, t *testing.T, st cdc.Stream, x *docIndex, done
 func openDebezium(ctx context.Context, t *testing.T, brokers []string, topic string, opts *debezium.Options) cdc.Stream {
 	t.Helper()
 	group := "dbz-test-" + strings.ReplaceAll(t.Name(), "/", "-") + fmt.Sprint(rand.Uint32())
+	t.Cleanup(func() { deleteGroup(brokers, group) }) // after the stream's Close (registered later, run first)
 	src, err := debezium.New(func(ctx context.Context) (queue.Consumer, error) {
 		return kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Topics: []string{topic}, Group: group}, nil)
 	}, opts)
@@ -530,4 +534,16 @@ func TestMatchesNativeMariaDB(t *testing.T) {
 	exec(fmt.Sprintf("INSERT INTO %s (a, b) VALUES ('end', -1)", table))
 
 	compareStreams(ctx, t, nst, dst, sst, 1)
+}
+
+// deleteGroup removes a test's consumer group from the shared Kafka (best effort).
+func deleteGroup(brokers []string, group string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = kadm.NewClient(cl).DeleteGroups(ctx, group)
 }
