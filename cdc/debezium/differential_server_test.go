@@ -549,6 +549,57 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 		st := openDebezium(ctx, t, conn.Brokers, prefix+".public."+table, &debezium.Options{Name: "pg"})
 		expectRefusal(ctx, t, st, []string{`column "nu"`, "decimal.handling.mode=string", `column "ts"`, "time.precision.mode=adaptive"}, []string{`"t3"`, "2024-01-01", "01:02:03"})
 	})
+	// A snapshot read of a table with a date column is refused without Options.PlainDates
+	// (the snapshot drops a BC date's era); with it, the snapshot's infinities are exact.
+	t.Run("postgres-snapshot-dates", func(t *testing.T) {
+		dsn := testenv.Require(t, "TRIBUTARY_PG_DSN")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		table := fmt.Sprintf("d32rs_pg_%d", rand.Uint32())
+		db, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close(context.Background())
+		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, d date, ts timestamp, da date[])"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
+		if _, err := db.Exec(ctx, "INSERT INTO "+table+` VALUES (1, 'infinity', 'infinity', '{infinity,2024-01-01}'),
+			(2, '-infinity', '-infinity', '{-infinity}'), (3, '2024-02-29', '2024-02-29 01:02:03.5', NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		prefix := "d32rs" + table[len("d32rs_pg_"):]
+		conn.CreatePostgres(t, "d32-"+table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
+			Slot: table, Publication: table, DecimalHandling: "string"})
+		topic := prefix + ".public." + table
+		expectRefusal(ctx, t, openDebezium(ctx, t, conn.Brokers, topic, &debezium.Options{Name: "pg"}),
+			[]string{`column "d"`, "BC date", "PlainDates"}, []string{"infinity", "2024"})
+		st := openDebezium(ctx, t, conn.Brokers, topic, &debezium.Options{Name: "pg", PlainDates: true})
+		want := map[int64][]cdc.Value{
+			1: {int64(1), "infinity", "infinity", []cdc.Value{"infinity", "2024-01-01"}},
+			2: {int64(2), "-infinity", "-infinity", []cdc.Value{"-infinity"}},
+			3: {int64(3), "2024-02-29", "2024-02-29 01:02:03.5", nil},
+		}
+		for len(want) > 0 {
+			select {
+			case ev, ok := <-st.Events():
+				if !ok {
+					t.Fatalf("stream ended: %v", st.Err())
+				}
+				if ev.Malformed != nil || ev.Op != cdc.Read {
+					t.Fatalf("%v event, malformed %v", ev.Op, ev.Malformed)
+				}
+				id := ev.After[0].(int64)
+				if fmt.Sprint(ev.After) != fmt.Sprint(want[id]) {
+					t.Errorf("row %d: got %v, want %v", id, ev.After, want[id])
+				}
+				delete(want, id)
+			case <-ctx.Done():
+				t.Fatalf("rows %v never read", want)
+			}
+		}
+	})
 	t.Run("mariadb", func(t *testing.T) {
 		m, err := testenv.ParseMySQLDSN(testenv.Require(t, "TRIBUTARY_MYSQL_DSN"))
 		if err != nil {
