@@ -193,6 +193,10 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 				m := s.newMark(EnteredNew, cdc.TableID{})
 				n, err := s.fence.MarkEntered(ctx, s.gens[r.name], m)
 				if err != nil {
+					// Claimed again before the next write (the record as it is), and still
+					// reported as new then.
+					s.forgetGens(r.name)
+					s.fresh[r.name] = true
 					return nil, s.requestError(err, "recording a table a relation entered")
 				}
 				s.setGens(r.name, n)
@@ -286,12 +290,15 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	if e != nil {
 		m = s.newMark(e.Cause, e.From)
 		e.mark = m.ID
-		s.reported[m.ID] = true
 	}
 	switch {
 	case bound == "" && (fresh || (!held && !gone)):
 		n, err := s.fence.Bind(ctx, g, r.relation, m)
 		if err != nil {
+			s.forgetGens(r.name) // claimed again, the record as it is (a report in it reported then)
+			if fresh {
+				s.fresh[r.name] = true
+			}
 			return false, s.requestError(err, "binding a table to its relation")
 		}
 		s.setGens(r.name, n)
@@ -308,6 +315,7 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	s.rels[r.relation] = here
 	delete(s.relsGone, r.relation)
 	if e != nil {
+		s.reported[e.mark] = true
 		s.entered = append(s.entered, *e)
 	}
 	return held || gone, nil
