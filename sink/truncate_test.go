@@ -2,13 +2,16 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/search/searchtest"
 	"github.com/tributary-dev/tributary/statestore"
 )
 
@@ -198,5 +201,47 @@ func TestTruncateDeadLettered(t *testing.T) {
 	dead, err = k2.Write(context.Background(), []cdc.Event{{Op: cdc.Truncate, Table: sch.ID, Position: pos(4)}})
 	if err != nil || len(dead) != 1 || !strings.HasPrefix(dead[0].Reason, "truncate_not_mirrored: the event carries no table schema") {
 		t.Fatalf("schemaless: %v, %+v", err, dead)
+	}
+}
+
+// A Truncate whose reset is cut short (the _aliases request moving the read alias fails) fails
+// the batch as backpressure; the batch offered again completes the reset through the next
+// claim -- the replayed Truncate is then a no-op -- and the index equals the rows the table
+// has after it.
+func TestTruncateResetCutShort(t *testing.T) {
+	for _, alias := range []bool{true, false} {
+		t.Run(map[bool]string{true: "read_alias", false: "legacy"}[alias], func(t *testing.T) {
+			f := newFakeCluster(t)
+			k := fakeSink(t, f, Config{ReadAlias: alias}, statestore.NewMemory(), Options{})
+			sch := ordersSchema("orders")
+			write(t, k, []cdc.Event{ev(cdc.Insert, sch, 1, nil, row(1, "one", 1)), ev(cdc.Insert, sch, 2, nil, row(2, "two", 2))})
+			batch := []cdc.Event{
+				ev(cdc.Update, sch, 3, nil, row(1, "changed", 1)),
+				{Op: cdc.Truncate, Table: sch.ID, Schema: sch, Position: pos(4)},
+				ev(cdc.Insert, sch, 5, nil, row(3, "three", 3)),
+			}
+			var armed atomic.Bool
+			armed.Store(true)
+			f.Intercept(func(r *searchtest.Request) *searchtest.Reply {
+				if r.Endpoint == "_aliases" && armed.CompareAndSwap(true, false) {
+					return searchtest.ErrorAnswer(503, "injected")
+				}
+				return nil
+			})
+			_, err := k.Write(context.Background(), batch)
+			var bp *cdc.BackpressureError
+			if !errors.As(err, &bp) || armed.Load() {
+				t.Fatalf("the cut-short reset: %v (injected: %v), want backpressure", err, !armed.Load())
+			}
+			if dead := write(t, k, batch); len(dead) != 0 {
+				t.Fatal(dead)
+			}
+			sameDocs(t, "after the reset completed", liveDocs(t, f, k, sch.ID), map[string]int64{"3": 5})
+			g, _ := k.Generations(sch.ID)
+			want := indexOf(t, k, "orders") + map[bool]string{true: "-g2", false: "-g1"}[alias]
+			if g.Live != want {
+				t.Fatalf("live generation %s, want %s (one reset, not two)", g.Live, want)
+			}
+		})
 	}
 }
