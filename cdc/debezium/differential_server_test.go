@@ -195,6 +195,10 @@ func (c *edgeCase) change(table string) string {
 		}
 		return c.insert(table, c.next, row)
 	}
+	if c.rng.IntN(40) == 0 {
+		clear(c.rows)
+		return "TRUNCATE " + table
+	}
 	var ids []int
 	for id := range c.rows {
 		ids = append(ids, id)
@@ -474,8 +478,13 @@ func runEdgeCase(ctx context.Context, t *testing.T, c *edgeCase, table string, e
 	reasons = nil
 	var stmts []string
 	for range changes {
-		stmts = append(stmts, c.change(table))
-		if len(stmts) >= 1+c.rng.IntN(3) {
+		stmt := c.change(table)
+		if strings.HasPrefix(stmt, "TRUNCATE") && len(stmts) > 0 { // its own transaction
+			exec(stmts...)
+			stmts = nil
+		}
+		stmts = append(stmts, stmt)
+		if len(stmts) >= 1+c.rng.IntN(3) || strings.HasPrefix(stmt, "TRUNCATE") {
 			exec(stmts...)
 			stmts = nil
 		}
@@ -501,7 +510,7 @@ func runEdgeCase(ctx context.Context, t *testing.T, c *edgeCase, table string, e
 			t.Errorf("a dead letter for no value the value table calls dead-lettered: %s", r)
 		}
 	}
-	t.Logf("%d changes, %d dead letters as the value table says", changes, len(reasons))
+	t.Logf("%d changes (%d truncates), %d dead letters as the value table says", changes, len(dIdx.truncates), len(reasons))
 	if len(reasons) != c.louds {
 		t.Errorf("%d dead letters, %d writes of rows holding a value the value table calls dead-lettered", len(reasons), c.louds)
 	}
@@ -519,6 +528,10 @@ func runEdgeCase(ctx context.Context, t *testing.T, c *edgeCase, table string, e
 		return out
 	}
 	compareIndexes(t, keep(nIdx), keep(dIdx))
+	// A TRUNCATE reaches both paths at the same version.
+	if fmt.Sprint(nIdx.truncates) != fmt.Sprint(dIdx.truncates) {
+		t.Errorf("truncate versions: native %v, Debezium %v", nIdx.truncates, dIdx.truncates)
+	}
 }
 
 // TestEdgeRefusedByRealConnector: connector settings that make a captured column's values

@@ -162,8 +162,9 @@
 // with skipped.operations=none) is a cdc.Truncate versioned like a change at its place: the
 // PostgreSQL connector gives it the LSN of its WAL record (pgcdc's version for it); the
 // MariaDB connector gives it its own GTID and transaction total_order 1, so its version is
-// the GTID's sequence number << 20, mysqlcdc's version of the same TRUNCATE (measured: both
-// above the changes before it and below those after). The sink mirrors it exactly. A renamed table's changes arrive on a new topic, under its new name:
+// the GTID's sequence number << 20, mysqlcdc's version of the same TRUNCATE (both equalities
+// checked by TestDebeziumDifferential, whose changes include TRUNCATEs). The sink mirrors it
+// exactly. A TRUNCATE's event carries no row schema (cdc.Event.Schema is nil). A renamed table's changes arrive on a new topic, under its new name:
 // a table new to the sink, which reports it ENTERED; this source cannot re-snapshot it, so
 // mirror logs it loudly with the fix (a blocking or incremental snapshot of the connector, or
 // a native re-snapshot), and the old name's index keeps its last documents.

@@ -38,6 +38,7 @@ type docIndex struct {
 	docs          map[string]*indexedDoc
 	schema        *cdc.TableSchema // the last schema seen
 	streamed      []change         // every streamed (non-snapshot) document write, in order
+	truncates     []int64          // the versions of the Truncate events, in order
 }
 
 type indexedDoc struct {
@@ -78,6 +79,11 @@ func (x *docIndex) apply(t *testing.T, ev cdc.Event) {
 		t.Fatalf("malformed event at %s: %v", ev.Position, ev.Malformed)
 	}
 	v := ev.Position.Version()
+	if ev.Op == cdc.Truncate { // as the sink mirrors it: an empty index from here on
+		x.truncates = append(x.truncates, v)
+		clear(x.docs)
+		return
+	}
 	x.schema = ev.Schema
 	switch ev.Op {
 	case cdc.Insert, cdc.Update, cdc.Read:
