@@ -119,6 +119,9 @@ type schemaRun struct {
 // noteRun notes event i (its table's index name, its version) for the schema events: a new
 // run when its table or relation differs from the previous event's.
 func (s *Sink) noteRun(i int, ev *cdc.Event, name string, ver int64) {
+	if s.schemas == nil { // a Sink built without New (benchmarks)
+		s.schemas = map[string]*cdc.TableSchema{}
+	}
 	rel := ev.Schema.Relation
 	if n := len(s.runs); n > 0 {
 		if r := &s.runs[n-1]; !r.truncate && r.name == name && r.relation == rel {
@@ -146,6 +149,9 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 		return "serialization failure: negative external version"
 	}
 	name := s.tmpl.expand(ev.Table)
+	if s.schemas == nil {
+		s.schemas = map[string]*cdc.TableSchema{}
+	}
 	sch := ev.Schema
 	if sch == nil {
 		if sch = s.schemas[name]; sch == nil || sch.ID != ev.Table {
