@@ -66,7 +66,7 @@ func (d *decoder) catalogShape(ctx context.Context, id cdc.TableID, connector st
 	var refused []cdc.StartProblem
 	for i := range s.Columns {
 		c := &s.Columns[i]
-		if problem, fix := catalogRefusal(connector, c, d.decimalString || o.preciseNulls); problem != "" {
+		if problem, fix := catalogRefusal(connector, c, d.decimalString, o); problem != "" {
 			refused = append(refused, cdc.StartProblem{Table: id, Problem: problem, Fix: fix})
 			continue
 		}

@@ -549,18 +549,19 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close(context.Background())
-		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, nu numeric, ts timestamp, t3 time(3))"); err != nil {
+		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, nu numeric, ts timestamp, t3 time(3), tt timetz, vb varbit(8))"); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
-		if _, err := db.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 'NaN', '2024-01-01 00:00:00.123456', '01:02:03.456')"); err != nil {
+		if _, err := db.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 'NaN', '2024-01-01 00:00:00.123456', '01:02:03.456', '01:02:03+02', B'101')"); err != nil {
 			t.Fatal(err)
 		}
 		prefix := "d32rf" + table[len("d32rf_pg_"):]
 		conn.CreatePostgres(t, "d32-"+table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
 			Slot: table, Publication: table, TimePrecision: "connect"})
 		st := openDebezium(ctx, t, conn.Brokers, prefix+".public."+table, &debezium.Options{Name: "pg"})
-		expectRefusal(ctx, t, st, []string{`column "nu"`, "decimal.handling.mode=string", `column "ts"`, "time.precision.mode=adaptive"}, []string{`"t3"`, "2024-01-01", "01:02:03"})
+		expectRefusal(ctx, t, st, []string{`column "nu"`, "decimal.handling.mode=string", `column "ts"`, "time.precision.mode=adaptive",
+			`column "tt"`, `column "vb"`, "column.exclude.list"}, []string{`"t3"`, "2024-01-01", "01:02:03", "101"})
 	})
 	// A snapshot read of a table with a date column is refused without Options.PlainDates
 	// (the snapshot drops a BC date's era); with it, the snapshot's infinities are exact.

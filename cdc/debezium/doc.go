@@ -70,10 +70,10 @@
 // types the text or EpochMicros the native source reports, Bits a MySQL BIT's integer or
 // PostgreSQL's bit string, Geometry MySQL's internal form, the placeholder of an unchanged
 // TOASTed value (__debezium_unavailable_value) cdc.Unchanged. What differs from the native
-// sources, because Debezium's representation does not carry it: a varbit shorter than its
-// declared length (padded with leading zeros), money (digits without the currency format),
-// timetz (converted to UTC) and MariaDB's JSON (declared LONGTEXT to Debezium: mapped as
-// text). MariaDB's UUID columns are read right by the connector's snapshot and corrupted by its
+// sources, because Debezium's schema does not carry it: MariaDB's JSON (declared LONGTEXT to
+// Debezium: mapped as text, its values the same text). PostgreSQL's varbit, money and timetz,
+// whose values Debezium cannot carry (a varbit's length, money's currency format, timetz's
+// offset), are refused (see Edge values). MariaDB's UUID columns are read right by the connector's snapshot and corrupted by its
 // binlog reader (debezium-connector-mariadb 3.5.0: a zero byte first, the last byte lost), so a
 // streamed row holding one is dead-lettered, naming the column. The placeholder text
 // __debezium_unavailable_value is taken for an unchanged value wherever it appears: a row
@@ -128,6 +128,9 @@
 //	numeric[] holding NaN/Inf      any                              the whole array arrives as null: a null
 //	                                                                  numeric array is dead-lettered
 //	interval                       interval.handling.mode=string    exact; numeric: dead-lettered (fix: string)
+//	timetz, money, varbit          any                              refused: the offset, the currency format, the
+//	  (and their arrays)                                              length are lost (fix: leave the column out,
+//	                                                                  column.exclude.list, or capture with pgcdc)
 //
 //	MariaDB                        setting                          outcome
 //	TIME, -838:59:59..838:59:59    adaptive_time_microseconds       exact

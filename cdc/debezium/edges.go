@@ -201,8 +201,9 @@ type columnRules struct {
 type edgeOptions struct {
 	plainDates bool // Options.PlainDates
 	// preciseNulls reads PostgreSQL numerics under decimal.handling.mode=precise as they
-	// come (a null for a NULL, an unconstrained numeric without its trailing zeros): only
-	// the tests set it, to read fixtures captured in that mode.
+	// come (a null for a NULL, an unconstrained numeric without its trailing zeros), and
+	// timetz, money and varbit as the connector writes them: only the tests set it, to read
+	// fixtures captured that way.
 	preciseNulls bool
 }
 
@@ -222,6 +223,11 @@ func refusal(connector string, c *cdc.Column, f *connectSchema, o edgeOptions) (
 	pg := connector == "postgresql"
 	if f == nil {
 		return "", ""
+	}
+	if pg && !o.preciseNulls {
+		if why := pgLossyType(c.SourceType); why != "" {
+			return fmt.Sprintf("column %q: %s", c.Name, why), lossyFix
+		}
 	}
 	switch {
 	case c.Kind == cdc.KindDecimal && (f.Type == "double" || f.Type == "float64" || f.Type == "float" || f.Type == "float32"):
@@ -310,8 +316,14 @@ func (sh *tableShape) refuseSnapshot() error {
 
 // catalogRefusal is refusal for a column the catalog describes, read in Debezium's default
 // representations (decimals precise unless decimalString).
-func catalogRefusal(connector string, c *cdc.Column, decimalString bool) (problem, fix string) {
-	if connector != "postgresql" || decimalString {
+func catalogRefusal(connector string, c *cdc.Column, decimalString bool, o edgeOptions) (problem, fix string) {
+	if connector != "postgresql" || o.preciseNulls {
+		return "", ""
+	}
+	if why := pgLossyType(c.SourceType); why != "" {
+		return fmt.Sprintf("column %q: %s", c.Name, why), lossyFix
+	}
+	if decimalString {
 		return "", ""
 	}
 	const toString = "set decimal.handling.mode=string on the connector and Options.DecimalStrings (mirror: source.decimal_handling: string)"
@@ -322,4 +334,23 @@ func catalogRefusal(connector string, c *cdc.Column, decimalString bool) (proble
 		return fmt.Sprintf("column %q: decimal.handling.mode=precise writes numeric NaN as null, which cannot be told from NULL", c.Name), toString
 	}
 	return "", ""
+}
+
+// lossyFix is the fix of a PostgreSQL type whose values no connector setting carries exactly.
+const lossyFix = "no connector setting carries it: leave the column out of the capture (column.exclude.list) or capture the table with pgcdc"
+
+// pgLossyType says why the PostgreSQL connector cannot carry values of the type named
+// sourceType (Debezium's type name, or format_type's in a catalog; arrays included) exactly,
+// or "".
+func pgLossyType(sourceType string) string {
+	t := strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(sourceType), "_"), "[]")
+	switch {
+	case t == "timetz" || strings.HasPrefix(t, "time with time zone") || (strings.HasPrefix(t, "time(") && strings.HasSuffix(t, "with time zone")):
+		return "Debezium converts a timetz to UTC, so its offset is lost"
+	case t == "money":
+		return "Debezium writes money as digits, without its currency format"
+	case t == "varbit" || strings.HasPrefix(t, "bit varying"):
+		return "Debezium writes a varbit without its length, so a value shorter than the declared length cannot be told from one padded with zeros"
+	}
+	return ""
 }

@@ -95,6 +95,10 @@ func TestEdgeRefusals(t *testing.T) {
 		{"DATETIME(6) connect", "mariadb", connectSchema{Type: "int64", Name: logicalConnectTS, Optional: true, Parameters: map[string]string{paramSourceType: "DATETIME", paramSourceLength: "6"}}, "time.precision.mode=adaptive_time_microseconds"},
 		{"DATETIME(3) connect", "mariadb", connectSchema{Type: "int64", Name: logicalConnectTS, Optional: true, Parameters: map[string]string{paramSourceType: "DATETIME", paramSourceLength: "3"}}, ""},
 		{"TIME connect", "mariadb", connectSchema{Type: "int32", Name: logicalConnectTime, Optional: true, Parameters: map[string]string{paramSourceType: "TIME"}}, "beyond 24:00:00"},
+		{"timetz", "postgresql", connectSchema{Type: "string", Name: logicalZonedTime, Optional: true, Parameters: param("TIMETZ", "21", "6")}, "offset is lost"},
+		{"money", "postgresql", connectSchema{Type: "bytes", Name: logicalDecimal, Optional: true, Parameters: map[string]string{"scale": "2", paramSourceType: "MONEY", paramSourceLength: "2147483647", paramSourceScale: "0"}}, "currency format"},
+		{"varbit", "postgresql", connectSchema{Type: "bytes", Name: logicalBits, Optional: true, Parameters: map[string]string{"length": "8", paramSourceType: "VARBIT", paramSourceLength: "8", paramSourceScale: "0"}}, "column.exclude.list"},
+		{"bit(4)", "postgresql", connectSchema{Type: "bytes", Name: logicalBits, Optional: true, Parameters: map[string]string{"length": "4", paramSourceType: "BIT", paramSourceLength: "4", paramSourceScale: "0"}}, ""},
 		{"TIME adaptive", "mariadb", connectSchema{Type: "int64", Name: logicalMicroTime, Optional: true, Parameters: map[string]string{paramSourceType: "TIME"}}, ""},
 	}
 	for _, c := range cases {
@@ -107,6 +111,14 @@ func TestEdgeRefusals(t *testing.T) {
 			t.Errorf("%s: refused: %v", c.name, err)
 		case c.refused != "" && (!errors.As(err, &se) || !strings.Contains(err.Error(), c.refused) || !strings.Contains(err.Error(), `column "v"`)):
 			t.Errorf("%s: got %v, want a refusal naming the column and %q", c.name, err, c.refused)
+		}
+	}
+
+	// The catalog names types as format_type does.
+	for typ, lossy := range map[string]bool{"time with time zone": true, "time(3) with time zone": true, "money[]": true,
+		"bit varying(8)": true, "_varbit": true, "timestamp with time zone": false, "bit(4)": false, "time without time zone": false} {
+		if (pgLossyType(typ) != "") != lossy {
+			t.Errorf("pgLossyType(%q) = %q", typ, pgLossyType(typ))
 		}
 	}
 
