@@ -144,7 +144,7 @@
 //	                                                                  with Options.PlainDates (no zero date is
 //	                                                                  ever written: sql_mode NO_ZERO_DATE,
 //	                                                                  NO_ZERO_IN_DATE) both are taken as they are
-//	zero TIMESTAMP                 streamed                         exact (0, as mysqlcdc)
+//	zero TIMESTAMP                 streamed; snapshot, NOT NULL     exact (0, as mysqlcdc)
 //	                               snapshot, nullable               arrives as null: dead-lettered in snapshot
 //	                                                                  reads, unless Options.PlainDates
 //	DECIMAL                        precise, string                  exact; double refused
