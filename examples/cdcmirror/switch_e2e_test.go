@@ -128,7 +128,7 @@ func switchBack(t *testing.T, conn *connecttest.Connect, node *mirrortest.Node, 
 	}
 	run = startCommand(t, dbzPath)
 	run.waitFor("the debezium pipeline applying", func() string {
-		if doc, err := liveStatus(context.Background(), run.addr); err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events < 50 {
+		if doc, err := liveStatus(context.Background(), run.addr); err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events < 500 {
 			return fmt.Sprintf("not yet (%v)", err)
 		}
 		return ""
@@ -157,7 +157,7 @@ func switchBack(t *testing.T, conn *connecttest.Connect, node *mirrortest.Node, 
 	}
 	run = startCommand(t, nativePath)
 	run.waitFor("the native pipeline applying", func() string {
-		if doc, err := liveStatus(context.Background(), run.addr); err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events < 50 {
+		if doc, err := liveStatus(context.Background(), run.addr); err != nil || len(doc.Pipelines) != 1 || doc.Pipelines[0].Events < 500 {
 			return fmt.Sprintf("not yet (%v)", err)
 		}
 		return ""
@@ -170,7 +170,7 @@ func switchBack(t *testing.T, conn *connecttest.Connect, node *mirrortest.Node, 
 	if backwards != "" {
 		t.Errorf("a document's version went backwards: %s", backwards)
 	}
-	if n < 100 {
+	if n < 1000 {
 		t.Errorf("only %d version samples", n)
 	}
 	t.Logf("%d version samples of %d hot rows, none backwards", n, hotRows)
@@ -280,7 +280,7 @@ func startVersionSampler(t *testing.T, url, index string) func() (int, string) {
 				}
 				res.Body.Close()
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
