@@ -150,6 +150,12 @@
 //	DECIMAL                        precise, string                  exact; double refused
 //	UUID                           streamed                         dead-lettered (the connector corrupts it)
 //
+// A dead-lettered value dead-letters the event whose after image holds it; under PostgreSQL's
+// REPLICA IDENTITY FULL (or MariaDB's full row images) an update or delete whose before image
+// holds a value that cannot be decoded (a multi-dimensional array, an overflowed timestamp) is
+// dead-lettered too, and the document keeps its last state until the next change of the row.
+// MariaDB's zero-date checks look at after images only.
+//
 // Without an embedded schema (Options.Catalog) the same rules hold for the representation
 // Options.DecimalStrings names; the temporal types must be in Debezium's default
 // representation (time.precision.mode adaptive for PostgreSQL, adaptive_time_microseconds for
