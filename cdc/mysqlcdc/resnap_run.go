@@ -183,15 +183,10 @@ func permanentResnapError(err error) (string, bool) {
 // step reads one chunk of Jobs[0] (resolving its tables first when it names none, skipping a
 // table dropped meanwhile), or returns resnapjob.ErrIdle.
 func (rs *resnapper) step(ctx context.Context) error {
-	rs.mu.Lock()
-	if rs.state == nil || len(rs.state.Jobs) == 0 {
-		rs.mu.Unlock()
+	job, after, ok := rs.book.Current()
+	if !ok {
 		return resnapjob.ErrIdle
 	}
-	job := rs.state.Jobs[0]
-	job.Tables = slices.Clone(job.Tables)
-	after := slices.Clone(rs.state.Key)
-	rs.mu.Unlock()
 
 	if rs.conn == nil {
 		conn, err := rs.src.connect(ctx)

@@ -186,15 +186,10 @@ func permanentResnapError(err error) (string, bool) {
 // step reads one chunk of Jobs[0] (resolving its tables first when it names none, skipping a
 // table dropped meanwhile), or returns resnapjob.ErrIdle.
 func (r *resnapper) step(ctx context.Context) error {
-	r.mu.Lock()
-	if r.state == nil || len(r.state.Jobs) == 0 {
-		r.mu.Unlock()
+	job, after, ok := r.book.Current()
+	if !ok {
 		return resnapjob.ErrIdle
 	}
-	job := r.state.Jobs[0]
-	job.Tables = slices.Clone(job.Tables)
-	after := slices.Clone(r.state.Key)
-	r.mu.Unlock()
 
 	if r.conn == nil {
 		conn, err := pgx.ConnectConfig(ctx, r.st.src.sqlCfg)

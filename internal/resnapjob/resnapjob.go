@@ -160,6 +160,20 @@ func (b *Book[T]) Progress() cdc.SnapshotProgress {
 	return p
 }
 
+// Current is a copy of Jobs[0] and the key its first table's next chunk starts after (nil:
+// the table's start); ok is false when there is no job.
+func (b *Book[T]) Current() (job Job[T], after []string, ok bool) {
+	b.c.Mu.Lock()
+	defer b.c.Mu.Unlock()
+	s := b.c.State(false)
+	if s == nil || len(s.Jobs) == 0 {
+		return job, nil, false
+	}
+	job = s.Jobs[0]
+	job.Tables = slices.Clone(job.Tables)
+	return job, slices.Clone(s.Key), true
+}
+
 // FinishLocked drops Jobs[0] (done, or given up with why), keeping its figures.
 func (b *Book[T]) FinishLocked(why string) {
 	s := b.c.State(false)

@@ -45,6 +45,9 @@ func TestBookJobs(t *testing.T) {
 	if p := k.b.Progress(); p.Active || p.Resnapshot != "" {
 		t.Fatalf("no job: %+v", p)
 	}
+	if _, _, ok := k.b.Current(); ok {
+		t.Fatal("Current without a job")
+	}
 	k.b.Add(&Job[string]{ID: "a", Tables: []string{"t1", "t2"}, Total: 2})
 	k.b.Add(&Job[string]{ID: "a", Tables: []string{"t1", "t2"}, Total: 2})
 	k.b.Add(&Job[string]{ID: "b", All: true})
@@ -59,6 +62,11 @@ func TestBookJobs(t *testing.T) {
 	k.mu.Lock()
 	k.b.ChunkDoneLocked(10, true, []string{"k10"})
 	k.mu.Unlock()
+	if j, after, ok := k.b.Current(); !ok || j.ID != "a" || len(after) != 1 || after[0] != "k10" {
+		t.Fatalf("Current: %+v %v %v", j, after, ok)
+	} else {
+		j.Tables[0], after[0] = "changed", "changed" // a copy
+	}
 	p := k.b.Progress()
 	want := cdc.SnapshotProgress{Active: true, Resnapshot: "a", Table: cdc.TableID{Table: "t1"}, TablesTotal: 2, RowsDone: 10,
 		RowsEstimated: 100, RowsPerSecond: 5, Queued: 1}
