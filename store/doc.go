@@ -44,11 +44,13 @@
 // [ErrOutcomeUnknown] (retryable, but the operation may have taken effect, and may still: a
 // retry may apply it twice), [ErrCanceled], [ErrPermissionDenied] (the backend refused the
 // credentials, or found them lacking a privilege the operation needs: the message says which,
-// naming the action and privileges the backend names; per item, not retryable) and
-// [ErrInternal]; ErrorKind.Retryable is true for the two retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
+// naming the action and privileges the backend names; per item, not retryable), [ErrNoQueue]
+// (an accepted-mode write to a store without a queue; retryable, nothing applied) and
+// [ErrInternal]; ErrorKind.Retryable is true for the three retryable kinds. The backend's own error stays reachable with errors.As. A request with any malformed operation is refused whole, before anything is
 // written, with a [*RequestError] naming each bad operation; [Service.Check] gives that
-// refusal without running anything. An accepted-mode write to a store without a queue is
-// such a refusal too ([ErrNoQueue], not retryable: it is the Service's configuration).
+// refusal without running anything. An accepted-mode write to a store without a queue is no
+// such refusal: that operation fails on its own with [ErrNoQueue] (kind KindNoQueue,
+// retryable, as the record-sink specification asks) and the request's other operations run.
 //
 // # Ordering and concurrency
 //
@@ -137,9 +139,11 @@
 // bound (kafkaqueue: Config.DeliveryTimeout, also when a broker hangs) or before ctx ended --
 // it may have been enqueued, and may still be, after the call returned (retryable; a retry may
 // enqueue it twice, which at-least-once delivery allows anyway) -- and [ErrInvalid] when the
-// queue refused it (too large). Every accepted-mode write answers within that bound. A store
-// without a queue refuses accepted-mode writes at validation with [ErrNoQueue] (kind Invalid,
-// not retryable: it is the Service's configuration). Reads in an accepted-mode request run
+// queue refused it (too large). Every accepted-mode write answers within that bound. On a
+// store without a queue an accepted-mode write fails on its own with [ErrNoQueue] (kind
+// KindNoQueue: retryable -- nothing was applied or enqueued, and it succeeds once the store
+// has a queue or in a synchronous mode -- and distinct from ErrUnavailable, a queue that is
+// down); the request's other operations, on other stores too, run. Reads in an accepted-mode request run
 // synchronously and do not see the request's queued writes.
 //
 // A worker (package store/worker) consumes the queue and applies its operations with

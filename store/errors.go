@@ -38,20 +38,18 @@ var ErrNotFound = ErrDatasetNotFound
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errors.New("store: closed")
 
-// ErrNoQueue matches the refusal of an accepted-mode write to a store that has no durable
-// queue (Options.Queues): a configuration error, so the whole request is refused at
-// validation (a *RequestError whose item is of kind KindInvalid, errors.Is ErrInvalid too) and
-// retrying it cannot help.
-var ErrNoQueue = errors.New("store: no durable queue for accepted-mode writes")
+// ErrNoQueue is the sentinel of KindNoQueue: an accepted-mode write to a store that has no
+// durable queue (Options.Queues). That operation fails on its own, in its Result (an *Error of
+// kind KindNoQueue naming the store); the request's other operations run. Retryable (see
+// KindNoQueue), and distinct from ErrUnavailable, a queue that is down.
+var ErrNoQueue error = kindSentinel(KindNoQueue)
 
-// noQueueError is the cause of an ErrNoQueue refusal, naming the store.
+// noQueueError is the cause of an ErrNoQueue failure, naming the store.
 type noQueueError struct{ store string }
 
 func (e noQueueError) Error() string {
 	return "store " + e.store + " has no durable queue for accepted-mode writes"
 }
-
-func (noQueueError) Is(target error) bool { return target == ErrNoQueue }
 
 type kindSentinel ErrorKind
 
@@ -232,7 +230,7 @@ func (e *RequestError) Error() string {
 }
 
 // Is matches the sentinel of any item's kind (ErrInvalid, ErrTooLarge), and what any item's
-// cause matches (ErrNoQueue).
+// cause matches.
 func (e *RequestError) Is(target error) bool {
 	for _, it := range e.Items {
 		if it.Err.Is(target) || errors.Is(it.Err.Err, target) {

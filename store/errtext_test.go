@@ -207,17 +207,25 @@ func TestOperationErrorTexts(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkText(t, "stale revision", res[1].Err, `store: put main/ns/ds/"k": the record does not exist`)
-	// A Service without a queue for the store refuses accepted-mode writes: a configuration
-	// error, not retryable.
+	// A Service without a queue for the store fails each accepted-mode write on its own:
+	// retryable, of its own kind; the read runs.
 	plain, err := store.New(map[string]store.Adapter{"main": memstore.New()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close(ctx)
-	_, err = plain.Do(ctx, []store.Op{store.Read(a), store.Delete(a), store.Delete(a)}, store.ReturnAccepted)
-	checkText(t, "no queue", err, `store: request refused before any operation ran: operation 1: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes; operation 2: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes`)
-	if !errors.Is(err, store.ErrNoQueue) || !errors.Is(err, store.ErrInvalid) || store.KindOf(err).Retryable() {
-		t.Errorf("no queue: %v is not ErrNoQueue, ErrInvalid and not retryable", err)
+	res, err = plain.Do(ctx, []store.Op{store.Read(a), store.Delete(a), store.Delete(a)}, store.ReturnAccepted)
+	if err != nil {
+		t.Fatalf("accepted mode without a queue: %v, want per-operation failures", err)
+	}
+	for _, i := range []int{1, 2} {
+		checkText(t, "no queue", res[i].Err, `store: delete main/ns/ds/"k": store main has no durable queue for accepted-mode writes`)
+		if !errors.Is(res[i].Err, store.ErrNoQueue) || errors.Is(res[i].Err, store.ErrUnavailable) || store.KindOf(res[i].Err) != store.KindNoQueue || !store.KindOf(res[i].Err).Retryable() {
+			t.Errorf("no queue: %v is not ErrNoQueue alone, retryable", res[i].Err)
+		}
+	}
+	if res[0].Err != nil || res[0].Outcome != store.Absent {
+		t.Errorf("the read of an accepted-mode request without a queue: %+v", res[0])
 	}
 	if err := plain.Check([]store.Op{store.Read(a)}, store.ReturnAccepted); err != nil {
 		t.Errorf("a read in accepted mode needs no queue: %v", err)

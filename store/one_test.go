@@ -48,9 +48,13 @@ func TestSingleOperationCalls(t *testing.T) {
 	if _, err := svc.Merge(ctx, a, "program", jdoc(`{}`)); !errors.As(err, &re) || !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("merge without a Merger: %v, want a RequestError of ErrInvalid", err)
 	}
-	// Accepted mode without a queue is refused, not retryable.
-	if _, err := svc.Put(ctx, a, jdoc(`{}`), store.ReturnAccepted); !errors.Is(err, store.ErrNoQueue) {
-		t.Fatalf("accepted put without a queue: %v, want ErrNoQueue", err)
+	// Accepted mode without a queue fails the operation, retryable.
+	if _, err := svc.Put(ctx, a, jdoc(`{}`), store.ReturnAccepted); !errors.Is(err, store.ErrNoQueue) || !store.KindOf(err).Retryable() {
+		t.Fatalf("accepted put without a queue: %v, want ErrNoQueue, retryable", err)
+	}
+	var re2 *store.RequestError
+	if _, err := svc.Put(ctx, a, jdoc(`{}`), store.ReturnAccepted); errors.As(err, &re2) {
+		t.Fatalf("accepted put without a queue refused the request: %v", err)
 	}
 	if _, err := svc.Get(ctx, addr("elsewhere", "k")); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("get from an unknown store: %v, want ErrInvalid", err)

@@ -45,8 +45,8 @@ const (
 	WaitVisible
 	// ReturnAccepted returns once a durable queue holds the write (outcome Accepted); a
 	// worker applies it later (package store/worker). A write to a store without a queue
-	// (see Options.Queues) refuses the whole request at validation: ErrNoQueue, of kind
-	// KindInvalid, not retryable.
+	// (see Options.Queues) fails on its own with ErrNoQueue (kind KindNoQueue, retryable);
+	// the request's other operations run.
 	ReturnAccepted
 )
 
@@ -87,8 +87,9 @@ type Options struct {
 	Coalesce CoalesceOptions
 	// Queues gives store instances, by store name, the durable queue their accepted-mode
 	// writes go to (accepted.NewPublisher wraps a queue.Publisher into one). Every name must
-	// be a configured store; an accepted-mode write to a store without a queue refuses its
-	// request (ErrNoQueue). The Service does not close the queues: close them after Close.
+	// be a configured store; an accepted-mode write to a store without a queue fails on its
+	// own (ErrNoQueue), the request's other operations run. The Service does not close the
+	// queues: close them after Close.
 	// Default: none.
 	Queues map[string]Queue
 	// Now is the clock (merge context times). Default time.Now.
@@ -196,7 +197,7 @@ type instance struct {
 	validator driver.AddressValidator
 	timePrec  time.Duration // > 0: merge context times are truncated to it (driver.TimePrecisioner)
 	coalescer *coalescer
-	queue     Queue        // nil: accepted-mode writes are refused (ErrNoQueue)
+	queue     Queue        // nil: accepted-mode writes fail (ErrNoQueue)
 	checker   QueueChecker // queue as a QueueChecker, or nil
 
 	laneMu sync.Mutex
@@ -286,7 +287,11 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		it := &items[i]
 		*it = item{op: ops[i], res: &out[i], call: c, ctx: ctx, now: now, visible: mode == WaitVisible}
 		in := s.stores[it.op.Addr.Store]
-		if mode == ReturnAccepted && it.op.Kind != OpRead { // validate saw a queue
+		if mode == ReturnAccepted && it.op.Kind != OpRead {
+			if in.queue == nil {
+				it.fail(&Error{Kind: KindNoQueue, Op: it.op.Kind, Addr: it.op.Addr, Err: noQueueError{in.name}})
+				continue
+			}
 			if accepted == nil {
 				accepted = make(map[*instance][]acceptedOp)
 			}
@@ -392,9 +397,9 @@ func (s *Service) validate(ops []Op, mode Completion) error {
 	for i := range ops {
 		err := s.validateOp(&ops[i])
 		if err == nil && mode == ReturnAccepted && ops[i].Kind != OpRead {
-			if in := s.stores[ops[i].Addr.Store]; in.queue == nil {
-				err = &Error{Kind: KindInvalid, Op: ops[i].Kind, Addr: ops[i].Addr, Err: noQueueError{ops[i].Addr.Store}}
-			} else if in.checker != nil {
+			// A store without a queue is no refusal of the request: that operation fails on
+			// its own when the request runs (ErrNoQueue), and the others run.
+			if in := s.stores[ops[i].Addr.Store]; in.checker != nil {
 				if cerr := in.checker.CheckAccepted(&ops[i]); cerr != nil {
 					err = &Error{Kind: KindInvalid, Op: ops[i].Kind, Addr: ops[i].Addr, Err: cerr}
 				}

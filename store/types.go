@@ -173,6 +173,14 @@ const (
 	// the role must change. Per item: a dataset the role does not cover fails only its own
 	// operations.
 	KindPermissionDenied
+	// KindNoQueue: an accepted-mode write (ReturnAccepted) to a store that has no durable
+	// queue (Options.Queues); that operation fails on its own and the request's other
+	// operations run. Nothing was applied or enqueued. Retryable, as the record-sink
+	// specification asks: a retry cannot apply it twice, and succeeds once the store has a
+	// queue (another instance of the service, a corrected configuration) or in a synchronous
+	// completion mode. A kind of its own so that a caller tells a store without a queue from
+	// a queue that is down (KindUnavailable, KindOutcomeUnknown).
+	KindNoQueue
 )
 
 // KindNotFound is the old name of KindDatasetNotFound.
@@ -184,6 +192,7 @@ func (k ErrorKind) String() string { return driver.ErrorKind(k).String() }
 
 // Retryable reports whether an operation that failed with this kind may be sent again as it is
 // and then succeed: true for KindUnavailable (it had no effect, so a retry cannot apply it
-// twice) and for KindOutcomeUnknown (it may have taken effect, so a retry may apply it twice).
-// A caller that must never apply an operation twice retries only KindUnavailable.
+// twice), for KindOutcomeUnknown (it may have taken effect, so a retry may apply it twice)
+// and for KindNoQueue (it had no effect; it succeeds once the store has a queue). A caller
+// that must never apply an operation twice retries only KindUnavailable and KindNoQueue.
 func (k ErrorKind) Retryable() bool { return driver.ErrorKind(k).Retryable() }

@@ -31,13 +31,14 @@ func TestVocabularyAgreesWithDriver(t *testing.T) {
 	kinds := map[ErrorKind]driver.ErrorKind{KindInternal: driver.KindInternal, KindDatasetNotFound: driver.KindNotFound,
 		KindAlreadyExists: driver.KindAlreadyExists, KindConflict: driver.KindConflict, KindInvalid: driver.KindInvalid,
 		KindTooLarge: driver.KindTooLarge, KindUnavailable: driver.KindUnavailable, KindCanceled: driver.KindCanceled,
-		KindOutcomeUnknown: driver.KindOutcomeUnknown, KindPermissionDenied: driver.KindPermissionDenied}
+		KindOutcomeUnknown: driver.KindOutcomeUnknown, KindPermissionDenied: driver.KindPermissionDenied,
+		KindNoQueue: driver.KindNoQueue}
 	for k, d := range kinds {
 		if uint8(k) != uint8(d) || k.String() != d.String() || k.Retryable() != d.Retryable() {
 			t.Errorf("kind %v (%d) is driver's %v (%d)", k, k, d, d)
 		}
 	}
-	if s := ErrorKind(len(kinds)).String(); s != driver.ErrorKind(len(kinds)).String() || driver.ErrorKind(len(kinds)).String() == driver.KindPermissionDenied.String() {
+	if s := ErrorKind(len(kinds)).String(); s != driver.ErrorKind(len(kinds)).String() || driver.ErrorKind(len(kinds)).String() == driver.KindNoQueue.String() {
 		t.Errorf("driver has more error kinds than store names: %q", s)
 	}
 	keyKinds := map[KeyKind]driver.KeyKind{KindStringKey: driver.StringKey, KindInt64Key: driver.Int64Key,

@@ -29,11 +29,13 @@
 // result per item in request order. A request with a malformed item is refused whole with
 // INVALID_ARGUMENT and a google.rpc.BadRequest detail naming every bad item at once (those the
 // service cannot translate and those the store's validation refuses, in index order, each
-// described as "<op> <address>: <cause>"); nothing is written. RETURN_AFTER_ACCEPTED writes
-// to a store without a queue are refused whole with FAILED_PRECONDITION (a
-// google.rpc.PreconditionFailure of type NO_QUEUE per store): a configuration error, which no
-// retry cures. Per-item failures carry an ErrorKind mapped one to one from store's kinds, and
-// retryable is true for ERROR_KIND_UNAVAILABLE (the item had no effect) and
+// described as "<op> <address>: <cause>"); nothing is written. A RETURN_AFTER_ACCEPTED write
+// to a store without a queue fails on its own with ERROR_KIND_NO_QUEUE (retryable, as the
+// specification asks: nothing was applied or enqueued; it succeeds on a service whose store
+// has a queue, or with a synchronous completion), and the request's other items run -- the
+// kind tells a missing queue from one that is down (UNAVAILABLE). Per-item failures carry an
+// ErrorKind mapped one to one from store's kinds, and retryable is true for
+// ERROR_KIND_UNAVAILABLE (the item had no effect), ERROR_KIND_NO_QUEUE (nor did it) and
 // ERROR_KIND_OUTCOME_UNKNOWN (it may have had one: an accepted-mode item whose queue did not
 // answer within delivery_timeout, or before the call ended). ERROR_KIND_PERMISSION_DENIED
 // (not retryable) says the store's backend refused the service's credentials ("authentication

@@ -180,20 +180,15 @@ func scenario(t *testing.T, s *service, storeName, ns, ds string, keepsTimes boo
 	}
 	wantOutcomes(t, "recreate", w.Results, recordv1.Outcome_OUTCOME_CREATED, recordv1.ErrorKind_ERROR_KIND_CONFLICT)
 
-	// Accepted mode on a store without a queue is the service's configuration, not something
-	// a retry cures: FAILED_PRECONDITION naming the store.
-	_, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{put(c, doc(`{}`), nil)}})
-	st, _ := status.FromError(err)
-	var subjects []string
-	for _, d := range st.Details() {
-		if pf, ok := d.(*errdetails.PreconditionFailure); ok {
-			for _, v := range pf.Violations {
-				subjects = append(subjects, v.Type+" "+v.Subject)
-			}
-		}
+	// Accepted mode on a store without a queue fails that item on its own, retryable, with
+	// its own kind (not UNAVAILABLE); the request's other items run.
+	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{put(c, doc(`{}`), nil)}})
+	if err != nil {
+		t.Fatalf("accepted mode without a queue: %v, want a per-item failure", err)
 	}
-	if st.Code() != codes.FailedPrecondition || strings.Join(subjects, ",") != "NO_QUEUE store/"+storeName {
-		t.Errorf("accepted mode without a queue: %v with violations %v, want FAILED_PRECONDITION NO_QUEUE store/%s", err, subjects, storeName)
+	wantOutcomes(t, "accepted mode without a queue", w.Results, recordv1.ErrorKind_ERROR_KIND_NO_QUEUE)
+	if e := w.Results[0].Error; !e.GetRetryable() || !strings.Contains(e.GetMessage(), "store "+storeName+" has no durable queue") {
+		t.Errorf("accepted mode without a queue: %v, want retryable, naming the store", e)
 	}
 }
 
@@ -281,6 +276,61 @@ stores:
     queue: {kind: memory, worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 2ms}}
 `, modeAll)
 	acceptedMode(t, s, s.metrics, "main", "acc", "things")
+}
+
+// TestEndToEndAcceptedWithoutQueue: a RETURN_AFTER_ACCEPTED request over a store with a queue
+// and one without: the item of the store without a queue fails alone (ERROR_KIND_NO_QUEUE,
+// retryable), the other store's item is accepted and applied, and nothing is queued for the
+// failed one.
+func TestEndToEndAcceptedWithoutQueue(t *testing.T) {
+	s := startService(t, `
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+stores:
+  main:
+    kind: memory
+    queue: {kind: memory}
+  plain: {kind: memory}
+`, modeAll)
+	ctx := testCtx(t)
+	q, p := addr("main", "acc", "things", "q"), addr("plain", "acc", "things", "p")
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.WriteItem{
+		put(p, doc(`{"v":1}`), nil),
+		put(q, doc(`{"v":1}`), nil),
+		put(p, doc(`{"v":2}`), nil),
+	}})
+	if err != nil {
+		t.Fatalf("a request over a store with a queue and one without: %v, want per-item results", err)
+	}
+	nq := recordv1.ErrorKind_ERROR_KIND_NO_QUEUE
+	wantOutcomes(t, "mixed stores", w.Results, nq, recordv1.Outcome_OUTCOME_ACCEPTED, nq)
+	for _, i := range []int{0, 2} {
+		if e := w.Results[i].Error; !e.GetRetryable() || !strings.Contains(e.GetMessage(), "store plain has no durable queue") {
+			t.Errorf("item %d: %v, want retryable, naming the store", i, e)
+		}
+	}
+	d, err := s.rpc.Delete(ctx, &recordv1.DeleteRequest{Completion: recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED, Items: []*recordv1.DeleteItem{{Address: p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "accepted delete without a queue", d.Results, nq)
+	eventually(t, ctx, "the worker applies the accepted put", func() bool {
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{q}})
+		return err == nil && r.Results[0].Outcome == recordv1.Outcome_OUTCOME_FOUND
+	})
+	r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "the failed items wrote nothing", r.Results, recordv1.Outcome_OUTCOME_NOT_FOUND)
+	if v, _ := scrape(t, s.metrics, `recordsvc_queue_published_total{result="ok",store="main"}`); v != 1 {
+		t.Errorf("queue_published_total ok = %v, want 1", v)
+	}
+	// The same write with a synchronous completion succeeds: the retry the kind promises.
+	w, err = s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(p, doc(`{"v":3}`), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcomes(t, "synchronous retry", w.Results, recordv1.Outcome_OUTCOME_CREATED)
 }
 
 // acceptedMode drives the accepted-mode path of storeName through s; a worker (whose metrics are

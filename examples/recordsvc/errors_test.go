@@ -13,7 +13,7 @@ import (
 )
 
 // TestErrorKindMapping: every store kind has its own proto ErrorKind, its retryable flag (the
-// kind's Retryable: UNAVAILABLE and OUTCOME_UNKNOWN) and a status code for a whole call.
+// kind's Retryable: UNAVAILABLE, OUTCOME_UNKNOWN and NO_QUEUE) and a status code for a whole call.
 func TestErrorKindMapping(t *testing.T) {
 	seen := map[recordv1.ErrorKind]store.ErrorKind{}
 	for k := store.ErrorKind(0); !strings.HasPrefix(k.String(), "ErrorKind("); k++ {

@@ -105,14 +105,11 @@ func (b *badItems) validate(svc store.Store, ops []store.Op, mode store.Completi
 	return b.err()
 }
 
-// refusal answers a request refused before any item ran. INVALID_ARGUMENT, unless every
-// refused item is an accepted-mode write to a store without a queue: that is the service's
-// configuration, not the request, so FAILED_PRECONDITION (not retryable) with a
-// PreconditionFailure naming the stores.
+// refusal answers a request refused before any item ran: INVALID_ARGUMENT with a BadRequest
+// naming every bad item. (An accepted-mode write to a store without a queue is no refusal: it
+// fails on its own, ERROR_KIND_NO_QUEUE, and the other items run.)
 func refusal(re *store.RequestError, field string) error {
 	v := make([]*errdetails.BadRequest_FieldViolation, len(re.Items))
-	noQueue := true
-	var stores []string
 	for i, it := range re.Items {
 		f := field
 		if it.Index >= 0 {
@@ -123,26 +120,9 @@ func refusal(re *store.RequestError, field string) error {
 			desc = strings.TrimPrefix(it.Err.Error(), "store: ")
 		}
 		v[i] = &errdetails.BadRequest_FieldViolation{Field: f, Description: desc}
-		if it.Err == nil || !errors.Is(it.Err, store.ErrNoQueue) {
-			noQueue = false
-		} else if !slices.Contains(stores, it.Err.Addr.Store) {
-			stores = append(stores, it.Err.Addr.Store)
-		}
 	}
 	msg := fmt.Sprintf("request refused before any item ran: %d invalid item(s), first %s: %s", len(v), v[0].Field, v[0].Description)
-	if !noQueue {
-		return invalidArgument(msg, v)
-	}
-	pf := &errdetails.PreconditionFailure{}
-	for _, name := range stores {
-		pf.Violations = append(pf.Violations, &errdetails.PreconditionFailure_Violation{Type: "NO_QUEUE", Subject: "store/" + name,
-			Description: "store " + name + " has no queue (stores.<name>.queue) for completion RETURN_AFTER_ACCEPTED"})
-	}
-	st := status.New(codes.FailedPrecondition, msg)
-	if d, err := st.WithDetails(pf, &errdetails.BadRequest{FieldViolations: v}); err == nil {
-		st = d
-	}
-	return st.Err()
+	return invalidArgument(msg, v)
 }
 
 func invalidArgument(msg string, v []*errdetails.BadRequest_FieldViolation) error {
@@ -413,6 +393,7 @@ var errorKinds = map[store.ErrorKind]recordv1.ErrorKind{
 	store.KindCanceled:         recordv1.ErrorKind_ERROR_KIND_CANCELED,
 	store.KindOutcomeUnknown:   recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN,
 	store.KindPermissionDenied: recordv1.ErrorKind_ERROR_KIND_PERMISSION_DENIED,
+	store.KindNoQueue:          recordv1.ErrorKind_ERROR_KIND_NO_QUEUE,
 }
 
 // callCodes gives the status of a whole call that failed with a *store.Error of a kind (per
@@ -429,6 +410,7 @@ var callCodes = map[store.ErrorKind]codes.Code{
 	store.KindCanceled:         codes.Canceled,
 	store.KindOutcomeUnknown:   codes.Unknown,
 	store.KindPermissionDenied: codes.PermissionDenied,
+	store.KindNoQueue:          codes.FailedPrecondition,
 }
 
 func fromResult(r *store.Result) *recordv1.Result {

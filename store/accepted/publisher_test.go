@@ -113,15 +113,20 @@ func TestAcceptedModeFailures(t *testing.T) {
 	s := acceptedService(t, b, nil)
 	doc := store.Document{JSON: []byte(`{"a":1}`)}
 
-	// A store without a queue refuses the whole request (a configuration error, not
-	// retryable): nothing is published for the other store either.
-	_, err := s.Do(ctx, []store.Op{store.Put(addr("plain", "x"), doc), store.Put(addr("q", "x"), doc)}, store.ReturnAccepted)
-	var refused *store.RequestError
-	if !errors.As(err, &refused) || !errors.Is(err, store.ErrNoQueue) || len(refused.Items) != 1 || refused.Items[0].Index != 0 {
-		t.Fatalf("no-queue store and queue store: %v, want a RequestError of ErrNoQueue for item 0", err)
+	// A write to a store without a queue fails on its own (ErrNoQueue, retryable, not
+	// ErrUnavailable); the write to the store with a queue is published.
+	res, err := s.Do(ctx, []store.Op{store.Put(addr("plain", "x"), doc), store.Put(addr("q", "x"), doc)}, store.ReturnAccepted)
+	if err != nil {
+		t.Fatalf("no-queue store and queue store: %v, want per-operation results", err)
 	}
-	if n := len(b.Messages("t")); n != 0 {
-		t.Fatalf("a refused request published %d records", n)
+	if !errors.Is(res[0].Err, store.ErrNoQueue) || errors.Is(res[0].Err, store.ErrUnavailable) || !store.KindOf(res[0].Err).Retryable() {
+		t.Fatalf("the no-queue store's write: %+v, want ErrNoQueue, retryable", res[0])
+	}
+	if res[1].Err != nil || res[1].Outcome != store.Accepted {
+		t.Fatalf("the queue store's write: %+v, want Accepted", res[1])
+	}
+	if n := len(b.Messages("t")); n != 1 {
+		t.Fatalf("the queue store's write published %d records, want 1", n)
 	}
 
 	// A partial publish failure fails exactly the messages the queue did not take.
@@ -131,7 +136,7 @@ func TestAcceptedModeFailures(t *testing.T) {
 		}
 		return nil
 	})
-	res, err := s.Do(ctx, []store.Op{store.Put(addr("q", "good"), doc), store.Put(addr("q", "bad"), doc)}, store.ReturnAccepted)
+	res, err = s.Do(ctx, []store.Op{store.Put(addr("q", "good"), doc), store.Put(addr("q", "bad"), doc)}, store.ReturnAccepted)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,9 +42,16 @@ const (
 	// an operator must fix the credentials or the role. Reported per item where the backend
 	// refuses per item (one dataset's privilege missing fails only that dataset's items).
 	KindPermissionDenied
+	// KindNoQueue: an accepted-mode write to a store that has no durable queue. The Service
+	// reports it (adapters never do); nothing was applied or enqueued. Retryable, as the
+	// record-sink specification asks: it cannot apply twice, and it succeeds once the store
+	// has a queue (another instance of the service, a corrected configuration) or when sent
+	// in a synchronous completion mode. Distinct from KindUnavailable, a transient broker
+	// failure, so that a caller can tell a missing queue from a queue that is down.
+	KindNoQueue
 )
 
-var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled", "outcome unknown", "permission denied"}
+var kindNames = [...]string{"internal", "not found", "already exists", "conflict", "invalid", "too large", "unavailable", "canceled", "outcome unknown", "permission denied", "no queue"}
 
 func (k ErrorKind) String() string {
 	if int(k) < len(kindNames) {
@@ -57,9 +64,11 @@ func (k ErrorKind) String() string {
 // and then succeed: true for KindUnavailable (it had no effect, so a retry cannot apply it
 // twice) and for KindOutcomeUnknown (it may have taken effect, so a retry may apply it twice;
 // the caller learns nothing better by waiting, and at-least-once is what retrying a lost answer
-// means anywhere). A caller that must never apply an operation twice retries only
-// KindUnavailable.
-func (k ErrorKind) Retryable() bool { return k == KindUnavailable || k == KindOutcomeUnknown }
+// means anywhere), and for KindNoQueue (nothing was applied; see there). A caller that must
+// never apply an operation twice retries only KindUnavailable and KindNoQueue.
+func (k ErrorKind) Retryable() bool {
+	return k == KindUnavailable || k == KindOutcomeUnknown || k == KindNoQueue
+}
 
 // Error is an adapter error with its kind. Err, the backend's own error, stays reachable with
 // errors.As and errors.Unwrap.

@@ -6,7 +6,7 @@ import (
 )
 
 // TestErrorKinds: every kind has a name, numbers keep their meaning (kinds are only appended),
-// and exactly the two retryable kinds are Retryable.
+// and exactly the three retryable kinds are Retryable.
 func TestErrorKinds(t *testing.T) {
 	want := []struct {
 		k         ErrorKind
@@ -23,6 +23,7 @@ func TestErrorKinds(t *testing.T) {
 		{KindCanceled, "canceled", false},
 		{KindOutcomeUnknown, "outcome unknown", true},
 		{KindPermissionDenied, "permission denied", false},
+		{KindNoQueue, "no queue", true},
 	}
 	if len(want) != len(kindNames) {
 		t.Fatalf("%d kinds named, %d checked here", len(kindNames), len(want))

@@ -322,13 +322,15 @@ func testVisible(ctx context.Context, t *testing.T, e *env) {
 
 func testAcceptedWithoutQueue(ctx context.Context, t *testing.T, e *env) {
 	a := e.key("accepted")
-	// A configuration error, not retryable: the whole request is refused, nothing runs.
-	_, err := e.s.Do(ctx, []store.Op{store.Put(a, doc(t, map[string]any{"v": 1})), store.Read(a)}, store.ReturnAccepted)
-	var re *store.RequestError
-	if !errors.As(err, &re) || !errors.Is(err, store.ErrNoQueue) || len(re.Items) != 1 || re.Items[0].Index != 0 {
-		t.Fatalf("accepted-mode put without a queue: %v, want a RequestError of ErrNoQueue for operation 0", err)
+	// The specification's refusal: the write fails on its own, retryable, of its own kind (not
+	// a transient queue failure); the request's read runs.
+	res := e.do(ctx, t, store.ReturnAccepted, store.Put(a, doc(t, map[string]any{"v": 1})), store.Read(a))
+	wantErr(t, "accepted-mode put without a queue", res[0], store.ErrNoQueue)
+	if k := store.KindOf(res[0].Err); k != store.KindNoQueue || !k.Retryable() || errors.Is(res[0].Err, store.ErrUnavailable) {
+		t.Fatalf("accepted-mode put without a queue: %v (kind %v), want KindNoQueue alone, retryable", res[0].Err, k)
 	}
-	res := e.do(ctx, t, store.ReturnAccepted, store.Read(a))
+	wantOK(t, "read in the same request", res[1], store.Absent)
+	res = e.do(ctx, t, store.ReturnAccepted, store.Read(a))
 	wantOK(t, "read in accepted mode", res[0], store.Absent)
 }
 

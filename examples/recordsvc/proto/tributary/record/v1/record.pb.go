@@ -183,6 +183,11 @@ const (
 	// service's credentials or role must change. Per item: a dataset the role does not cover
 	// fails only its own items.
 	ErrorKind_ERROR_KIND_PERMISSION_DENIED ErrorKind = 10
+	// Retryable: a RETURN_AFTER_ACCEPTED write to a store that has no queue (stores.<name>.queue
+	// unset). Nothing was applied or enqueued, so a retry cannot apply it twice; it succeeds on
+	// a service whose store has a queue, or sent with a synchronous completion. The request's
+	// other items run. Not ERROR_KIND_UNAVAILABLE: the queue is missing, not down.
+	ErrorKind_ERROR_KIND_NO_QUEUE ErrorKind = 11
 )
 
 // Enum value maps for ErrorKind.
@@ -199,6 +204,7 @@ var (
 		8:  "ERROR_KIND_CANCELED",
 		9:  "ERROR_KIND_OUTCOME_UNKNOWN",
 		10: "ERROR_KIND_PERMISSION_DENIED",
+		11: "ERROR_KIND_NO_QUEUE",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED":       0,
@@ -212,6 +218,7 @@ var (
 		"ERROR_KIND_CANCELED":          8,
 		"ERROR_KIND_OUTCOME_UNKNOWN":   9,
 		"ERROR_KIND_PERMISSION_DENIED": 10,
+		"ERROR_KIND_NO_QUEUE":          11,
 	}
 )
 
@@ -1418,7 +1425,7 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x0fOUTCOME_UPDATED\x10\x04\x12\x13\n" +
 	"\x0fOUTCOME_DELETED\x10\x05\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x06\x12\x14\n" +
-	"\x10OUTCOME_ACCEPTED\x10\a*\xbb\x02\n" +
+	"\x10OUTCOME_ACCEPTED\x10\a*\xd4\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\x01\x12\x18\n" +
@@ -1431,7 +1438,8 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x13ERROR_KIND_CANCELED\x10\b\x12\x1e\n" +
 	"\x1aERROR_KIND_OUTCOME_UNKNOWN\x10\t\x12 \n" +
 	"\x1cERROR_KIND_PERMISSION_DENIED\x10\n" +
-	"2\xff\x01\n" +
+	"\x12\x17\n" +
+	"\x13ERROR_KIND_NO_QUEUE\x10\v2\xff\x01\n" +
 	"\rRecordService\x12K\n" +
 	"\x04Read\x12 .tributary.record.v1.ReadRequest\x1a!.tributary.record.v1.ReadResponse\x12N\n" +
 	"\x05Write\x12!.tributary.record.v1.WriteRequest\x1a\".tributary.record.v1.WriteResponse\x12Q\n" +
