@@ -174,7 +174,7 @@ func TestApplyUsesAcceptedTimeAndFailsRecordsAlone(t *testing.T) {
 			return store.MergeResult{Doc: c.Incoming}, nil
 		}),
 	})
-	at := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
+	at := time.Date(2020, 1, 2, 3, 4, 5, 6e6, time.UTC) // milliseconds: memstore keeps MongoDB's precision by default
 	doc := store.Document{JSON: []byte(`{"a":1}`)}
 	res, err := s.Apply(ctx, []store.QueuedOp{
 		{AcceptedAt: at, Op: store.Merge(addr("q", "m"), "p", doc)},

@@ -14,6 +14,8 @@ import (
 // Store is the in-memory adapter. It is safe for concurrent use; each Read or Write call is
 // atomic as a whole (stronger than the contract asks).
 type Store struct {
+	prof    profile // what it refuses (Options)
+	like    Backend
 	mu      sync.Mutex
 	records map[driver.Address]record
 	last    uint64 // the last revision handed out
@@ -25,10 +27,28 @@ type record struct {
 	rev uint64
 }
 
-// New returns an empty Store.
-func New() *Store {
-	return &Store{records: make(map[driver.Address]record)}
+// New returns an empty Store with the default Options: it refuses what every real backend
+// refuses (Strictest).
+func New() *Store { return NewWithOptions(nil) }
+
+// NewWithOptions returns an empty Store configured by opts (nil: the defaults), for instance
+// one that behaves like MongoDB: NewWithOptions(&Options{Like: MongoDB}).
+func NewWithOptions(opts *Options) *Store {
+	var like Backend
+	if opts != nil {
+		like = opts.Like
+	}
+	return &Store{prof: opts.profile(), like: like, records: make(map[driver.Address]record)}
 }
+
+// Like returns the backend whose refusals the Store copies (Options.Like).
+func (s *Store) Like() Backend { return s.like }
+
+// Interfaces the Service looks for.
+var (
+	_ driver.AddressValidator = (*Store)(nil)
+	_ driver.TimePrecisioner  = (*Store)(nil)
+)
 
 var errClosed = driver.NewError(driver.KindInternal, "memstore: closed", nil)
 
@@ -70,6 +90,11 @@ func (s *Store) Write(ctx context.Context, writes []driver.Write, _ driver.Write
 }
 
 func (s *Store) apply(w driver.Write) driver.WriteResult {
+	if w.Kind == driver.Put {
+		if err := s.prof.check(w.Doc); err != nil {
+			return driver.WriteResult{Err: err}
+		}
+	}
 	cur, exists := s.records[w.Addr]
 	switch w.Cond.Kind {
 	case driver.IfAbsent:

@@ -171,7 +171,8 @@
 // # Deviations
 //
 //   - Date-times: BSON datetimes keep milliseconds since the epoch and no offset. A marked
-//     date-time finer than a millisecond is refused (KindInvalid); an offset is folded into UTC,
+//     date-time finer than a millisecond is refused (KindInvalid, naming its JSON Pointer, never
+//     the value); an offset is folded into UTC,
 //     so "2026-01-01T01:00:00+01:00" reads back as "2026-01-01T00:00:00Z" (the same instant),
 //     and fractions lose trailing zeros (".100Z" reads back as ".1Z"). Store implements
 //     driver.TimePrecisioner with time.Millisecond, so the Service truncates the times it hands

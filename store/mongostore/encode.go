@@ -413,7 +413,8 @@ func (e *encoder) dateTime(typePos int) error {
 		return invalid("a date-time pointer names a string that is not an RFC 3339 date-time")
 	}
 	if t.Nanosecond()%int(time.Millisecond) != 0 {
-		return invalid("a date-time is finer than the millisecond precision of BSON datetimes")
+		// The field by its JSON Pointer (a marked pointer the caller gave), never the value.
+		return invalid("at " + strconv.Quote(string(e.path)) + ": a date-time is finer than the millisecond precision of BSON datetimes")
 	}
 	e.out[typePos] = bsonDateTime
 	e.out = binary.LittleEndian.AppendUint64(e.out, uint64(t.UnixMilli()))

@@ -23,6 +23,7 @@ import (
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/mongostore"
 	"github.com/tributary-dev/tributary/store/storetest"
 )
@@ -81,7 +82,12 @@ func TestConformance(t *testing.T) {
 	t.Run("mongodb", func(t *testing.T) {
 		srv := connect(t)
 		const dataset = "records"
+		refuses := memstore.MongoDB
+		if srv.ferret {
+			refuses = memstore.FerretDB
+		}
 		storetest.Run(t, storetest.Harness{
+			Refuses:   refuses,
 			Adapter:   srv.store(t, nil),
 			Namespace: srv.db.Name(),
 			Dataset:   dataset,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/tributary-dev/tributary/store/memstore"
 	"github.com/tributary-dev/tributary/store/searchstore"
 	"github.com/tributary-dev/tributary/store/storetest"
 )
@@ -21,6 +22,7 @@ func TestConformance(t *testing.T) {
 			Dataset:    index,
 			Visible:    func(ctx context.Context) (int, error) { return srv.Count(ctx, index) },
 			PlainTimes: true,
+			Refuses:    memstore.Search,
 		})
 	})
 }

@@ -39,6 +39,7 @@ var behaviours = []behaviour{
 	{"MergeContention", testContention},
 	{"HotRecordOneService", testHotRecord},
 	{"CombinedSequence", testCombinedSequence},
+	{"Refusals", testRefusals},
 }
 
 func testOutcomes(ctx context.Context, t *testing.T, e *env) {

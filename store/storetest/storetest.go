@@ -14,6 +14,7 @@ import (
 
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
+	"github.com/tributary-dev/tributary/store/memstore"
 )
 
 // Harness is what an adapter supplies to the suite.
@@ -30,6 +31,13 @@ type Harness struct {
 	// cannot tell on a read which were marked (Elasticsearch, OpenSearch): reads return no
 	// pointers, and the suite checks only that the values come back unchanged.
 	PlainTimes bool
+	// Refuses names the backend whose refusals the adapter has, as memstore copies them
+	// (memstore.Options.Like): the Refusals behaviour checks that the adapter refuses each case
+	// that backend refuses, with its kind, and accepts the others. mongostore on FerretDB is
+	// memstore.FerretDB, on MongoDB memstore.MongoDB; searchstore memstore.Search. Unset
+	// (Strictest), the behaviour is skipped for an adapter other than memstore, whose own
+	// Options.Like is used.
+	Refuses memstore.Backend
 }
 
 const storeName = "conformance"
