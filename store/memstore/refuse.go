@@ -98,7 +98,8 @@ type checker struct {
 	depth int
 }
 
-// check returns the profile's refusal of doc, or nil.
+// check returns the profile's refusal of doc, or nil. The Service hands adapters valid JSON
+// objects only; on anything else check returns without a panic or a loop (FuzzCheck).
 func (p *profile) check(doc driver.Document) error {
 	if p.maxDoc > 0 && len(doc.JSON) > p.maxDoc {
 		return refusal(driver.KindTooLarge, "the document is "+strconv.Itoa(len(doc.JSON))+" bytes of JSON, more than the limit of "+strconv.Itoa(p.maxDoc))
@@ -191,13 +192,9 @@ func (c *checker) members() error {
 	n := 0
 	for {
 		c.space()
-		if c.pos < len(c.src) && c.src[c.pos] == '}' {
+		if c.pos >= len(c.src) || c.src[c.pos] != '"' { // '}', or JSON the Service would refuse
 			c.pos++
 			break
-		}
-		if c.src[c.pos] == ',' {
-			c.pos++
-			c.space()
 		}
 		name, err := c.str()
 		if err != nil {
@@ -227,8 +224,12 @@ func (c *checker) members() error {
 		seen[name] = true
 		c.space()
 		c.pos++ // ':'
+		start := c.pos
 		if err := c.value('{'); err != nil {
 			return err
+		}
+		if c.pos == start { // JSON the Service would refuse: no value here
+			return nil
 		}
 		c.path = c.path[:mark]
 		c.space()
@@ -259,18 +260,19 @@ func firstName(m map[string]bool) string {
 func (c *checker) elements() error {
 	for i := 0; ; i++ {
 		c.space()
-		if c.pos < len(c.src) && c.src[c.pos] == ']' {
+		if c.pos >= len(c.src) || c.src[c.pos] == ']' {
 			c.pos++
 			return nil
-		}
-		if c.src[c.pos] == ',' {
-			c.pos++
 		}
 		mark := len(c.path)
 		c.path = append(c.path, '/')
 		c.path = strconv.AppendInt(c.path, int64(i), 10)
+		start := c.pos
 		if err := c.value('['); err != nil {
 			return err
+		}
+		if c.pos == start { // JSON the Service would refuse: no value here
+			return nil
 		}
 		c.path = c.path[:mark]
 		c.space()

@@ -10,6 +10,13 @@
 //		})
 //	}
 //
+// The Refusals behaviour holds the cases some backend refuses (names, keys, documents, date-time
+// precision, size): an adapter whose Harness.Refuses names its backend must refuse exactly the
+// cases that backend refuses (those whose answer an index mapping decides are not checked on
+// the search engines) with the backend's kind, and memstore, run once per Options.Like, must
+// refuse each case its profile refuses naming the field by its JSON Pointer: so the fake
+// refuses what each adapter refuses on its real server.
+//
 // Subtests are named by behaviour, so `go test -v` shows TestConformance/<backend>/<Behaviour>.
 //
 // No behaviour depends on the machine's speed. In particular the suite's services get a merge
