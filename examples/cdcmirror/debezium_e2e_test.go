@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -250,11 +251,13 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// waitTopic waits (bounded) until topic exists and holds a record.
+// waitTopic waits (bounded) until topic exists and holds a record. The consumer group it reads
+// with is deleted when the test ends.
 func waitTopic(t *testing.T, brokers []string, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
 	defer cancel()
+	t.Cleanup(func() { deleteGroupAtEnd(t, brokers, topic, "wait-"+topic) })
 	for {
 		c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: brokers, Topics: []string{topic}, Group: "wait-" + topic}, nil)
 		if err == nil {
@@ -268,6 +271,30 @@ func waitTopic(t *testing.T, brokers []string, topic string) {
 			t.Fatalf("topic %s: no record within %v (%v)", topic, mirrortest.WaitBound, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// deleteGroupAtEnd deletes a consumer group the test made, waiting (bounded) for members that
+// just left to be gone.
+func deleteGroupAtEnd(t *testing.T, brokers []string, topic, group string) {
+	mon, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: brokers, Topics: []string{topic}, Group: group}, nil)
+	if err != nil {
+		t.Errorf("consumer group %s: %v", group, err)
+		return
+	}
+	defer mon.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), mirrortest.WaitBound)
+	defer cancel()
+	for {
+		_, err := mon.DeleteGroup(ctx)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, kafkaqueue.ErrGroupInUse) || ctx.Err() != nil {
+			t.Errorf("deleting consumer group %s: %v", group, err)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
