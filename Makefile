@@ -106,7 +106,7 @@ DIFF_SCHEMA_CASES ?= 40
 differential: ## the randomized differential test, long run: DIFF_CASES cases (200) and DIFF_SCHEMA_CASES schema cases (40), DIFF_SEED to repeat from a seed
 	@test -f .testenv/env || { echo "differential: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
 	set -a && . .testenv/env && set +a && \
-	  TRIBUTARY_DIFF_CASES=$(DIFF_CASES) TRIBUTARY_DIFF_SCHEMA_CASES=$(DIFF_SCHEMA_CASES) $(if $(DIFF_SEED),TRIBUTARY_DIFF_SEED=$(DIFF_SEED)) \
+	  TRIBUTARY_DIFF_CASES=$(DIFF_CASES) TRIBUTARY_DIFF_SCHEMA_CASES=$(DIFF_SCHEMA_CASES) TRIBUTARY_DIFF_SCHEMA_OPEN=1 $(if $(DIFF_SEED),TRIBUTARY_DIFF_SEED=$(DIFF_SEED)) \
 	  $(GO) test -count=1 -timeout 4h -v -run '^TestDifferential$$' ./internal/difftest/
 	set -a && . .testenv/env && set +a && TRIBUTARY_DBZ_DIFF_CASES=$(DIFF_DBZ_CASES) $(if $(DIFF_SEED),TRIBUTARY_DBZ_DIFF_SEED=$(DIFF_SEED)) \
 	  $(GO) test -count=1 -timeout 2h -v -run '^TestDebeziumDifferential$$' ./cdc/debezium/

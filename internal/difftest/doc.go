@@ -132,14 +132,24 @@
 // the new type) or dead-lettered with the cluster's rejection, reason
 // "rejected by the cluster: status 400 document_parsing_exception|mapper_parsing_exception"
 // (altered_type_rejected); without that dead letter a missing or older document fails. An
-// index that must be empty and holds a document fails as not_vacated. Every failure's _id is
-// prefixed with its name ("tb:42"), and a failing case logs its schema operations in order.
+// index that must be empty and holds a document fails as not_vacated. A table that entered a
+// name is re-snapshotted as package mirror does (sink.Options.OnEntered -> cdc.Resnapshotter);
+// when the request is refused because the table left the name first (dropped or moved out right
+// after it entered), mirror reports the table loudly (Status.Incomplete), and that name's frozen
+// documents may lack the rows the re-snapshot would have brought -- never hold a wrong one.
+// Every failure's _id is prefixed with its name ("tb:42"), and a failing case logs its schema
+// operations in order, with the ENTERED reports.
+//
+// Sequences whose outcome the cases found to differ from the rule, reported and not yet fixed,
+// are listed in openFindings (schema_test.go, each with its package and what differs): the
+// cases avoid them unless TRIBUTARY_DIFF_SCHEMA_OPEN=1 (which `make differential` sets), so
+// that the bounded run guards everything else. A seed draws other operations in the two modes.
 //
 // TRIBUTARY_DIFF_SCHEMA_CASES sets their number (default 0 while issue 32 lands, then 4: one per
 // source and engine pair;
 // `make differential` runs 40); case i runs seed+i. To repeat one:
 //
-//	TRIBUTARY_DIFF_SEED=<seed> TRIBUTARY_DIFF_CASES=0 TRIBUTARY_DIFF_SCHEMA_CASES=1 go test -run TestDifferential -v ./internal/difftest/
+//	TRIBUTARY_DIFF_SEED=<seed> TRIBUTARY_DIFF_CASES=0 TRIBUTARY_DIFF_SCHEMA_CASES=1 [TRIBUTARY_DIFF_SCHEMA_OPEN=1] go test -run TestDifferential -v ./internal/difftest/
 //
 // Schemas, databases, slots, publications and indices of the schema cases carry the prefix
 // g32d (g32x for the uncaptured namespace) and are removed after each case.

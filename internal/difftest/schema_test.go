@@ -37,6 +37,29 @@ import (
 // defaultSchemaCases).
 const envSchemaCases = "TRIBUTARY_DIFF_SCHEMA_CASES"
 
+// envSchemaOpen, set to 1, makes the schema cases draw the operations of the open findings too
+// (openFindings); `make differential` sets it.
+const envSchemaOpen = "TRIBUTARY_DIFF_SCHEMA_OPEN"
+
+// openFindings are the sequences of schema operations whose outcome the cases found to differ
+// from the rule, reported and not fixed yet. Without envSchemaOpen the generator avoids them,
+// so that the bounded run of `make check` guards everything else; each entry goes once fixed.
+//
+//   - vacatedName (package sink): a new relation under a name whose index was vacated (its
+//     relation renamed to another captured name) writes into the generation the vacate created
+//     with the old relation's mapping: values of same-named columns of other types are
+//     rejected by the cluster, no ENTERED report. Avoided: CREATE, renames and moves into a
+//     vacated name.
+//   - dropAfterWrite (cdc/pgcdc): changes of a REPLICA IDENTITY FULL table dropped before the
+//     stream decoded them carry a primary key of every column (the relation message's flags,
+//     schema.go), dead-lettered as "id column ... is NULL". Avoided: a DROP waits until the
+//     stream has applied every earlier change.
+//   - movedBack (cdc/mysqlcdc): a relation moved out of the capture and back under another
+//     captured name leaves its old name's index holding its documents (the identity is the
+//     DDL's; the vacate never fires). Avoided on MariaDB: only relations never captured move
+//     in.
+var openFindings = map[string]bool{"vacatedName": true, "dropAfterWrite": true, "movedBack": true}
+
 // defaultSchemaCases is the bounded run of `make check`: none until the schema events of issue
 // 32 land in the sources and the sink, then one case per source and engine pair.
 const defaultSchemaCases = 0
@@ -77,7 +100,15 @@ type schemaCase struct {
 	ops   []string // the schema operations, for the failure report
 	ctx   context.Context
 	index func(name string) string
+	// open: draw the operations of openFindings too (envSchemaOpen).
+	open bool
+	// sync waits until the stream has applied every change made so far.
+	sync func()
+	hook *enteredHook
 }
+
+// avoids reports whether the case leaves out the operations of an open finding.
+func (c *schemaCase) avoids(finding string) bool { return openFindings[finding] && !c.open }
 
 func (c *schemaCase) exec(stmts ...string) {
 	c.t.Helper()
@@ -116,6 +147,9 @@ func (c *schemaCase) newTable(ns int, name string) *table {
 func (c *schemaCase) freeName(ns int) string {
 	var free []string
 	for _, n := range schemaNames {
+		if ix := c.m.idx[n]; ns == nsCaptured && ix != nil && ix.state == idxEmpty && c.avoids("vacatedName") {
+			continue
+		}
 		if c.m.at(ns, n) == nil {
 			free = append(free, n)
 		}
@@ -197,6 +231,9 @@ func (c *schemaCase) step() {
 		var rows [][]*string
 		if rl.ns == nsCaptured {
 			rows = c.readBack(rl)
+			if c.avoids("dropAfterWrite") {
+				c.sync()
+			}
 		}
 		c.exec(c.d.dropTable(rl.tb.ref(c.d))...)
 		c.m.drop(rl, rows)
@@ -205,7 +242,11 @@ func (c *schemaCase) step() {
 	case p < 80 && len(in) > 0:
 		c.moveTo(pick(r, in...), nsOutside)
 	case p < 86 && len(out) > 0:
-		c.moveTo(pick(r, out...), nsCaptured)
+		rl := pick(r, out...)
+		if rl.captured && c.d.name() == "mysql" && c.avoids("movedBack") {
+			return
+		}
+		c.moveTo(rl, nsCaptured)
 	case p < 90 && len(in) > 0:
 		rl := pick(r, in...)
 		c.op("TRUNCATE %s", rl.tb.ref(c.d))
@@ -275,7 +316,11 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 	sfx := fmt.Sprintf("%x", r.Uint64()&(1<<40-1))
 	c := &schemaCase{t: t, r: r, d: d, ci: ci, sfx: sfx, m: newSchemaModel(),
 		ns: [2]string{"g32d_" + sfx, "g32x_" + sfx}}
+	c.open = os.Getenv(envSchemaOpen) == "1"
 	c.ci.note = "schema case"
+	if c.open {
+		c.ci.note = "schema case, open findings included"
+	}
 	prefix := "g32d-" + sfx
 	node.DeleteAtCleanup(t, prefix+"*")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -333,6 +378,7 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	hook := &enteredHook{t: t, ctx: runCtx, src: src}
+	c.hook = hook
 	k, err := sink.New(cfg, "g32diff-"+sfx, st, &sink.Options{ItemRetryBackoff: time.Millisecond, OnEntered: hook.onEntered})
 	if err != nil {
 		t.Fatalf("%s: sink: %v", ci, err)
@@ -367,6 +413,14 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 	defer stop()
 
 	waitFor(t, ci, done, &runErr, "the snapshot", func() bool { return runner.Progress().Events >= int64(nSnap) })
+	c.sync = func() {
+		lit, id := sentinel.marker(d)
+		c.exec(lit)
+		waitFor(t, ci, done, &runErr, "a sentinel marker row", func() bool {
+			docs, err := node.Mget(t, c.index(sentinel.tbl), []string{id})
+			return err == nil && len(docs) == 1 && docs[0].Found
+		})
+	}
 	for range 8 + r.IntN(12) {
 		c.step()
 	}
@@ -440,6 +494,13 @@ func (c *schemaCase) compare(node *estest.Node, dead []cdc.DeadLetterRecord, his
 			fs = compareDocs(c.t, c.d, ci, rl.tb, c.readBack(rl), docs, deadLettersOf(dead, c.ns[nsCaptured], name), hist)
 		case idxFrozen:
 			fs = compareDocs(c.t, c.d, ci, ix.frozen.tb, ix.frozen.rows, docs, deadLettersOf(dead, c.ns[nsCaptured], name), hist)
+			if c.hook.wasRefused(name) {
+				// The relation entered the name and left it (DROP, moved out) before its
+				// re-snapshot ran: the request was refused, loudly (mirror lists the table
+				// Incomplete, health table_incomplete), and the rows it would have brought are
+				// missing -- the rule's "a loud refusal". Every document there must still be right.
+				fs = slices.DeleteFunc(fs, func(f failure) bool { return f.kind == "missing_document" })
+			}
 		case idxEmpty:
 			for id := range docs {
 				fs = append(fs, failure{kind: "not_vacated", id: id, detail: "a document in the index of a name whose relation moved to another captured name"})
@@ -584,6 +645,7 @@ type enteredHook struct {
 	mu      sync.Mutex
 	entered []string // "table (cause)" per report, in order
 	errs    []string // requests that failed for good (logged)
+	refused map[string]bool
 }
 
 func (h *enteredHook) onEntered(e sink.TableEntered) {
@@ -607,6 +669,12 @@ func (h *enteredHook) onEntered(e sink.TableEntered) {
 				return
 			case errors.Is(err, cdc.ErrResnapshotRefused) || attempt == 20:
 				h.fail(e.Table.Table + ": re-snapshot request: " + err.Error())
+				h.mu.Lock()
+				if h.refused == nil {
+					h.refused = map[string]bool{}
+				}
+				h.refused[e.Table.Table] = true
+				h.mu.Unlock()
 				return
 			}
 			select {
@@ -622,6 +690,13 @@ func (h *enteredHook) fail(s string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.errs = append(h.errs, s)
+}
+
+// wasRefused reports whether a re-snapshot request for name was refused.
+func (h *enteredHook) wasRefused(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refused[name]
 }
 
 func (h *enteredHook) report() (entered, errs []string) {

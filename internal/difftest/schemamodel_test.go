@@ -27,6 +27,8 @@ type rel struct {
 	ns   int
 	name string
 	gone bool // dropped
+	// captured: the relation has borne a captured name.
+	captured bool
 }
 
 // idxState is what a captured name's index must hold.
@@ -98,6 +100,7 @@ func (m *schemaModel) create(ns int, name string, tb *table) *rel {
 // r (a new identity: a new, empty generation, re-snapshotted; the same one: unchanged) and
 // mirrors it.
 func (m *schemaModel) enter(r *rel) {
+	r.captured = true
 	for name, ix := range m.idx {
 		if name != r.name && ix.bound == r {
 			*ix = idxModel{state: idxEmpty}
