@@ -61,3 +61,35 @@ func TestFakeRefusesNanosecondDateTime(t *testing.T) {
 		t.Errorf("a half second on a store of whole seconds: %v, want ErrInvalid", err)
 	}
 }
+
+// TestOptionsOnTheirOwn: KeyKinds and MaxDocumentBytes restrict a Store whatever its profile;
+// a negative value lifts the profile's limit.
+func TestOptionsOnTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	svc, err := store.New(map[string]store.Adapter{"main": memstore.NewWithOptions(&memstore.Options{
+		Like: memstore.Lenient, KeyKinds: []store.KeyKind{store.KindStringKey}, MaxDocumentBytes: 16})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close(ctx)
+	at := func(k store.Key) store.Address {
+		return store.Address{Store: "main", Namespace: "ns", Dataset: "ds", Key: k}
+	}
+	small := store.Document{JSON: []byte(`{"a":1}`)}
+	var re *store.RequestError
+	if _, err := svc.Put(ctx, at(store.Int64Key(1)), small); !errors.As(err, &re) || !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("an int64 key on a store of string keys: %v, want a RequestError of ErrInvalid", err)
+	}
+	if res, err := svc.Put(ctx, at(store.StringKey("k")), small); err != nil || res.Outcome != store.Created {
+		t.Errorf("a string key: %+v %v", res, err)
+	}
+	if _, err := svc.Put(ctx, at(store.StringKey("k")), store.Document{JSON: []byte(`{"a":"0123456789"}`)}); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("17 bytes on a store of 16: %v, want ErrTooLarge", err)
+	}
+	lifted, _ := store.New(map[string]store.Adapter{"main": memstore.NewWithOptions(&memstore.Options{TimePrecision: -1})}, nil)
+	defer lifted.Close(ctx)
+	ns := store.Document{JSON: []byte(`{"at":"2026-11-30T04:05:06.123456789Z"}`), Times: []string{"/at"}}
+	if res, err := lifted.Put(ctx, at(store.StringKey("k")), ns); err != nil || res.Outcome != store.Created {
+		t.Errorf("a nanosecond date-time with TimePrecision -1: %+v %v, want Created", res, err)
+	}
+}

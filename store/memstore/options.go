@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -72,7 +73,7 @@ type Options struct {
 	// KeyKinds, when not empty, are the only key kinds the Store accepts; others are refused
 	// (KindInvalid) before anything is written. Default: all four, which every backend
 	// accepts.
-	KeyKinds []driver.KeyKind
+	KeyKinds []store.KeyKind
 }
 
 // profile is what a Store refuses, resolved from Options.
@@ -120,7 +121,7 @@ func (o *Options) profile() profile {
 	if len(c.KeyKinds) > 0 {
 		p.keyKinds = make(map[driver.KeyKind]bool, len(c.KeyKinds))
 		for _, k := range c.KeyKinds {
-			p.keyKinds[k] = true
+			p.keyKinds[driver.KeyKind(k)] = true
 		}
 	}
 	return p

@@ -9,7 +9,9 @@ import (
 
 // NewService is the one-line test fake: a *store.Service over a fresh memory store for each
 // of names ("main" when none is given), with opts (nil: the defaults), closed when tb's test
-// ends. It fails the test at once if the Service cannot be built.
+// ends. It fails the test at once if the Service cannot be built. The stores have the default
+// Options: they refuse what any real backend refuses (Strictest); for another profile build
+// the Service over NewWithOptions.
 //
 //	svc := memstore.NewService(t, nil)
 //	res, err := svc.Put(ctx, store.Address{Store: "main", Namespace: "ns", Dataset: "ds", Key: store.StringKey("k")}, doc)
