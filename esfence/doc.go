@@ -170,6 +170,8 @@
 // fenced claim is refused (fenced, or destination_missing when the index is gone) instead of
 // touching an index it no longer owns, and _meta -- the marker -- is never sent, so it stays as
 // created. An existing field cannot be changed; the cluster refuses such a request whole.
+// [Fence.Mapping] reads the whole mapping the same way, the marker left out, so that another
+// generation can be created like the live one (a Reset whose caller has no schema).
 //
 // # Clones and restores
 //

@@ -80,3 +80,55 @@ func (f *Fence) throughAliasFailed(ctx context.Context, c *Claim, a answer, what
 	}
 	return f.refuse(c.dest, Fenced, "the write alias is gone: another claim rotated the fence")
 }
+
+// Mapping returns the mappings object of the claim's index, read through its write alias as
+// Fields reads it, for creating another generation like it (a Reset whose caller has no
+// schema to generate one from): everything but the ownership marker, which the creation
+// writes anew (other _meta keys are kept).
+func (f *Fence) Mapping(ctx context.Context, c *Claim) (json.RawMessage, error) {
+	const what = "reading the mapping"
+	a, err := f.do(ctx, what, esapi.IndicesGetMappingRequest{Index: []string{c.WriteAlias()}})
+	if err != nil {
+		return nil, err
+	}
+	if !a.ok() {
+		return nil, f.throughAliasFailed(ctx, c, a, what)
+	}
+	var m map[string]struct {
+		Mappings map[string]json.RawMessage `json:"mappings"`
+	}
+	if err := json.Unmarshal(a.body, &m); err != nil {
+		return nil, errors.New("esfence: " + what + ": unexpected answer")
+	}
+	got, ok := m[c.dest.Index]
+	if !ok || len(m) != 1 {
+		return nil, f.refuse(c.dest, FenceMalformed, "the write alias does not resolve to exactly the claimed index")
+	}
+	out := got.Mappings
+	if out == nil {
+		out = map[string]json.RawMessage{}
+	}
+	if raw, ok := out["_meta"]; ok {
+		var meta map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, errors.New("esfence: " + what + ": the mapping's _meta is not an object")
+		}
+		delete(meta, MarkerKey)
+		if len(meta) == 0 {
+			delete(out, "_meta")
+		} else if out["_meta"], err = json.Marshal(meta); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(out)
+}
+
+// TableKnown says whether this pipeline ever claimed d's table (d.Index its name): a table
+// record or an ownership record of that name exists.
+func (f *Fence) TableKnown(ctx context.Context, d Destination) (bool, error) {
+	if _, rev, err := f.loadTable(ctx, d); err != nil || rev != 0 {
+		return rev != 0, err
+	}
+	_, rev, err := f.loadRecord(ctx, d)
+	return rev != 0, err
+}

@@ -335,12 +335,14 @@
 // the table record already holds the decision, so the next claim completes it and the
 // replayed Truncate is a no-op.
 //
-// Where the exact path is impossible the Truncate is still dead-lettered, with a reason
-// starting "truncate_not_mirrored:" that says why, and the index keeps the table's earlier
-// documents: a sink under shared_owner (a new generation needs one writer: esfence refuses
-// it), and a Truncate that carries no schema (Debezium's) of a table the sink has not written
-// since it started (the new generation's mapping is generated from the schema). Without
-// auto_create_index the new generation is created without a mapping, as the first one was.
+// A Truncate without a schema (Debezium's) of a table the sink has not written since it
+// started is applied the same way: the table is claimed as it exists and its new generation
+// gets the live generation's mapping (read through its write alias, the marker left out); one
+// this pipeline never wrote (no record) has nothing to empty. Without auto_create_index the
+// new generation is created without a mapping, as the first one was. Where the exact path is
+// impossible -- a sink under shared_owner (a new generation needs one writer: esfence refuses
+// it) -- the Truncate is still dead-lettered, with a reason starting "truncate_not_mirrored:"
+// that says why, and the index keeps the table's earlier documents.
 //
 // # Schema events
 //

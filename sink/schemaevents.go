@@ -95,21 +95,16 @@ func (s *Sink) reportMarked(name string, table cdc.TableID, sch *cdc.TableSchema
 	s.entered = append(s.entered, e)
 }
 
-// Dead-letter reasons of Truncate events the sink cannot mirror exactly.
-const (
-	truncateSharedReason = "truncate_not_mirrored: a sink under shared_owner cannot empty an index " +
-		"(a new generation needs one writer); the index keeps the table's earlier documents"
-	truncateNoSchemaReason = "truncate_not_mirrored: the event carries no table schema and the sink has " +
-		"not seen the table since it started (the new generation's mapping comes from it); the index " +
-		"keeps the table's earlier documents"
-)
+// truncateSharedReason is the dead letter of a Truncate the sink cannot mirror exactly.
+const truncateSharedReason = "truncate_not_mirrored: a sink under shared_owner cannot empty an index " +
+	"(a new generation needs one writer); the index keeps the table's earlier documents"
 
 // schemaRun is a run of a batch's events of one table and relation identity, or a Truncate.
 type schemaRun struct {
 	event    int // the run's first event
 	name     string
 	table    cdc.TableID
-	schema   *cdc.TableSchema
+	schema   *cdc.TableSchema // nil: a schemaless Truncate of a table not seen since the start
 	relation string
 	version  int64 // the first event's
 	read     bool  // the first event is a snapshot read
@@ -155,7 +150,10 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 	sch := ev.Schema
 	if sch == nil {
 		if sch = s.schemas[name]; sch == nil || sch.ID != ev.Table {
-			return truncateNoSchemaReason
+			// A table not seen since the start (Debezium's Truncates carry no schema): claimed
+			// as it exists, its new generation mapped like the live one (schemaEvents).
+			s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, version: ver, truncate: true})
+			return ""
 		}
 	}
 	ti, err := s.table(sch, ev.Table)
@@ -335,6 +333,12 @@ func (s *Sink) reset(ctx context.Context, name string, table cdc.TableID, sch *c
 	d, err := s.destination(ctx, &action{index: name, table: table, schema: sch})
 	if err != nil {
 		return err
+	}
+	if sch == nil && s.cfg.AutoCreate() {
+		// No schema to generate the mapping from: the new generation is mapped like the live one.
+		if d.Mapping, err = s.fence.Mapping(ctx, g.Live()); err != nil {
+			return s.requestError(err, "reading the live generation's mapping")
+		}
 	}
 	n, err := s.fence.Reset(ctx, g, d, r, time.Duration(s.cfg.RetireAfter))
 	if err != nil {

@@ -599,10 +599,25 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 	// changes are all dead letters).
 	for i := range s.runs {
 		r := &s.runs[i]
-		if _, ok := s.gens[r.name]; ok || r.schema == nil {
+		if _, ok := s.gens[r.name]; ok {
 			continue
 		}
 		a := action{index: r.name, table: r.table, schema: r.schema}
+		if r.schema == nil {
+			// A schemaless Truncate of a table not seen since the start: claimed when it
+			// exists; one this pipeline never wrote has nothing to empty.
+			d, err := s.destination(ctx, &a)
+			if err != nil {
+				return err
+			}
+			known, err := s.fence.TableKnown(ctx, d)
+			if err != nil {
+				return s.requestError(err, "reading the table's records")
+			}
+			if !known {
+				continue
+			}
+		}
 		if err := s.checkBindings([]action{a}); err != nil {
 			return err
 		}
@@ -670,7 +685,7 @@ func (s *Sink) destination(ctx context.Context, a *action) (esfence.Destination,
 		Pipeline: s.pipeline, Sink: s.cfg.ID, Table: a.table, Index: a.index, Encoding: s.encoding,
 		Settings: s.indexSettings(),
 	}
-	if s.cfg.AutoCreate() {
+	if s.cfg.AutoCreate() && a.schema != nil { // nil: a table claimed as it exists (schemaless Truncate)
 		o, err := s.mappingOptions(ctx)
 		if err != nil {
 			return d, err
