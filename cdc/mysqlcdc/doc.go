@@ -134,7 +134,10 @@
 // TRUNCATE) empties the cache and the next row reloads. Each rows event's table map is checked
 // against the cached schema (column count and, with full metadata, names and types); when the
 // catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
-// rebuilt from the table map, keeping the catalog's description of unchanged columns.
+// rebuilt from the table map, keeping the catalog's description of unchanged columns; when the
+// catalog no longer has the table at all (renamed or dropped since), from the table map and the
+// last description the stream had of the name (binlog_row_metadata=FULL: without column names
+// such rows are malformed, "table not found in the catalog").
 //
 // # Captured tables and start checks
 //

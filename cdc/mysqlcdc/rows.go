@@ -212,6 +212,14 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 		return t, nil
 	}
 	t, err := r.cat.load(ctx, id)
+	if errors.Is(err, errNoTable) {
+		if p := r.goneTable(name, id, tm); p != nil {
+			r.src.log.Info("mysqlcdc: row image of a table the catalog no longer has (renamed or dropped since); schema rebuilt from the table map",
+				"source", r.src.opts.SourceName, "table", id.String())
+			r.projections[key] = p
+			return p, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,11 @@ type relations struct {
 	// ids are the identities this session's DDL gave captured names: the version of the
 	// Truncate event that announced the relation under the name.
 	ids map[TableName]string
-	// last is the latest schema each captured name had, kept across DDL (the cache is not):
-	// the schema of the Truncate that vacates a renamed table's name.
-	last map[TableName]*cdc.TableSchema
+	// last is the latest description of the relation each captured name has, kept across DDL
+	// (the cache is not): the schema of the Truncate that vacates a renamed table's name, and
+	// the columns a row image is read with once the catalog no longer knows its table. (After
+	// a rename it is the relation's description under its old name: only its columns count.)
+	last map[TableName]*table
 	// exists holds the captured names known to exist: a CREATE TABLE IF NOT EXISTS of one
 	// changes nothing (MySQL logs it all the same).
 	exists map[TableName]bool
@@ -34,14 +36,14 @@ type relations struct {
 }
 
 func newRelations() relations {
-	return relations{ids: map[TableName]string{}, last: map[TableName]*cdc.TableSchema{}, exists: map[TableName]bool{}}
+	return relations{ids: map[TableName]string{}, last: map[TableName]*table{}, exists: map[TableName]bool{}}
 }
 
 // adopt records a schema loaded from the catalog for a captured name: it gets the name's
 // current relation identity.
 func (r *reader) adopt(name TableName, t *table) {
 	t.schema.Relation = r.rel.ids[name]
-	r.rel.last[name] = t.schema
+	r.rel.last[name] = t
 	r.rel.exists[name] = true
 }
 
@@ -98,17 +100,19 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 	if d.ifNotExists && r.rel.exists[n] {
 		return nil // the table existed: nothing was created (MySQL logs the statement anyway)
 	}
-	schema, err := r.schemaNow(ctx, n, nil)
+	t, err := r.tableNow(ctx, n, nil)
 	if err != nil {
 		return err
 	}
-	id, err := r.announce(ctx, h, n, schema, "", true)
+	id, err := r.announce(ctx, h, n, t.schema, "", true)
 	if err != nil {
 		return err
 	}
 	r.rel.ids[n] = id
 	r.rel.exists[n] = true
-	r.rel.last[n] = schema
+	if len(t.codecs) > 0 {
+		r.rel.last[n] = t
+	}
 	r.src.log.Info("mysqlcdc: a captured table was created; its name starts empty with a new relation",
 		"source", r.src.opts.SourceName, "table", r.src.tableID(n).String(), "relation", id)
 	return nil
@@ -126,7 +130,7 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs []renamePair) error {
 	effects := netRenames(pairs)
 	prior := make(map[TableName]string, len(effects))
-	lastOf := make(map[TableName]*cdc.TableSchema, len(effects))
+	lastOf := make(map[TableName]*table, len(effects))
 	for _, e := range effects {
 		prior[e.name] = r.rel.ids[e.name]
 		lastOf[e.name] = r.rel.last[e.name]
@@ -136,14 +140,14 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if e.before == nil || !r.src.captures(e.name) || !r.src.captures(e.dest) {
 			continue
 		}
-		schema := lastOf[e.name]
-		if schema == nil {
+		t := lastOf[e.name]
+		if t == nil {
 			var err error
-			if schema, err = r.schemaNow(ctx, e.dest, nil); err != nil {
+			if t, err = r.tableNow(ctx, e.dest, nil); err != nil {
 				return err
 			}
 		}
-		if _, err := r.announce(ctx, h, e.name, schema, prior[e.name], false); err != nil {
+		if _, err := r.announce(ctx, h, e.name, t.schema, prior[e.name], false); err != nil {
 			return err
 		}
 		r.src.log.Info("mysqlcdc: a captured table was renamed to another captured name; its old name is vacated",
@@ -154,14 +158,14 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if e.after == nil || !r.src.captures(e.name) {
 			continue
 		}
-		schema, err := r.schemaNow(ctx, e.name, lastOf[*e.after])
+		t, err := r.tableNow(ctx, e.name, lastOf[*e.after])
 		if err != nil {
 			return err
 		}
-		if _, err := r.announce(ctx, h, e.name, schema, "", true); err != nil {
+		if _, err := r.announce(ctx, h, e.name, t.schema, "", true); err != nil {
 			return err
 		}
-		id, err := r.announce(ctx, h, e.name, schema, "", true)
+		id, err := r.announce(ctx, h, e.name, t.schema, "", true)
 		if err != nil {
 			return err
 		}
@@ -188,20 +192,36 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 	return nil
 }
 
-// schemaNow returns the schema for a Truncate of a captured name at the statement: the
-// catalog's now (it may already reflect a later statement), else fallback (the schema the
-// relation had under its old name), else one without columns.
-func (r *reader) schemaNow(ctx context.Context, n TableName, fallback *cdc.TableSchema) (*cdc.TableSchema, error) {
+// tableNow returns the description for a Truncate of a captured name at the statement: the
+// catalog's now (it may already reflect a later statement), else fallback (the relation's
+// under its old name), else one without columns.
+func (r *reader) tableNow(ctx context.Context, n TableName, fallback *table) (*table, error) {
 	t, err := r.cat.load(ctx, r.src.tableID(n))
 	switch {
 	case err == nil:
-		return t.schema, nil
+		return t, nil
 	case !errors.Is(err, errNoTable):
 		return nil, err
 	case fallback != nil:
 		return fallback, nil
 	}
-	return &cdc.TableSchema{ID: r.src.tableID(n)}, nil
+	return &table{schema: &cdc.TableSchema{ID: r.src.tableID(n)}}, nil
+}
+
+// goneTable returns the description of a row image of a captured table the catalog no longer
+// knows (renamed or dropped since: the reader is behind): rebuilt from the table map, with the
+// columns of the last description the stream had for the name where they fit. Nil when the
+// table map has no column names (binlog_row_metadata is not FULL).
+func (r *reader) goneTable(name TableName, id cdc.TableID, tm *replication.TableMapEvent) *table {
+	base := &table{schema: &cdc.TableSchema{ID: id}}
+	if l := r.rel.last[name]; l != nil && len(l.codecs) == len(l.schema.Columns) {
+		base.schema.Columns, base.schema.PrimaryKey, base.codecs = l.schema.Columns, l.schema.PrimaryKey, l.codecs
+	}
+	p := fromTableMap(base, tm, r.src.opts.Flavor)
+	if p != nil {
+		p.schema.Relation = r.rel.ids[name]
+	}
+	return p
 }
 
 // announce emits a Truncate of a captured name at the statement's next version ordinal, with a
