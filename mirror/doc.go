@@ -75,7 +75,9 @@
 // before it creates anything, and so is Drop, with pgcdc.ErrOwnedByOther naming the owner;
 // the fix is a slot: and a publication: of its own, never a table added to the other's
 // publication, since two readers of one slot take each other's changes. Inspect while the
-// mirror runs (the state file locked) shows the default or configured names, not a record.
+// mirror runs (the state file locked, the record out of reach) shows the configured or default
+// names, or, when no slot of the default exists and one of tributary_<source name> does, that
+// one.
 //
 // # Running
 //

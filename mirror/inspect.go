@@ -103,6 +103,15 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 	}
 	if pg, ok := src.(*pgcdc.Source); ok {
 		info, err := pg.SlotInfo(ctx)
+		if err == nil && inUse && !info.SlotExists {
+			// The running mirror holds the record of the names: a pipeline that kept an
+			// earlier version's slot reads that one (source.go, postgresNames).
+			if old, lerr := legacyPostgres(pc); lerr == nil {
+				if li, lerr := old.SlotInfo(ctx); lerr == nil && li.SlotExists {
+					info = li
+				}
+			}
+		}
 		rep.Slot, rep.SlotErr = &info, err
 	}
 	// A debezium pipeline's lag is its consumer group's, whatever the state file holds.

@@ -164,6 +164,11 @@ func TestPostgresUpgradeKeepsSlot(t *testing.T) {
 		}
 		run = start(t, upgraded)
 		run.wait("convergence after the upgrade", node.Converged(t, index, tb, 400))
+		// Inspect while it runs (the state file, with the record, locked) shows that slot.
+		if rep, err := mirror.Inspect(ctx, upgraded, pipeline, nil); err != nil || !rep.StateInUse || rep.Slot == nil ||
+			rep.Slot.Slot != legacy || !rep.Slot.SlotExists {
+			t.Fatalf("inspect while running: %+v, %v", rep, err)
+		}
 		if s := run.status(); s.Progress.Events >= 300 {
 			t.Errorf("the upgraded pipeline handled %d events: it read the table again instead of resuming from its slot", s.Progress.Events)
 		}

@@ -259,6 +259,17 @@ func postgresNames(ctx context.Context, st statestore.Store, p *PipelineConfig) 
 	return n, rec.Slot == n.Slot && rec.Publication == n.Publication, nil
 }
 
+// legacyPostgres is a postgres pipeline's source under the names an earlier version derived
+// from the source's name (pgcdc.DefaultName), for Inspect while the state file is in use; an
+// error when the configuration sets them.
+func legacyPostgres(p *PipelineConfig) (*pgcdc.Source, error) {
+	if p.Source.Slot != "" || p.Source.Publication != "" {
+		return nil, errors.New("mirror: the configuration sets the slot or publication")
+	}
+	legacy := pgcdc.DefaultName(sourceName(&p.Source))
+	return pgcdc.New(string(p.Source.DSN), &pgcdc.Options{Name: sourceName(&p.Source), Slot: legacy, Publication: legacy})
+}
+
 // recordPostgresNames records the names postgresNames resolves for p in the state file,
 // unless it holds them already.
 func recordPostgresNames(ctx context.Context, st statestore.Store, p *PipelineConfig) error {
