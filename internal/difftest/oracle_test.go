@@ -95,10 +95,19 @@ const (
 	// written before, stays the same): a value beyond the old field's range (byte, short,
 	// integer: sink.GenerateMapping's narrowest type) is this rule's.
 	ruleAlteredType = "altered_type_rejected"
+	// sink/doc.go, Unchanged values: "No stored document ...: the row is dead-lettered with a
+	// reason "unchanged_value_unavailable: ..."", and Schema events: an index a relation entered
+	// (or a TRUNCATE) gets "a new empty generation" that only the re-snapshot fills. An update
+	// with unchanged values of a row the re-snapshot has not written yet finds no document.
+	// Allowed in the schema cases for a name emptied during the case; the row may then be
+	// missing or older, as after any documented dead letter.
+	ruleUnchangedEmptied = "unchanged_after_emptied"
 )
 
 // ruleReason matches the dead-letter reasons each rule allows.
 var ruleReason = map[string]*regexp.Regexp{
+	ruleUnchangedEmptied: regexp.MustCompile(`^unchanged_value_unavailable: column "[^"]*": the source did not resend an unchanged TOAST value and ` +
+		`the index holds no document to take it from; set REPLICA IDENTITY FULL on the table to have the source send every value$`),
 	ruleAlteredType: regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
 	ruleFlattened:   regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
 	ruleEmptyID:     regexp.MustCompile(`^serialization failure: the _id would be empty$`),

@@ -377,7 +377,7 @@ func TestOracleUnchangedAfterDeadLetter(t *testing.T) {
 		{"unrelated history", []cdc.DeadLetterRecord{dl("serialization failure: the _id would be empty", cdc.Insert, nil, []cdc.Value{"", nil}), upd("", "b")}, 1, nil, []string{"b"},
 			map[string][]string{"b": {"a"}, "c": {""}}},
 	} {
-		d, fails := sortDeadLetters(c.dead, flat, c.moved, nil, nil)
+		d, fails := sortDeadLetters(c.dead, flat, c.moved, nil, nil, false)
 		if len(fails) != c.fails {
 			t.Errorf("%s: %d failures %+v, want %d", c.name, len(fails), fails, c.fails)
 		}

@@ -60,9 +60,9 @@ const envSchemaOpen = "TRIBUTARY_DIFF_SCHEMA_OPEN"
 //     in.
 var openFindings = map[string]bool{"vacatedName": true, "dropAfterWrite": true, "movedBack": true}
 
-// defaultSchemaCases is the bounded run of `make check`: none until the schema events of issue
-// 32 land in the sources and the sink, then one case per source and engine pair.
-const defaultSchemaCases = 0
+// defaultSchemaCases is the bounded run of `make check`: every source and engine pair twice
+// (a case takes seconds; one that fails waits up to its bounds, minutes).
+const defaultSchemaCases = 8
 
 // schemaDialect is a dialect's DDL for the schema cases.
 type schemaDialect interface {
@@ -105,6 +105,8 @@ type schemaCase struct {
 	// sync waits until the stream has applied every change made so far.
 	sync func()
 	hook *enteredHook
+	// truncated: the captured names a TRUNCATE emptied.
+	truncated map[string]bool
 }
 
 // avoids reports whether the case leaves out the operations of an open finding.
@@ -250,6 +252,10 @@ func (c *schemaCase) step() {
 	case p < 90 && len(in) > 0:
 		rl := pick(r, in...)
 		c.op("TRUNCATE %s", rl.tb.ref(c.d))
+		if c.truncated == nil {
+			c.truncated = map[string]bool{}
+		}
+		c.truncated[rl.name] = true
 		c.exec(c.d.truncate(rl.tb.ref(c.d)))
 		rl.tb.rows = nil
 	case p < 95 && len(in)+len(out) > 0:
@@ -463,6 +469,19 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 		t.Errorf("%s: the pipeline stopped: %v", ci, runErr)
 	}
 	fails := c.compare(node, dlq.records(), hist)
+	var states []string
+	for _, name := range c.m.names() {
+		ix := c.m.idx[name]
+		n := 0
+		switch ix.state {
+		case idxLive:
+			n = len(ix.bound.tb.rows)
+		case idxFrozen:
+			n = len(ix.frozen.rows)
+		}
+		states = append(states, fmt.Sprintf("%s %s (%d rows)", name, ix.state, n))
+	}
+	t.Logf("%s: compared %s, %d dead letters, %d schema operations", ci, strings.Join(states, ", "), len(dlq.records()), len(c.ops))
 	rows := c.readBack(&rel{tb: sentinel})
 	ci.table = sentinel.tbl
 	fails = append(fails, compareDocs(t, d, ci, sentinel, rows, searchDocs(t, node, c.index(sentinel.tbl)), deadLettersOf(dlq.records(), c.ns[nsCaptured], sentinel.tbl), hist)...)
@@ -487,6 +506,7 @@ func (c *schemaCase) compare(node *estest.Node, dead []cdc.DeadLetterRecord, his
 		docs := searchDocs(c.t, node, c.index(name))
 		ci := c.ci
 		ci.table = name + " (" + ix.state.String() + ")"
+		ci.emptied = c.truncated[name] || c.hook.wasEntered(name)
 		var fs []failure
 		switch ix.state {
 		case idxLive:
@@ -690,6 +710,13 @@ func (h *enteredHook) fail(s string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.errs = append(h.errs, s)
+}
+
+// wasEntered reports whether name's index was reported ENTERED.
+func (h *enteredHook) wasEntered(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.ContainsFunc(h.entered, func(e string) bool { return strings.HasPrefix(e, name+" (") })
 }
 
 // wasRefused reports whether a re-snapshot request for name was refused.
