@@ -114,6 +114,9 @@ type SourceConfig struct {
 	// string) is the connector's decimal.handling.mode, which such records do not name.
 	Catalog         string
 	DecimalHandling string
+	// PlainDates assures the debezium source that the database holds no date Debezium cannot
+	// carry (MariaDB zero dates, PostgreSQL BC dates in a snapshot): debezium.Options.PlainDates.
+	PlainDates bool
 	// KafkaTLS and KafkaSASL secure the connections to the brokers (kafkaqueue.TLS and
 	// kafkaqueue.SASL; YAML kafka_tls: {ca_file, cert_file, key_file, server_name} and
 	// kafka_sasl: {mechanism, username, password}). Default: plaintext, no authentication.
@@ -319,8 +322,8 @@ func (v *validator) source(i int, s *SourceConfig) {
 		v.bad(key("dsn"), "is required")
 	}
 	if len(s.Brokers) > 0 || len(s.Topics) > 0 || s.TopicPattern != "" || s.Group != "" || s.InferTypes ||
-		s.SessionTimeout != 0 || s.InstanceID != "" || s.Catalog != "" || s.DecimalHandling != "" || s.KafkaTLS != nil || s.KafkaSASL != nil {
-		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, kafka_tls and kafka_sasl are debezium settings")
+		s.SessionTimeout != 0 || s.InstanceID != "" || s.Catalog != "" || s.DecimalHandling != "" || s.PlainDates || s.KafkaTLS != nil || s.KafkaSASL != nil {
+		v.bad(key("type"), "brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, plain_dates, kafka_tls and kafka_sasl are debezium settings")
 	}
 	switch s.Snapshot {
 	case "", "initial", "never":

@@ -461,7 +461,7 @@ func TestConfigDebezium(t *testing.T) {
 		{"  group: shop-mirror", "  tables: [a.b]", "source.tables: is not a debezium setting"},
 		{"  infer_types: true", "  infer_types: maybe", "source.infer_types: must be true or false"},
 		{"positioning: gtid", "positioning: lsn", "source.positioning: must be gtid or file"},
-		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, kafka_tls and kafka_sasl are debezium settings"},
+		{"type: debezium", "type: postgres", "source.type: brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, decimal_handling, plain_dates, kafka_tls and kafka_sasl are debezium settings"},
 		{"mechanism: SCRAM-SHA-512", "mechanism: GSSAPI", "source.kafka_sasl.mechanism: must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"},
 		{"{ca_file: /etc/kafka/ca.pem}", "{cert_file: /x.pem}", "source.kafka_tls: cert_file and key_file go together"},
 		{"{ca_file: /etc/kafka/ca.pem}", "{ca_flie: x}", `unknown key "ca_flie"`},

@@ -335,6 +335,7 @@ func (p *parser) source(n *yaml.Node, key string, s *SourceConfig) {
 		{"instance_id", p.str(&s.InstanceID)},
 		{"catalog", p.str(&s.Catalog)},
 		{"decimal_handling", p.str(&s.DecimalHandling)},
+		{"plain_dates", p.boolean(&s.PlainDates)},
 		{"kafka_tls", func(n *yaml.Node, key string) {
 			s.KafkaTLS = &KafkaTLS{}
 			p.mapping(n, key+".", []field{

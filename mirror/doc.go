@@ -37,7 +37,7 @@
 // it and takes a share of the partitions), session_timeout and instance_id (static group
 // membership), infer_types, positioning (versions of MySQL/MariaDB changes), and catalog with
 // dsn (the database's catalog, for records without an embedded schema) with
-// decimal_handling, kafka_tls and kafka_sasl. It has no tables, snapshot or slot: the connector decides those. Several
+// decimal_handling, plain_dates (debezium.Options.PlainDates), kafka_tls and kafka_sasl. It has no tables, snapshot or slot: the connector decides those. Several
 // processes of one pipeline writing the same indices set the sink's shared_owner.
 // Runner settings map onto cdc.RunnerOptions (see RunnerConfig).
 //

@@ -92,7 +92,7 @@ func newSource(p *PipelineConfig, log *slog.Logger, st statestore.Store) (cdc.So
 func newDebezium(p *PipelineConfig, name string, log *slog.Logger) (cdc.Source, error) {
 	c := &p.Source
 	qc := debeziumQueue(p)
-	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes, DecimalStrings: c.DecimalHandling == "string"}
+	o := debezium.Options{Name: name, Logger: log, InferTypes: c.InferTypes, DecimalStrings: c.DecimalHandling == "string", PlainDates: c.PlainDates}
 	switch c.Catalog {
 	case "postgres":
 		dsn := string(c.DSN)

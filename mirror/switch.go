@@ -238,6 +238,14 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 			rep.Kept = append(rep.Kept, "consumer group "+debeziumGroup(old))
 		}
 	}
+	if old.Source.Type == "postgres" && st != nil {
+		// The native path's recorded slot and publication names go with it (last: a failed
+		// drop is repeated with them): the way back takes the names its prepare step uses,
+		// the configuration's or the default.
+		if err := forgetPostgresNames(ctx, st, pipeline); err != nil {
+			return rep, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+	}
 	return rep, nil
 }
 
