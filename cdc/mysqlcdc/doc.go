@@ -257,6 +257,17 @@
 //     reads the statement again gives the same events the same versions and identities.) The
 //     changes after the statement carry the new name and identity. A relation renamed or moved
 //     to a name that is not captured produces nothing: its index keeps its last documents.
+//     The stream follows it among uncaptured names (renames, until it is dropped), and when it
+//     comes back under another captured name its rows move with it: after the names entered,
+//     the captured name it left is vacated (a Truncate with the identity it had there) --
+//     unless a relation entered that name since (a CREATE or a rename into it: the name then
+//     denotes another relation and is left alone). Back under its own old name it is entered
+//     like any relation: the name is emptied and re-snapshotted (its changes while away were
+//     not captured). Limits: a stream reopened after the move out does not know where the
+//     relation came from (as with identities, it forgets), and one stream follows at most 4096
+//     relations out of the capture (past that a Warn line, once); in both cases the name it
+//     left keeps its documents, and the relation's rows are also in its new name's index:
+//     empty the old name's index by hand.
 //     The cut-over of an online schema change tool (RENAME TABLE t TO _t_del, _t_gho TO t) is
 //     such a rename: t is emptied and re-snapshotted (and, in a database captured whole, the
 //     tool's tables are vacated and entered like any other).

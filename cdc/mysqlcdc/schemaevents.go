@@ -31,12 +31,43 @@ type relations struct {
 	// exists holds the captured names known to exist: a CREATE TABLE IF NOT EXISTS of one
 	// changes nothing (MySQL logs it all the same).
 	exists map[TableName]bool
+	// away follows the relations this session saw leave the capture: for each uncaptured
+	// name holding one, the captured name it left and what the stream had for it there. When
+	// the relation returns under another captured name, the name it left is vacated (its rows
+	// moved with it). At most maxAway entries (see there).
+	away map[TableName]awayRel
+	// awayFull: the bound was reached and logged once.
+	awayFull bool
 	// fold: lower_case_table_names is 1, names in statements compare in lower case.
 	fold bool
 }
 
+// awayRel is a relation gone out of the capture: from is the captured name it left, id the
+// identity the session had given it there ("" if none), last its description there (or nil).
+type awayRel struct {
+	from TableName
+	id   string
+	last *table
+}
+
+// maxAway bounds the relations followed out of the capture. Past it a relation that leaves is
+// not followed (a warning says so once): if it comes back under another captured name, the
+// name it left keeps its documents, as for a stream reopened after the move out.
+const maxAway = 4096
+
 func newRelations() relations {
-	return relations{ids: map[TableName]string{}, last: map[TableName]*table{}, exists: map[TableName]bool{}}
+	return relations{ids: map[TableName]string{}, last: map[TableName]*table{}, exists: map[TableName]bool{},
+		away: map[TableName]awayRel{}}
+}
+
+// recreated records that a captured name received a new relation (CREATE, RENAME into it): a
+// relation that left it earlier no longer vacates it when it comes back.
+func (rl *relations) recreated(n TableName) {
+	for k, a := range rl.away {
+		if a.from == n {
+			delete(rl.away, k)
+		}
+	}
 }
 
 // adopt records a schema loaded from the catalog for a captured name: it gets the name's
@@ -76,6 +107,11 @@ func (r *reader) schemaDDL(ctx context.Context, h *replication.EventHeader, e *r
 				r.rel.gone(n)
 			}
 		}
+		for n := range r.rel.away {
+			if n.Database == d.database {
+				delete(r.rel.away, n)
+			}
+		}
 	}
 	return nil
 }
@@ -87,6 +123,7 @@ func (rl *relations) gone(n TableName) {
 	delete(rl.ids, n)
 	delete(rl.exists, n)
 	delete(rl.last, n)
+	delete(rl.away, n) // a relation followed out of the capture is dropped
 }
 
 // created handles CREATE TABLE of a captured name: the name starts empty with a new relation,
@@ -95,11 +132,15 @@ func (rl *relations) gone(n TableName) {
 func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl) error {
 	n := d.names[0]
 	if !r.src.captures(n) {
+		if !d.ifNotExists {
+			delete(r.rel.away, n) // OR REPLACE: a relation followed out of the capture is dropped
+		}
 		return nil
 	}
 	if d.ifNotExists && r.rel.exists[n] {
 		return nil // the table existed: nothing was created (MySQL logs the statement anyway)
 	}
+	r.rel.recreated(n)
 	t, err := r.tableNow(ctx, n, nil)
 	if err != nil {
 		return err
@@ -131,9 +172,13 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 	effects := netRenames(pairs)
 	prior := make(map[TableName]string, len(effects))
 	lastOf := make(map[TableName]*table, len(effects))
+	backOf := map[TableName]awayRel{} // the relations followed out of the capture the statement moves
 	for _, e := range effects {
 		prior[e.name] = r.rel.ids[e.name]
 		lastOf[e.name] = r.rel.last[e.name]
+		if a, ok := r.rel.away[e.name]; ok && e.before != nil {
+			backOf[e.name] = a
+		}
 	}
 	// Vacated names first: their Truncate versions lie below those of the names entered.
 	for _, e := range effects {
@@ -177,6 +222,28 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		r.src.log.Info("mysqlcdc: a table was renamed to a captured name; the name now denotes another relation, whose rows need a re-snapshot",
 			"source", r.src.opts.SourceName, "table", r.src.tableID(e.name).String(), "from", from, "relation", id)
 	}
+	// Relations coming back into the capture from where this session followed them out: the
+	// captured name each left is vacated, after the names entered (so that the events before
+	// are the same when a reopened stream, which did not see the move out, reads the statement),
+	// unless a relation entered that name since (then it denotes another one).
+	for _, e := range effects {
+		a, ok := backOf[e.name]
+		if !ok || e.before == nil || !r.src.captures(e.dest) || entered[a.from] != "" {
+			continue
+		}
+		t := a.last
+		if t == nil {
+			var err error
+			if t, err = r.tableNow(ctx, e.dest, nil); err != nil {
+				return err
+			}
+		}
+		if _, err := r.announce(ctx, h, a.from, t.schema, a.id, false); err != nil {
+			return err
+		}
+		r.src.log.Info("mysqlcdc: a table that had left the capture came back under another captured name; the name it left is vacated",
+			"source", r.src.opts.SourceName, "table", r.src.tableID(a.from).String(), "to", r.src.tableID(e.dest).String())
+	}
 	for _, e := range effects {
 		r.rel.gone(e.name)
 		if e.after != nil && r.src.captures(e.name) {
@@ -186,10 +253,42 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 			}
 		}
 	}
+	r.followAway(effects, backOf, prior, lastOf)
 	for n, id := range entered {
 		r.rel.ids[n] = id
+		r.rel.recreated(n)
 	}
 	return nil
+}
+
+// followAway updates the relations followed out of the capture for a statement's renames: a
+// captured name's relation moved to an uncaptured name is followed from there, one followed
+// already moves along among uncaptured names, and one that came back is no longer followed.
+func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel, prior map[TableName]string, lastOf map[TableName]*table) {
+	for _, e := range effects {
+		delete(r.rel.away, e.name)
+	}
+	for _, e := range effects {
+		if e.before == nil || r.src.captures(e.dest) {
+			continue
+		}
+		a, ok := backOf[e.name]
+		if r.src.captures(e.name) {
+			a, ok = awayRel{from: e.name, id: prior[e.name], last: lastOf[e.name]}, true
+			if len(r.rel.away) >= maxAway {
+				if !r.rel.awayFull {
+					r.rel.awayFull = true
+					r.src.log.Warn("mysqlcdc: too many tables moved out of the capture to follow; one that comes back under another captured name "+
+						"leaves its documents in the index of the name it left: rebuild that index (logged once)",
+						"source", r.src.opts.SourceName, "table", r.src.tableID(e.name).String(), "followed", maxAway)
+				}
+				continue
+			}
+		}
+		if ok {
+			r.rel.away[e.dest] = a
+		}
+	}
 }
 
 // tableNow returns the description for a Truncate of a captured name at the statement: the

@@ -218,9 +218,11 @@ func TestSchemaEvents(t *testing.T) {
 			}
 			evs := f.until(ctx, t)
 			d := f.db
-			wantShape(t, "moved into the capture", evs, "T "+d+".mv2 #0", "T "+d+".mv2 #1", "I "+d+".mv2 #1")
-			checkDDLEvents(t, evs[:2])
-			in, resume := evs[1].Schema.Relation, evs[2].Checkpoint
+			// mv, the name the relation left, is vacated after the name entered (its identity
+			// unknown: no DDL of the stream touched it).
+			wantShape(t, "moved into the capture", evs, "T "+d+".mv2 #0", "T "+d+".mv2 #1", "T "+d+".mv -", "I "+d+".mv2 #1")
+			checkDDLEvents(t, evs[:3])
+			in, resume := evs[1].Schema.Relation, evs[3].Checkpoint
 			if err := s.exec("RENAME TABLE "+q(f.db, "mv2")+" TO "+q(f.db3, "mv"), "INSERT INTO "+q(f.db3, "mv")+" VALUES (4, 'db3')"); err != nil {
 				t.Fatal(err)
 			}
@@ -256,6 +258,8 @@ func TestSchemaEvents(t *testing.T) {
 				}
 			}
 		})
+
+		t.Run("moved out and back", func(t *testing.T) { movedOutAndBack(ctx, t, f) })
 
 		t.Run("drop and create", func(t *testing.T) {
 			if err := s.exec("DROP TABLE IF EXISTS " + q(f.db, "dc") + ", " + q(f.db, "nothere")); err != nil {
@@ -502,4 +506,138 @@ func firstDiff(a, b []string) string {
 		}
 	}
 	return "none"
+}
+
+// mirrorIndex applies events the way a sink's index mirrors them (a Truncate empties the
+// name, an insert adds a row) and returns each name's rows.
+type mirrorIndex map[string]map[string]bool
+
+func (m mirrorIndex) apply(evs []cdc.Event) {
+	for _, ev := range evs {
+		n := ev.Table.Database + "." + ev.Table.Table
+		switch ev.Op {
+		case cdc.Truncate:
+			m[n] = map[string]bool{}
+		case cdc.Insert:
+			if m[n] == nil {
+				m[n] = map[string]bool{}
+			}
+			m[n][fmt.Sprint(ev.After)] = true
+		}
+	}
+}
+
+func (m mirrorIndex) rows(db, table string) []string {
+	var out []string
+	for r := range m[db+"."+table] {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return rowID(out[i]) < rowID(out[j]) })
+	return out
+}
+
+// movedOutAndBack moves captured tables out of the capture and back: under another captured
+// name the name left is vacated (its rows moved), after the names entered; back under its own
+// name the name is entered again (emptied, re-snapshotted); a name re-created meanwhile, or a
+// relation dropped while away, vacates nothing. Each name's mirrored rows are compared with the
+// server's row by row.
+func movedOutAndBack(ctx context.Context, t *testing.T, f *schemaFixture) {
+	s, d, d3, o := f.s, f.db, f.db3, f.out
+	q := func(db, table string) string { return quote(db) + "." + quote(table) }
+	idx := mirrorIndex{}
+	var setup []string
+	for _, tb := range []string{"ob", "oh", "rc", "dr"} {
+		setup = append(setup, "CREATE TABLE "+q(d, tb)+" (id INT PRIMARY KEY, v VARCHAR(20))", "INSERT INTO "+q(d, tb)+" VALUES (1, 'a')")
+	}
+	if err := s.exec(setup...); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.until(ctx, t)
+	idx.apply(evs)
+	created := map[string]string{}
+	for _, ev := range evs {
+		if ev.Op == cdc.Truncate {
+			created[ev.Table.Table] = ev.Schema.Relation
+		}
+	}
+	// Out of the capture, renamed among uncaptured names, written to there: nothing.
+	if err := s.exec("RENAME TABLE "+q(d, "ob")+" TO "+q(o, "ob1")+", "+q(d, "oh")+" TO "+q(o, "oh"),
+		"RENAME TABLE "+q(d, "rc")+" TO "+q(o, "rc"), "ALTER TABLE "+q(d, "dr")+" RENAME TO "+q(o, "dr"),
+		"INSERT INTO "+q(o, "ob1")+" VALUES (2, 'away')", "RENAME TABLE "+q(o, "ob1")+" TO "+q(o, "ob2"),
+		"INSERT INTO "+q(o, "ob2")+" VALUES (3, 'away')", "INSERT INTO "+q(o, "oh")+" VALUES (2, 'away')"); err != nil {
+		t.Fatal(err)
+	}
+	if evs := f.until(ctx, t); len(evs) != 0 {
+		t.Fatalf("moved out of the capture: %v", shape(evs))
+	}
+	compareRows(t, s, o, "ob2", nil, "[1 a]", "[2 away]", "[3 away]")
+	compareRows(t, s, o, "oh", nil, "[1 a]", "[2 away]")
+	for _, tb := range []string{"ob", "oh", "rc", "dr"} {
+		if got := idx.rows(d, tb); strings.Join(got, ",") != "[1 a]" {
+			t.Fatalf("%s after the move out: %v, want its last documents", tb, got)
+		}
+	}
+
+	// Back under another captured name: ob3 entered, then ob vacated with the identity its
+	// CREATE gave it.
+	if err := s.exec("RENAME TABLE "+q(o, "ob2")+" TO "+q(d3, "ob3"), "INSERT INTO "+q(d3, "ob3")+" VALUES (4, 'back')"); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.until(ctx, t)
+	wantShape(t, "moved back under another name", evs, "T "+d3+".ob3 #0", "T "+d3+".ob3 #1", "T "+d+".ob #2", "I "+d3+".ob3 #1")
+	checkDDLEvents(t, evs[:3])
+	if evs[2].Schema.Relation != created["ob"] || len(evs[2].Schema.Columns) != 2 {
+		t.Errorf("vacated ob: identity %q (want %q), %d columns", evs[2].Schema.Relation, created["ob"], len(evs[2].Schema.Columns))
+	}
+	idx.apply(evs)
+	if got := idx.rows(d, "ob"); len(got) != 0 {
+		t.Errorf("ob after its relation came back as ob3: %v, want vacated", got)
+	}
+	// ob3's rows before the statement come with its re-snapshot (the sink's); the stream's
+	// rows after it are the server's.
+	compareRows(t, s, d3, "ob3", nil, "[1 a]", "[2 away]", "[3 away]", "[4 back]")
+	if got := idx.rows(d3, "ob3"); strings.Join(got, ",") != "[4 back]" {
+		t.Errorf("ob3 mirrored %v, want the row after the statement", got)
+	}
+
+	// Back under its own name: entered with a new identity (emptied, re-snapshotted), no
+	// vacate.
+	if err := s.exec("RENAME TABLE "+q(o, "oh")+" TO "+q(d, "oh"), "INSERT INTO "+q(d, "oh")+" VALUES (3, 'back')"); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.until(ctx, t)
+	wantShape(t, "moved back under its own name", evs, "T "+d+".oh #0", "T "+d+".oh #1", "I "+d+".oh #1")
+	checkDDLEvents(t, evs[:2])
+	if evs[1].Schema.Relation == created["oh"] || evs[0].Schema.Relation == created["oh"] {
+		t.Errorf("oh came back with the identity it left with (%q): no re-snapshot", created["oh"])
+	}
+	idx.apply(evs)
+	compareRows(t, s, d, "oh", nil, "[1 a]", "[2 away]", "[3 back]")
+	if got := idx.rows(d, "oh"); strings.Join(got, ",") != "[3 back]" {
+		t.Errorf("oh mirrored %v, want the row after the statement", got)
+	}
+
+	// rc re-created while its old relation is away; dr's relation dropped while away and
+	// another created under its uncaptured name: neither vacates anything when it moves in.
+	if err := s.exec("CREATE TABLE "+q(d, "rc")+" (id INT PRIMARY KEY, v VARCHAR(20))", "INSERT INTO "+q(d, "rc")+" VALUES (7, 'new')",
+		"DROP TABLE "+q(o, "dr"), "CREATE TABLE "+q(o, "dr")+" (id INT PRIMARY KEY, v VARCHAR(20))", "INSERT INTO "+q(o, "dr")+" VALUES (8, 'other')"); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.until(ctx, t)
+	wantShape(t, "re-created", evs, "T "+d+".rc #0", "I "+d+".rc #0")
+	idx.apply(evs)
+	if err := s.exec("RENAME TABLE " + q(o, "rc") + " TO " + q(d3, "rc2") + ", " + q(o, "dr") + " TO " + q(d3, "dr2")); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.until(ctx, t)
+	wantShape(t, "moved in, old names taken or relation dropped", evs, "T "+d3+".rc2 #0", "T "+d3+".rc2 #1", "T "+d3+".dr2 #2", "T "+d3+".dr2 #3")
+	checkDDLEvents(t, evs)
+	idx.apply(evs)
+	compareRows(t, s, d, "rc", nil, "[7 new]")
+	if got := idx.rows(d, "rc"); strings.Join(got, ",") != "[7 new]" {
+		t.Errorf("rc mirrored %v, want the re-created table's row", got)
+	}
+	if got := idx.rows(d, "dr"); strings.Join(got, ",") != "[1 a]" {
+		t.Errorf("dr mirrored %v, want the dropped relation's last documents", got)
+	}
 }
