@@ -354,7 +354,9 @@
 // from it, each with its version (the last esfence.MaxRetiredRelations). Per change, in batch order:
 //
 //   - an empty identity has no effect (it never counts as a different relation);
-//   - a table bound to none binds it, without emptying anything;
+//   - a table bound to none binds it, without emptying anything -- unless it was vacated
+//     (below): then, as for a new identity, it gets a new empty generation mapped for the
+//     relation's schema and is reported ENTERED (EnteredReplaced);
 //   - the bound identity: written as usual;
 //   - an identity retired from this table, at a version below its retirement (the version of
 //     the change that retired it): the change is void (a change of a relation that left the

@@ -283,11 +283,15 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 		delete(s.rels, r.relation)
 		s.relsGone[r.relation] = from
 	}
+	// A table with no binding but retired identities was vacated (its relation left for
+	// another table): the relation binding it now is another one, whose rows are not in the
+	// index and whose columns the vacate's generation was not mapped for.
+	vacated := bound == "" && len(g.RetiredRelations()) > 0
 	var e *TableEntered
 	switch {
 	case held || gone:
 		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.schema}
-	case bound != "":
+	case bound != "" || vacated:
 		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.schema}
 	}
 	var m *esfence.EnteredMark
@@ -296,7 +300,7 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 		e.mark = m.ID
 	}
 	switch {
-	case bound == "" && (fresh || (!held && !gone)):
+	case bound == "" && !vacated && (fresh || (!held && !gone)):
 		n, err := s.fence.Bind(ctx, g, r.relation, m)
 		if err != nil {
 			s.forgetGens(r.name) // claimed again, the record as it is (a report in it reported then)
