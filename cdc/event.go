@@ -32,11 +32,13 @@ const (
 	Update
 	Delete
 	Read // a row of an initial snapshot
-	// Truncate says every row of the table was removed at once (TRUNCATE TABLE). It carries
-	// no row: Before and After are nil. A mirror cannot apply it with versioned writes, so the
-	// sink reports it (see package sink); sources emit it so that it is never silently lost.
-	// Otherwise it is positioned, versioned and checkpointed like a row change at its place
-	// in the source's history (one event per table when a statement truncates several).
+	// Truncate says every row of the table was removed at once (TRUNCATE TABLE, or a name
+	// that stopped denoting its relation: see package sink, Schema events). It carries no
+	// row: Before and After are nil. Its version is a floor: every change of the table
+	// committed after it has a higher version, every one before it a lower one (the sink
+	// empties the table's index and voids older changes replayed later). It is positioned,
+	// versioned and checkpointed like a row change at its place in the source's history (one
+	// event per table when a statement truncates several).
 	Truncate
 )
 
