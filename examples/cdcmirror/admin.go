@@ -152,6 +152,9 @@ func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr st
 		if c := p.Cluster; c != nil {
 			fmt.Fprintf(w, "  live %s\n", clusterLine(c))
 		}
+		for _, t := range p.Incomplete {
+			fmt.Fprintf(w, "  live incomplete %s (index %s) since %s: %s\n", t.Table, t.Index, t.Since.Format(time.RFC3339), t.Reason)
+		}
 		for _, sp := range []*snapshotStatus{p.Snapshot, p.Resnapshot} {
 			if sp != nil && (sp.Active || sp.ID != "") {
 				fmt.Fprintf(w, "  live %s\n", snapshotLine(sp))

@@ -162,6 +162,17 @@ type pipelineStatus struct {
 	BackpressureSince *time.Time      `json:"backpressure_since,omitempty"`
 	UnansweredSince   *time.Time      `json:"unanswered_since,omitempty"` // the oldest write the engine has not answered
 	Cluster           *clusterStatus  `json:"cluster,omitempty"`
+	// Incomplete: tables whose index misses rows the pipeline cannot restore on its own,
+	// each with the fix (cdc.Status.Incomplete).
+	Incomplete []incompleteStatus `json:"incomplete,omitempty"`
+}
+
+// incompleteStatus is a cdc.IncompleteTable.
+type incompleteStatus struct {
+	Table  string    `json:"table"`
+	Index  string    `json:"index"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
 }
 
 // clusterStatus is cdc.ClusterHealth: the health of the pipeline's indices in the search
@@ -230,6 +241,9 @@ func pipelineJSON(s cdc.Status) pipelineStatus {
 		if c.Err != nil {
 			out.Cluster.Error = c.Err.Error()
 		}
+	}
+	for _, t := range s.Incomplete {
+		out.Incomplete = append(out.Incomplete, incompleteStatus{Table: t.Table.String(), Index: t.Index, Reason: t.Reason, Since: t.Since})
 	}
 	if l := s.Lag; !l.MeasuredAt.IsZero() || l.Err != nil {
 		out.Lag = &lagStatus{Seconds: l.Seconds, Bytes: l.Bytes, Retained: l.Retained, MeasuredAt: when(l.MeasuredAt)}

@@ -23,7 +23,9 @@
 //	health_reason{reason}                1 for the current reason: ok, not_running, starting,
 //	                                     stopped, stalled, reconnecting, backpressure,
 //	                                     sink_unavailable, sink_not_answering, lagging,
-//	                                     cluster_red (cdc.Health.Class), other
+//	                                     cluster_red, table_incomplete (cdc.Health.Class), other
+//	incomplete_tables                    tables whose index misses rows the pipeline cannot
+//	                                     restore on its own (cdc.Status.Incomplete)
 //	state{state}                         1 for the current state, 0 for the others: not_running,
 //	                                     starting, snapshotting, resnapshotting, streaming,
 //	                                     reconnecting, stopped

@@ -49,6 +49,7 @@ type Collector struct {
 	resnapActive, resnapDone, resnapEst, resnapTables     *prometheus.Desc
 	resnapTotal, resnapRate, resnapQueued                 *prometheus.Desc
 	events, batches, deadLetters, retries, reconnects     *prometheus.Desc
+	incomplete                                            *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -113,6 +114,7 @@ func New(opts *Options) *Collector {
 	c.deadLetters = desc("dead_letters_total", "Events written to the dead-letter file.")
 	c.retries = desc("backpressure_retries_total", "Times the sink pushed a batch back and the runner offered it again.")
 	c.reconnects = desc("reconnects_total", "Times the stream was reopened after a failure.")
+	c.incomplete = desc("incomplete_tables", "Tables whose index misses rows the pipeline cannot restore on its own (a relation entered them and no re-snapshot could be requested): see the status's incomplete list for the fix.")
 	return c
 }
 
@@ -146,7 +148,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.healthy, c.healthReason, c.state, c.lagSeconds, c.lagBytes, c.retained,
 		c.lagMeasured, c.lagError, c.pending, c.lastBatch, c.lastCheckpoint, c.snapActive, c.snapDone, c.snapEst,
 		c.snapTables, c.snapTotal, c.resnapActive, c.resnapDone, c.resnapEst, c.resnapTables, c.resnapTotal,
-		c.resnapRate, c.resnapQueued, c.events, c.batches, c.deadLetters, c.retries, c.reconnects} {
+		c.resnapRate, c.resnapQueued, c.events, c.batches, c.deadLetters, c.retries, c.reconnects, c.incomplete} {
 		ch <- d
 	}
 }
@@ -181,6 +183,7 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s cdc.Status) {
 	}
 	gauge(c.healthy, b2f(s.Health.Healthy))
 	gauge(c.healthReason, 1, ReasonClass(s.Health))
+	gauge(c.incomplete, float64(len(s.Incomplete)))
 	st := stateLabel(s.State)
 	for _, known := range states {
 		gauge(c.state, b2f(known == st), known)

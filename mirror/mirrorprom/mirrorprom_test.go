@@ -97,7 +97,8 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 			Progress: cdc.Progress{Events: 15, Batches: 2, DeadLetters: 1, Retries: 1, Pending: 7, LastBatch: at, LastCheckpoint: at,
 				Snapshot: cdc.SnapshotProgress{Active: true, TablesDone: 1, TablesTotal: 2, RowsDone: 40, RowsEstimated: 100}}},
 		{Pipeline: "other", Health: cdc.Health{Class: cdc.HealthReconnecting, Reason: "reconnecting: connection refused"}, State: "reconnecting",
-			Lag: cdc.Lag{Bytes: 4096, Retained: 8192, Seconds: 66, MeasuredAt: at}},
+			Lag:        cdc.Lag{Bytes: 4096, Retained: 8192, Seconds: 66, MeasuredAt: at},
+			Incomplete: []cdc.IncompleteTable{{Index: "cdc-a"}, {Index: "cdc-b"}}},
 	}}
 	c.Watch(m)
 	got := gather(t, reg)
@@ -138,6 +139,8 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 		`cdcmirror_snapshot_tables_done{pipeline="orders"}`:                      1,
 		`cdcmirror_snapshot_tables_total{pipeline="orders"}`:                     2,
 		`cdcmirror_healthy{pipeline="other"}`:                                    0,
+		`cdcmirror_incomplete_tables{pipeline="orders"}`:                         0,
+		`cdcmirror_incomplete_tables{pipeline="other"}`:                          2,
 		`cdcmirror_health_reason{pipeline="other",reason="reconnecting"}`:        1,
 		`cdcmirror_state{pipeline="other",state="reconnecting"}`:                 1,
 		`cdcmirror_replication_lag_seconds{pipeline="other"}`:                    66,
@@ -189,7 +192,8 @@ func TestCollectorFromObservationsAndStatus(t *testing.T) {
 
 func TestReasonClass(t *testing.T) {
 	for _, c := range []string{cdc.HealthNotRunning, cdc.HealthStarting, cdc.HealthStopped, cdc.HealthStalled,
-		cdc.HealthReconnecting, cdc.HealthBackpressure, cdc.HealthUnavailable, cdc.HealthNotAnswering, cdc.HealthLagging, cdc.HealthClusterRed} {
+		cdc.HealthReconnecting, cdc.HealthBackpressure, cdc.HealthUnavailable, cdc.HealthNotAnswering, cdc.HealthLagging, cdc.HealthClusterRed,
+		cdc.HealthTableIncomplete} {
 		if got := ReasonClass(cdc.Health{Class: c, Reason: "whatever the text says"}); got != c {
 			t.Errorf("class %q: label %s", c, got)
 		}
