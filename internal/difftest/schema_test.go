@@ -54,11 +54,7 @@ const envSchemaOpen = "TRIBUTARY_DIFF_SCHEMA_OPEN"
 //     stream decoded them carry a primary key of every column (the relation message's flags,
 //     schema.go), dead-lettered as "id column ... is NULL". Avoided: a DROP waits until the
 //     stream has applied every earlier change.
-//   - movedBack (cdc/mysqlcdc): a relation moved out of the capture and back under another
-//     captured name leaves its old name's index holding its documents (the identity is the
-//     DDL's; the vacate never fires). Avoided on MariaDB: only relations never captured move
-//     in.
-var openFindings = map[string]bool{"vacatedName": true, "dropAfterWrite": true, "movedBack": true}
+var openFindings = map[string]bool{"vacatedName": true, "dropAfterWrite": true}
 
 // defaultSchemaCases is the bounded run of `make check`: every source and engine pair twice
 // (a case takes seconds; one that fails waits up to its bounds, minutes).
