@@ -98,6 +98,16 @@ func (h *enteredHook) request(e sink.TableEntered) bool {
 			return false
 		}
 		switch {
+		case errors.Is(err, cdc.ErrTableNotFound):
+			// Renamed or dropped before its re-snapshot: the name denotes no relation now (a
+			// relation bearing it later is reported again), and the index keeps what it has,
+			// as for any table that left the capture -- here only what was streamed.
+			h.log.Warn("a table a relation entered was renamed or dropped before its re-snapshot: its index keeps only the changes streamed to it",
+				"pipeline", h.pipeline, "table", e.Table.String(), "index", e.Index)
+			h.mu.Lock()
+			delete(h.incomplete, e.Table)
+			h.mu.Unlock()
+			return true
 		case errors.Is(err, errors.ErrUnsupported):
 			h.fail(e, "the source cannot re-snapshot a table while streaming ("+err.Error()+")", unsupportedFix)
 			return true

@@ -110,3 +110,23 @@ func TestEnteredCannotResnapshot(t *testing.T) {
 		t.Fatalf("after a successful request: %+v", st)
 	}
 }
+
+// A table renamed or dropped before its re-snapshot (the source refuses the request: no such
+// table) is no incomplete table: its name denotes no relation now. A Warn line says its index
+// keeps only what was streamed; the report is handled, once, without retries.
+func TestEnteredTableGoneFirst(t *testing.T) {
+	src := &resnapSource{errs: []error{fmt.Errorf("pgcdc: %w: public.orders does not exist (%w)", cdc.ErrResnapshotRefused, cdc.ErrTableNotFound)}}
+	var logs syncBuffer
+	h := newEnteredHook("p1", slog.New(slog.NewTextHandler(&logs, nil)), func() cdc.Source { return src })
+	var done []sink.TableEntered
+	h.handled = func(_ context.Context, e sink.TableEntered) error { done = append(done, e); return nil }
+	defer h.close()
+	h.entered(sink.TableEntered{Table: enteredTable, Index: "cdc-orders", Cause: sink.EnteredRenamed})
+	h.wg.Wait()
+	if st := h.status(cdc.Status{Health: cdc.Health{Healthy: true}}); len(st.Incomplete) != 0 || !st.Health.Healthy {
+		t.Fatalf("status %+v", st)
+	}
+	if len(src.requests()) != 1 || len(done) != 1 || !strings.Contains(logs.String(), "level=WARN") || strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("%d requests, %d handled, logs: %s", len(src.requests()), len(done), logs.String())
+	}
+}

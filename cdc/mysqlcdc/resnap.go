@@ -172,7 +172,7 @@ func (s *Source) Resnapshot(ctx context.Context, req cdc.ResnapshotRequest) (str
 		}
 		ti, err := cat.load(ctx, s.tableID(t))
 		if errors.Is(err, errNoTable) {
-			return "", fmt.Errorf("mysqlcdc: %w: %s does not exist", cdc.ErrResnapshotRefused, t)
+			return "", fmt.Errorf("mysqlcdc: %w: %s does not exist (%w)", cdc.ErrResnapshotRefused, t, cdc.ErrTableNotFound)
 		}
 		if err != nil {
 			return "", err

@@ -153,7 +153,7 @@ func (s *Source) checkResnapTable(ctx context.Context, conn *pgx.Conn, database 
 	}
 	ti, err := newCatalog(conn).loadTable(ctx, s.tableID(database, t))
 	if errors.Is(err, errNoTable) {
-		return fmt.Errorf("pgcdc: %w: %s.%s does not exist", ErrResnapshotRequest, t.Schema, t.Name)
+		return fmt.Errorf("pgcdc: %w: %s.%s does not exist (%w)", ErrResnapshotRequest, t.Schema, t.Name, cdc.ErrTableNotFound)
 	}
 	if err != nil {
 		return err
