@@ -34,7 +34,7 @@ import (
 // cdc/mysqlcdc gives a relation moved back into the capture a new identity (the DDL's), so the
 // index of the name it had before keeps its documents instead of being vacated. Set to false
 // once fixed.
-const mysqlMovedBackOpen = true
+const mysqlMovedBackOpen = false
 
 // schemaMaxID bounds the ids the writers touch (and the comparison reads).
 const schemaMaxID = 400
