@@ -126,6 +126,7 @@ func TestMariaDBConfigDefaults(t *testing.T) {
 		"schema.history.internal.kafka.bootstrap.servers":        "127.0.0.1:19092,127.0.0.1:19094",
 		"schema.history.internal.kafka.topic":                    "ct-my-schema-history",
 		"schema.history.internal.store.only.captured.tables.ddl": "true",
+		"schema.history.internal.skip.unparseable.ddl":           "true",
 		"snapshot.locking.mode":                                  "none",
 		"bigint.unsigned.handling.mode":                          "precise",
 		"provide.transaction.metadata":                           "true",
