@@ -25,7 +25,10 @@
 // The runner stores it only after the sink acknowledged every event up to it, and then acks it
 // to the stream so the server may discard older history. A restart resumes from the stored
 // checkpoint: nothing committed is lost; events after it may be delivered again, and external
-// versioning makes that harmless.
+// versioning makes that harmless. A checkpoint another kind of source wrote (a pipeline moved
+// between a native source and Debezium by a configuration change alone) is refused at Open,
+// permanently, with a [*ForeignCheckpointError] (errors.Is(err, [ErrForeignCheckpoint])) that
+// names whose it is and the switch procedure; pgcdc, mysqlcdc and debezium alias the type.
 //
 // # Runner
 //

@@ -129,46 +129,28 @@ func (s *lagSource) Lag(ctx context.Context, _ cdc.Checkpoint) (cdc.SourceLag, e
 // checkpointPrefix starts every checkpoint this source makes.
 const checkpointPrefix = "debezium1:"
 
-// ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is).
-var ErrForeignCheckpoint = errors.New("debezium: the stored checkpoint is another source's")
+// ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is). It is
+// cdc.ErrForeignCheckpoint.
+var ErrForeignCheckpoint = cdc.ErrForeignCheckpoint
 
 // ForeignCheckpointError is Open's permanent refusal of a checkpoint that a native source
-// wrote: the pipeline last ran with type postgres or mysql and was switched by a configuration
-// change alone, which leaves the native slot behind and says nothing of where the group's
-// offsets stand. It names whose checkpoint it is and the fix, never quoting it.
-type ForeignCheckpointError struct {
-	// Writer names the source that wrote it: "pgcdc", "mysqlcdc", or "" when unknown.
-	Writer string
-}
-
-func (e *ForeignCheckpointError) Error() string {
-	what := "another source's checkpoint"
-	switch e.Writer {
-	case "pgcdc":
-		what = "a PostgreSQL source's checkpoint (a WAL position)"
-	case "mysqlcdc":
-		what = "a MySQL/MariaDB source's checkpoint (a binlog position)"
-	}
-	return "debezium: the stored checkpoint is " + what + ", not a Debezium one; " +
-		"move a pipeline between the native source and Debezium with the switch procedure (cdcmirror switch; mirror.Switch), " +
-		"which resets the checkpoint, keeps the indices and drops the native slot and publication"
-}
-
-// Is makes the error ErrForeignCheckpoint.
-func (e *ForeignCheckpointError) Is(target error) bool { return target == ErrForeignCheckpoint }
+// wrote ("pgcdc", "mysqlcdc", or "" when unknown): the pipeline last ran with type postgres or
+// mysql and was switched by a configuration change alone, which leaves the native slot behind
+// and says nothing of where the group's offsets stand. See cdc.ForeignCheckpointError.
+type ForeignCheckpointError = cdc.ForeignCheckpointError
 
 // foreignCheckpoint names the writer of a checkpoint this source did not make.
 func foreignCheckpoint(cp cdc.Checkpoint) error {
 	var keys map[string]json.RawMessage
 	switch {
 	case json.Unmarshal(cp, &keys) != nil:
-		return &ForeignCheckpointError{}
+		return &ForeignCheckpointError{Reader: "debezium"}
 	case keys["lsn"] != nil:
-		return &ForeignCheckpointError{Writer: "pgcdc"}
+		return &ForeignCheckpointError{Reader: "debezium", Writer: "pgcdc"}
 	case keys["file"] != nil || keys["gtid"] != nil || keys["use_gtid"] != nil:
-		return &ForeignCheckpointError{Writer: "mysqlcdc"}
+		return &ForeignCheckpointError{Reader: "debezium", Writer: "mysqlcdc"}
 	}
-	return &ForeignCheckpointError{}
+	return &ForeignCheckpointError{Reader: "debezium"}
 }
 
 // Open joins the consumer group. cp is not where it starts: the group's committed offsets

@@ -188,7 +188,8 @@
 // position the server cannot serve (1236 for a file it does not have -- purged, or never
 // existed --, an offset beyond a file's end, GTIDs it purged, never logged or that run ahead
 // of its own: the fix is a new snapshot into a fresh destination), the binlog settings above,
-// a missing table or database, and a checkpoint this source cannot use. A second reader
+// a missing table or database, and a checkpoint this source cannot use (another kind of
+// source's: *ForeignCheckpointError, ErrForeignCheckpoint). A second reader
 // registering with the same server id displaces the first (MariaDB's error 4052, MySQL's
 // 1236 "same server_uuid/server_id"); the displaced stream's error is permanent, naming the
 // id: retrying would displace the other reader in turn, for ever. A reader's own reconnect or

@@ -160,43 +160,25 @@ func gtidText(g mysql.MariadbGTID) string {
 }
 
 // ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is): the stored checkpoint
-// is another kind of source's.
-var ErrForeignCheckpoint = errors.New("mysqlcdc: the stored checkpoint is another source's")
+// is another kind of source's. It is cdc.ErrForeignCheckpoint.
+var ErrForeignCheckpoint = cdc.ErrForeignCheckpoint
 
 // ForeignCheckpointError is the refusal (permanent at Open) of a checkpoint that another kind
-// of source wrote: the pipeline ran with another source type (a Debezium pipeline switched
-// back to the native source by a configuration change alone, or a PostgreSQL source's state).
-// It says whose checkpoint it is and the fix; it never quotes the checkpoint.
-type ForeignCheckpointError struct {
-	// Writer names the source that wrote it: "debezium" or "pgcdc".
-	Writer string
-}
-
-func (e *ForeignCheckpointError) Error() string {
-	what := "a PostgreSQL source's checkpoint (a WAL position)"
-	if e.Writer == "debezium" {
-		what = "a Debezium checkpoint (the pipeline last ran with source type debezium: its position is the Kafka consumer group's)"
-	}
-	return "mysqlcdc: the stored checkpoint is " + what + ", not a binlog position; " +
-		"move a pipeline between the native source and Debezium with the switch procedure (cdcmirror switch; mirror.Switch), " +
-		"which resets the checkpoint and keeps the indices"
-}
-
-// Is makes the error ErrForeignCheckpoint.
-func (e *ForeignCheckpointError) Is(target error) bool { return target == ErrForeignCheckpoint }
+// of source wrote ("debezium" or "pgcdc"): see cdc.ForeignCheckpointError.
+type ForeignCheckpointError = cdc.ForeignCheckpointError
 
 // foreignCheckpoint recognises a checkpoint another kind of source wrote: a Debezium source's
 // ("debezium1:<session>:<seq>") or pgcdc's (JSON with an LSN). nil when b is neither.
 func foreignCheckpoint(b []byte) error {
 	if bytes.HasPrefix(b, []byte("debezium")) {
-		return &ForeignCheckpointError{Writer: "debezium"}
+		return &ForeignCheckpointError{Reader: "mysqlcdc", Writer: "debezium"}
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(b, &keys) != nil {
 		return nil
 	}
 	if _, ok := keys["lsn"]; ok {
-		return &ForeignCheckpointError{Writer: "pgcdc"}
+		return &ForeignCheckpointError{Reader: "mysqlcdc", Writer: "pgcdc"}
 	}
 	return nil
 }

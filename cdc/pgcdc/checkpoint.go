@@ -94,39 +94,20 @@ type tableRef struct {
 var ErrBadCheckpoint = errors.New("pgcdc: malformed checkpoint")
 
 // ErrForeignCheckpoint is what a *ForeignCheckpointError is (errors.Is): the stored checkpoint
-// is another kind of source's. It is also an ErrBadCheckpoint, so permanent.
-var ErrForeignCheckpoint = errors.New("pgcdc: the stored checkpoint is another source's")
+// is another kind of source's. It is cdc.ErrForeignCheckpoint.
+var ErrForeignCheckpoint = cdc.ErrForeignCheckpoint
 
 // ForeignCheckpointError is the permanent refusal of a checkpoint that another kind of source
-// wrote: the pipeline ran with another source type (a Debezium pipeline switched back to the
-// native source by a configuration change alone, or a MySQL source's state). It says whose
-// checkpoint it is and the fix; it never quotes the checkpoint.
-type ForeignCheckpointError struct {
-	// Writer names the source that wrote it: "debezium" or "mysqlcdc".
-	Writer string
-}
-
-func (e *ForeignCheckpointError) Error() string {
-	what := "a MySQL/MariaDB source's checkpoint (a binlog position)"
-	if e.Writer == "debezium" {
-		what = "a Debezium checkpoint (the pipeline last ran with source type debezium: its position is the Kafka consumer group's)"
-	}
-	return "pgcdc: the stored checkpoint is " + what + ", not a position in this server's WAL; " +
-		"move a pipeline between the native source and Debezium with the switch procedure (cdcmirror switch; mirror.Switch), " +
-		"which resets the checkpoint and keeps the indices"
-}
-
-// Is makes the error both ErrForeignCheckpoint and ErrBadCheckpoint.
-func (e *ForeignCheckpointError) Is(target error) bool {
-	return target == ErrForeignCheckpoint || target == ErrBadCheckpoint
-}
+// wrote ("debezium" or "mysqlcdc"): see cdc.ForeignCheckpointError. pgcdc's is also an
+// ErrBadCheckpoint (its Err), so permanent.
+type ForeignCheckpointError = cdc.ForeignCheckpointError
 
 // foreignCheckpoint recognises a checkpoint another kind of source wrote: a Debezium source's
 // ("debezium1:<session>:<seq>") or mysqlcdc's (JSON with binlog coordinates, no LSN). nil
 // when cp is neither.
 func foreignCheckpoint(cp cdc.Checkpoint) error {
 	if bytes.HasPrefix(cp, []byte("debezium")) {
-		return &ForeignCheckpointError{Writer: "debezium"}
+		return &ForeignCheckpointError{Reader: "pgcdc", Writer: "debezium", Err: ErrBadCheckpoint}
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(cp, &keys) != nil {
@@ -137,7 +118,7 @@ func foreignCheckpoint(cp cdc.Checkpoint) error {
 	}
 	for _, k := range []string{"file", "use_gtid", "gtid"} {
 		if _, ok := keys[k]; ok {
-			return &ForeignCheckpointError{Writer: "mysqlcdc"}
+			return &ForeignCheckpointError{Reader: "pgcdc", Writer: "mysqlcdc", Err: ErrBadCheckpoint}
 		}
 	}
 	return nil

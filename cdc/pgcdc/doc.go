@@ -361,7 +361,8 @@
 // missing (3D000); insufficient privilege (42501); the slot or publication gone (42704,
 // ErrSlotMissing, ErrPublicationMissing); WAL removed (58P01: "requested WAL segment ... has
 // already been removed") or the slot invalidated (its restart_lsn NULL, wal_status lost:
-// ErrSlotInvalidated); ErrCheckpointBehindSlot; ErrBadCheckpoint; a slot of the wrong kind;
+// ErrSlotInvalidated); ErrCheckpointBehindSlot; ErrBadCheckpoint (another kind of source's
+// checkpoint among them: *ForeignCheckpointError, ErrForeignCheckpoint); a slot of the wrong kind;
 // every *cdc.StartError. Everything else is returned as it is, for the caller to reopen from
 // the stored checkpoint: a lost connection, a crash or immediate shutdown, pg_terminate_backend
 // of the walsender (57P01), a shutdown (ErrServerShuttingDown) or a server still starting or
