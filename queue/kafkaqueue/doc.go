@@ -72,8 +72,14 @@
 // Ping (do the brokers answer, with these credentials, and know the topic: one metadata
 // request) and Lag (how many messages the group has not committed yet, per partition and in
 // all: the depth of a store's queue). A partition the group never committed counts from its
-// first retained message, where the group would start. Their errors are classified like
-// everything else; for Ping, a deadline passing before the brokers answered is Unavailable.
+// first retained message, where the group would start. Backlog is Lag plus the timestamp of
+// the oldest message the group has not committed (the earliest, over the partitions with a
+// lag, of the first message at the group's position, read with one small fetch per leader
+// and cached per partition and offset, so a group that does not move costs no fetch), and
+// Backlog.Age turns it into the age of the oldest unapplied record: 0 for an empty backlog,
+// and growing with the clock from a Backlog kept while the brokers cannot be reached. Their
+// errors are classified like everything else; for Ping, a deadline passing before the brokers
+// answered is Unavailable.
 //
 // # Errors
 //
