@@ -29,13 +29,17 @@ func (s *Service) Apply(ctx context.Context, ops []QueuedOp) ([]Result, error) {
 	results := make([]Result, len(ops))
 	out := make([]Result, len(ops))
 	c := newCall(len(ops))
+	by := s.answerBy(ctx)
+	if !by.IsZero() {
+		c.s = s
+	}
 	// One array of items and, per store, one list sized for the rest of the records: a worker
 	// applies hundreds of records per call, usually of one store.
 	items := make([]item, len(ops))
 	byStore := make(map[*instance][]*item, 1)
 	for i := range ops {
 		it := &items[i]
-		*it = item{op: ops[i].Op, res: &out[i], call: c, ctx: ctx, now: ops[i].AcceptedAt}
+		*it = item{op: ops[i].Op, res: &out[i], call: c, ctx: ctx, now: ops[i].AcceptedAt, cutAt: by}
 		if it.op.Kind == OpRead {
 			it.fail(newOpError(KindInvalid, OpRead, it.op.Addr, "a queued operation is a write, not a read"))
 			continue
@@ -52,5 +56,5 @@ func (s *Service) Apply(ctx context.Context, ops []QueuedOp) ([]Result, error) {
 		byStore[in] = append(list, it)
 	}
 	s.runStores(byStore)
-	return await(ctx, c, results, out)
+	return s.await(ctx, c, items, results, out, by)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -50,10 +51,13 @@ func newCoalescer(s *Service, in *instance) *coalescer {
 // submit queues one operation and waits for its result, which it stores in *res, or for ctx.
 // When ctx ends first the operation may still run: the caller gets ctx's error and does not
 // learn the outcome.
-func (c *coalescer) submit(ctx context.Context, op Op, now time.Time, visible bool, res *Result) error {
+func (c *coalescer) submit(ctx context.Context, op Op, now, by time.Time, visible bool, res *Result) error {
 	p := &pending{}
-	p.item = item{op: op, ctx: ctx, now: now, visible: visible, res: &p.res, call: &p.call}
+	p.item = item{op: op, ctx: ctx, now: now, visible: visible, res: &p.res, call: &p.call, cutAt: by}
 	p.call.init(1)
+	if !by.IsZero() {
+		p.call.s = c.s
+	}
 	it := &p.item
 	p.it = it
 	select {
@@ -72,13 +76,29 @@ func (c *coalescer) submit(ctx context.Context, op Op, now time.Time, visible bo
 		*res = p.res
 		return nil
 	}
-	select {
-	case <-it.call.done:
+	if by.IsZero() {
+		select {
+		case <-it.call.done:
+			*res = p.res
+			return nil
+		case <-done:
+			return ctx.Err()
+		}
+	}
+	// A call with a deadline, also one queued behind batches that hang, answers by it.
+	cut, err := wait(ctx, &p.call, by)
+	switch {
+	case err != nil:
+		return err
+	case !cut:
 		*res = p.res
 		return nil
-	case <-done:
-		return ctx.Err()
 	}
+	*res = it.cut()
+	if errors.As(res.Err, new(deadlineError)) {
+		c.s.reportCut(c.in.name, 1)
+	}
+	return nil
 }
 
 // collect forms batches. It takes a batch slot before gathering, so while every slot is busy

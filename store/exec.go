@@ -17,6 +17,17 @@ type call struct {
 	left   atomic.Int64
 	done   chan struct{}
 	parent *call
+	s      *Service // set when the call has an answer deadline: reports late outcomes
+}
+
+// late reports an operation that settled after its caller was told its outcome is unknown.
+func (c *call) late(it *item, r Result) {
+	for ; c != nil; c = c.parent {
+		if c.s != nil {
+			c.s.settledLate(it, r)
+			return
+		}
+	}
 }
 
 func newCall(n int) *call {
@@ -52,6 +63,9 @@ type item struct {
 	now     time.Time       // acceptance time, merge programs' context time
 	visible bool
 
+	phase atomic.Uint32 // who may still decide what the caller is told (see phaseQueued)
+	cutAt time.Time     // when the caller must be answered; zero: no deadline (see Service.answerBy)
+
 	settled bool
 	attempt int       // merge runs so far
 	start   time.Time // first run, the start of a merge's budget against other writers
@@ -66,6 +80,9 @@ type item struct {
 func (it *item) settle(r Result) {
 	*it.res = r
 	it.settled = true
+	if it.phase.Swap(phaseSettled) == phaseCutSent && it.op.Kind != OpRead {
+		it.call.late(it, r)
+	}
 	it.call.finish()
 }
 
@@ -78,10 +95,6 @@ func (it *item) needsState() bool {
 	return it.op.Kind == OpRead || it.op.Kind == OpMerge || (it.op.Kind == OpDelete && it.op.If.kind == driver.IfAbsent)
 }
 
-// roundCtx is the context the adapter calls of a round run under: the Service's own, which
-// outlives callers; an operation whose caller has gone is dropped before it is sent.
-func (s *Service) roundCtx() context.Context { return s.base }
-
 // round is one lane's part of an executor round: the queued items it looked at, the segment
 // it runs, and what it learned.
 type round struct {
@@ -92,6 +105,7 @@ type round struct {
 
 	mode    baseMode
 	readErr error
+	aborted bool // a caller was cut while the segment was evaluated: nothing settles this round
 
 	rest    []*item // what stays queued after the round
 	seg     []*item // the segment: live[:len(seg)]
@@ -119,17 +133,22 @@ const (
 // per record, and settles or requeues every item.
 func (x *executor) runRound(work []*round) {
 	s, in := x.s, x.in
-	ctx := s.roundCtx()
-	var addrs []driver.Address
-	var readers []*round
 	for _, r := range work {
 		r.live = r.q
 		for i, it := range r.q {
-			if it.ctx != nil && it.ctx.Err() != nil { // a caller has gone: drop what it queued
+			if it.gone() { // a caller has gone or was answered at its deadline: drop what it queued
 				r.live = x.dropGone(r.q, i)
 				break
 			}
 		}
+	}
+	// The adapter calls run under the Service's context, which outlives callers, bounded by the
+	// latest answer deadline of the operations they serve, when every one has a deadline.
+	ctx, cancel := s.roundContext(work)
+	defer cancel()
+	var addrs []driver.Address
+	var readers []*round
+	for _, r := range work {
 		if len(r.live) == 0 {
 			continue
 		}
@@ -166,6 +185,11 @@ func (x *executor) runRound(work []*round) {
 			continue
 		}
 		x.evaluate(r)
+		if r.writes && !r.claim() {
+			// A caller was answered at its deadline while the segment was evaluated: it
+			// runs again next round, without the operations cut.
+			r.writes, r.aborted = false, true
+		}
 		if r.writes {
 			if writes == nil {
 				writes, writers = make([]driver.Write, 0, len(work)), make([]*round, 0, len(work))
@@ -190,13 +214,13 @@ func (x *executor) runRound(work []*round) {
 	}
 }
 
-// dropGone returns q without the operations whose callers have gone (the first at index i),
-// failing those: they are never sent.
+// dropGone returns q without the operations whose callers have gone or were answered at
+// their deadline (the first at index i), failing those: they are never sent.
 func (x *executor) dropGone(q []*item, i int) []*item {
 	live := append(make([]*item, 0, len(q)), q[:i]...)
 	for _, it := range q[i:] {
-		if it.ctx != nil && it.ctx.Err() != nil {
-			it.fail(opError(it.op.Kind, it.op.Addr, it.ctx.Err()))
+		if it.gone() {
+			it.fail(it.goneErr())
 			continue
 		}
 		live = append(live, it)
@@ -409,7 +433,7 @@ func (x *executor) merge(r *round, it *item, unchangedRev func() []byte, change 
 // how many merges run again because another writer changed the record first.
 func (x *executor) conclude(r *round) (requeued int) {
 	l := r.l
-	if len(r.live) == 0 {
+	if len(r.live) == 0 || r.aborted {
 		x.requeue(r)
 		return 0
 	}
@@ -545,6 +569,9 @@ func (x *executor) requeue(r *round) {
 			if rest == nil {
 				rest = make([]*item, 0, len(r.live))
 			}
+			// No write that carried it can have applied it (an unknown outcome settles the
+			// operations): until it is sent again, its caller may be told it was not.
+			it.phase.CompareAndSwap(phaseSent, phaseQueued)
 			it.tent = Result{}
 			rest = append(rest, it)
 		}
@@ -577,6 +604,12 @@ func (s *Service) writeWithRetry(ctx context.Context, in *instance, writes []dri
 // withRetry makes one adapter call for reqs and repeats it, with backoff, for the items that
 // failed with KindUnavailable, up to RetryAttempts calls. A call-level error applies to every
 // item of that call. Each call, and each resend, is reported to the Observer if there is one.
+//
+// When ctx has a deadline (the latest answer deadline of the callers served, see
+// roundContext) every attempt ends by it, and no resend starts that cannot end before it: the
+// time left after the backoff must cover at least the last attempt's duration. An item an
+// attempt reports canceled because ctx reached that deadline is KindUnavailable: the store did
+// not answer in time (see unanswered).
 func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind CallKind, reqs []Req,
 	call func(context.Context, []Req) ([]Res, error), errOf func(Res) error, failed func(error) Res) []Res {
 	obs := s.opts.Observer
@@ -585,22 +618,31 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind
 	for i := range idx {
 		idx[i] = i
 	}
+	deadline, bounded := ctx.Deadline()
 	for attempt := 1; ; attempt++ {
 		batch := make([]Req, len(idx))
 		for j, i := range idx {
 			batch[j] = reqs[i]
 		}
 		var start time.Time
-		if obs != nil {
+		if obs != nil || bounded {
 			start = time.Now()
 		}
 		res, err := call(ctx, batch)
 		if err == nil && len(res) != len(batch) {
 			err = driver.NewError(driver.KindInternal, "adapter returned the wrong number of results", nil)
 		}
+		cut := bounded && deadlineCut(ctx)
+		if cut {
+			err = unanswered(err)
+		}
 		var stats AdapterCall
+		var took time.Duration
+		if obs != nil || bounded {
+			took = time.Since(start)
+		}
 		if obs != nil {
-			stats = AdapterCall{Store: in.name, Call: kind, Size: len(batch), Attempt: attempt, Duration: time.Since(start), Err: err}
+			stats = AdapterCall{Store: in.name, Call: kind, Size: len(batch), Attempt: attempt, Duration: took, Err: err}
 		}
 		var again []int
 		for j, i := range idx {
@@ -608,6 +650,11 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind
 				out[i] = failed(err)
 			} else {
 				out[i] = res[j]
+				if cut {
+					if e := errOf(out[i]); e != nil && driver.KindOf(e) == driver.KindCanceled {
+						out[i] = failed(unanswered(e))
+					}
+				}
 			}
 			e := errOf(out[i])
 			if e == nil {
@@ -630,7 +677,16 @@ func withRetry[Req, Res any](ctx context.Context, s *Service, in *instance, kind
 			}
 			obs.AdapterCall(stats)
 		}
-		if len(again) == 0 || attempt >= s.opts.RetryAttempts || sleep(ctx, s.backoff(attempt)) != nil {
+		if len(again) == 0 || attempt >= s.opts.RetryAttempts {
+			return out
+		}
+		wait := s.backoff(attempt)
+		if bounded && time.Until(deadline) < wait+took {
+			// A resend could not end before the callers' deadline: they get the
+			// unavailable answer now, while they wait for it.
+			return out
+		}
+		if sleep(ctx, wait) != nil {
 			return out
 		}
 		if obs != nil {

@@ -24,9 +24,13 @@ type Store interface {
 	// transaction: each operation succeeds or fails on its own (see Result).
 	//
 	// The error is for the whole call: a *RequestError when validation refused the request
-	// before anything ran, ErrClosed after Close, or the context's error when ctx ended before
-	// the call finished. Operations not yet sent to a backend when ctx ends are dropped; those
-	// already sent may still take effect, and their outcome is not reported.
+	// before anything ran, ErrClosed after Close, or the context's error when ctx was
+	// canceled before the call finished. A call whose ctx has a deadline answers by it (less
+	// Options.DeadlineReserve) with one Result per operation: those not settled by then fail
+	// on their own, retryably -- ErrUnavailable for a read or a write never sent, which will
+	// not be sent any more, ErrOutcomeUnknown for a write already sent, which may still take
+	// effect (see "Deadlines" in the package documentation). Operations not yet sent to a
+	// backend when ctx ends are dropped; those already sent may still take effect.
 	Do(ctx context.Context, ops []Op, mode Completion) ([]Result, error)
 	// Close stops accepting calls, waits for the calls in flight (until ctx ends) and closes
 	// every adapter.
@@ -83,6 +87,12 @@ type Options struct {
 	// BackoffBase and BackoffMax shape the jittered exponential backoff between attempts.
 	// Defaults 2ms and 250ms.
 	BackoffBase, BackoffMax time.Duration
+	// DeadlineReserve is the time a call whose context has a deadline keeps for its answer to
+	// reach the caller: the call answers by its deadline less this (at most a tenth of the time
+	// left when it began), every operation not settled by then failing retryably on its own
+	// (see "Deadlines" in the package documentation). Default DefaultDeadlineReserve (50ms);
+	// negative means none.
+	DeadlineReserve time.Duration
 	// Coalesce configures the gathering of concurrent one-operation calls into batches.
 	Coalesce CoalesceOptions
 	// Queues gives store instances, by store name, the durable queue their accepted-mode
@@ -153,6 +163,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.BackoffMax <= 0 {
 		c.BackoffMax = 250 * time.Millisecond
+	}
+	switch {
+	case c.DeadlineReserve == 0:
+		c.DeadlineReserve = DefaultDeadlineReserve
+	case c.DeadlineReserve < 0:
+		c.DeadlineReserve = 0
 	}
 	switch {
 	case c.Coalesce.Window == 0:
@@ -267,10 +283,11 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		return results, nil
 	}
 	now := s.opts.Now()
+	by := s.answerBy(ctx)
 	if len(ops) == 1 && !(mode == ReturnAccepted && ops[0].Kind != OpRead) {
 		in := s.stores[ops[0].Addr.Store]
 		if in.coalescer != nil {
-			if err := in.coalescer.submit(ctx, ops[0], now, mode == WaitVisible, &results[0]); err != nil {
+			if err := in.coalescer.submit(ctx, ops[0], now, by, mode == WaitVisible, &results[0]); err != nil {
 				return nil, err
 			}
 			return results, nil
@@ -281,11 +298,14 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 	out := make([]Result, len(ops))
 	items := make([]item, len(ops))
 	c := newCall(len(ops))
+	if !by.IsZero() {
+		c.s = s
+	}
 	byStore := make(map[*instance][]*item)
 	var accepted map[*instance][]acceptedOp
 	for i := range ops {
 		it := &items[i]
-		*it = item{op: ops[i], res: &out[i], call: c, ctx: ctx, now: now, visible: mode == WaitVisible}
+		*it = item{op: ops[i], res: &out[i], call: c, ctx: ctx, now: now, visible: mode == WaitVisible, cutAt: by}
 		in := s.stores[it.op.Addr.Store]
 		if mode == ReturnAccepted && it.op.Kind != OpRead {
 			if in.queue == nil {
@@ -295,6 +315,8 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 			if accepted == nil {
 				accepted = make(map[*instance][]acceptedOp)
 			}
+			// Handed to the queue at once: cut at the deadline, it may have been enqueued.
+			it.phase.Store(phaseSent)
 			accepted[in] = append(accepted[in], acceptedOp{it: it, index: i})
 			continue
 		}
@@ -311,19 +333,7 @@ func (s *Service) Do(ctx context.Context, ops []Op, mode Completion) ([]Result, 
 		}
 	}
 	s.runStores(byStore)
-	return await(ctx, c, results, out)
-}
-
-// await waits for c and returns the results copied from out, where the operations settle, or
-// ctx's error when ctx ends first (the operations then settle in out, unseen).
-func await(ctx context.Context, c *call, results, out []Result) ([]Result, error) {
-	select {
-	case <-c.done:
-		copy(results, out)
-		return results, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return s.await(ctx, c, items, results, out, by)
 }
 
 // runStores runs each store's items in an executor goroutine of its own.
