@@ -2,11 +2,11 @@ package luamerge
 
 import (
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	lua "github.com/Shopify/go-lua"
 
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"github.com/tributary-dev/tributary/store"
 )
 
@@ -271,79 +271,15 @@ func (d *decoder) str() (string, *ProgramError) {
 	return "", d.fail("unterminated string")
 }
 
-// escaped finishes a string that contains escapes.
+// escaped finishes a string that contains escapes (jsonenc.Unquote).
 func (d *decoder) escaped(start int) (string, *ProgramError) {
-	b := append([]byte(nil), d.data[start:d.pos]...)
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		switch {
-		case c == '"':
-			d.pos++
-			if !utf8.Valid(b) {
-				return "", d.fail("invalid UTF-8")
-			}
-			return string(b), nil
-		case c < 0x20:
-			return "", d.fail("control character in string")
-		case c != '\\':
-			b = append(b, c)
-			d.pos++
-			continue
-		}
-		d.pos++
-		if d.pos >= len(d.data) {
-			break
-		}
-		e := d.data[d.pos]
-		d.pos++
-		switch e {
-		case '"', '\\', '/':
-			b = append(b, e)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		case 'u':
-			r1, ok := d.hex4()
-			if !ok {
-				return "", d.fail("invalid \\u escape")
-			}
-			if utf16.IsSurrogate(r1) {
-				if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
-					save := d.pos
-					d.pos += 2
-					if r2, ok := d.hex4(); ok {
-						if r := utf16.DecodeRune(r1, r2); r != utf8.RuneError {
-							b = utf8.AppendRune(b, r)
-							continue
-						}
-					}
-					d.pos = save
-				}
-				r1 = utf8.RuneError // a lone surrogate, as encoding/json reads it
-			}
-			b = utf8.AppendRune(b, r1)
-		default:
-			return "", d.fail("invalid escape")
-		}
-	}
-	return "", d.fail("unterminated string")
-}
-
-func (d *decoder) hex4() (rune, bool) {
-	if len(d.data)-d.pos < 4 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(d.data[d.pos:d.pos+4]), 16, 32)
+	b, n, _, err := jsonenc.Unquote(append([]byte(nil), d.data[start:d.pos]...), d.data[d.pos:])
+	d.pos += n
 	if err != nil {
-		return 0, false
+		return "", d.fail(err.Error())
 	}
-	d.pos += 4
-	return rune(n), true
+	if !utf8.Valid(b) {
+		return "", d.fail("invalid UTF-8")
+	}
+	return string(b), nil
 }

@@ -1,5 +1,6 @@
-// Package jsonenc holds the small JSON-writing helpers the hand-written encoders share
-// (searchstore's _bulk bodies, mongostore's BSON-to-JSON, luamerge's bridge, the sink's
-// documents). They exist because encoding/json allocates per value and the hot paths append to
-// reused buffers.
+// Package jsonenc holds the small JSON helpers the hand-written encoders and decoders share:
+// AppendString, the string writer (searchstore's _bulk bodies, mongostore's BSON-to-JSON,
+// luamerge's bridge, the sink's documents), and Unquote, the string reader (luamerge's bridge,
+// memstore's refusal checker). They exist because encoding/json allocates per value and the hot
+// paths append to reused buffers.
 package jsonenc

@@ -1,11 +1,12 @@
 package memstore
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -118,8 +119,14 @@ func (p *profile) check(doc driver.Document) error {
 	if c.pos >= len(c.src) || c.src[c.pos] != '{' {
 		return nil // the Service refuses it
 	}
-	return c.value(0)
+	if err := c.value(0); err != errMalformed {
+		return err
+	}
+	return nil // the Service refuses it
 }
+
+// errMalformed ends a check on a string the Service refuses; check returns nil for it.
+var errMalformed = errors.New("memstore: malformed JSON string")
 
 func (c *checker) fail(k driver.ErrorKind, msg string) error {
 	at := string(c.path)
@@ -282,83 +289,21 @@ func (c *checker) elements() error {
 	}
 }
 
-// str reads the string at c.pos (its opening quote) and returns it decoded, refusing a lone
-// UTF-16 surrogate when MongoDB's refusals apply (BSON strings are UTF-8).
+// str reads the string at c.pos (its opening quote) and returns it decoded (jsonenc.Unquote),
+// refusing a lone UTF-16 surrogate when MongoDB's refusals apply (BSON strings are UTF-8;
+// otherwise it reads as U+FFFD). A malformed string ends the check at once, without a refusal:
+// the Service refuses it.
 func (c *checker) str() (string, error) {
-	c.pos++
-	var b []byte
-	for c.pos < len(c.src) {
-		ch := c.src[c.pos]
-		switch {
-		case ch == '"':
-			c.pos++
-			return string(b), nil
-		case ch != '\\':
-			b = append(b, ch)
-			c.pos++
-			continue
-		}
-		c.pos++
-		if c.pos >= len(c.src) {
-			break
-		}
-		e := c.src[c.pos]
-		c.pos++
-		switch e {
-		case 'u':
-			r := hex4(c.src[c.pos:])
-			c.pos += 4
-			if r >= 0xD800 && r <= 0xDFFF {
-				lo := rune(-1)
-				if r < 0xDC00 && c.pos+6 <= len(c.src) && c.src[c.pos] == '\\' && c.src[c.pos+1] == 'u' {
-					lo = hex4(c.src[c.pos+2:])
-				}
-				if lo < 0xDC00 || lo > 0xDFFF {
-					if c.p.mongo {
-						return "", c.fail(driver.KindInvalid, "a string holds a lone UTF-16 surrogate (as BSON)")
-					}
-					b = utf8.AppendRune(b, utf8.RuneError)
-					continue
-				}
-				c.pos += 6
-				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-			}
-			b = utf8.AppendRune(b, r)
-		case 'b':
-			b = append(b, '\b')
-		case 'f':
-			b = append(b, '\f')
-		case 'n':
-			b = append(b, '\n')
-		case 'r':
-			b = append(b, '\r')
-		case 't':
-			b = append(b, '\t')
-		default:
-			b = append(b, e)
-		}
+	b, n, lone, err := jsonenc.Unquote(nil, c.src[c.pos+1:])
+	if err != nil {
+		c.pos = len(c.src)
+		return "", errMalformed
+	}
+	c.pos += 1 + n
+	if lone && c.p.mongo {
+		return "", c.fail(driver.KindInvalid, "a string holds a lone UTF-16 surrogate (as BSON)")
 	}
 	return string(b), nil
-}
-
-func hex4(s []byte) rune {
-	if len(s) < 4 {
-		return -1
-	}
-	var r rune
-	for _, ch := range s[:4] {
-		switch {
-		case ch >= '0' && ch <= '9':
-			r = r<<4 | rune(ch-'0')
-		case ch >= 'a' && ch <= 'f':
-			r = r<<4 | rune(ch-'a'+10)
-		case ch >= 'A' && ch <= 'F':
-			r = r<<4 | rune(ch-'A'+10)
-		default:
-			return -1
-		}
-	}
-	return r
 }
 
 // number refuses what mongostore cannot store exactly: a number needing more than 34
