@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -33,9 +34,10 @@ var errNoTable = fmt.Errorf("mysqlcdc: %w", cdc.ErrTableNotFound)
 // catalog loads table schemas from INFORMATION_SCHEMA over one lazily opened connection. It is
 // safe for concurrent use; loads are rare (first sight of a table, and after DDL).
 type catalog struct {
-	src  *Source
-	mu   sync.Mutex
-	conn *client.Conn
+	src     *Source
+	mu      sync.Mutex
+	conn    *client.Conn
+	bounded *client.Conn // conn once its lock_wait_timeout is set (see load)
 }
 
 func (c *catalog) close() {
@@ -47,13 +49,33 @@ func (c *catalog) close() {
 	}
 }
 
-// load reads a table's schema. A failed attempt drops the connection and is tried once more on
-// a fresh one, since the usual cause is a connection the server closed while idle.
+// catalogLockWait bounds how long one load waits for the table's metadata lock: the catalog
+// connection's lock_wait_timeout (whole seconds). A DDL statement holding the lock, or queued
+// for it behind a long transaction, then costs the reader catalogLockTries waits and a
+// retryable error, never an unbounded stall. A variable for tests.
+var catalogLockWait = 5 * time.Second
+
+// catalogLockTries is how many lock waits a load makes before it returns a retryable error.
+const catalogLockTries = 3
+
+// Server errors of a load that waited for a table's metadata lock in vain.
+const (
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	errLockDeadlock    = 1213 // ER_LOCK_DEADLOCK: the MDL deadlock detector chose this load
+)
+
+// The server's error for a table that does not exist, also for a table of a missing database.
+const errNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+
+// load reads a table's schema (see query for why it is consistent under concurrent DDL). A
+// failed attempt drops the connection and is tried once more on a fresh one, since the usual
+// cause is a connection the server closed while idle; a lock wait that timed out is tried
+// again on the same connection, catalogLockTries times in all.
 func (c *catalog) load(ctx context.Context, id cdc.TableID) (*table, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt, waits := 0, 0; attempt < 2; {
 		if c.conn == nil {
 			if c.conn, err = c.src.connect(ctx); err != nil {
 				return nil, err
@@ -62,18 +84,51 @@ func (c *catalog) load(ctx context.Context, id cdc.TableID) (*table, error) {
 		socket := c.conn.Conn.Conn
 		stop := context.AfterFunc(ctx, func() { _ = socket.Close() })
 		var t *table
-		t, err = c.query(id)
+		if err = c.boundLockWait(); err == nil {
+			t, err = c.query(id)
+		}
 		stop()
 		if err == nil || errors.Is(err, errNoTable) {
 			return t, err
+		}
+		if lockWaited(err) && ctx.Err() == nil {
+			if waits++; waits < catalogLockTries {
+				continue
+			}
+			return nil, fmt.Errorf("mysqlcdc: load the schema of %v: a DDL statement holds or waits for the table's "+
+				"metadata lock (waited %d times %v): %w", id, waits, catalogLockWait, err)
 		}
 		quit(c.conn)
 		c.conn = nil
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		attempt++
 	}
 	return nil, err
+}
+
+// boundLockWait sets the connection's lock_wait_timeout to catalogLockWait, once per
+// connection (whichever of the catalog's methods opened it).
+func (c *catalog) boundLockWait() error {
+	if c.bounded == c.conn {
+		return nil
+	}
+	secs := int64(catalogLockWait / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	if _, err := c.conn.Execute(fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return fmt.Errorf("mysqlcdc: set the catalog connection's lock_wait_timeout: %w", err)
+	}
+	c.bounded = c.conn
+	return nil
+}
+
+// lockWaited says whether err is a metadata lock wait that timed out or lost a deadlock.
+func lockWaited(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me) && (me.Code == errLockWaitTimeout || me.Code == errLockDeadlock)
 }
 
 // foldsNames says whether the server stores table names in lower case
@@ -107,7 +162,39 @@ func (c *catalog) foldsNames(ctx context.Context) (bool, error) {
 	return false, fmt.Errorf("mysqlcdc: read lower_case_table_names: %w", err)
 }
 
-func (c *catalog) query(id cdc.TableID) (*table, error) {
+// query reads a table's schema in one transaction that first takes a shared metadata lock on
+// the table (SELECT ... LIMIT 0 reads no row; the lock is held to the end of the transaction):
+// RENAME, DROP, ALTER and CREATE OR REPLACE of the name wait for it, so the columns, the
+// primary key and the check constraints all describe one relation. Read one by one without it,
+// a RENAME between two reads gave columns of one relation and the key of another, or none
+// (issue 32). A table that does not exist is errNoTable. The transaction always ends; when it
+// cannot, the error says so and load drops the connection.
+func (c *catalog) query(id cdc.TableID) (t *table, err error) {
+	if _, err := c.conn.Execute("START TRANSACTION"); err != nil {
+		return nil, fmt.Errorf("mysqlcdc: load the schema of %v: %w", id, err)
+	}
+	defer func() {
+		end := "COMMIT"
+		if err != nil {
+			end = "ROLLBACK"
+		}
+		if _, e := c.conn.Execute(end); e != nil {
+			// Not errNoTable nor a lock wait: load drops the connection.
+			t, err = nil, fmt.Errorf("mysqlcdc: load the schema of %v: %s: %w", id, end, e)
+		}
+	}()
+	if _, err := c.conn.Execute("SELECT 1 FROM " + quoteIdent(id.Database) + "." + quoteIdent(id.Table) + " LIMIT 0"); err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) && me.Code == errNoSuchTable {
+			return nil, fmt.Errorf("%w: %v", errNoTable, id)
+		}
+		return nil, fmt.Errorf("mysqlcdc: lock %v to load its schema: %w", id, err)
+	}
+	return c.read(id)
+}
+
+// read runs query's catalog reads.
+func (c *catalog) read(id cdc.TableID) (*table, error) {
 	r, err := c.conn.Execute(`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, CHARACTER_SET_NAME,
 		CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`,

@@ -129,7 +129,11 @@
 // # Schemas
 //
 // Schemas come from INFORMATION_SCHEMA (COLUMNS, STATISTICS for the primary key, and on MariaDB
-// CHECK_CONSTRAINTS, since its JSON is LONGTEXT with a json_valid() check). Captured tables are
+// CHECK_CONSTRAINTS, since its JSON is LONGTEXT with a json_valid() check), read in one
+// transaction that first takes the table's shared metadata lock (a SELECT of no row): a
+// concurrent RENAME, DROP or ALTER waits, so a schema's columns and key are of one relation. The
+// wait is bounded by the connection's lock_wait_timeout (5 s), three times; then the load fails
+// with a retryable error (a DDL statement held or queued for the lock). Captured tables are
 // loaded when a stream opens; any DDL statement in the binlog (CREATE, ALTER, DROP, RENAME,
 // TRUNCATE) empties the cache and the next row reloads. Each rows event's table map is checked
 // against the cached schema (column count and, with full metadata, names and types); when the
