@@ -180,7 +180,7 @@ func newAdapter(ctx context.Context, s *storeConfig) (driver.Store, error) {
 		}
 		a, err := mongostore.New(client, &mongostore.Options{
 			MetadataField: s.MetadataField, MaxConcurrency: s.MaxConcurrency,
-			FerretDB: s.FerretDB, DisconnectOnClose: true,
+			FerretDB: s.FerretDB, DisconnectOnClose: true, Timeout: s.Timeout,
 		})
 		if err != nil {
 			_ = client.Disconnect(ctx)

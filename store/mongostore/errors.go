@@ -142,10 +142,10 @@ func codeSet(codes ...int) map[int]bool {
 func callErrKind(ctx context.Context, err error, write bool) driver.ErrorKind {
 	var se mongo.ServerError
 	carried := errors.As(err, &se) && !se.HasErrorLabel(mdriver.NoWritesPerformed)
-	if authRefused(err) != "" && ctx.Err() == nil {
+	if authRefused(err) != "" && (ctx.Err() == nil || errors.Is(context.Cause(ctx), errTimeout)) {
 		return driver.KindPermissionDenied
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeout) {
 		// The driver checks the context before it sends, and wraps every failure of a
 		// connection that carried the command as a server error (a NetworkError).
 		if write && carried {

@@ -44,6 +44,12 @@ type Options struct {
 	// FerretDB cannot store (Decimal128, non-finite doubles, MinKey, MaxKey; some of them make
 	// it drop the connection). See the package documentation. Default false (MongoDB).
 	FerretDB bool
+	// Timeout bounds every Read and Write call on top of the caller's context: the call ends
+	// by the earlier of the two. (The client's own timeout, options.Client().SetTimeout, is
+	// ignored by the driver whenever the context has a deadline.) A read that times out is
+	// KindUnavailable, a write KindOutcomeUnknown unless it was certainly not sent. Default 0:
+	// only the context and the client's timeout bound a call.
+	Timeout time.Duration
 }
 
 // Store is the MongoDB adapter: a driver.Store (and driver.AddressValidator) over one
@@ -90,7 +96,21 @@ func New(client *mongo.Client, opts *Options) (*Store, error) {
 	if o.Rand == nil {
 		o.Rand = rand.Reader
 	}
+	if o.Timeout < 0 {
+		return nil, errors.New("mongostore: negative Timeout")
+	}
 	return &Store{client: client, opts: o}, nil
+}
+
+// errTimeout is the cancellation cause when Options.Timeout, not the caller, ends a call.
+var errTimeout = errors.New("mongostore: the call timed out (Options.Timeout)")
+
+// bound returns ctx bounded by Options.Timeout.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.opts.Timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, s.opts.Timeout, errTimeout)
 }
 
 // collection returns the handle for a namespace and dataset. Reads go to the primary whatever
@@ -110,6 +130,8 @@ func (s *Store) Read(ctx context.Context, addrs []driver.Address) ([]driver.Read
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	out := make([]driver.ReadResult, len(addrs))
 	groups := make(map[collName][]int)
 	var order []collName

@@ -44,6 +44,8 @@ func (s *Store) Write(ctx context.Context, writes []driver.Write, _ driver.Write
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	out := make([]driver.WriteResult, len(writes))
 	puts := 0
 	for _, w := range writes {
