@@ -125,7 +125,8 @@
 //
 // Two documented consequences of schema changes join the allow-list. A column added after a
 // row's last write is a field the row's document lacks (the documents written before are not
-// rewritten; present, it must hold the value). A column whose integer type was widened keeps
+// rewritten; present, it must hold the value; on MariaDB a plain update is not counted as a
+// write, since one that leaves every value as it was logs no row event). A column whose integer type was widened keeps
 // its field (sink/doc.go, Schema changes, "a changed type is not remapped"): a value beyond
 // that field's range (byte, short, integer: sink.GenerateMapping's narrowest type for the
 // old width) is either indexed exactly (an index generation created after the change maps

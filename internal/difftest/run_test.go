@@ -573,7 +573,16 @@ func (tb *table) transaction(r *rand.Rand, d dialect) []string {
 				}
 			}
 			stmts = append(stmts, "UPDATE "+tb.ref(d)+" SET "+strings.Join(sets, ", ")+tb.where(d, tb.rows[i]))
-			tb.wrote(tb.rows[i])
+			if d.name() == "mysql" {
+				// MariaDB logs no row event for an update that leaves every value as it was
+				// (the new random values may all equal the old ones: NULL, one of a SET's few
+				// members, ...), so the row's document may not be rewritten: the update is not
+				// counted as the row's write (a column added before it may be missing from the
+				// document; present, it must hold the value).
+				tb.clock++
+			} else {
+				tb.wrote(tb.rows[i])
+			}
 		case p < 87:
 			i := r.IntN(len(tb.rows))
 			old := tb.rows[i]
