@@ -84,9 +84,23 @@
 // runs), set every health.interval by a check bounded by health.timeout: a read of the store's
 // health record (any answer from the server counts as reachable, except a refusal of the
 // credentials or of the read's privilege: permission denied) and a Kafka ping
-// (kafkaqueue.Monitor: the brokers answer, accept the credentials and know the topic). A failed store never changes "" or another store's status. The same
-// check reads the worker group's lag into recordsvc_queue_depth. During shutdown every
+// (kafkaqueue.Monitor: the brokers answer, accept the credentials and know the topic). A failed store never changes "" or another store's status. During shutdown every
 // service reports NOT_SERVING.
+//
+// The same Kafka check measures the queue's lag against the broker (kafkaqueue.Monitor.Backlog),
+// in every mode: the depth (the sum over partitions of end offset minus the worker group's
+// committed offset) and the timestamp of the oldest unapplied record (that of the message at
+// the group's committed offset, the oldest over the partitions with a backlog; read once per
+// partition and offset). Both are 0 for an empty queue, whatever the last fetch looked like.
+// When the measurement fails -- the broker unreachable, which also turns the queue's service
+// NOT_SERVING, or the lag read failing on its own, which does not -- the depth keeps its last
+// value flagged stale (recordsvc_queue_stale 1, recordsvc_queue_measured_timestamp_seconds
+// stays at the last success) and the oldest age keeps growing from the last oldest
+// timestamp: it is computed when scraped, never frozen. The health transitions of a Kafka
+// queue are logged with these figures (queue_depth, queue_oldest_age, queue_stale), and a
+// lag read that starts or stops failing while the brokers answer is logged once each way.
+// The age is the producer's clock (the record's Kafka timestamp) against this process's:
+// hosts with skewed clocks skew it.
 //
 // # Metrics
 //
@@ -109,16 +123,23 @@
 //	recordsvc_coalescer_refused_total{store}            one-item calls refused: coalescer queue full
 //	recordsvc_unavailable_retries_total{store,call}     backend reads/writes resent after "unavailable"
 //	recordsvc_merge_cas_retries_total{store}            merge runs repeated after a revision conflict
-//	recordsvc_queue_depth{store}                        Kafka messages the worker group has not committed
+//	recordsvc_queue_depth{store}                        Kafka messages the worker group has not committed (0: empty)
+//	recordsvc_queue_oldest_age_seconds{store}           age of the oldest of them, computed when scraped (0: empty)
+//	recordsvc_queue_measured_timestamp_seconds{store}   Unix time of the last successful measurement of both
+//	recordsvc_queue_stale{store}                        1 when the last measurement failed (figures kept, age growing)
 //	recordsvc_queue_published_total{store,result}       accepted-mode records published
 //	recordsvc_queue_publish_duration_seconds{store}     publish latency until acknowledged
 //	recordsvc_worker_records_total{store,result}        applied, dead_lettered, retried
 //	recordsvc_worker_fetches_total{store}               fetches finished and committed
-//	recordsvc_worker_lag_seconds{store}                 acceptance-to-application lag, last fetch
+//	recordsvc_worker_lag_seconds{store}                 deprecated: slowest record of the last fetch finished (below)
 //	recordsvc_worker_fetch_duration_seconds{store}      fetch to commit
 //	recordsvc_dependency_healthy{store,dependency}      last periodic check: 1 or 0
 //
-// plus the Go runtime and process collectors. The adapter, coalescer and retry metrics come
+// plus the Go runtime and process collectors. recordsvc_worker_lag_seconds is deprecated: it
+// is the largest acceptance-to-application time among the records of the last fetch the
+// worker finished and keeps that value until another fetch finishes, so an idle worker of an
+// empty queue shows the lag of its last busy fetch; the queue's lag is
+// recordsvc_queue_oldest_age_seconds (and recordsvc_queue_depth), measured in every mode. The adapter, coalescer and retry metrics come
 // from the Service's store.Observer; merge program runs are the merge items plus their
 // compare-and-set retries.
 //

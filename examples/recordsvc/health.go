@@ -35,6 +35,7 @@ type check struct {
 	dependency string // storage | kafka | memory_queue
 	probe      func(ctx context.Context) error
 	close      func()
+	figures    func() []any // log attributes added to its transitions (a Kafka queue's lag); nil: none
 }
 
 // healthChecker runs the checks and publishes their results to the gRPC health server and the
@@ -47,16 +48,17 @@ type healthChecker struct {
 	m        *metrics
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	last   map[string]error // previous result per service, to log transitions only
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	mu      sync.Mutex
+	last    map[string]error // previous result per service, to log transitions only
+	lagLost map[string]bool  // per store: its last queue measurement failed, to log transitions only
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
 }
 
 func newHealthChecker(rt *runtime) (*healthChecker, error) {
 	h := &healthChecker{
 		srv: health.NewServer(), interval: rt.cfg.Health.Interval, timeout: rt.cfg.Health.Timeout,
-		m: rt.m, log: rt.log, last: map[string]error{},
+		m: rt.m, log: rt.log, last: map[string]error{}, lagLost: map[string]bool{},
 	}
 	for _, name := range rt.names {
 		sc := rt.cfg.Stores[name]
@@ -79,7 +81,8 @@ func newHealthChecker(rt *runtime) (*healthChecker, error) {
 				return nil, fmt.Errorf("stores.%s.queue: %w", name, err)
 			}
 			h.checks = append(h.checks, check{service: queueServicePrefix + name, alias: kafkaServicePrefix + name, store: name, dependency: "kafka",
-				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: func() { _ = mon.Close() }})
+				probe: func(ctx context.Context) error { return h.probeKafka(ctx, name, mon) }, close: func() { _ = mon.Close() },
+				figures: func() []any { return h.lagFigures(name) }})
 		}
 	}
 	h.srv.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -111,20 +114,67 @@ func probeStorage(ctx context.Context, a driver.Store, addr driver.Address) erro
 	return nil
 }
 
-// probeKafka pings the store's topic and, when the brokers answer, reads the worker group's
-// lag into the queue-depth gauge. A failed lag read leaves the gauge at its last value and the
-// dependency healthy: the ping decides health, the depth is a measurement.
-func (h *healthChecker) probeKafka(ctx context.Context, name string, mon *kafkaqueue.Monitor) error {
+// backlogMonitor is what a Kafka queue's check asks the brokers: a *kafkaqueue.Monitor.
+type backlogMonitor interface {
+	Ping(ctx context.Context) error
+	Backlog(ctx context.Context) (kafkaqueue.Backlog, error)
+}
+
+// probeKafka pings the store's topic and, when the brokers answer, measures the worker
+// group's backlog against them (kafkaqueue.Monitor.Backlog): the queue depth and the
+// timestamp of the oldest message not committed, exported as recordsvc_queue_depth and
+// recordsvc_queue_oldest_age_seconds. The ping decides health; a failed measurement -- the
+// brokers unreachable, or the backlog read failing on its own, which leaves the dependency
+// healthy -- keeps the last figures, flagged stale (recordsvc_queue_stale), and the oldest
+// age keeps growing from the last oldest timestamp.
+func (h *healthChecker) probeKafka(ctx context.Context, name string, mon backlogMonitor) error {
 	if err := mon.Ping(ctx); err != nil {
+		h.lagMeasured(name, err, false) // the check's own transition says so
 		return err
 	}
-	lag, err := mon.Lag(ctx)
+	at := time.Now()
+	b, err := mon.Backlog(ctx)
 	if err != nil {
-		h.log.Debug("reading the queue depth failed", slog.String("store", name), slog.String("error", err.Error()))
+		h.lagMeasured(name, err, true)
 		return nil
 	}
-	h.m.queueDepth.WithLabelValues(name).Set(float64(lag.Total))
+	h.m.measured(name, b, at)
+	h.lagMeasured(name, nil, true)
 	return nil
+}
+
+// lagMeasured flags a failed measurement stale and, with logged, logs when the measurements
+// of a store's queue start or stop failing while its brokers answer (a broker that does not
+// answer is logged by its check, with the figures).
+func (h *healthChecker) lagMeasured(name string, err error, logged bool) {
+	if err != nil {
+		h.m.unmeasured(name)
+	}
+	h.mu.Lock()
+	lost := h.lagLost[name]
+	h.lagLost[name] = err != nil
+	h.mu.Unlock()
+	switch {
+	case !logged:
+	case err != nil && !lost:
+		h.log.Warn("queue lag not measured; reporting the last figures as stale", append([]any{slog.String("store", name), slog.String("error", err.Error())}, h.lagFigures(name)...)...)
+	case err == nil && lost:
+		h.log.Info("queue lag measured again", append([]any{slog.String("store", name)}, h.lagFigures(name)...)...)
+	}
+}
+
+// lagFigures are the last measurement of a store's queue as log attributes: its depth, the
+// age of its oldest unapplied record now, when it was measured and whether that is stale.
+func (h *healthChecker) lagFigures(name string) []any {
+	b, ok := h.m.backlog(name)
+	if !ok {
+		return []any{slog.Bool("queue_measured", false)}
+	}
+	h.mu.Lock()
+	stale := h.lagLost[name]
+	h.mu.Unlock()
+	return []any{slog.Int64("queue_depth", b.Total), slog.Duration("queue_oldest_age", b.Age(time.Now()).Round(time.Millisecond)),
+		slog.Bool("queue_stale", stale)}
 }
 
 // start runs one round of checks synchronously, so the statuses mean something from the
@@ -183,11 +233,15 @@ func (h *healthChecker) set(c check, err error) {
 	prev, seen := h.last[c.service]
 	h.last[c.service] = err
 	h.mu.Unlock()
+	var figures []any
+	if c.figures != nil {
+		figures = c.figures()
+	}
 	switch {
 	case err != nil && (!seen || prev == nil):
-		h.log.Warn("dependency unhealthy", slog.String("service", c.service), slog.String("error", err.Error()))
+		h.log.Warn("dependency unhealthy", append([]any{slog.String("service", c.service), slog.String("error", err.Error())}, figures...)...)
 	case err == nil && seen && prev != nil:
-		h.log.Info("dependency healthy again", slog.String("service", c.service))
+		h.log.Info("dependency healthy again", append([]any{slog.String("service", c.service)}, figures...)...)
 	}
 }
 

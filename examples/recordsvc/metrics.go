@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tributary-dev/tributary/queue"
+	"github.com/tributary-dev/tributary/queue/kafkaqueue"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/worker"
 )
@@ -43,6 +45,9 @@ type metrics struct {
 	coalescerRefused *prometheus.CounterVec   // store
 
 	queueDepth      *prometheus.GaugeVec     // store
+	queueMeasured   *prometheus.GaugeVec     // store
+	queueStale      *prometheus.GaugeVec     // store
+	backlogs        *backlogAges             // recordsvc_queue_oldest_age_seconds{store}, computed when scraped
 	published       *prometheus.CounterVec   // store, result
 	publishDuration *prometheus.HistogramVec // store
 
@@ -90,16 +95,73 @@ func newMetrics(storeNames []string) *metrics {
 	m.coalescedBatch = histogram("coalesced_batch_size", "One-item calls gathered into one batch by the store's coalescer.", sizes, "store")
 	m.coalescerWaiting = gauge("coalescer_waiting", "One-item calls waiting in the store's coalescer queue when its last batch was formed.", "store")
 	m.coalescerRefused = counter("coalescer_refused_total", "One-item calls refused (retryable) because the store's coalescer queue was full.", "store")
-	m.queueDepth = gauge("queue_depth", "Messages in the store's Kafka topic that its worker group has not committed yet (accepted writes not yet applied for good), from the last periodic check.", "store")
+	m.queueDepth = gauge("queue_depth", "Messages in the store's Kafka topic that its worker group has not committed yet (accepted writes not yet applied for good): the sum over partitions of end offset minus committed offset, 0 when the queue is empty. From the last successful measurement (recordsvc_queue_measured_timestamp_seconds); kept while measuring fails (recordsvc_queue_stale 1).", "store")
+	m.queueMeasured = gauge("queue_measured_timestamp_seconds", "Unix time of the last successful measurement of the store's queue against the broker (recordsvc_queue_depth and recordsvc_queue_oldest_age_seconds).", "store")
+	m.queueStale = gauge("queue_stale", "1 when the last measurement of the store's queue failed (the broker unreachable, or the lag read failing): the depth is the last one measured and the oldest age keeps growing from the last oldest message known; 0 when it is fresh.", "store")
+	m.backlogs = &backlogAges{byStore: map[string]kafkaqueue.Backlog{}, desc: prometheus.NewDesc("recordsvc_queue_oldest_age_seconds",
+		"Age of the oldest accepted write the store's worker group has not committed: now minus the timestamp of the Kafka message at the group's committed offset, the oldest over partitions with a backlog; 0 when the queue is empty. Computed when scraped from the last measurement, so it keeps growing while the broker cannot be reached.",
+		[]string{"store"}, nil)}
+	m.reg.MustRegister(m.backlogs)
 	m.published = counter("queue_published_total", "Accepted-mode records published to the store's durable queue, by result (ok or error).", "store", "result")
 	m.publishDuration = histogram("queue_publish_duration_seconds", "Latency of one publish to the store's durable queue (until acknowledged).", latency, "store")
 	m.workerRecords = counter("worker_records_total", "Queued records the worker finished, by result: applied, dead_lettered; retried counts repeated applications.", "store", "result")
 	m.workerFetches = counter("worker_fetches_total", "Fetches the worker finished (applied or dead-lettered and committed).", "store")
-	m.workerLag = gauge("worker_lag_seconds", "Largest time from acceptance to application among the records of the worker's last fetch.", "store")
+	m.workerLag = gauge("worker_lag_seconds", "Deprecated, use recordsvc_queue_oldest_age_seconds: the largest time from acceptance to application among the records of the last fetch the worker finished. It keeps that value until another fetch finishes, so an idle worker of an empty queue shows the lag of its last fetch; it is not the queue's lag.", "store")
 	m.workerDuration = histogram("worker_fetch_duration_seconds", "Time from a fetch's return to its commit.", latency, "store")
 	m.healthy = gauge("dependency_healthy", "1 when the last periodic check of the dependency passed, else 0.", "store", "dependency")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// backlogAges exports the age of each store's oldest unapplied record, computed at scrape time
+// from the oldest timestamp of the last successful measurement: between measurements, and
+// while the broker cannot be reached, the age grows with the clock instead of freezing.
+type backlogAges struct {
+	desc *prometheus.Desc
+
+	mu      sync.Mutex
+	byStore map[string]kafkaqueue.Backlog
+	now     func() time.Time // time.Now; tests set it
+}
+
+func (a *backlogAges) Describe(ch chan<- *prometheus.Desc) { ch <- a.desc }
+
+func (a *backlogAges) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if a.now != nil {
+		now = a.now()
+	}
+	for name, b := range a.byStore {
+		ch <- prometheus.MustNewConstMetric(a.desc, prometheus.GaugeValue, b.Age(now).Seconds(), name)
+	}
+}
+
+// measured records a successful measurement of a store's queue.
+func (m *metrics) measured(name string, b kafkaqueue.Backlog, at time.Time) {
+	name = m.storeLabel(name)
+	m.backlogs.mu.Lock()
+	m.backlogs.byStore[name] = b
+	m.backlogs.mu.Unlock()
+	m.queueDepth.WithLabelValues(name).Set(float64(b.Total))
+	m.queueMeasured.WithLabelValues(name).Set(float64(at.UnixMilli()) / 1e3)
+	m.queueStale.WithLabelValues(name).Set(0)
+}
+
+// unmeasured records a failed measurement of a store's queue: the last figures stay, flagged
+// stale, and the oldest age keeps growing from the last oldest timestamp. A store never
+// measured gets no depth or age, only the flag.
+func (m *metrics) unmeasured(name string) {
+	m.queueStale.WithLabelValues(m.storeLabel(name)).Set(1)
+}
+
+// backlog returns the last successful measurement of a store's queue, if any.
+func (m *metrics) backlog(name string) (kafkaqueue.Backlog, bool) {
+	m.backlogs.mu.Lock()
+	defer m.backlogs.mu.Unlock()
+	b, ok := m.backlogs.byStore[m.storeLabel(name)]
+	return b, ok
 }
 
 // storeLabel bounds the store label to configured names.
