@@ -13,6 +13,9 @@
 //   - SetLatency(dir, d) delays each chunk going in a direction; open connections too.
 //   - SetBlackhole(dir) swallows everything going in a direction while connections stay open,
 //     until SetBlackhole(None); reads on the far side simply time out.
+//   - SetHang(true) stops forwarding anything, both ways, on open and new connections alike,
+//     while connections are accepted and stay open -- a server process SIGSTOPped -- and
+//     SetHang(false) delivers everything held, in order, as the continued process would.
 //   - ResetAll aborts every open connection with a TCP RST on both sides; SetResetEvery(d)
 //     does it every d until cleared (a flapping network: new connections work in between).
 //   - SetAcceptFault decides the fate of new connections: AcceptReset (RST at once),

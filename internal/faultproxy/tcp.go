@@ -134,6 +134,7 @@ type TCPProxy struct {
 	stopResets context.CancelFunc
 	resetsDone chan struct{}
 	blackhole  atomic.Uint32 // Direction bits
+	hung       atomic.Bool   // SetHang: nothing is forwarded, everything is held
 
 	mu      sync.Mutex
 	ln      net.Listener // nil while refusing or after Close
@@ -205,6 +206,17 @@ func (p *TCPProxy) SetLatency(dirs Direction, d time.Duration) {
 // New connections are still accepted and dialed to the target while a black-hole is set.
 func (p *TCPProxy) SetBlackhole(dirs Direction) {
 	p.blackhole.Store(uint32(dirs & Both))
+	p.notify()
+}
+
+// SetHang(true) makes the proxy behave like a server process that was stopped (SIGSTOP):
+// connections, open and new, stay open and are accepted, but nothing is forwarded in either
+// direction -- no byte, no half-close -- until SetHang(false), which delivers everything held,
+// in order, as a continued process reads what its sockets buffered. Unlike a black-hole
+// nothing is lost. While hung the proxy reads at most TCPOptions.QueueChunks chunks per
+// connection and direction ahead; then TCP flow control holds the sender. Heal clears it.
+func (p *TCPProxy) SetHang(on bool) {
+	p.hung.Store(on)
 	p.notify()
 }
 
@@ -306,6 +318,7 @@ func (p *TCPProxy) Heal() error {
 	p.SetResetEvery(0)
 	p.SetLatency(Both, 0)
 	p.SetBlackhole(None)
+	p.SetHang(false)
 	return p.SetAcceptFault(AcceptForward)
 }
 
@@ -594,8 +607,9 @@ func (p *TCPProxy) pump(l *link, i int, src, dst net.Conn) {
 		l.abort(true)
 		return
 	}
-	// Hold a half-close while this direction is black-holed: a lost FIN is not delivered either.
-	for Direction(p.blackhole.Load())&dir != 0 {
+	// Hold a half-close while this direction is black-holed (a lost FIN is not delivered
+	// either) or the proxy hangs.
+	for Direction(p.blackhole.Load())&dir != 0 || p.hung.Load() {
 		select {
 		case <-l.done:
 			return
@@ -621,6 +635,19 @@ func (p *TCPProxy) waitDue(l *link, i int, read time.Time) bool {
 	}()
 	due := func() time.Duration { return time.Until(read.Add(time.Duration(p.latency[i].Load()))) }
 	for {
+		if p.hung.Load() {
+			// Held, not dropped, until the hang ends (SetHang).
+			changed := p.changedChan()
+			if !p.hung.Load() {
+				continue
+			}
+			select {
+			case <-changed:
+				continue
+			case <-l.done:
+				return false
+			}
+		}
 		if due() <= 0 {
 			select {
 			case <-l.done:
