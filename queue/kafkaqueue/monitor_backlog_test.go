@@ -205,3 +205,69 @@ func TestBacklogAge(t *testing.T) {
 		}
 	}
 }
+
+// A broker that stops answering (every request held, connections open, as when its process
+// is stopped) fails Backlog with Unavailable within the caller's deadline; the Backlog kept
+// from before ages with the clock, and once the broker answers again Backlog measures the
+// same oldest message.
+func TestMonitorBacklogHungBroker(t *testing.T) {
+	cluster := newFake(t)
+	topic := uniqueName("l39_backlog_hung")
+	if err := cluster.CreateTopic(topic, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cfg := kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topic: topic, Group: uniqueName("l39_backlog_hung")}
+	p, err := kafkaqueue.NewPublisher(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Publish(ctx, []queue.Message{msg("a", "1"), msg("b", "2"), msg("c", "3")}); err != nil {
+		t.Fatal(err)
+	}
+	mon, err := kafkaqueue.NewMonitor(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Close()
+	kept, err := mon.Backlog(ctx)
+	if err != nil || kept.Total != 3 || kept.Oldest.IsZero() {
+		t.Fatalf("Backlog before the hang: %+v, %v", kept, err)
+	}
+
+	release := make(chan struct{})
+	var once atomic.Bool
+	resume := func() {
+		if once.CompareAndSwap(false, true) {
+			close(release)
+		}
+	}
+	t.Cleanup(resume)
+	cluster.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		<-release // hold every request until resumed
+		return nil, nil, false
+	})
+	ageBefore := kept.Age(time.Now())
+	hung, cancelHung := context.WithTimeout(ctx, time.Second)
+	_, err = mon.Backlog(hung)
+	cancelHung()
+	if queue.KindOf(err) != queue.Unavailable {
+		t.Fatalf("Backlog of a hung broker: %v, want Unavailable", err)
+	}
+	if ageAfter := kept.Age(time.Now()); ageAfter <= ageBefore {
+		t.Fatalf("the kept backlog's age did not grow while the broker hung: %s then %s", ageBefore, ageAfter)
+	}
+
+	resume()
+	var again kafkaqueue.Backlog
+	eventually(ctx, t, "Backlog answers once the broker does", func() bool {
+		again, err = mon.Backlog(ctx)
+		return err == nil
+	})
+	if again.Total != 3 || !again.Oldest.Equal(kept.Oldest) {
+		t.Fatalf("Backlog after the hang: %+v, want %+v", again, kept)
+	}
+}
