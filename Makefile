@@ -16,7 +16,7 @@ TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKER
 	TRIBUTARY_OPENSEARCH_SECURE_PASSWORD TRIBUTARY_OPENSEARCH_SECURE_CLIENT_CERT \
 	TRIBUTARY_OPENSEARCH_SECURE_CLIENT_KEY TRIBUTARY_OPENSEARCH_SECURE_CLIENT_USER TRIBUTARY_ES_CLUSTER_URLS
 
-.PHONY: help quickstart demo bench bench-resnap bench-debezium bench-peers check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench bench-resnap bench-debezium bench-peers release check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -65,6 +65,9 @@ bench-debezium: ## Debezium path (1, 2, 4 partitions) vs the native source on on
 # The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
 bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}
 	scripts/bench-peers
+
+release: ## static, version-stamped binaries of cdcmirror, recordsvc and mergetest for linux/amd64 and linux/arm64 in dist/VERSION (VERSION=v0.2.0; default git describe)
+	scripts/release
 
 check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, vet, real servers, unit + integration (-race), smoke
 	@echo "check: ok"

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/internal/buildinfo"
 	"github.com/tributary-dev/tributary/mirror"
 )
 
@@ -80,12 +81,18 @@ func refusals(err error) []*cdc.StartError {
 	return refusals(errors.Unwrap(err))
 }
 
+// isVersionFlag reports whether arg asks for the build's version (what `make release` stamped).
+func isVersionFlag(arg string) bool {
+	return arg == "--version" || arg == "-version" || arg == "version"
+}
+
 // usageError is a bad command line or configuration: exit status 2.
 type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
 const usage = `usage:
+  cdcmirror --version
   cdcmirror [run] --config FILE [--metrics-addr 127.0.0.1:9464] [--progress auto|always|never]
   cdcmirror status --config FILE [--pipeline NAME] [--metrics-addr 127.0.0.1:9464]
   cdcmirror drop --config FILE [--pipeline NAME] [--indices]
@@ -99,6 +106,10 @@ const usage = `usage:
 // the progress bar to stderr. listening, when set, learns the metrics listener's address
 // once it accepts connections.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer, listening func(net.Addr)) error {
+	if len(args) == 1 && isVersionFlag(args[0]) {
+		_, err := fmt.Fprintln(stdout, buildinfo.Summary("cdcmirror"))
+		return err
+	}
 	name := "run"
 	if len(args) > 0 && (args[0] == "run" || args[0] == "status" || args[0] == "drop" || args[0] == "resnapshot" || args[0] == "reindex" || args[0] == "prepare-cluster" || args[0] == "switch") {
 		name, args = args[0], args[1:]

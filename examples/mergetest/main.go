@@ -21,16 +21,22 @@ import (
 	"io"
 	"os"
 
+	"github.com/tributary-dev/tributary/internal/buildinfo"
 	"github.com/tributary-dev/tributary/luamerge"
 )
 
 func main() {
 	verbose := flag.Bool("v", false, "print passing cases too")
+	version := flag.Bool("version", false, "print the build's version and exit")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: mergetest [-v] cases.yaml...")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: mergetest [-v] cases.yaml...\n       mergetest -version")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *version {
+		fmt.Println(buildinfo.Summary("mergetest"))
+		return
+	}
 	if flag.NArg() == 0 {
 		flag.Usage()
 		os.Exit(2)

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
+	"github.com/tributary-dev/tributary/internal/buildinfo"
 )
 
 func main() {
@@ -31,6 +32,10 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version" || os.Args[1] == "version") {
+		fmt.Println(buildinfo.Summary("recordsvc"))
+		return
+	}
 	err := command(ctx, os.Args[1:], os.Stderr, nil)
 	var usage usageError
 	switch {
@@ -63,7 +68,7 @@ func command(ctx context.Context, args []string, stderr io.Writer, ready func(li
 	configPath := fs.String("config", "", "the configuration file (YAML; required; see examples/recordsvc/CONFIG.md)")
 	mode := fs.String("mode", "", "server (the gRPC API), worker (applies the stores' queued writes) or all (both); default the configuration's mode:, else server")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: recordsvc --config FILE [--mode server|worker|all]")
+		fmt.Fprintln(fs.Output(), "usage: recordsvc --config FILE [--mode server|worker|all]\n       recordsvc --version")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
