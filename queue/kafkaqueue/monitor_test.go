@@ -345,7 +345,11 @@ func TestMonitorTopics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	published := time.Now().Truncate(time.Millisecond)
 	publish(a, 10)
+	time.Sleep(2 * time.Millisecond)
+	between := time.Now().Truncate(time.Millisecond)
+	time.Sleep(2 * time.Millisecond)
 	publish(b, 5)
 	listed, err := kafkaqueue.NewMonitor(kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, b}, Group: group}, nil)
 	if err != nil {
@@ -364,6 +368,10 @@ func TestMonitorTopics(t *testing.T) {
 		lag, err := m.Lag(ctx)
 		if err != nil || lag.Total != 15 || lag.Head != 15 || lag.Position != 0 || len(lag.Topics) != 2 || lag.Partitions != nil {
 			t.Fatalf("lag %+v, %v; want 15 over two topics", lag, err)
+		}
+		// The oldest message of both topics is the first one published, on topic a.
+		if b, err := m.Backlog(ctx); err != nil || b.Total != 15 || b.Oldest.Before(published) || !b.Oldest.Before(between) {
+			t.Fatalf("backlog %+v, %v; want 15 and the oldest message in [%s, %s)", b, err, published, between)
 		}
 	}
 	c, err := kafkaqueue.NewConsumer(ctx, kafkaqueue.Config{Brokers: cluster.ListenAddrs(), Topics: []string{a, b}, Group: group}, nil)
@@ -385,6 +393,9 @@ func TestMonitorTopics(t *testing.T) {
 	lag, err := listed.Lag(ctx)
 	if err != nil || lag.Total != 0 || lag.Head != 15 || lag.Position != 15 {
 		t.Fatalf("lag after committing everything: %+v, %v", lag, err)
+	}
+	if b, err := pattern.Backlog(ctx); err != nil || b.Total != 0 || !b.Oldest.IsZero() {
+		t.Fatalf("backlog after committing everything: %+v, %v", b, err)
 	}
 	// The group cannot be deleted while it has a member; then it can, once.
 	if _, err := listed.DeleteGroup(ctx); !errors.Is(err, kafkaqueue.ErrGroupInUse) {
