@@ -19,6 +19,11 @@ import (
 // ctx's error when ctx ended before the call finished (operations already sent may still take
 // effect, as with Do).
 func (s *Service) Apply(ctx context.Context, ops []QueuedOp) ([]Result, error) {
+	return s.applyQueued(ctx, ops, false)
+}
+
+// applyQueued is Apply, and ApplyInOrder when inOrder is set.
+func (s *Service) applyQueued(ctx context.Context, ops []QueuedOp, inOrder bool) ([]Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -37,9 +42,16 @@ func (s *Service) Apply(ctx context.Context, ops []QueuedOp) ([]Result, error) {
 	// applies hundreds of records per call, usually of one store.
 	items := make([]item, len(ops))
 	byStore := make(map[*instance][]*item, 1)
+	var chains orderChains
+	if inOrder {
+		chains = make(orderChains, len(ops))
+	}
 	for i := range ops {
 		it := &items[i]
 		*it = item{op: ops[i].Op, res: &out[i], call: c, ctx: ctx, now: ops[i].AcceptedAt, cutAt: by}
+		if inOrder && chains.link(it) {
+			continue // held back behind a failed operation on its record
+		}
 		if it.op.Kind == OpRead {
 			it.fail(newOpError(KindInvalid, OpRead, it.op.Addr, "a queued operation is a write, not a read"))
 			continue

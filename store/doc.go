@@ -147,7 +147,29 @@
 // synchronously and do not see the request's queued writes.
 //
 // A worker (package store/worker) consumes the queue and applies its operations with
-// [Service.Apply]: the synchronous path, with each merge seeing its operation's acceptance
-// time as MergeContext.Time. Delivery is at-least-once, so a queued operation may be applied more
-// than once.
+// [Service.ApplyInOrder]: the synchronous path -- a fetch's operations on one record combined
+// into one conditional write per round -- with each merge seeing its operation's acceptance
+// time as MergeContext.Time, and a failed operation holding back the later ones of its
+// record ([ErrHeldBack]) until the worker retried or dead-lettered it.
+//
+// Delivery is at-least-once: a queued operation is applied twice exactly when it was applied
+// and its queue offset was not committed before the record's partition was read again -- the
+// worker's process died between a round and the commit that follows it, or its group
+// membership was lost (a broker pause or partition longer than the session timeout) with a
+// round applied and not yet committed. The worker commits after every round and applies
+// nothing more while a commit fails, so this is at most one round, at most one fetch, per
+// partition owner; store/worker's "Delivery guarantees" gives the detail, and counts the
+// redeliveries it sees. A put or delete applied twice leaves the same record (a conditional
+// one is dead-lettered the second time); a merge applied twice applies its program twice
+// unless the program is idempotent (keeps the ids of the operations it applied).
+//
+// No adapter records which queue position it applied, which would make a redelivered merge a
+// no-op, because a position can only be compared with positions of the same partition of the
+// same topic incarnation: Kafka restarts offsets at 0 when a topic is deleted and created
+// again under its name, and keys move to other partitions when a topic gains partitions, so
+// a marker "applied up to offset N" would skip genuinely new operations after either --
+// losing them, where at-least-once only repeats -- unless it held the topic's identity, which
+// queue.Message does not carry; and the adapter contract (package store/driver) carries no
+// position to or from a backend, and Elasticsearch and OpenSearch keep the user's document
+// unchanged, with no private field to hold one.
 package store

@@ -70,18 +70,27 @@ type item struct {
 	attempt int       // merge runs so far
 	start   time.Time // first run, the start of a merge's budget against other writers
 	epoch   uint64    // its lane's epoch when it was queued (see lane)
+	inOrder bool      // ApplyInOrder: a failure holds back the rest of its chain
+	next    *item     // ApplyInOrder: the next operation of its address in the call
 
 	// one round's evaluation
 	tent    Result // the tentative result
 	changes int    // state changes in its segment up to and including it
 }
 
-// settle stores the final result and tells the caller. It is called exactly once per item.
+// settle stores the final result and tells the caller, once per item: a second call -- an item
+// held back (see holdBack) that its failed write's loop meets again -- does nothing.
 func (it *item) settle(r Result) {
+	if it.settled {
+		return // held back (see holdBack) while its lane's round still listed it
+	}
 	*it.res = r
 	it.settled = true
 	if it.phase.Swap(phaseSettled) == phaseCutSent && it.op.Kind != OpRead {
 		it.call.late(it, r)
+	}
+	if r.Err != nil && it.next != nil {
+		it.holdBack()
 	}
 	it.call.finish()
 }
@@ -261,6 +270,9 @@ func (x *executor) evaluateUpTo(r *round, limit int) {
 			if solo && r.changes > 0 && it.op.Kind != OpRead && !(it.op.Kind == OpDelete && it.op.If.kind == driver.IfAbsent) {
 				break
 			}
+			if it.endsSegmentBefore(r.changes) {
+				break
+			}
 		}
 		if r.mode == baseWarm && r.unsafe < 0 && it.epoch >= r.base.epoch {
 			r.unsafe = i // queued after the call that taught the lane its state began
@@ -273,6 +285,9 @@ func (x *executor) evaluateUpTo(r *round, limit int) {
 		}
 		it.changes = r.changes
 		r.visible = r.visible || it.visible
+		if it.endsSegmentAfter() {
+			break
+		}
 	}
 	if r.changes == 0 || (r.mode != baseBlind && !r.base.exists && !r.cur.exists) {
 		return // nothing to store: the state the segment ends in is the state it started from

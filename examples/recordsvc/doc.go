@@ -131,6 +131,7 @@
 //	recordsvc_queue_publish_duration_seconds{store}     publish latency until acknowledged
 //	recordsvc_worker_records_total{store,result}        applied, dead_lettered, retried
 //	recordsvc_worker_fetches_total{store}               fetches finished and committed
+//	recordsvc_worker_redeliveries_total{store}          records delivered again that the worker had finished
 //	recordsvc_worker_lag_seconds{store}                 deprecated: slowest record of the last fetch finished (below)
 //	recordsvc_worker_fetch_duration_seconds{store}      fetch to commit
 //	recordsvc_dependency_healthy{store,dependency}      last periodic check: 1 or 0

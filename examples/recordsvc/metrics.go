@@ -53,6 +53,7 @@ type metrics struct {
 
 	workerRecords  *prometheus.CounterVec   // store, result
 	workerFetches  *prometheus.CounterVec   // store
+	workerRedeliv  *prometheus.CounterVec   // store
 	workerLag      *prometheus.GaugeVec     // store
 	workerDuration *prometheus.HistogramVec // store
 
@@ -106,6 +107,7 @@ func newMetrics(storeNames []string) *metrics {
 	m.publishDuration = histogram("queue_publish_duration_seconds", "Latency of one publish to the store's durable queue (until acknowledged).", latency, "store")
 	m.workerRecords = counter("worker_records_total", "Queued records the worker finished, by result: applied, dead_lettered; retried counts repeated applications.", "store", "result")
 	m.workerFetches = counter("worker_fetches_total", "Fetches the worker finished (applied or dead-lettered and committed).", "store")
+	m.workerRedeliv = counter("worker_redeliveries_total", "Queued records delivered again to the worker at or below an offset it had already applied or dead-lettered in their partition (after a lost group membership, a rebalance or a failed commit): merges among them were applied twice unless their programs are idempotent.", "store")
 	m.workerLag = gauge("worker_lag_seconds", "Deprecated, use recordsvc_queue_oldest_age_seconds: the largest time from acceptance to application among the records of the last fetch the worker finished. It keeps that value until another fetch finishes, so an idle worker of an empty queue shows the lag of its last fetch; it is not the queue's lag.", "store")
 	m.workerDuration = histogram("worker_fetch_duration_seconds", "Time from a fetch's return to its commit.", latency, "store")
 	m.healthy = gauge("dependency_healthy", "1 when the last periodic check of the dependency passed, else 0.", "store", "dependency")
@@ -319,6 +321,7 @@ type workerObserver struct {
 
 func (o workerObserver) FetchDone(s worker.FetchStats) {
 	o.m.workerFetches.WithLabelValues(o.store).Inc()
+	o.m.workerRedeliv.WithLabelValues(o.store).Add(float64(s.Redelivered))
 	o.m.workerRecords.WithLabelValues(o.store, "applied").Add(float64(s.Applied))
 	o.m.workerRecords.WithLabelValues(o.store, "dead_lettered").Add(float64(s.DeadLettered))
 	o.m.workerRecords.WithLabelValues(o.store, "retried").Add(float64(s.Retries))

@@ -265,6 +265,31 @@ func (c *Consumer) Finish(msgs ...queue.Message) {
 	}
 }
 
+// Owns reports whether m is a message the consumer handed out, and has not finished, in its
+// current ownership of m's partition. Once the partition is revoked or lost (the member was
+// thrown out of the group, as after a long broker pause), its messages are no longer owned:
+// their new owner -- perhaps this consumer again, after it rejoined -- receives them again
+// from the last commit, so a worker that applied them now would only apply them twice
+// (store/worker checks before each round).
+func (c *Consumer) Owns(m queue.Message) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.tracks[topicPartition{m.Topic, m.Partition}]
+	if t == nil {
+		return false
+	}
+	_, found := slices.BinarySearchFunc(t.pending, m.Offset, func(p pendingOffset, off int64) int {
+		switch {
+		case p.offset < off:
+			return -1
+		case p.offset > off:
+			return 1
+		}
+		return 0
+	})
+	return found
+}
+
 // Commit commits the finished prefix of every owned partition, of every topic, that
 // advanced, in one request.
 func (c *Consumer) Commit(ctx context.Context) error {

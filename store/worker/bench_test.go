@@ -64,9 +64,9 @@ type timedApplier struct {
 	ns atomic.Int64
 }
 
-func (t *timedApplier) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
+func (t *timedApplier) ApplyInOrder(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	s := time.Now()
-	r, err := t.Applier.Apply(ctx, recs)
+	r, err := t.Applier.ApplyInOrder(ctx, recs)
 	t.ns.Add(int64(time.Since(s)))
 	return r, err
 }

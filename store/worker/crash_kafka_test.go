@@ -469,9 +469,9 @@ type announcing struct {
 	once sync.Once
 }
 
-func (a *announcing) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
+func (a *announcing) ApplyInOrder(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	a.once.Do(func() { fmt.Println("applying") })
-	return a.Applier.Apply(ctx, recs)
+	return a.Applier.ApplyInOrder(ctx, recs)
 }
 
 // applyLogger appends "<key> <seq>" for every put of a put record ("p" keys) the store

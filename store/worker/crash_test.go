@@ -46,13 +46,13 @@ type crashing struct {
 	kill       func()
 }
 
-func (c *crashing) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
+func (c *crashing) ApplyInOrder(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	c.n--
 	if c.n == 0 && !c.afterApply {
 		c.kill()
 		return nil, context.Canceled
 	}
-	res, err := c.Applier.Apply(ctx, recs)
+	res, err := c.Applier.ApplyInOrder(ctx, recs)
 	if c.n == 0 {
 		c.kill()
 	}

@@ -1,7 +1,8 @@
 // Package worker applies the store's accepted-mode writes: it consumes the records a
 // store.Service enqueued to a durable queue (package store/accepted writes them as records)
-// and applies them through the same synchronous path as a WaitApplied call (store.Service.Apply), so queued and direct
-// writes share validation, ordering, merges and retries.
+// and applies them through the same synchronous path as a WaitApplied call
+// (store.Service.ApplyInOrder), so queued and direct writes share validation, ordering,
+// combining, merges and retries.
 //
 //	w, err := worker.New("orders", consumer, svc, deadLetters, nil) // the worker of store "orders"
 //	go w.Run(ctx)
@@ -24,14 +25,29 @@
 // # Processing a fetch
 //
 // Each fetch is decoded; a message that is not a record this worker reads, or a record of a
-// store it does not apply, goes to the dead-letter queue. The records form dependency waves -- the k-th record of one address in
-// the fetch is in wave k -- and each wave is one Apply call, so records of different
-// addresses are applied together as adapter batches while the mutations of one record keep
-// their queue order (which is their submission order: one address, one partition). A record
-// that fails retryably is applied again, alone with the others that did, after a jittered
-// exponential backoff (Options.BackoffBase, BackoffMax), up to Options.MaxAttempts
-// applications; the next wave waits for it. Each applied record is finished at once; the
-// offsets are committed after every record of the fetch is applied or dead-lettered.
+// store it does not apply, goes to the dead-letter queue. The records are then applied in
+// rounds, each ONE store.Service.ApplyInOrder call with every record still to apply: the
+// Service queues a record's operations on its lane and combines them -- its merges run one
+// after another on the state in memory and the result is stored with one conditional write
+// -- so a record with twenty mutations in the fetch costs one read and one write, not twenty
+// of each (a put or delete of the queue is still stored on its own, in order: every state a
+// client wrote whole reaches the backend). The mutations of one record keep their queue order
+// (which is their submission order: one address, one partition): once one fails, ApplyInOrder
+// holds back the later ones of its address (store.ErrHeldBack), and the worker deals with the
+// failure before they run. A record that fails retryably runs again in the next round, after
+// a jittered exponential backoff (Options.BackoffBase, BackoffMax), up to Options.MaxAttempts
+// applications, with the records held back behind it after it; a record that fails for good
+// is dead-lettered, and the records held back behind it run in the next round, at once. So a
+// poison record holds up only the records after it on its address, only until it is
+// dead-lettered. A fetch whose records all apply takes one round. FetchStats.Waves still
+// reports the dependency waves a fetch forms (the most records of one address), and Rounds
+// the calls it took.
+//
+// After every round the worker finishes what it applied and dead-lettered and commits (see
+// "Delivery guarantees"). Before every round it drops the records of partitions the consumer
+// no longer owns, when the consumer can tell (kafkaqueue.Consumer.Owns): they are delivered
+// again to the partition's owner, and applying them would only apply them twice
+// (FetchStats.Revoked).
 //
 // The worker reads one fetch ahead: the next fetch is fetched and decoded while the current
 // one is applied, since decoding costs a sizeable share of applying a put to memory. A fetch
@@ -60,25 +76,50 @@
 //
 // # Delivery guarantees
 //
-// At least once. A worker that stops abruptly (ctx ends, the process dies) leaves unfinished
-// records uncommitted and they are delivered again; a record applied just before the crash is
-// applied twice. Unconditional puts and deletes are idempotent. A conditional one applied
-// twice fails its precondition the second time and is dead-lettered although it took effect.
-// A merge is not idempotent unless its program makes it so, for example by keeping in the
-// record the set of operation ids the clients put in their incoming documents (as
+// At least once. A record is applied twice only when it was applied and its offset was not
+// committed before the partition's next consumer -- another worker of the group, or this one
+// after it rejoined -- read it again. Exactly these cases:
+//
+//   - the process dies (or Run's ctx ends) after a round applied records and before the
+//     commit that follows the round: at most that round's records, at most one fetch
+//     (kafkaqueue Config.MaxFetch, default 1000);
+//   - the group membership is lost (a broker pause or a network partition longer than the
+//     session timeout, a process paused that long) while a round is in flight, or after it
+//     applied records and before its commit reached the broker: again at most that round.
+//     The worker commits after every round and, while a commit fails, retries it and applies
+//     nothing more, so applied-but-uncommitted work never grows beyond one round; a fetch it
+//     read ahead, or records held back for a later round, whose partition was revoked or lost
+//     meanwhile are not applied at all (the consumer's Owns);
+//   - a rebalance revokes partitions from this live member while a round applies records of
+//     them: the consumer commits the finished prefix before giving them up, and the records
+//     of the round in flight, finished too late, are applied again by their new owner.
+//
+// A commit the broker accepted but whose answer was lost counts as failed and is retried:
+// nothing is applied twice. A graceful stop (Stop) repeats nothing. Records
+// delivered again are counted: FetchStats.Redelivered (the messages at or below an offset
+// this worker already finished in their partition; a successor process cannot tell, so
+// redeliveries after a crash are not counted).
+//
+// Unconditional puts and deletes are idempotent. A conditional one applied twice fails its
+// precondition the second time and is dead-lettered although it took effect. A merge is not
+// idempotent unless its program makes it so, for example by keeping in the record the set of
+// operation ids the clients put in their incoming documents (as
 // TestWorkerCrashRestartLosesNothing does). A merge runs with the time its record was
-// accepted (store.MergeContext.Time), also when applied again.
+// accepted (store.MergeContext.Time), also when applied again. No adapter records the queue
+// position it applied: why, in the package documentation of store ("Accepted mode").
 //
 // # Stopping
 //
 // Stop lets the fetch in hand finish -- applied, dead-lettered, committed -- and makes Run
 // return nil (a fetch read ahead is left to the next worker of the group). The fetch in hand
-// includes its retries, so a graceful stop may take up to MaxAttempts backoffs. Cancelling
+// includes its retries, so a graceful stop may take up to MaxAttempts backoffs, and its
+// commit: while a commit keeps failing, Stop waits (until its ctx ends). Cancelling
 // Run's ctx abandons it instead (what was finished is still committed, on a context of its own
 // bounded by Options.CommitTimeout) and Run returns ctx's error.
 //
 // # Observability
 //
-// Options.Logger receives dead letters and failures (never document contents);
-// Options.Observer receives FetchStats after each fetch. Nothing is global.
+// Options.Logger receives dead letters, failures and redeliveries (never document contents);
+// Options.Observer receives FetchStats after each fetch (records, applied, dead letters,
+// retries, waves, rounds, redelivered, revoked, lag). Nothing is global.
 package worker

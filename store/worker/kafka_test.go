@@ -343,7 +343,7 @@ type slowApplier struct {
 	delay time.Duration
 }
 
-func (s slowApplier) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
+func (s slowApplier) ApplyInOrder(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	time.Sleep(s.delay)
-	return s.Applier.Apply(ctx, recs)
+	return s.Applier.ApplyInOrder(ctx, recs)
 }

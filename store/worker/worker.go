@@ -19,12 +19,14 @@ import (
 	"github.com/tributary-dev/tributary/store/accepted"
 )
 
-// Applier applies the operations of decoded queue records on the synchronous path.
-// *store.Service implements it (Service.Apply). Apply must not keep ops, or the documents in
-// them, after it returned: the worker reuses the slice for a later fetch, and the documents are
-// the fetched messages' memory.
+// Applier applies the operations of decoded queue records on the synchronous path, keeping a
+// record's operations in their queue order through failures. *store.Service implements it
+// (Service.ApplyInOrder): the operations of one address form a chain, and once one fails the
+// later ones of its address fail with store.ErrHeldBack without running. ApplyInOrder must
+// not keep ops, or the documents in them, after it returned: the worker reuses the slice for
+// a later fetch, and the documents are the fetched messages' memory.
 type Applier interface {
-	Apply(ctx context.Context, ops []store.QueuedOp) ([]store.Result, error)
+	ApplyInOrder(ctx context.Context, ops []store.QueuedOp) ([]store.Result, error)
 }
 
 // Options configure a Worker. The zero value (or nil) gives the documented defaults.
@@ -99,13 +101,23 @@ type Observer interface {
 
 // FetchStats describes one finished fetch.
 type FetchStats struct {
-	Records      int           // messages fetched
-	Applied      int           // records applied
-	DeadLettered int           // messages written to the dead-letter queue
-	Retries      int           // record applications repeated after a retryable failure
-	Waves        int           // dependency waves the records formed
-	MaxLag       time.Duration // the largest time from a record's acceptance to its application
-	Duration     time.Duration // from the fetch's return to its commit
+	Records      int // messages fetched
+	Applied      int // records applied
+	DeadLettered int // messages written to the dead-letter queue
+	Retries      int // record applications repeated after a retryable failure
+	// Waves is the most records of one address in the fetch: the dependency waves the
+	// records form. Applying them takes Rounds calls, usually one, not one per wave.
+	Waves  int
+	Rounds int // ApplyInOrder calls: one, plus one per round of retries or held-back records
+	// Redelivered counts the messages delivered again at or below an offset this worker had
+	// already finished (applied or dead-lettered) in their partition: work repeated after a
+	// lost group membership, a rebalance or a commit that failed (see "Delivery guarantees").
+	Redelivered int
+	// Revoked counts the records left unapplied because the consumer lost their partition
+	// before their turn: they are delivered again to the partition's owner.
+	Revoked  int
+	MaxLag   time.Duration // the largest time from a record's acceptance to its application
+	Duration time.Duration // from the fetch's return to its commit
 }
 
 type noObserver struct{}
@@ -151,9 +163,12 @@ type Worker struct {
 	store string
 	also  []string
 
-	// Owned by the reading goroutine: the decoder and the table grouping a fetch into waves.
+	// Owned by the reading goroutine: the decoder and the table counting a fetch's waves.
 	dec   accepted.Decoder
 	depth addrTable
+	// highest is, per partition, the highest offset Run finished (owned by Run's goroutine):
+	// a message at or below it is a redelivery.
+	highest map[topicPartition]int64
 	// spare holds fetches whose processing ended, for the reader to fill again: their slices
 	// keep their capacity, so a steady stream of fetches allocates no per-fetch arrays.
 	spare chan *fetched
@@ -196,7 +211,7 @@ func New(storeName string, consumer queue.Consumer, applier Applier, deadLetter 
 		}
 	}
 	return &Worker{c: consumer, a: applier, dlq: deadLetter, o: o, log: o.Logger, store: storeName, also: also,
-		depth: addrTable{seed: maphash.MakeSeed()}, spare: make(chan *fetched, 2),
+		depth: addrTable{seed: maphash.MakeSeed()}, spare: make(chan *fetched, 2), highest: map[topicPartition]int64{},
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -273,12 +288,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Error("worker: stopped", slog.String("error", err.Error()))
 			return err
 		}
-		if err := w.commit(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
 		stats.Duration = w.o.Now().Sub(start)
 		w.o.Observer.FetchDone(stats)
 	}
@@ -298,15 +307,6 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 }
 
-// wave is records of distinct addresses, applied together: recs[i] came in msgs[i], and
-// ops[i] is its operation as Apply takes it. ops is contiguous so the first Apply takes it as
-// it is, and msgs so that a wave applied whole is finished with one call.
-type wave struct {
-	recs []accepted.Record
-	ops  []store.QueuedOp
-	msgs []queue.Message
-}
-
 // deadLetter is a message on its way to the dead-letter queue.
 type deadLetter struct {
 	msg      queue.Message
@@ -315,10 +315,15 @@ type deadLetter struct {
 	attempts int
 }
 
-// fetched is one fetch, decoded and grouped into waves, or the error that ended reading.
+// fetched is one fetch, decoded, or the error that ended reading: recs[i] came in msgs[i], and
+// ops[i] is its operation as ApplyInOrder takes it. ops is contiguous so the first call takes
+// it as it is.
 type fetched struct {
 	records int
-	waves   []wave       // len is the number of waves; beyond it, spare capacity
+	waves   int // the most records of one address: the dependency waves the fetch forms
+	recs    []accepted.Record
+	ops     []store.QueuedOp
+	msgs    []queue.Message
 	dead    []deadLetter // messages not applied: malformed, or of another store
 	err     error
 }
@@ -326,15 +331,10 @@ type fetched struct {
 // recycle hands a processed fetch back to the reader. It drops the fetch's references to
 // messages and records first, so a spare fetch pins no message memory.
 func (w *Worker) recycle(f *fetched) {
-	all := f.waves[:cap(f.waves)]
-	for i := range all {
-		wv := &all[i]
-		clear(wv.recs)
-		clear(wv.ops)
-		clear(wv.msgs)
-		wv.recs, wv.ops, wv.msgs = wv.recs[:0], wv.ops[:0], wv.msgs[:0]
-	}
-	*f = fetched{waves: f.waves[:0]}
+	clear(f.recs)
+	clear(f.ops)
+	clear(f.msgs)
+	*f = fetched{recs: f.recs[:0], ops: f.ops[:0], msgs: f.msgs[:0]}
 	select {
 	case w.spare <- f:
 	default:
@@ -382,16 +382,16 @@ func (w *Worker) readAhead(ctx context.Context, out chan<- *fetched) {
 	}
 }
 
-// decode decodes a fetch and groups its records into dependency waves: the k-th record of an
-// address is in wave k. Malformed messages and records of stores the worker does not apply
-// become dead letters. The records' documents share the messages' memory: the worker holds
-// every message until it finished it anyway.
+// decode decodes a fetch and counts its dependency waves (the k-th record of an address is in
+// wave k). Malformed messages and records of stores the worker does not apply become dead
+// letters. The records' documents share the messages' memory: the worker holds every message
+// until it finished it anyway.
 func (w *Worker) decode(msgs []queue.Message) *fetched {
 	var f *fetched
 	select {
 	case f = <-w.spare:
 	default:
-		f = &fetched{}
+		f = &fetched{recs: make([]accepted.Record, 0, len(msgs)), ops: make([]store.QueuedOp, 0, len(msgs)), msgs: make([]queue.Message, 0, len(msgs))}
 	}
 	f.records = len(msgs)
 	w.depth.reset(len(msgs))
@@ -410,34 +410,19 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonOtherStore, kind: store.KindInvalid.String()})
 			continue
 		}
-		var wave0 []accepted.Record
-		if len(f.waves) > 0 {
-			wave0 = f.waves[0].recs
-		}
-		d := w.depth.add(&rec.Op.Addr, wave0)
-		if d == len(f.waves) {
-			if d < cap(f.waves) {
-				f.waves = f.waves[:d+1] // a recycled fetch has the wave's arrays already
-			} else {
-				f.waves = append(f.waves, wave{})
-			}
-			if d == 0 && cap(f.waves[0].recs) == 0 { // the first wave usually holds nearly every record
-				f.waves[0] = wave{recs: make([]accepted.Record, 0, len(msgs)), ops: make([]store.QueuedOp, 0, len(msgs)), msgs: make([]queue.Message, 0, len(msgs))}
-			}
-		}
-		wv := &f.waves[d]
-		wv.recs = append(wv.recs, rec)
-		wv.ops = append(wv.ops, rec.Queued())
-		wv.msgs = append(wv.msgs, m)
+		f.waves = max(f.waves, w.depth.add(&rec.Op.Addr, f.recs)+1)
+		f.recs = append(f.recs, rec)
+		f.ops = append(f.ops, rec.Queued())
+		f.msgs = append(f.msgs, m)
 	}
 	return f
 }
 
 // addrTable counts the records of each address in a fetch: the k-th record of an address
-// goes to wave k. It is an open-addressing table rather than a map because it runs once per
-// record: it hashes only the key (one string, where an Address has four), reuses its slots
-// for every fetch, and finds an address's first record -- which holds the address -- in wave
-// 0 instead of storing the address again.
+// is in dependency wave k. It is an open-addressing table rather than a map because it runs
+// once per record: it hashes only the key (one string, where an Address has four), reuses its
+// slots for every fetch, and finds an address's first record -- which holds the address -- in
+// the fetch's records instead of storing the address again.
 type addrTable struct {
 	seed  maphash.Seed
 	slots []addrSlot // a power of two, at least twice the records of the fetch
@@ -445,7 +430,7 @@ type addrTable struct {
 
 type addrSlot struct {
 	hash  uint64 // 0: a free slot
-	first int32  // the address's first record, an index into wave 0
+	first int32  // the address's first record, an index into the fetch's records
 	count int32  // the address's records so far
 }
 
@@ -463,76 +448,66 @@ func (t *addrTable) reset(n int) {
 	clear(t.slots)
 }
 
-// add counts a record of *a and returns how many of a's records came before it. wave0 is the
-// fetch's wave 0 so far: a record of an address not seen yet is appended to it next.
-func (t *addrTable) add(a *store.Address, wave0 []accepted.Record) int {
+// add counts a record of *a and returns how many of a's records came before it. recs are the
+// fetch's records so far: this one is appended to them next.
+func (t *addrTable) add(a *store.Address, recs []accepted.Record) int {
 	h := maphash.Comparable(t.seed, a.Key) | 1
 	mask := len(t.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
 		switch {
 		case s.hash == 0:
-			*s = addrSlot{hash: h, first: int32(len(wave0)), count: 1}
+			*s = addrSlot{hash: h, first: int32(len(recs)), count: 1}
 			return 0
-		case s.hash == h && wave0[s.first].Op.Addr == *a:
+		case s.hash == h && recs[s.first].Op.Addr == *a:
 			s.count++
 			return int(s.count - 1)
 		}
 	}
 }
 
-// process applies one fetch: each wave is applied -- with retries of the records that failed
-// retryably -- and its failures (and the fetch's messages not applied) dead-lettered before the
-// next wave starts, so a record's mutations apply in their queue order and a poison record
-// holds up only the records after it, only until it is dead-lettered.
+// process applies one fetch in rounds. Each round hands every record still to apply to
+// ApplyInOrder at once -- so a record's operations are combined into one conditional write
+// per round, however many of them the fetch holds -- finishes the records applied,
+// dead-letters the permanent failures and exhausted retries, and commits what is finished.
+// A record that failed retryably runs again in the next round, after a backoff, and the later
+// records of its address, held back, after it; a record dead-lettered lets the records of
+// its address behind it run in the next round, at once. So a record's mutations apply in
+// their queue order and a poison record holds up only the records after it on its address,
+// only until it is dead-lettered.
 func (w *Worker) process(ctx context.Context, f *fetched) (FetchStats, error) {
-	stats := FetchStats{Records: f.records, Waves: len(f.waves)}
-	dead := f.dead
-	for i := range f.waves {
-		more, err := w.applyWave(ctx, &f.waves[i], &stats)
-		if err != nil {
-			return stats, err
-		}
-		dead = append(dead, more...)
-		if err := w.writeDeadLetters(ctx, dead); err != nil {
-			return stats, err
-		}
-		stats.DeadLettered += len(dead)
-		dead = nil
-	}
-	if err := w.writeDeadLetters(ctx, dead); err != nil { // a fetch of no record to apply
+	stats := FetchStats{Records: f.records, Waves: f.waves}
+	stats.Redelivered = w.redelivered(f)
+	if err := w.writeDeadLetters(ctx, f.dead); err != nil {
 		return stats, err
 	}
-	stats.DeadLettered += len(dead)
-	return stats, nil
-}
-
-// applyWave applies records on distinct addresses, again and again for those failing
-// retryably, and returns the ones to dead-letter. Applied records are finished at once.
-func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]deadLetter, error) {
-	var dead []deadLetter
-	recs, ops, msgs := wv.recs, wv.ops, wv.msgs
-	var todo []int // the round's records as indexes into wv; nil in the first round: all of them
+	stats.DeadLettered += len(f.dead)
+	attempts := make([]int, len(f.recs)) // applications tried per record
+	recs, ops, msgs := f.recs, f.ops, f.msgs
+	var todo []int // the round's records as indexes into f; nil in the first round: all of them
 	for round := 0; ; round++ {
 		if round > 0 {
-			stats.Retries += len(todo)
-			if err := w.sleep(ctx, round); err != nil {
-				return nil, err
-			}
 			recs, ops, msgs = make([]accepted.Record, len(todo)), make([]store.QueuedOp, len(todo)), make([]queue.Message, len(todo))
 			for j, i := range todo {
-				recs[j], ops[j], msgs[j] = wv.recs[i], wv.ops[i], wv.msgs[i]
+				recs[j], ops[j], msgs[j] = f.recs[i], f.ops[i], f.msgs[i]
 			}
 		}
-		res, err := w.a.Apply(ctx, ops)
-		if err == nil && len(res) != len(recs) {
-			err = fmt.Errorf("the applier returned %d results for %d records", len(res), len(recs))
+		if lost := w.dropLost(&todo, &recs, &ops, &msgs, f); lost > 0 {
+			stats.Revoked += lost
+			if len(ops) == 0 {
+				return stats, w.commitProgress(ctx)
+			}
+		}
+		stats.Rounds++
+		res, err := w.a.ApplyInOrder(ctx, ops)
+		if err == nil && len(res) != len(ops) {
+			err = fmt.Errorf("the applier returned %d results for %d records", len(res), len(ops))
 		}
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
-				return nil, err
+				return stats, err
 			}
-			res = make([]store.Result, len(recs))
+			res = make([]store.Result, len(ops))
 			for i := range res {
 				res[i].Err = err
 			}
@@ -547,31 +522,39 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 			}
 		}
 		if failed == 0 { // the usual round: the records' messages are finished in one call
-			w.c.Finish(msgs...)
+			w.finish(msgs)
 			stats.Applied += len(msgs)
-			return dead, nil
+			return stats, w.commitProgress(ctx)
 		}
-		attempts := round + 1 // a record in this round took part in every round before it
 		var again []int
+		var dead []deadLetter
+		backoff := 0 // the most applications of a record retried after this round
 		applied := make([]queue.Message, 0, len(recs)-failed)
 		for j := range recs {
 			rec, msg, r := &recs[j], msgs[j], res[j]
+			i := j
+			if todo != nil {
+				i = todo[j]
+			}
 			if r.Err == nil {
 				applied = append(applied, msg)
 				continue
 			}
 			if ctx.Err() != nil {
-				w.c.Finish(applied...)
-				return nil, ctx.Err() // abandoned, not failed: it stays unfinished
+				w.finish(applied)
+				return stats, ctx.Err() // abandoned, not failed: it stays unfinished
 			}
-			if retryable(rec.Op.Kind, r.Err) && attempts < w.o.MaxAttempts {
+			if errors.Is(r.Err, store.ErrHeldBack) {
+				again = append(again, i) // it did not run: no attempt
+				continue
+			}
+			attempts[i]++
+			if retryable(rec.Op.Kind, r.Err) && attempts[i] < w.o.MaxAttempts {
 				w.log.Debug("worker: retrying a record", slog.String("record", rec.String()),
-					slog.Int("attempts", attempts), slog.String("error", r.Err.Error()))
-				if todo == nil {
-					again = append(again, j)
-				} else {
-					again = append(again, todo[j])
-				}
+					slog.Int("attempts", attempts[i]), slog.String("error", r.Err.Error()))
+				again = append(again, i)
+				backoff = max(backoff, attempts[i])
+				stats.Retries++
 				continue
 			}
 			reason := ReasonFailed
@@ -579,18 +562,131 @@ func (w *Worker) applyWave(ctx context.Context, wv *wave, stats *FetchStats) ([]
 				reason = ReasonRetriesExhausted
 			}
 			w.log.Warn("worker: dead-lettering a record", slog.String("record", rec.String()),
-				slog.String("reason", reason), slog.Int("attempts", attempts),
+				slog.String("reason", reason), slog.Int("attempts", attempts[i]),
 				slog.String("topic", msg.Topic), slog.Int("partition", int(msg.Partition)),
 				slog.Int64("offset", msg.Offset), slog.String("error", r.Err.Error()))
-			dead = append(dead, deadLetter{msg: msg, reason: reason, kind: store.KindOf(r.Err).String(), attempts: attempts})
+			dead = append(dead, deadLetter{msg: msg, reason: reason, kind: store.KindOf(r.Err).String(), attempts: attempts[i]})
 		}
-		w.c.Finish(applied...)
+		w.finish(applied)
 		stats.Applied += len(applied)
+		// The dead letters are durable before the records held back behind them run.
+		if err := w.writeDeadLetters(ctx, dead); err != nil {
+			return stats, err
+		}
+		stats.DeadLettered += len(dead)
+		if err := w.commitProgress(ctx); err != nil {
+			return stats, err
+		}
 		if len(again) == 0 {
-			return dead, nil
+			return stats, nil
+		}
+		if backoff == 0 && len(applied) == 0 && len(dead) == 0 {
+			backoff = round + 1 // nothing moved: an applier holding records back for no failure
+		}
+		if backoff > 0 {
+			if err := w.sleep(ctx, backoff); err != nil {
+				return stats, err
+			}
 		}
 		todo = again
 	}
+}
+
+// finish finishes applied messages and remembers how far each partition got.
+func (w *Worker) finish(msgs []queue.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	w.c.Finish(msgs...)
+	w.noteFinished(msgs)
+}
+
+// noteFinished remembers, per partition, the highest offset this worker finished.
+func (w *Worker) noteFinished(msgs []queue.Message) {
+	for i := range msgs {
+		m := &msgs[i]
+		tp := topicPartition{m.Topic, m.Partition}
+		if off, ok := w.highest[tp]; !ok || m.Offset > off {
+			w.highest[tp] = m.Offset
+		}
+	}
+}
+
+// redelivered counts the fetch's messages at or below an offset this worker already finished
+// in their partition: delivered again, after a lost membership, a rebalance that brought the
+// partition back, or a commit that did not happen.
+func (w *Worker) redelivered(f *fetched) int {
+	n := 0
+	count := func(m *queue.Message) {
+		if off, ok := w.highest[topicPartition{m.Topic, m.Partition}]; ok && m.Offset <= off {
+			n++
+		}
+	}
+	for i := range f.msgs {
+		count(&f.msgs[i])
+	}
+	for i := range f.dead {
+		count(&f.dead[i].msg)
+	}
+	if n > 0 {
+		w.log.Warn("worker: records delivered again that this worker already applied or dead-lettered", slog.Int("records", n))
+	}
+	return n
+}
+
+// dropLost removes from a round the records of partitions the consumer no longer owns (when
+// it can tell, see owner): they are left unfinished, for the partition's new owner -- or this
+// worker again, from the last commit -- and applying them now would only apply them twice.
+// It returns how many it removed.
+func (w *Worker) dropLost(todo *[]int, recs *[]accepted.Record, ops *[]store.QueuedOp, msgs *[]queue.Message, f *fetched) int {
+	o, ok := w.c.(owner)
+	if !ok {
+		return 0
+	}
+	lost := 0
+	for _, m := range *msgs {
+		if !o.Owns(m) {
+			lost++
+		}
+	}
+	if lost == 0 {
+		return 0
+	}
+	idx := *todo
+	if idx == nil {
+		idx = make([]int, len(*msgs))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	var keep []int
+	for _, i := range idx {
+		if o.Owns(f.msgs[i]) {
+			keep = append(keep, i)
+		}
+	}
+	if keep == nil {
+		keep = []int{}
+	}
+	*todo = keep
+	*recs, *ops, *msgs = make([]accepted.Record, len(keep)), make([]store.QueuedOp, len(keep)), make([]queue.Message, len(keep))
+	for j, i := range keep {
+		(*recs)[j], (*ops)[j], (*msgs)[j] = f.recs[i], f.ops[i], f.msgs[i]
+	}
+	w.log.Warn("worker: the consumer lost partitions of records not applied yet; leaving them to be delivered again", slog.Int("records", lost))
+	return lost
+}
+
+// owner is a consumer that can tell whether a message it handed out still belongs to it:
+// its partition was not revoked or lost since (kafkaqueue.Consumer.Owns).
+type owner interface {
+	Owns(queue.Message) bool
+}
+
+// topicPartition names one partition of one topic.
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
 // retryable says whether applying a record again may succeed: the store was unavailable, the
@@ -619,6 +715,7 @@ func (w *Worker) writeDeadLetters(ctx context.Context, dead []deadLetter) error 
 		if err == nil {
 			for _, d := range dead {
 				w.c.Finish(d.msg)
+				w.noteFinished([]queue.Message{d.msg})
 			}
 			return nil
 		}
@@ -631,6 +728,7 @@ func (w *Worker) writeDeadLetters(ctx context.Context, dead []deadLetter) error 
 			for i, d := range dead {
 				if pe.Errs[i] == nil {
 					w.c.Finish(d.msg)
+					w.noteFinished([]queue.Message{d.msg})
 				} else {
 					left = append(left, d)
 				}
@@ -662,9 +760,12 @@ func deadLetterMessage(d deadLetter) queue.Message {
 	return queue.Message{Key: d.msg.Key, Value: d.msg.Value, Headers: h}
 }
 
-// commit makes the finished prefix durable, retrying a retryable failure; one that persists
-// is only logged, since the next fetch's commit covers the same offsets.
-func (w *Worker) commit(ctx context.Context) error {
+// commitProgress makes the finished prefix durable after each round, so that a lost group
+// membership repeats at most the round in flight. A retryable failure is retried, with
+// backoff, until the commit succeeds or ctx ends -- nothing more is applied meanwhile, since
+// whatever is applied uncommitted is applied again after a lost membership. A consumer that
+// lost the partitions meanwhile has nothing left to commit for them, and the commit succeeds.
+func (w *Worker) commitProgress(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		err := w.c.Commit(ctx)
 		if err == nil {
@@ -676,11 +777,10 @@ func (w *Worker) commit(ctx context.Context) error {
 		if !queue.Retryable(err) {
 			return fmt.Errorf("worker: commit: %w", err)
 		}
-		if attempt >= w.o.MaxAttempts {
-			w.log.Warn("worker: commit failed; the next one will cover it", slog.String("error", err.Error()))
-			return nil
+		if attempt%w.o.MaxAttempts == 0 {
+			w.log.Warn("worker: commit keeps failing; applying nothing more until it succeeds", slog.String("error", err.Error()), slog.Int("attempts", attempt))
 		}
-		if err := w.sleep(ctx, attempt); err != nil {
+		if err := w.sleep(ctx, min(attempt, w.o.MaxAttempts)); err != nil {
 			return err
 		}
 	}

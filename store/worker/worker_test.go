@@ -521,13 +521,13 @@ type gated struct {
 	release chan struct{}
 }
 
-func (g *gated) Apply(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
+func (g *gated) ApplyInOrder(ctx context.Context, recs []store.QueuedOp) ([]store.Result, error) {
 	select {
 	case g.entered <- struct{}{}:
 	default:
 	}
 	<-g.release
-	return g.Applier.Apply(ctx, recs)
+	return g.Applier.ApplyInOrder(ctx, recs)
 }
 
 func TestWorkerStopDrainsTheFetchInHand(t *testing.T) {
