@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/debezium"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
@@ -284,43 +281,10 @@ func pgEdgeCase(t *testing.T, seed uint64, changes int) {
 	}
 	c := newEdgeCase(seed, pool)
 	table := fmt.Sprintf("d32dz_pg_%d", rand.Uint32())
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	exec := func(stmts ...string) {
-		t.Helper()
-		tx, err := db.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := pgSession(ctx, t, dsn, "DROP TABLE IF EXISTS "+table)
 	exec(c.ddl(table))
-	t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
-	native, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg", Slot: table + "_native", Publication: table + "_native",
-		Tables: []pgcdc.Table{{Schema: "public", Name: table}}, Snapshot: cdc.SnapshotNever})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nst, err := native.Open(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		nst.Close()
-		if err := native.Drop(context.Background()); err != nil {
-			t.Errorf("dropping the native slot: %v", err)
-		}
-	}()
+	nst, closeNative := nativePostgres(ctx, t, dsn, table)
+	defer closeNative()
 	// Variants: 0 string and adaptive, 1 string and adaptive_time_microseconds, 2 without
 	// schemas (the catalog's columns), 3 precise and connect on the columns they can carry.
 	prefix := "d32dz" + table[len("d32dz_pg_"):]
@@ -366,35 +330,9 @@ func myEdgeCase(t *testing.T, seed uint64, changes int) {
 	c := newEdgeCase(seed, pool)
 	c.noopSilent = true
 	table := fmt.Sprintf("d32dz_my_%d", rand.Uint32())
-	db, err := client.ConnectWithContext(ctx, m.Addr, m.User, m.Password, m.DB, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	exec := func(stmts ...string) {
-		t.Helper()
-		for _, s := range append(append([]string{"SET SESSION sql_mode = ''", "START TRANSACTION"}, stmts...), "COMMIT") {
-			if _, err := db.Execute(s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-	}
+	exec := mySession(ctx, t, m, table, "SET SESSION sql_mode = ''")
 	exec(c.ddl(table))
-	t.Cleanup(func() {
-		if c, err := client.ConnectWithContext(context.Background(), m.Addr, m.User, m.Password, m.DB, 10*time.Second); err == nil {
-			_, _ = c.Execute("DROP TABLE IF EXISTS " + table)
-			c.Close()
-		}
-	})
-	native, err := mysqlcdc.New(m.Addr, m.User, m.Password, []mysqlcdc.TableName{{Database: m.DB, Table: table}},
-		&mysqlcdc.Options{SourceName: "my", Snapshot: cdc.SnapshotNever, ServerID: 1<<24 + rand.Uint32N(1<<30)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nst, err := native.Open(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nst := nativeMariaDB(ctx, t, m, table)
 	defer nst.Close()
 	// Variants: 0 as configured by default, 1 with Options.PlainDates (no zero dates written),
 	// 2 without schemas (the catalog's columns), 3 time.precision.mode=connect on the columns
@@ -544,18 +482,9 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		table := fmt.Sprintf("d32rf_pg_%d", rand.Uint32())
-		db, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close(context.Background())
-		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, nu numeric, ts timestamp, t3 time(3), tt timetz, vb varbit(8))"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
-		if _, err := db.Exec(ctx, "INSERT INTO "+table+" VALUES (1, 'NaN', '2024-01-01 00:00:00.123456', '01:02:03.456', '01:02:03+02', B'101')"); err != nil {
-			t.Fatal(err)
-		}
+		exec := pgSession(ctx, t, dsn, "DROP TABLE IF EXISTS "+table)
+		exec("CREATE TABLE " + table + " (id int PRIMARY KEY, nu numeric, ts timestamp, t3 time(3), tt timetz, vb varbit(8))")
+		exec("INSERT INTO " + table + " VALUES (1, 'NaN', '2024-01-01 00:00:00.123456', '01:02:03.456', '01:02:03+02', B'101')")
 		prefix := "d32rf" + table[len("d32rf_pg_"):]
 		conn.CreatePostgres(t, "d32-"+table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
 			Slot: table, Publication: table, TimePrecision: "connect"})
@@ -570,19 +499,10 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		table := fmt.Sprintf("d32rs_pg_%d", rand.Uint32())
-		db, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close(context.Background())
-		if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (id int PRIMARY KEY, d date, ts timestamp, da date[])"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pgDrop(dsn, "DROP TABLE IF EXISTS "+table) })
-		if _, err := db.Exec(ctx, "INSERT INTO "+table+` VALUES (1, 'infinity', 'infinity', '{infinity,2024-01-01}'),
-			(2, '-infinity', '-infinity', '{-infinity}'), (3, '2024-02-29', '2024-02-29 01:02:03.5', NULL)`); err != nil {
-			t.Fatal(err)
-		}
+		exec := pgSession(ctx, t, dsn, "DROP TABLE IF EXISTS "+table)
+		exec("CREATE TABLE " + table + " (id int PRIMARY KEY, d date, ts timestamp, da date[])")
+		exec("INSERT INTO " + table + ` VALUES (1, 'infinity', 'infinity', '{infinity,2024-01-01}'),
+			(2, '-infinity', '-infinity', '{-infinity}'), (3, '2024-02-29', '2024-02-29 01:02:03.5', NULL)`)
 		prefix := "d32rs" + table[len("d32rs_pg_"):]
 		conn.CreatePostgres(t, "d32-"+table, connecttest.PostgresConnector{TopicPrefix: prefix, Tables: []string{"public." + table},
 			Slot: table, Publication: table, DecimalHandling: "string"})
@@ -622,23 +542,9 @@ func TestEdgeRefusedByRealConnector(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		table := fmt.Sprintf("d32rf_my_%d", rand.Uint32())
-		db, err := client.ConnectWithContext(ctx, m.Addr, m.User, m.Password, m.DB, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		for _, s := range []string{"CREATE TABLE " + table + " (id INT PRIMARY KEY, t TIME, dt6 DATETIME(6), dt3 DATETIME(3))",
-			"INSERT INTO " + table + " VALUES (1, '838:59:59', '2024-01-01 00:00:00.123456', '2024-01-01 00:00:00.123')"} {
-			if _, err := db.Execute(s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Cleanup(func() {
-			if c, err := client.ConnectWithContext(context.Background(), m.Addr, m.User, m.Password, m.DB, 10*time.Second); err == nil {
-				_, _ = c.Execute("DROP TABLE IF EXISTS " + table)
-				c.Close()
-			}
-		})
+		exec := mySession(ctx, t, m, table)
+		exec("CREATE TABLE " + table + " (id INT PRIMARY KEY, t TIME, dt6 DATETIME(6), dt3 DATETIME(3))")
+		exec("INSERT INTO " + table + " VALUES (1, '838:59:59', '2024-01-01 00:00:00.123456', '2024-01-01 00:00:00.123')")
 		prefix := "d32rf" + table[len("d32rf_my_"):]
 		conn.CreateMariaDB(t, "d32-"+table, connecttest.MariaDBConnector{TopicPrefix: prefix, Tables: []string{m.DB + "." + table}, TimePrecision: "connect"})
 		st := openDebezium(ctx, t, conn.Brokers, prefix+"."+m.DB+"."+table, &debezium.Options{Name: "my", PlainDates: true})
@@ -675,16 +581,5 @@ func expectRefusal(ctx context.Context, t *testing.T, st cdc.Stream, want, never
 		case <-ctx.Done():
 			t.Fatal("no refusal before the deadline")
 		}
-	}
-}
-
-// pgDrop runs a clean-up statement on a connection of its own: the test's connection is closed
-// by the time t.Cleanup runs.
-func pgDrop(dsn, stmt string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if c, err := pgx.Connect(ctx, dsn); err == nil {
-		_, _ = c.Exec(ctx, stmt)
-		c.Close(ctx)
 	}
 }

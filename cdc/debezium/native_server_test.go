@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -305,48 +303,12 @@ func TestMatchesNativePostgres(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	table := fmt.Sprintf("dbzn_pg_%d", rand.Uint32())
-	db, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close(context.Background())
-	exec := func(stmts ...string) {
-		t.Helper()
-		tx, err := db.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exec := pgSession(ctx, t, dsn, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; DROP TYPE IF EXISTS %[1]s_mood; DROP DOMAIN IF EXISTS %[1]s_dom", table))
 	exec(fmt.Sprintf("CREATE TYPE %s_mood AS ENUM ('sad', 'ok', 'happy')", table),
 		fmt.Sprintf("CREATE DOMAIN %s_dom AS integer", table),
 		fmt.Sprintf(pgTypesDDL, table))
-	t.Cleanup(func() {
-		pgDrop(dsn, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s; DROP TYPE IF EXISTS %[1]s_mood; DROP DOMAIN IF EXISTS %[1]s_dom", table))
-	})
-
-	native, err := pgcdc.New(dsn, &pgcdc.Options{Name: "pg", Slot: table + "_native", Publication: table + "_native",
-		Tables: []pgcdc.Table{{Schema: "public", Name: table}}, Snapshot: cdc.SnapshotNever})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nst, err := native.Open(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		nst.Close()
-		if err := native.Drop(context.Background()); err != nil {
-			t.Errorf("dropping the native slot: %v", err)
-		}
-	}()
+	nst, closeNative := nativePostgres(ctx, t, dsn, table)
+	defer closeNative()
 
 	// Before the connector: the native stream sees inserts, Debezium its snapshot.
 	for i := range 6 {
@@ -467,45 +429,9 @@ func TestMatchesNativeMariaDB(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	table := fmt.Sprintf("dbzn_my_%d", rand.Uint32())
-	db, err := client.ConnectWithContext(ctx, m.Addr, m.User, m.Password, m.DB, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	exec := func(stmts ...string) {
-		t.Helper()
-		if _, err := db.Execute("START TRANSACTION"); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := db.Execute(s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-		if _, err := db.Execute("COMMIT"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := db.Execute(fmt.Sprintf(myTypesDDL, table)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := client.ConnectWithContext(context.Background(), m.Addr, m.User, m.Password, m.DB, 10*time.Second)
-		if err == nil {
-			_, _ = c.Execute("DROP TABLE IF EXISTS " + table)
-			c.Close()
-		}
-	})
-
-	native, err := mysqlcdc.New(m.Addr, m.User, m.Password, []mysqlcdc.TableName{{Database: m.DB, Table: table}},
-		&mysqlcdc.Options{SourceName: "my", Snapshot: cdc.SnapshotNever, ServerID: 1<<24 + rand.Uint32N(1<<30)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nst, err := native.Open(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec := mySession(ctx, t, m, table)
+	exec(fmt.Sprintf(myTypesDDL, table))
+	nst := nativeMariaDB(ctx, t, m, table)
 	defer nst.Close()
 
 	for i := range 6 {
