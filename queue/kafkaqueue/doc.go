@@ -67,8 +67,8 @@
 //
 // # Monitoring
 //
-// A Monitor built from a Config of one Topic (Topics and TopicPattern are refused, as by
-// NewPublisher) answers two questions cheaply, on a client of its own:
+// A Monitor built from a Config (its Topic, Topics or TopicPattern: the topics it names or
+// matches now, never internal ones) answers these questions cheaply, on a client of its own:
 // Ping (do the brokers answer, with these credentials, and know the topic: one metadata
 // request) and Lag (how many messages the group has not committed yet, per partition and in
 // all: the depth of a store's queue). A partition the group never committed counts from its
