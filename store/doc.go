@@ -108,6 +108,38 @@
 // A call that finds its store's queue full fails at once with [ErrUnavailable], so a slow store
 // pushes back on its own callers only.
 //
+// # Deadlines
+//
+// A call whose context has a deadline (Do, the one-operation calls, Apply) answers by it: at
+// the deadline less Options.DeadlineReserve (default 50ms, at most a tenth of the time the call
+// had), the time its answer needs to reach the caller, it returns one Result per operation
+// and a nil error, whatever its store is doing. An operation settled by then has its result;
+// one not settled fails on its own, retryably, with a kind that says what it did:
+//
+//   - [ErrUnavailable] for a read, and for a write no adapter call carried -- still queued
+//     behind its record's earlier operations, or behind the store's batches in flight when
+//     those hang. It is not sent afterwards: it certainly had no effect.
+//   - [ErrOutcomeUnknown] for a write an adapter call carried and the backend had not answered
+//     (or an accepted-mode write handed to its queue). It may have been applied, and may still
+//     be: the call that carries it runs on and its late outcome is reported (see below).
+//
+// The adapter calls run under the Service's context, bounded by the latest answer deadline of
+// the callers they serve when every one has a deadline: each attempt ends by the earlier of
+// that deadline and the adapter's own timeout (searchstore and mongostore Options.Timeout), an
+// attempt the deadline ends counts as unavailable for the operations it had not sent, and a
+// resend after an unavailable answer starts only when what is left of the deadline, after the
+// backoff, covers the last attempt's duration: a resend that cannot end in time is not
+// started. A call waiting behind a batch that hangs stops waiting at its deadline; the batch
+// finishes, or fails, in the background by the latest deadline of its own callers, and drops
+// the operations whose callers were answered. When the context is canceled (not a deadline)
+// the call returns the context's error as before.
+//
+// Options.Observer learns of it when it implements [DeadlineObserver]: DeadlineCut counts the
+// operations answered at a deadline, LateOutcome reports what a write answered
+// ErrOutcomeUnknown did in the end (applied, or failed). A caller that retries an
+// outcome-unknown write should make it idempotent (a precondition, a put of the whole
+// document) or read before retrying.
+//
 // # Observability
 //
 // Options.Observer, when set, receives per store what the Service made of the requests:

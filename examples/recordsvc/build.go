@@ -131,6 +131,7 @@ func build(ctx context.Context, cfg *config, mode string, log *slog.Logger) (_ *
 		RetryAttempts:    cfg.Service.RetryAttempts,
 		BackoffBase:      cfg.Service.BackoffBase,
 		BackoffMax:       cfg.Service.BackoffMax,
+		DeadlineReserve:  cfg.Service.DeadlineReserve,
 		Coalesce:         co,
 		Queues:           queues,
 		Logger:           log,

@@ -59,6 +59,8 @@ type serviceConfig struct {
 	RetryAttempts int           `yaml:"retry_attempts"`
 	BackoffBase   time.Duration `yaml:"backoff_base"`
 	BackoffMax    time.Duration `yaml:"backoff_max"`
+	// DeadlineReserve: store.Options.DeadlineReserve.
+	DeadlineReserve time.Duration `yaml:"deadline_reserve"`
 }
 
 type coalesceConfig struct {
@@ -542,6 +544,7 @@ func (c *config) validate() error {
 	positive("service.retry_attempts", int64(c.Service.RetryAttempts))
 	positive("service.backoff_base", int64(c.Service.BackoffBase))
 	positive("service.backoff_max", int64(c.Service.BackoffMax))
+	positive("service.deadline_reserve", int64(c.Service.DeadlineReserve))
 	if c.Coalesce.Window != nil {
 		positive("coalesce.window", int64(*c.Coalesce.Window))
 	}

@@ -43,7 +43,17 @@
 // the action and the privileges the backend names); other items of the request are not
 // affected. An accepted-mode item answers
 // within its queue's delivery_timeout even when a broker hangs, so a client deadline above it
-// never fires on an item that took effect. Revisions travel as opaque bytes;
+// never fires on an item that took effect.
+//
+// A call with a gRPC deadline answers before it, even when its store hangs: at the deadline less
+// service.deadline_reserve (50ms by default, at most a tenth of the call's time) every item not
+// done fails on its own, retryably -- ERROR_KIND_UNAVAILABLE for a read and for a write never
+// sent to the store (also one queued behind the store's hung batches; it is not sent later),
+// ERROR_KIND_OUTCOME_UNKNOWN for a write the store received and did not answer (it may have
+// been applied, and may still be). Backend attempts end by the deadline or the store's timeout,
+// whichever comes first, and no retry starts that cannot end before the deadline. Every item
+// counts in recordsvc_items_total, those answered at the deadline under their error kind and
+// those of calls the client canceled as error_canceled. Revisions travel as opaque bytes;
 // documents as JSON object text plus the JSON Pointers of their date-time strings. A merge
 // names its program inline or by index into the request's programs list, so a batch carries a
 // shared program once. Requests and responses are limited to 64 MiB by default

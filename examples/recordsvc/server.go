@@ -219,6 +219,15 @@ func (s *server) do(ctx context.Context, ops []store.Op, mode store.Completion, 
 	results, err := s.svc.Do(ctx, ops, mode)
 	s.enter(ops, -1)
 	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The client left: its items end in the item metrics all the same (a call with a
+			// deadline is answered per item before it, so this is a cancellation).
+			gone := make([]store.Result, len(ops))
+			for i := range gone {
+				gone[i].Err = &store.Error{Kind: store.KindCanceled, Op: ops[i].Kind, Addr: ops[i].Addr, Err: err}
+			}
+			s.m.observe(ops, gone, time.Since(start))
+		}
 		return nil, callError(err, field)
 	}
 	s.m.observe(ops, results, time.Since(start))

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	recordv1 "github.com/tributary-dev/tributary/examples/recordsvc/proto/tributary/record/v1"
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/faultproxy"
+	"github.com/tributary-dev/tributary/internal/testenv"
+)
+
+// The hung-store scenario of issue 33 (item 4): a store's backend behind a proxy that stops
+// forwarding (faultproxy.SetHang, a SIGSTOPped server) in the middle of a load of reads and
+// writes, every call with a client deadline far above the store's timeout. Every call answers
+// before the client's deadline, one result per item, each either what the store did or a
+// retryable failure of the right kind: ERROR_KIND_UNAVAILABLE for a read and for a write never
+// sent, ERROR_KIND_OUTCOME_UNKNOWN for a write the hung backend may have received. Every item
+// of every call ends in recordsvc_items_total. After the proxy resumes the store answers
+// again, and the records are checked one by one against what their callers were told:
+// acknowledged writes present, unavailable ones absent, outcome-unknown ones either.
+const (
+	hangStoreTimeout = 3 * time.Second  // the issue's
+	hangDeadline     = 10 * time.Second // the clients' deadline, the issue's
+	// hangReserve is the service's deadline_reserve: generous here (the reserve is at most a
+	// tenth of the deadline, 1s), so that an answer sent before the deadline reaches the
+	// client before it on a loaded machine.
+	hangReserve = 1500 * time.Millisecond
+	hangFor     = 20 * time.Second
+)
+
+func TestFaultHungStoreElasticsearch(t *testing.T) {
+	testenv.RequireFaults(t) // the proxy hangs, not the shared server: nothing is restarted
+	u := testenv.Require(t, testenv.ElasticsearchURL)
+	hungSearchStore(t, "elasticsearch", u)
+}
+
+func TestFaultHungStoreOpenSearch(t *testing.T) {
+	testenv.RequireFaults(t)
+	u := testenv.Require(t, testenv.OpenSearchURL)
+	hungSearchStore(t, "opensearch", u)
+}
+
+func TestFaultHungStoreMongoDB(t *testing.T) {
+	testenv.RequireFaults(t)
+	uri := testenv.Require(t, testenv.MongoURI)
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := hangProxy(t, u.Host)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Set("directConnection", "true") // no replica-set discovery around the proxy
+	u.RawQuery = q.Encode()
+	db := strings.ReplaceAll(uniqueName("d39_hang"), "-", "_")
+	dropDatabase(t, uri, db)
+	store := fmt.Sprintf("{kind: mongodb, uri: %q, ferretdb: %v, timeout: %s}", u.String(), isFerretDB(t, uri), hangStoreTimeout)
+	hungStore(t, p, store, db, "people")
+}
+
+func hungSearchStore(t *testing.T, kind, rawURL string) {
+	index := estest.Connect(t, kind, rawURL).TempIndex(t, "d39-hang", nil)
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := hangProxy(t, u.Host)
+	u.Host = p.Addr()
+	store := fmt.Sprintf("{kind: %s, urls: [%q], timeout: %s}", kind, u.String(), hangStoreTimeout)
+	hungStore(t, p, store, "crm", index)
+}
+
+func hangProxy(t *testing.T, target string) *faultproxy.TCPProxy {
+	p, err := faultproxy.NewTCP(target, faultproxy.TCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// hangCall is one call of the load and what it got.
+type hangCall struct {
+	read    bool
+	keys    []string
+	results []*recordv1.Result
+	err     error
+	took    time.Duration
+	hung    bool // started while the proxy hung
+}
+
+func hungStore(t *testing.T, p *faultproxy.TCPProxy, storeYAML, ns, ds string) {
+	s := startService(t, fmt.Sprintf(`
+listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
+service: {retry_attempts: 6, backoff_max: 500ms, deadline_reserve: %s}
+stores:
+  main: %s
+`, hangReserve, storeYAML), modeServer)
+	ctx := testCtx(t)
+
+	var (
+		mu      sync.Mutex
+		calls   []*hangCall
+		hung    bool
+		seq     int
+		stop    = make(chan struct{})
+		clients sync.WaitGroup
+	)
+	nextKey := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		seq++
+		return fmt.Sprintf("k%05d", seq)
+	}
+	isHung := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return hung
+	}
+	call := func(kind int) {
+		c := &hangCall{hung: isHung()}
+		cctx, cancel := context.WithTimeout(context.Background(), hangDeadline)
+		defer cancel()
+		start := time.Now()
+		switch kind {
+		case 0, 1: // a batch of three puts, or one put (coalesced with other one-item calls)
+			n := 3 - 2*kind
+			req := &recordv1.WriteRequest{Completion: recordv1.Completion_COMPLETION_WAIT_UNTIL_APPLIED}
+			for range n {
+				k := nextKey()
+				c.keys = append(c.keys, k)
+				req.Items = append(req.Items, put(addr("main", ns, ds, k), doc(`{"key":"`+k+`"}`), nil))
+			}
+			var w *recordv1.WriteResponse
+			if w, c.err = s.rpc.Write(cctx, req); c.err == nil {
+				c.results = w.Results
+			}
+		default: // a read of a key written before the hang and of one never written
+			c.read = true
+			c.keys = []string{"k00001", "never-" + nextKey()}
+			var r *recordv1.ReadResponse
+			if r, c.err = s.rpc.Read(cctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{
+				addr("main", ns, ds, c.keys[0]), addr("main", ns, ds, c.keys[1])}}); c.err == nil {
+				c.results = r.Results
+			}
+		}
+		c.took = time.Since(start)
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}
+	call(1) // k00001, read by the reads
+	for i := range 6 {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for j := i; ; j++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				call(j % 3)
+			}
+		}()
+	}
+	retries := func() float64 {
+		r, _ := scrape(t, s.metrics, `recordsvc_unavailable_retries_total{call="read",store="main"}`)
+		w, _ := scrape(t, s.metrics, `recordsvc_unavailable_retries_total{call="write",store="main"}`)
+		return r + w
+	}
+
+	time.Sleep(2 * time.Second) // load on a healthy store
+	retriesBefore := retries()
+	mu.Lock()
+	hung = true
+	mu.Unlock()
+	p.SetHang(true)
+	time.Sleep(hangFor)
+	p.SetHang(false)
+	mu.Lock()
+	hung = false
+	mu.Unlock()
+	retriesHung := retries() - retriesBefore
+	time.Sleep(2 * time.Second) // load on the resumed store
+	close(stop)
+	clients.Wait()
+
+	// The store answers again: a write and a read of it succeed.
+	probes := 0
+	eventually(t, ctx, "the store answers after the proxy resumed", func() bool {
+		k := "after-" + nextKey()
+		probes++
+		w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{put(addr("main", ns, ds, k), doc(`{"key":"`+k+`"}`), nil)}})
+		if err != nil || w.Results[0].Error != nil {
+			return false
+		}
+		probes++
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{addr("main", ns, ds, k)}})
+		return err == nil && r.Results[0].Error == nil && r.Results[0].Outcome == recordv1.Outcome_OUTCOME_FOUND
+	})
+
+	// Every call answered, before the client's deadline, one result per item of a right kind.
+	var worst time.Duration
+	items, hungCalls := 0, 0
+	kinds := map[string]int{}
+	for _, c := range calls {
+		items += len(c.keys)
+		if c.hung {
+			hungCalls++
+			worst = max(worst, c.took)
+		}
+		if c.err != nil {
+			if status.Code(c.err) == codes.DeadlineExceeded {
+				t.Errorf("a call hit the client's deadline (%s, after %s): it must answer before it", hangDeadline, c.took.Round(time.Millisecond))
+			} else {
+				t.Errorf("a call failed as a whole: %v", c.err)
+			}
+			continue
+		}
+		for i, r := range c.results {
+			e := r.Error
+			switch {
+			case e == nil:
+				kinds[r.Outcome.String()]++
+			case e.Kind == recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE && e.Retryable,
+				e.Kind == recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN && e.Retryable && !c.read:
+				kinds[e.Kind.String()]++
+			default:
+				t.Errorf("item %s (read %v): %s; want success, unavailable or (a write) outcome unknown", c.keys[i], c.read, describe(r))
+			}
+		}
+	}
+	if kinds[recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE.String()]+kinds[recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN.String()] == 0 {
+		t.Errorf("no item failed while the store hung: %v", kinds)
+	}
+	if worst > hangDeadline+10*time.Second { // generous: this only catches a call that did not answer
+		t.Errorf("the slowest call during the hang took %s (deadline %s)", worst, hangDeadline)
+	}
+	t.Logf("store timeout %s, client deadline %s, reserve %s, hung %s: %d calls (%d while hung), %d items; slowest call while hung %s; resends while hung %v; items %v",
+		hangStoreTimeout, hangDeadline, hangReserve, hangFor, len(calls), hungCalls, items, worst.Round(time.Millisecond), retriesHung, kinds)
+
+	// Every item of every call is counted in recordsvc_items_total, the recovery probes too.
+	eventually(t, ctx, "every item counted in recordsvc_items_total", func() bool {
+		return itemsCounted(t, s.metrics, "main") == items+probes
+	})
+
+	// Row by row: what each writer was told against what the store holds.
+	var keys []string
+	told := map[string]*recordv1.Result{}
+	for _, c := range calls {
+		if c.read || c.err != nil {
+			continue
+		}
+		for i, k := range c.keys {
+			keys = append(keys, k)
+			told[k] = c.results[i]
+		}
+	}
+	present, unknownPresent, unknown := 0, 0, 0
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		req := &recordv1.ReadRequest{}
+		for _, k := range keys[:n] {
+			req.Addresses = append(req.Addresses, addr("main", ns, ds, k))
+		}
+		r, err := s.rpc.Read(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys[:n] {
+			got, w := r.Results[i], told[k]
+			if got.Error != nil {
+				t.Fatalf("reading %s back: %s", k, describe(got))
+			}
+			found := got.Outcome == recordv1.Outcome_OUTCOME_FOUND
+			switch {
+			case w.Error == nil && !found:
+				t.Errorf("%s: acknowledged (%s) but absent", k, describe(w))
+			case w.Error == nil && got.Document.GetJson() != `{"key":"`+k+`"}`:
+				t.Errorf("%s: acknowledged but holds %s", k, got.Document.GetJson())
+			case w.Error != nil && w.Error.Kind == recordv1.ErrorKind_ERROR_KIND_UNAVAILABLE && found:
+				t.Errorf("%s: told unavailable (never applied) but present", k)
+			case w.Error != nil && w.Error.Kind == recordv1.ErrorKind_ERROR_KIND_OUTCOME_UNKNOWN:
+				unknown++
+				if found {
+					unknownPresent++
+				}
+			}
+			if found {
+				present++
+			}
+		}
+		keys = keys[n:]
+	}
+	t.Logf("row check: %d records present; of %d outcome-unknown writes %d were applied in the end", present, unknown, unknownPresent)
+}
+
+// itemsCounted sums recordsvc_items_total over the store's series.
+func itemsCounted(t *testing.T, metricsURL, store string) int {
+	t.Helper()
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "recordsvc_items_total{") || !strings.Contains(line, `store="`+store+`"`) {
+			continue
+		}
+		_, v, ok := strings.Cut(line, "} ")
+		n, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			t.Fatal(errors.New("unparsable sample: " + line))
+		}
+		total += int(n)
+	}
+	return total
+}
