@@ -366,7 +366,7 @@ func TestFaultKafkaQueueLag(t *testing.T) {
 	deleteTopics(t, brokers, topic, topic+".dlq")
 	cfg := fmt.Sprintf(`
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
-health: {interval: 250ms, timeout: 250ms}
+health: {interval: 500ms, timeout: 500ms}
 stores:
   main:
     kind: memory
