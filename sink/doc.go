@@ -339,7 +339,12 @@
 // started is applied the same way: the table is claimed as it exists and its new generation
 // gets the live generation's mapping (read through its write alias, the marker left out); one
 // this pipeline never wrote (no record) has nothing to empty. Without auto_create_index the
-// new generation is created without a mapping, as the first one was. Where the exact path is
+// new generation is created without a mapping, as the first one was. A Truncate whose schema
+// has no columns (package mysqlcdc, a reader behind the DDL that no longer knows the
+// relation's columns) is applied the same way, its relation identity kept (Schema events). A
+// Truncate writes no row, so the checks of a table's rows do not apply to it: a schema without
+// a key (keyless) empties the table all the same (its rows are still dead-lettered); only an
+// index name or column name the cluster cannot take dead-letters it. Where the exact path is
 // impossible -- a sink under shared_owner (a new generation needs one writer: esfence refuses
 // it) -- the Truncate is still dead-lettered, with a reason starting "truncate_not_mirrored:"
 // that says why, and the index keeps the table's earlier documents.
@@ -373,7 +378,10 @@
 //
 // The first write ever of a table (no record, no index) through a streamed change rather than
 // a snapshot read is reported ENTERED too (EnteredNew): the rows it had before that change are
-// missing. An ENTERED table holds only the changes streamed since: Options.OnEntered is
+// missing -- unless that change is a Truncate, before which the table had no rows to miss (a
+// CREATE TABLE; for a relation renamed into a name the sink never wrote, MariaDB's second
+// Truncate brings a second new identity, reported EnteredReplaced: one report, one
+// re-snapshot). An ENTERED table holds only the changes streamed since: Options.OnEntered is
 // called (outside the sink's mutex, once per entry, after the batch was prepared) and package
 // mirror asks the source for a re-snapshot of the table. A table that leaves the capture
 // (DROP, a rename to a name not captured) keeps its index's last documents; when its relation

@@ -104,11 +104,20 @@ type schemaRun struct {
 	event    int // the run's first event
 	name     string
 	table    cdc.TableID
-	schema   *cdc.TableSchema // nil: a schemaless Truncate of a table not seen since the start
+	schema   *cdc.TableSchema // nil: a Truncate without a schema (of a table not seen since the start) or without columns
 	relation string
-	version  int64 // the first event's
-	read     bool  // the first event is a snapshot read
+	bare     *cdc.TableSchema // a Truncate's schema without columns (schema is nil): for reports
+	version  int64            // the first event's
+	read     bool             // the first event is a snapshot read
 	truncate bool
+}
+
+// reported is the schema an ENTERED report of the run carries.
+func (r *schemaRun) reported() *cdc.TableSchema {
+	if r.schema == nil {
+		return r.bare
+	}
+	return r.schema
 }
 
 // noteRun notes event i (its table's index name, its version) for the schema events: a new
@@ -147,7 +156,16 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 	if s.schemas == nil {
 		s.schemas = map[string]*cdc.TableSchema{}
 	}
+	if err := validIndexName(name); err != nil {
+		return invalidIndexReason + err.Error() + "; " + indexProblem(ev.Table, err).Fix
+	}
 	sch := ev.Schema
+	if sch != nil && len(sch.Columns) == 0 {
+		// Its columns are not known here (MariaDB's reader behind the DDL, see cdc.Truncate):
+		// applied like a Truncate without a schema, its relation identity kept.
+		s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, relation: sch.Relation, bare: sch, version: ver, truncate: true})
+		return ""
+	}
 	if sch == nil {
 		if sch = s.schemas[name]; sch == nil || sch.ID != ev.Table {
 			// A table not seen since the start (Debezium's Truncates carry no schema): claimed
@@ -156,12 +174,11 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 			return ""
 		}
 	}
-	ti, err := s.table(sch, ev.Table)
-	if err != nil {
-		return err.Error()
-	}
-	if ti.colErr != nil {
-		return ti.colErr.Error() // the table's rows never reach an index either
+	// No key checks: a Truncate writes no row (a table without a key is emptied all the same,
+	// and its rows are dead-lettered as ever). A column the mapping cannot hold would fail
+	// the new generation's mapping.
+	if probs := fieldProblems(sch); len(probs) > 0 {
+		return invalidFieldReason + probs[0].Problem + "; " + probs[0].Fix
 	}
 	s.schemas[name] = sch
 	s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, schema: sch,
@@ -191,8 +208,11 @@ func (s *Sink) schemaEvents(ctx context.Context, acts []action) ([]action, error
 				return nil, err
 			}
 		}
-		if fresh && !moved && !r.read {
-			e := TableEntered{Table: r.table, Index: r.name, Cause: EnteredNew, Schema: r.schema}
+		// A table whose first write ever is a Truncate misses no row: it was empty there (a
+		// new table, or a name a relation entered: then a second identity follows, see
+		// package mysqlcdc, and reports it once, EnteredReplaced).
+		if fresh && !moved && !r.read && !r.truncate {
+			e := TableEntered{Table: r.table, Index: r.name, Cause: EnteredNew, Schema: r.reported()}
 			if !shared {
 				m := s.newMark(EnteredNew, cdc.TableID{})
 				n, err := s.fence.MarkEntered(ctx, s.gens[r.name], m)
@@ -268,10 +288,12 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	if held {
 		// Vacate the other table: its relation is this one's now.
 		sch := s.schemas[from.Name]
-		if sch == nil || sch.ID != from.Table {
+		if (sch == nil || sch.ID != from.Table) && r.schema != nil {
 			c := *r.schema
 			c.ID = from.Table
 			sch = &c
+		} else if sch != nil && sch.ID != from.Table {
+			sch = nil // mapped like the live generation
 		}
 		if err := s.claimTable(ctx, &action{index: from.Name, table: from.Table, schema: sch}); err != nil {
 			return false, err
@@ -290,9 +312,9 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	var e *TableEntered
 	switch {
 	case held || gone:
-		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.schema}
+		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredRenamed, From: from.Table, Schema: r.reported()}
 	case bound != "" || vacated:
-		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.schema}
+		e = &TableEntered{Table: r.table, Index: r.name, Cause: EnteredReplaced, Schema: r.reported()}
 	}
 	var m *esfence.EnteredMark
 	if e != nil {

@@ -196,3 +196,79 @@ func TestRelationSharedOwner(t *testing.T) {
 	}
 	wantEntered(t, log.take())
 }
+
+// A relation renamed into a name the sink never wrote (MariaDB: two Truncates with new
+// identities, see package mysqlcdc) is reported once, ENTERED(replaced): a table whose first
+// write is a Truncate misses no row, so that Truncate reports nothing (nor does a CREATE's);
+// a Truncate without a key, or without columns (a MariaDB reader behind the DDL), is applied,
+// never dead-lettered, its identity bound; a replay reports nothing.
+func TestRelationEnteredOnceByTruncates(t *testing.T) {
+	f := newFakeCluster(t)
+	log := &enteredLog{}
+	st := statestore.NewMemory()
+	k := fakeSink(t, f, Config{ReadAlias: true}, st, Options{OnEntered: log.add})
+	trunc := func(sch *cdc.TableSchema, v int64) cdc.Event {
+		return cdc.Event{Op: cdc.Truncate, Table: sch.ID, Schema: sch, Position: pos(v)}
+	}
+	// CREATE of a new name: one Truncate, nothing to re-snapshot.
+	created := relSchema("created", "5")
+	if dead := write(t, k, []cdc.Event{trunc(created, 5), ev(cdc.Insert, created, 6, nil, row(1, "one", 1))}); len(dead) != 0 {
+		t.Fatalf("dead letters %v", dead)
+	}
+	wantEntered(t, log.take())
+
+	// RENAME into a new name: two Truncates, one report.
+	f0, f1 := relSchema("renamed", "10"), relSchema("renamed", "11")
+	batch := []cdc.Event{trunc(f0, 10), trunc(f1, 11), ev(cdc.Insert, f1, 12, nil, row(2, "two", 2))}
+	if dead := write(t, k, batch); len(dead) != 0 {
+		t.Fatalf("dead letters %v", dead)
+	}
+	got := wantEntered(t, log.take(), TableEntered{Table: f1.ID, Cause: EnteredReplaced})
+	sameDocs(t, "renamed", liveDocs(t, f, k, f1.ID), map[string]int64{"2": 12})
+	if dead := write(t, k, batch); len(dead) != 0 { // a replay
+		t.Fatalf("replayed: dead letters %v", dead)
+	}
+	wantEntered(t, log.take())
+	handled(t, k, got)
+
+	// The same with Truncates in batches of their own.
+	g0, g1 := relSchema("split", "20"), relSchema("split", "21")
+	write(t, k, []cdc.Event{trunc(g0, 20)})
+	write(t, k, []cdc.Event{trunc(g1, 21)})
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: g1.ID, Cause: EnteredReplaced}))
+
+	// A Truncate whose schema has no key, and one with no columns: applied, identity bound.
+	keyless := relSchema("renamed", "30")
+	keyless.PrimaryKey = nil
+	if dead := write(t, k, []cdc.Event{trunc(keyless, 30)}); len(dead) != 0 {
+		t.Fatalf("keyless truncate: dead letters %v", dead)
+	}
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: f1.ID, Cause: EnteredReplaced}))
+	sameDocs(t, "truncated without a key", liveDocs(t, f, k, f1.ID), map[string]int64{})
+	bare := &cdc.TableSchema{ID: f1.ID, Relation: "40"}
+	neu := relSchema("renamed", "40")
+	if dead := write(t, k, []cdc.Event{trunc(bare, 40), ev(cdc.Insert, neu, 41, nil, row(3, "three", 3))}); len(dead) != 0 {
+		t.Fatalf("truncate without columns: dead letters %v", dead)
+	}
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: f1.ID, Cause: EnteredReplaced}))
+	sameDocs(t, "truncated without columns", liveDocs(t, f, k, f1.ID), map[string]int64{"3": 41})
+	if r := k.gens[k.tmpl.expand(f1.ID)].Relation(); r != "40" {
+		t.Fatalf("bound to %q after a truncate without columns, want 40", r)
+	}
+	// Without columns, of a name never written, its first row in the same batch: reported once.
+	nobody := &cdc.TableSchema{ID: ordersSchema("fresh").ID, Relation: "50"}
+	fresh := relSchema("fresh", "51")
+	if dead := write(t, k, []cdc.Event{trunc(nobody, 50), trunc(&cdc.TableSchema{ID: nobody.ID, Relation: "51"}, 51),
+		ev(cdc.Insert, fresh, 52, nil, row(4, "four", 4))}); len(dead) != 0 {
+		t.Fatalf("truncates without columns of a new name: dead letters %v", dead)
+	}
+	wantEntered(t, log.take(), TableEntered{Table: fresh.ID, Cause: EnteredReplaced})
+	sameDocs(t, "a new name", liveDocs(t, f, k, fresh.ID), map[string]int64{"4": 52})
+	// Alone in its batch: nothing to empty (no record); the first row reports the name new.
+	other := relSchema("other", "61")
+	if dead := write(t, k, []cdc.Event{trunc(&cdc.TableSchema{ID: other.ID, Relation: "60"}, 60)}); len(dead) != 0 {
+		t.Fatalf("truncate without columns of a new name: dead letters %v", dead)
+	}
+	write(t, k, []cdc.Event{ev(cdc.Insert, other, 62, nil, row(5, "five", 5))})
+	wantEntered(t, log.take(), TableEntered{Table: other.ID, Cause: EnteredNew})
+}

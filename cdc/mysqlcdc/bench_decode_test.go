@@ -212,9 +212,10 @@ type unit struct {
 // decodeCapture is a stretch of real binlog, kept as raw event bytes, with what the mysqlcdc
 // path needs to decode it without a server: the source and the tables' catalog schemas.
 type decodeCapture struct {
-	src    *Source
-	tables map[TableName]*table
-	units  map[string]*unit // by "group/insert" and "group/update"
+	src      *Source
+	tables   map[TableName]*table
+	charsets collations
+	units    map[string]*unit // by "group/insert" and "group/update"
 }
 
 // captureBinlog writes the workload on the test server and reads it back through a raw-mode
@@ -307,6 +308,9 @@ func captureBinlog(tb testing.TB) *decodeCapture {
 		if c.tables[n], err = cat.load(ctx, src.tableID(n)); err != nil {
 			tb.Fatal(err)
 		}
+	}
+	if c.charsets, err = cat.collations(ctx); err != nil {
+		tb.Fatal(err)
 	}
 
 	var rid [4]byte
@@ -458,6 +462,7 @@ func (c *decodeCapture) decodeMySQLCDC(u *unit, st *stream, direct bool, consume
 		p.SetRowsEventDecodeFunc(deferRows)
 	}
 	r := newReader(st)
+	r.charsets = c.charsets
 	for name, t := range c.tables {
 		r.tables[name] = t
 	}

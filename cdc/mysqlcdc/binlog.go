@@ -27,6 +27,9 @@ type reader struct {
 	known       map[TableName]bool   // captured tables met so far (those of Open included)
 	projections map[string]*table    // schemas rebuilt for row images older than the catalog
 	rel         relations            // relation identities and names across DDL (schemaevents.go)
+	charsets    collations           // the server's collation ids, read on first need (collations.go)
+	// warnedCollation: the tables whose unknown collations were logged (bounded).
+	warnedCollation map[string]bool
 
 	// Commit point: where the next transaction starts.
 	file      string

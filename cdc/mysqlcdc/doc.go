@@ -136,12 +136,25 @@
 // with a retryable error (a DDL statement held or queued for the lock). Captured tables are
 // loaded when a stream opens; any DDL statement in the binlog (CREATE, ALTER, DROP, RENAME,
 // TRUNCATE) empties the cache and the next row reloads. Each rows event's table map is checked
-// against the cached schema (column count and, with full metadata, names and types); when the
-// catalog has already moved past the event -- a replay, or a reader behind a DDL -- the schema is
-// rebuilt from the table map, keeping the catalog's description of unchanged columns; when the
+// against the cached schema (column count and, with full metadata, names, types, character
+// sets, and the primary key where the schema has one); when the catalog has already moved past
+// the event -- a replay, or a reader behind a DDL, where the name may even denote another
+// relation by now -- the schema is rebuilt from the table map, keeping the catalog's
+// description of the columns that still fit (same name, type and character set); when the
 // catalog no longer has the table at all (renamed or dropped since), from the table map and the
 // last description the stream had of the name (binlog_row_metadata=FULL: without column names
-// such rows are malformed, "table not found in the catalog").
+// such rows are malformed, "table not found in the catalog"). A table map names a character
+// column's character set by its collation id only: the ids are read once per stream
+// (INFORMATION_SCHEMA.COLLATIONS, and on MariaDB 10.10+ COLLATION_CHARACTER_SET_APPLICABILITY,
+// where the UCA 14 collations have theirs) and a rebuilt column takes its collation's
+// character set, never a default; a collation id the server does not list makes the rows of
+// that table map malformed (dead-lettered, an Error line per table), and so does a character
+// column without a collation and without a catalog column to take one from. ENUM and SET
+// labels are decoded from their own collation's character set. The table's primary key comes
+// from the table map where it has one. (The key is not compared when the schema has none:
+// MariaDB's table map names a UNIQUE NOT NULL index the primary key of a table without one,
+// which the catalog does not.) The description a name's rows were decoded with is the one its
+// later schema events carry (see Schema events).
 //
 // # Captured tables and start checks
 //
@@ -245,6 +258,17 @@
 // forgets; "" never counts as another relation). Versions order these events exactly against
 // every row change of the table: binlog commit order.
 //
+// A Truncate's schema describes the relation concerned as the stream knows it: the
+// description it decoded that relation's rows with, followed through the renames it read
+// (under its old name, or out of the capture); only without one the catalog's description of
+// the name now, which for a reader behind the DDL may already be a later relation's. With
+// neither (a relation from a name the stream never followed, gone from the catalog by the
+// time the reader gets there) the schema has no columns and no key: the columns are not known
+// here (package sink applies such a Truncate like one without a schema, its identity kept),
+// and the rows that follow carry their own. Limit: the Truncate of a CREATE TABLE read from
+// behind a later DROP and CREATE of the same name carries the later table's description (the
+// stream has none of its own; its rows are decoded from their table maps all the same).
+//
 //   - CREATE TABLE of a captured name (with columns, LIKE, OR REPLACE, ... SELECT): one Truncate
 //     with a new identity and the new table's schema -- the name starts empty. The rows of a
 //     CREATE ... SELECT follow in the same transaction, above it. A CREATE TABLE IF NOT EXISTS
@@ -256,8 +280,9 @@
 //     name is vacated: a Truncate with its old schema and the identity it had. Then every
 //     captured name that receives a relation gets a Truncate with a new identity and its schema
 //     -- preceded by a Truncate with another new identity, so that a sink whose binding of the
-//     name is still empty sees a second, different relation: the name is reported ENTERED and
-//     re-snapshotted, and its rows (those of the renamed table, captured under the old name or
+//     name is still empty sees a second, different relation: the name is reported ENTERED
+//     (once, also for a name the sink never wrote: a first write that is a Truncate misses no
+//     row and reports nothing) and re-snapshotted, and its rows (those of the renamed table, captured under the old name or
 //     never) are read again. (Always two, whatever the stream knows of the name: a stream that
 //     reads the statement again gives the same events the same versions and identities.) The
 //     changes after the statement carry the new name and identity. A relation renamed or moved

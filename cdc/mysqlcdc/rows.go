@@ -75,7 +75,8 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 	}
 	id := r.src.tableID(name)
 	t, schemaErr := r.table(ctx, name, id, e.Table)
-	if schemaErr != nil && !errors.Is(schemaErr, errSchemaMismatch) && !errors.Is(schemaErr, errNoTable) {
+	if schemaErr != nil && !errors.Is(schemaErr, errSchemaMismatch) && !errors.Is(schemaErr, errNoTable) &&
+		!errors.Is(schemaErr, errUnknownCollation) {
 		return schemaErr
 	}
 	if deferred {
@@ -202,28 +203,43 @@ var errSchemaMismatch = errors.New("mysqlcdc: the row image does not match the t
 
 // table returns the schema a rows event's images follow: the cached one when the table map
 // agrees with it, else a fresh catalog load, else -- for an image written before a later DDL --
-// one rebuilt from the table map and the catalog.
+// one rebuilt from the table map and the catalog. The description used is the name's last
+// (relations.last): the columns a later schema event of the name carries.
 func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *replication.TableMapEvent) (*table, error) {
-	if t := r.tables[name]; t != nil && t.agrees(tm, r.src.opts.Flavor) {
+	cs, err := r.collations(ctx, tm)
+	if err != nil {
+		return nil, err
+	}
+	flavor := r.src.opts.Flavor
+	if t := r.tables[name]; t != nil && t.agrees(tm, flavor, cs) {
+		if r.rel.last[name] != t {
+			r.rel.last[name] = t // after a projection (an older image) of the name
+		}
 		return t, nil
 	}
 	key := tableMapKey(id, tm)
 	if t := r.projections[key]; t != nil {
+		r.rel.last[name] = t
 		return t, nil
 	}
 	t, err := r.cat.load(ctx, id)
 	if errors.Is(err, errNoTable) {
-		if p := r.goneTable(name, id, tm); p != nil {
+		p, perr := r.goneTable(name, id, tm, cs)
+		if perr != nil {
+			return nil, r.unknownCollation(id, perr)
+		}
+		if p != nil {
 			r.src.log.Info("mysqlcdc: row image of a table the catalog no longer has (renamed or dropped since); schema rebuilt from the table map",
 				"source", r.src.opts.SourceName, "table", id.String())
 			r.projections[key] = p
+			r.rel.last[name] = p
 			return p, nil
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	r.adopt(name, t)
+	t.schema.Relation = r.rel.ids[name]
 	r.tables[name] = t
 	if !r.known[name] {
 		// A table of a database captured whole, created after Open: from now on it is
@@ -232,16 +248,58 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 		r.src.log.Info("mysqlcdc: capturing a table that appeared after the stream opened",
 			"source", r.src.opts.SourceName, "table", id.String())
 	}
-	if t.agrees(tm, r.src.opts.Flavor) {
+	if t.agrees(tm, flavor, cs) {
+		r.adopt(name, t)
 		return t, nil
 	}
-	if p := fromTableMap(t, tm, r.src.opts.Flavor); p != nil {
+	p, err := fromTableMap(t, tm, flavor, cs)
+	if err != nil {
+		return nil, r.unknownCollation(id, err)
+	}
+	if p != nil {
 		r.src.log.Info("mysqlcdc: row image older than the catalog; schema rebuilt from the table map",
 			"source", r.src.opts.SourceName, "table", id.String())
 		r.projections[key] = p
+		r.adopt(name, p)
 		return p, nil
 	}
 	return nil, fmt.Errorf("%w: the binlog has %d columns, the catalog %d", errSchemaMismatch, tm.ColumnCount, len(t.codecs))
+}
+
+// collations returns the server's collation ids, read on the first table map that needs them
+// (one with collations: binlog_row_metadata=FULL).
+func (r *reader) collations(ctx context.Context, tm *replication.TableMapEvent) (collations, error) {
+	if r.charsets != nil || len(tm.DefaultCharset) == 0 && len(tm.ColumnCharset) == 0 &&
+		len(tm.EnumSetDefaultCharset) == 0 && len(tm.EnumSetColumnCharset) == 0 {
+		return r.charsets, nil
+	}
+	cs, err := r.cat.collations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.charsets = cs
+	return cs, nil
+}
+
+// unknownCollation reports, once per table and collation error, rows that cannot be decoded
+// since a column's character set is unknown (the events go out Malformed, so dead-lettered).
+func (r *reader) unknownCollation(id cdc.TableID, err error) error {
+	if !errors.Is(err, errUnknownCollation) {
+		return err
+	}
+	k := id.String() + "\x00" + err.Error()
+	if !r.warnedCollation[k] {
+		if r.warnedCollation == nil {
+			r.warnedCollation = map[string]bool{}
+		}
+		if len(r.warnedCollation) < maxAway {
+			r.warnedCollation[k] = true
+		}
+		r.src.log.Error("mysqlcdc: rows of a table whose character set cannot be told are delivered malformed (dead-lettered): "+
+			"re-snapshot the table once the server lists the collation",
+			"source", r.src.opts.SourceName, "table", id.String(), "error", err)
+	}
+	return err
 }
 
 // decodeBinlog normalizes one row image.

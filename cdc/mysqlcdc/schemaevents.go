@@ -70,8 +70,9 @@ func (rl *relations) recreated(n TableName) {
 	}
 }
 
-// adopt records a schema loaded from the catalog for a captured name: it gets the name's
-// current relation identity.
+// adopt records the description a captured name's rows were decoded with (the catalog's, or
+// one rebuilt from their table map: never a catalog description they disagree with): it gets
+// the name's current relation identity, and is the name's last description.
 func (r *reader) adopt(name TableName, t *table) {
 	t.schema.Relation = r.rel.ids[name]
 	r.rel.last[name] = t
@@ -180,17 +181,22 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 			backOf[e.name] = a
 		}
 	}
+	// ownOf is the session's description of the relation that held name before the statement:
+	// the one it tracked under that captured name, or out of the capture.
+	ownOf := func(name TableName) *table {
+		if t := lastOf[name]; t != nil {
+			return t
+		}
+		return backOf[name].last
+	}
 	// Vacated names first: their Truncate versions lie below those of the names entered.
 	for _, e := range effects {
 		if e.before == nil || !r.src.captures(e.name) || !r.src.captures(e.dest) {
 			continue
 		}
-		t := lastOf[e.name]
-		if t == nil {
-			var err error
-			if t, err = r.tableNow(ctx, e.dest, nil); err != nil {
-				return err
-			}
+		t, err := r.tableNow(ctx, e.dest, lastOf[e.name])
+		if err != nil {
+			return err
 		}
 		if _, err := r.announce(ctx, h, e.name, t.schema, prior[e.name], false); err != nil {
 			return err
@@ -203,7 +209,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if e.after == nil || !r.src.captures(e.name) {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.name, lastOf[*e.after])
+		t, err := r.tableNow(ctx, e.name, ownOf(*e.after))
 		if err != nil {
 			return err
 		}
@@ -231,12 +237,9 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if !ok || e.before == nil || !r.src.captures(e.dest) || entered[a.from] != "" {
 			continue
 		}
-		t := a.last
-		if t == nil {
-			var err error
-			if t, err = r.tableNow(ctx, e.dest, nil); err != nil {
-				return err
-			}
+		t, err := r.tableNow(ctx, e.dest, a.last)
+		if err != nil {
+			return err
 		}
 		if _, err := r.announce(ctx, h, a.from, t.schema, a.id, false); err != nil {
 			return err
@@ -248,7 +251,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		r.rel.gone(e.name)
 		if e.after != nil && r.src.captures(e.name) {
 			r.rel.exists[e.name] = true
-			if s := lastOf[*e.after]; s != nil {
+			if s := ownOf(*e.after); s != nil {
 				r.rel.last[e.name] = s
 			}
 		}
@@ -291,18 +294,24 @@ func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel
 	}
 }
 
-// tableNow returns the description for a Truncate of a captured name at the statement: the
-// catalog's now (it may already reflect a later statement), else fallback (the relation's
-// under its old name), else one without columns.
-func (r *reader) tableNow(ctx context.Context, n TableName, fallback *table) (*table, error) {
+// tableNow returns the description for a Truncate of a captured name at the statement: own,
+// the stream's own description of the relation concerned (tracked through the DDL it read),
+// when it has one; else the catalog's for the name now; else one without columns. The catalog
+// comes last since it describes the name as it is now, not as of the statement: a reader
+// behind the DDL (a replay, a slow reader) would find a later relation there, or none, and
+// the Truncate would carry another relation's columns and key. One without columns tells a
+// sink the columns are not known here (package sink maps the table's new generation as it
+// would for a Truncate without a schema); the rows that follow carry their own.
+func (r *reader) tableNow(ctx context.Context, n TableName, own *table) (*table, error) {
+	if own != nil {
+		return own, nil
+	}
 	t, err := r.cat.load(ctx, r.src.tableID(n))
 	switch {
 	case err == nil:
 		return t, nil
 	case !errors.Is(err, errNoTable):
 		return nil, err
-	case fallback != nil:
-		return fallback, nil
 	}
 	return &table{schema: &cdc.TableSchema{ID: r.src.tableID(n)}}, nil
 }
@@ -310,17 +319,18 @@ func (r *reader) tableNow(ctx context.Context, n TableName, fallback *table) (*t
 // goneTable returns the description of a row image of a captured table the catalog no longer
 // knows (renamed or dropped since: the reader is behind): rebuilt from the table map, with the
 // columns of the last description the stream had for the name where they fit. Nil when the
-// table map has no column names (binlog_row_metadata is not FULL).
-func (r *reader) goneTable(name TableName, id cdc.TableID, tm *replication.TableMapEvent) *table {
+// table map has no column names (binlog_row_metadata is not FULL); an error when a column's
+// character set cannot be told (errUnknownCollation).
+func (r *reader) goneTable(name TableName, id cdc.TableID, tm *replication.TableMapEvent, cs collations) (*table, error) {
 	base := &table{schema: &cdc.TableSchema{ID: id}}
 	if l := r.rel.last[name]; l != nil && len(l.codecs) == len(l.schema.Columns) {
 		base.schema.Columns, base.schema.PrimaryKey, base.codecs = l.schema.Columns, l.schema.PrimaryKey, l.codecs
 	}
-	p := fromTableMap(base, tm, r.src.opts.Flavor)
+	p, err := fromTableMap(base, tm, r.src.opts.Flavor, cs)
 	if p != nil {
 		p.schema.Relation = r.rel.ids[name]
 	}
-	return p
+	return p, err
 }
 
 // announce emits a Truncate of a captured name at the statement's next version ordinal, with a

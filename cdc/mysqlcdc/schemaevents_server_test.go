@@ -2,19 +2,23 @@ package mysqlcdc_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/cdctest"
 	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
+	"github.com/tributary-dev/tributary/internal/charset"
 )
 
 // schemaFixture is one stream over two databases captured whole (db, db3) and one that is not
@@ -335,6 +339,77 @@ func TestSchemaEvents(t *testing.T) {
 			}
 		})
 
+		t.Run("rows of relations renamed and replaced since", func(t *testing.T) {
+			// Read from behind all of the DDL below, each row image must be decoded with the
+			// description of the relation that wrote it -- its character sets and key -- not
+			// with the catalog's description of whatever bears the name now.
+			lt, lt2, lt4 := q(f.db, "lt"), q(f.db, "lt2"), q(f.db, "lt4")
+			if err := s.exec("CREATE TABLE "+lt+" (k1 INT PRIMARY KEY, c3 LONGTEXT CHARACTER SET latin1, v VARCHAR(20) CHARACTER SET latin1)",
+				"INSERT INTO "+lt+" VALUES (1, 'café', 'déjà')",
+				"CREATE TABLE "+q(f.out, "src4")+" (id INT PRIMARY KEY, t TEXT CHARACTER SET latin1, e ENUM('à', 'ñ') CHARACTER SET latin1) CHARACTER SET latin1",
+				"INSERT INTO "+q(f.out, "src4")+" VALUES (1, 'façade', 'ñ')"); err != nil {
+				t.Fatal(err)
+			}
+			evs := f.until(ctx, t)
+			wantShape(t, "create", evs, "T "+f.db+".lt #0", "I "+f.db+".lt #0")
+			cp := evs[1].Checkpoint
+			if err := s.exec("INSERT INTO "+lt+" VALUES (2, 'naïve', 'señor')", "UPDATE "+lt+" SET c3 = 'crème' WHERE k1 = 1",
+				"RENAME TABLE "+lt+" TO "+lt2,
+				"INSERT INTO "+lt2+" VALUES (3, 'über', 'größe')",
+				"TRUNCATE TABLE "+lt2, "INSERT INTO "+lt2+" VALUES (4, 'où', 'là')",
+				// A new relation under the old name: another key, other character sets.
+				"CREATE TABLE "+lt+" (k1 VARCHAR(10) PRIMARY KEY, c3 LONGTEXT CHARACTER SET utf8mb4, v VARCHAR(20) CHARACTER SET utf8mb4)",
+				"INSERT INTO "+lt+" VALUES ('a', '日本', 'ŵ')",
+				"RENAME TABLE "+lt2+" TO "+q(f.out, "lt3"),
+				// A relation the stream never saw enters, is written and leaves again.
+				"RENAME TABLE "+q(f.out, "src4")+" TO "+lt4,
+				"INSERT INTO "+lt4+" VALUES (2, 'garçon', 'à')",
+				"RENAME TABLE "+lt4+" TO "+q(f.out, "src5")); err != nil {
+				t.Fatal(err)
+			}
+			live := f.until(ctx, t)
+			liveRows := describeRows(t, live)
+			for i, r := range liveRows {
+				if r == "T lt4 3 [0]" {
+					liveRows[i] = "T lt4 0 []" // read before the rename out: the catalog still had it
+				}
+			}
+			want := []string{
+				"I lt [2 naïve señor]", "U lt [1 crème déjà]",
+				"T lt 3 [0]", "T lt2 3 [0]", "T lt2 3 [0]", // vacated, entered (two identities)
+				"I lt2 [3 über größe]", "T lt2 3 [0]", "I lt2 [4 où là]",
+				"T lt 3 [0]", "I lt [a 日本 ŵ]",
+				"T lt4 0 []", "T lt4 0 []", // entered from an uncaptured name, gone from the catalog: no columns
+				"I lt4 [2 garçon à]",
+			}
+			if got := liveRows; !slices.Equal(got, want) {
+				t.Fatalf("live stream:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			st2, err := f.source(t).Open(ctx, cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st2.Close()
+			var behind []cdc.Event
+			for len(behind) < len(want) {
+				ev := cdctest.NextEvent(ctx, t, st2) // fails on a malformed event
+				if ev.Table.Table != "mark" {
+					behind = append(behind, ev)
+				}
+			}
+			if got := describeRows(t, behind); !slices.Equal(got, want) {
+				t.Fatalf("stream reopened before the DDL:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			// The same versions as the live stream's, and the same identities from the first
+			// DDL the reopened stream read on (before it, lt's identity is one it never learnt).
+			for i := range want {
+				if behind[i].Position.Version() != live[i].Position.Version() || i > 2 && behind[i].Schema.Relation != live[i].Schema.Relation {
+					t.Errorf("event %d (%s): version %d relation %q reopened, %d %q live", i, want[i], behind[i].Position.Version(),
+						behind[i].Schema.Relation, live[i].Position.Version(), live[i].Schema.Relation)
+				}
+			}
+		})
+
 		t.Run("uncaptured", func(t *testing.T) {
 			if err := s.exec("RENAME TABLE "+q(f.out, "src")+" TO "+q(f.out, "src2"), "CREATE TABLE "+q(f.out, "x")+" (id INT PRIMARY KEY)",
 				"DROP TABLE "+q(f.out, "x")); err != nil {
@@ -640,4 +715,53 @@ func movedOutAndBack(ctx context.Context, t *testing.T, f *schemaFixture) {
 	if got := idx.rows(d, "dr"); strings.Join(got, ",") != "[1 a]" {
 		t.Errorf("dr mirrored %v, want the dropped relation's last documents", got)
 	}
+}
+
+// describeRows describes events for comparison: "T table columns key" for a Truncate (the
+// number of its schema's columns and its primary key), "I|U|D table [values]" for a row, the
+// values as text -- TEXT columns (cdc.Base64 of the bytes in the column's character set)
+// decoded with the character set the schema gives, so that the wrong one shows.
+func describeRows(t *testing.T, evs []cdc.Event) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range evs {
+		if ev.Malformed != nil {
+			t.Fatalf("%v of %v malformed: %v", ev.Op, ev.Table, ev.Malformed)
+		}
+		if ev.Schema.ID != ev.Table {
+			t.Errorf("%v of %v with a schema of %v", ev.Op, ev.Table, ev.Schema.ID)
+		}
+		op := map[cdc.Op]string{cdc.Insert: "I", cdc.Update: "U", cdc.Delete: "D", cdc.Truncate: "T"}[ev.Op]
+		if ev.Op == cdc.Truncate {
+			out = append(out, fmt.Sprintf("T %s %d %v", ev.Table.Table, len(ev.Schema.Columns), ev.Schema.PrimaryKey))
+			continue
+		}
+		row := ev.After
+		if row == nil {
+			row = ev.Before
+		}
+		vals := make([]string, len(row))
+		for i, v := range row {
+			switch v := v.(type) {
+			case cdc.Base64:
+				b, err := base64.StdEncoding.DecodeString(string(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs := ev.Schema.Columns[i].Charset
+				text, err := charset.Decode(cs, b)
+				if err != nil || !utf8.ValidString(text) {
+					t.Fatalf("%v of %v: column %s does not decode from %q: %v", ev.Op, ev.Table, ev.Schema.Columns[i].Name, cs, err)
+				}
+				vals[i] = text
+			default:
+				vals[i] = fmt.Sprint(v)
+			}
+		}
+		if len(ev.Schema.PrimaryKey) == 0 {
+			t.Errorf("%v of %v: the schema has no primary key", ev.Op, ev.Table)
+		}
+		out = append(out, fmt.Sprintf("%s %s %v", op, ev.Table.Table, vals))
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package mysqlcdc
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -17,13 +18,66 @@ const binaryCollation = 63
 type tmMeta struct {
 	unsigned   map[int]bool
 	collations map[int]uint64
+	charsets   map[int]string // the character set of each character, ENUM and SET column with a known collation
+	unknown    map[int]uint64 // the columns whose collation id the server does not list
 	enums      map[int][]string
 	sets       map[int][]string
 }
 
-func newTMMeta(tm *replication.TableMapEvent, flavor Flavor) *tmMeta {
-	return &tmMeta{unsigned: unsignedMap(tm, flavor), collations: collationMap(tm, flavor),
+// newTMMeta reads a table map's metadata; cs maps the server's collation ids to character sets
+// (nil: none known, every collation but binary's is unknown). ENUM and SET labels are decoded
+// from their column's character set.
+func newTMMeta(tm *replication.TableMapEvent, flavor Flavor, cs collations) *tmMeta {
+	md := &tmMeta{unsigned: unsignedMap(tm, flavor), collations: collationMap(tm, flavor),
 		enums: tm.EnumStrValueMap(), sets: tm.SetStrValueMap()}
+	resolve := func(i int, id uint64) {
+		if name, ok := cs.charsetOf(id); ok {
+			if md.charsets == nil {
+				md.charsets = map[int]string{}
+			}
+			md.charsets[i] = name
+			return
+		}
+		if md.unknown == nil {
+			md.unknown = map[int]uint64{}
+		}
+		md.unknown[i] = id
+	}
+	for i, id := range md.collations {
+		resolve(i, id)
+	}
+	if len(md.enums) > 0 || len(md.sets) > 0 {
+		for i, id := range tm.EnumSetCollationMap() {
+			resolve(i, id)
+			if name := md.charsets[i]; name != "" && !isUTF8(name) && name != "binary" {
+				if l, ok := md.enums[i]; ok {
+					md.enums[i] = decodeLabels(name, l)
+				}
+				if l, ok := md.sets[i]; ok {
+					md.sets[i] = decodeLabels(name, l)
+				}
+			}
+		}
+	}
+	return md
+}
+
+// decodeLabels converts ENUM or SET labels from character set cs to UTF-8 (nil stays nil; a
+// label that does not decode is kept as it is: the catalog's labels then differ and the table
+// map's are not used).
+func decodeLabels(cs string, labels []string) []string {
+	if labels == nil {
+		return nil
+	}
+	out := make([]string, len(labels))
+	for k, l := range labels {
+		s, err := decodeText(cs, []byte(l))
+		if err != nil {
+			s = l
+		}
+		out[k] = s
+	}
+	return out
 }
 
 // The optional metadata of a table map (binlog_row_metadata) lists some facts for a subset of
@@ -147,9 +201,12 @@ func columns(tm *replication.TableMapEvent) int {
 }
 
 // tmColumn describes column i of a table map from its binlog metadata (complete only with
-// binlog_row_metadata=FULL). cat, when not nil, is the catalog's column of the same name: its
-// character set is used, since the table map only has a collation id.
-func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat *cdc.Column) (cdc.Column, colCodec) {
+// binlog_row_metadata=FULL). A character column's character set is its collation's (md); cat,
+// when not nil, is the catalog's column of the same name, whose character set serves when the
+// table map has no collations. The error (errUnknownCollation) says the character set of a
+// character, ENUM or SET column cannot be told: its collation id is not one the server lists,
+// or the table map has none and there is no catalog column -- never guessed.
+func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat *cdc.Column) (col cdc.Column, c colCodec, err error) {
 	tp, meta := tm.ColumnType[i], tm.ColumnMeta[i]
 	strLen := int(meta)
 	if tp == mysql.MYSQL_TYPE_STRING && meta >= 256 {
@@ -163,16 +220,31 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 			tp = b0
 		}
 	}
-	col := cdc.Column{Name: name, Nullable: true}
+	col = cdc.Column{Name: name, Nullable: true}
 	if ok, null := tm.Nullable(i); ok {
 		col.Nullable = null
 	}
-	c := colCodec{kind: cdc.KindOther, class: classOther}
+	c = colCodec{kind: cdc.KindOther, class: classOther}
 	collation, hasCollation := md.collations[i]
 	binaryData := hasCollation && collation == binaryCollation
-	charset := "utf8mb4"
-	if cat != nil && cat.Charset != "" {
+	charset, known := md.charsets[i]
+	var charsetErr error
+	id, bad := md.unknown[i]
+	if bad {
+		charsetErr = fmt.Errorf("%w: column %q, collation id %d", errUnknownCollation, name, id)
+	} else if !known && cat != nil {
 		charset = cat.Charset
+	}
+	// characterErr fails a character column whose character set is unknown; labels only
+	// need one when their collation is listed (decoded by newTMMeta).
+	characterErr := func(labels bool) {
+		switch {
+		case err != nil:
+		case charsetErr != nil:
+			err = charsetErr
+		case charset == "" && !labels:
+			err = fmt.Errorf("%w: column %q has no collation in the table map (binlog_row_metadata is not FULL)", errUnknownCollation, name)
+		}
 	}
 	setInt := func(bits int) {
 		c.bits, col.Bits = bits, bits
@@ -211,12 +283,14 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 			}
 		} else {
 			c.kind, c.class, c.charset, col.Charset = cdc.KindText, classString, charset, charset
+			characterErr(false)
 		}
 	case mysql.MYSQL_TYPE_BLOB:
 		if binaryData {
 			c.kind, c.class = cdc.KindBinary, classBinary
 		} else {
 			c.kind, c.class, col.Charset = cdc.KindText, classText, charset
+			characterErr(false)
 		}
 	case mysql.MYSQL_TYPE_GEOMETRY:
 		c.kind, c.class = cdc.KindBinary, classBinary
@@ -225,9 +299,11 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 	case mysql.MYSQL_TYPE_ENUM:
 		c.kind, c.class, c.labels = cdc.KindEnum, classEnum, md.enums[i]
 		col.Labels, col.Charset = c.labels, charset
+		characterErr(true)
 	case mysql.MYSQL_TYPE_SET:
 		c.kind, c.class, c.labels = cdc.KindSet, classSet, md.sets[i]
 		col.Labels, col.Charset = c.labels, charset
+		characterErr(true)
 	case mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE:
 		c.kind, c.class = cdc.KindDate, classTemporal
 	case mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2:
@@ -241,7 +317,7 @@ func tmColumn(tm *replication.TableMapEvent, md *tmMeta, i int, name string, cat
 		col.Precision = int(meta)
 	}
 	col.Kind = c.kind
-	return col, c // not prepared: agrees only compares it; fromTableMap prepares what it keeps
+	return col, c, err // not prepared: agrees only compares it; fromTableMap prepares what it keeps
 }
 
 // compatible says whether values described by the table map (tc, tcol) decode correctly with
@@ -267,13 +343,19 @@ func compatible(ccol *cdc.Column, cc *colCodec, tcol *cdc.Column, tc *colCodec) 
 		return ccol.Bits == tcol.Bits
 	case classEnum, classSet:
 		return tc.labels == nil || slices.Equal(cc.labels, tc.labels)
+	case classString, classText:
+		// Another relation's column of the same name and type may hold another character set.
+		return tcol.Charset == "" || strings.EqualFold(ccol.Charset, tcol.Charset)
 	}
 	return true
 }
 
 // agrees says whether a table map describes t: same column count and, as far as the table map
-// tells (binlog_row_metadata=FULL), the same names and compatible types.
-func (t *table) agrees(tm *replication.TableMapEvent, flavor Flavor) bool {
+// tells (binlog_row_metadata=FULL), the same names, compatible types (character sets included)
+// and, where t has a primary key, the same one. (A description without a primary key is not
+// compared: MariaDB's table map names a UNIQUE NOT NULL index as the primary key of a table
+// that has none, and the catalog does not.) cs maps collation ids to character sets.
+func (t *table) agrees(tm *replication.TableMapEvent, flavor Flavor, cs collations) bool {
 	if t.verified == tm || t.verified != nil && sameTableMap(t.verified, tm) {
 		t.verified = tm
 		return true
@@ -281,14 +363,20 @@ func (t *table) agrees(tm *replication.TableMapEvent, flavor Flavor) bool {
 	if int(tm.ColumnCount) != len(t.schema.Columns) {
 		return false
 	}
+	if len(tm.PrimaryKey) > 0 && len(t.schema.PrimaryKey) > 0 && !samePrimaryKey(tm.PrimaryKey, t.schema.PrimaryKey) {
+		return false
+	}
 	names := tm.ColumnNameString()
-	md := newTMMeta(tm, flavor)
+	md := newTMMeta(tm, flavor, cs)
+	if len(md.unknown) > 0 {
+		return false // decoded by fromTableMap, which refuses it
+	}
 	for i := range t.schema.Columns {
 		if names != nil && t.schema.Columns[i].Name != names[i] {
 			return false
 		}
-		tcol, tc := tmColumn(tm, md, i, t.schema.Columns[i].Name, &t.schema.Columns[i])
-		if !compatible(&t.schema.Columns[i], &t.codecs[i], &tcol, &tc) {
+		tcol, tc, err := tmColumn(tm, md, i, t.schema.Columns[i].Name, &t.schema.Columns[i])
+		if err != nil || !compatible(&t.schema.Columns[i], &t.codecs[i], &tcol, &tc) {
 			return false
 		}
 	}
@@ -296,23 +384,32 @@ func (t *table) agrees(tm *replication.TableMapEvent, flavor Flavor) bool {
 	return true
 }
 
+// samePrimaryKey compares a table map's primary key columns with a schema's.
+func samePrimaryKey(tm []uint64, pk []int) bool {
+	return slices.EqualFunc(tm, pk, func(a uint64, b int) bool { return a == uint64(b) })
+}
+
 // fromTableMap builds the schema a row image was written with, for an image older than the
 // catalog: the catalog's description where it still fits, the table map's elsewhere. Nil when
-// the table map has no column names.
-func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor) *table {
+// the table map has no column names; an error (errUnknownCollation) when a column's character
+// set cannot be told.
+func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor, cs collations) (*table, error) {
 	names := tm.ColumnNameString()
 	if len(names) != int(tm.ColumnCount) {
-		return nil
+		return nil, nil
 	}
 	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID, Relation: cat.schema.Relation}}
-	md := newTMMeta(tm, flavor)
+	md := newTMMeta(tm, flavor, cs)
 	for i, n := range names {
 		var ccol *cdc.Column
 		k := cat.schema.ColumnIndex(n)
 		if k >= 0 {
 			ccol = &cat.schema.Columns[k]
 		}
-		tcol, tc := tmColumn(tm, md, i, n, ccol)
+		tcol, tc, err := tmColumn(tm, md, i, n, ccol)
+		if err != nil {
+			return nil, err
+		}
 		if k >= 0 && compatible(ccol, &cat.codecs[k], &tcol, &tc) {
 			tcol, tc = *ccol, cat.codecs[k]
 		} else {
@@ -335,13 +432,14 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor) *tab
 			}
 		}
 	}
-	return t
+	return t, nil
 }
 
 // tableMapKey identifies a table map's column layout, for caching schemas built from it.
 func tableMapKey(id cdc.TableID, tm *replication.TableMapEvent) string {
 	return fmt.Sprint(id.String(), tm.ColumnNameString(), tm.ColumnType, tm.ColumnMeta,
-		tm.EnumStrValueString(), tm.SetStrValueString(), tm.SignednessBitmap, tm.DefaultCharset, tm.ColumnCharset)
+		tm.EnumStrValueString(), tm.SetStrValueString(), tm.SignednessBitmap, tm.DefaultCharset, tm.ColumnCharset,
+		tm.EnumSetDefaultCharset, tm.EnumSetColumnCharset, tm.PrimaryKey)
 }
 
 // sameTableMap says whether two table maps describe the same columns the same way: each

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -17,6 +18,11 @@ import (
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
+
+// testCollations are collation ids of MariaDB 10.11 and their character sets, for readers
+// that never query a server.
+var testCollations = collations{8: "latin1", 9: "latin2", 11: "ascii", 33: "utf8mb3", 45: "utf8mb4", 46: "utf8mb4",
+	47: "latin1", 48: "latin1", 63: "binary", 83: "utf8mb3", 192: "utf8mb3", 224: "utf8mb4", 2048: "utf8mb3", 2304: "utf8mb4"}
 
 // TestTableMapWalksByFlavor reads the signedness and character set metadata of a table map
 // (id INT, a YEAR, c SMALLINT UNSIGNED, d SMALLINT, g GEOMETRY, v VARCHAR) as each server
@@ -60,9 +66,9 @@ func TestTableMapWalksByFlavor(t *testing.T) {
 			if got := collationMap(c.tm, c.flavor); !reflect.DeepEqual(got, c.collations) {
 				t.Errorf("collations: %v, want %v", got, c.collations)
 			}
-			md := newTMMeta(c.tm, c.flavor)
+			md := newTMMeta(c.tm, c.flavor, testCollations)
 			for i, want := range c.classes {
-				if _, codec := tmColumn(c.tm, md, i, fmt.Sprint("c", i), nil); codec.class != want {
+				if _, codec, _ := tmColumn(c.tm, md, i, fmt.Sprint("c", i), nil); codec.class != want {
 					t.Errorf("column %d: class %v, want %v", i, codec.class, want)
 				}
 			}
@@ -219,7 +225,14 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 			t.Errorf("column %s: the table map's collation %d, the catalog's %d", colName, k, catCollation[i])
 		}
 	}
-	md := newTMMeta(tm, MariaDB)
+	cs, err := cat.collations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := newTMMeta(tm, MariaDB, cs)
+	if len(md.unknown) > 0 {
+		t.Errorf("collation ids the server does not list: %v", md.unknown)
+	}
 	for i := range cols {
 		if lab := tbl.codecs[i].labels; lab != nil {
 			got := md.enums[i]
@@ -231,11 +244,11 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 			}
 		}
 	}
-	if !tbl.agrees(tm, MariaDB) {
+	if !tbl.agrees(tm, MariaDB, cs) {
 		for i := range tbl.codecs {
 			ccol := &tbl.schema.Columns[i]
-			tcol, tc := tmColumn(tm, md, i, ccol.Name, ccol)
-			if !compatible(ccol, &tbl.codecs[i], &tcol, &tc) {
+			tcol, tc, err := tmColumn(tm, md, i, ccol.Name, ccol)
+			if err != nil || !compatible(ccol, &tbl.codecs[i], &tcol, &tc) {
 				// Listed, with what each side says, before the test stops.
 				t.Errorf("column %s: the table map describes %v (%+v), the catalog %v (%+v)", ccol.Name, tc.class, tcol, tbl.codecs[i].class, *ccol)
 			}
@@ -244,9 +257,9 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 	}
 	// The schema rebuilt from the table map alone (as for an image older than a DDL) has the
 	// catalog's kinds.
-	rebuilt := fromTableMap(&table{schema: tbl.schema, codecs: make([]colCodec, len(tbl.codecs))}, tm, MariaDB)
-	if rebuilt == nil {
-		t.Fatal("no schema rebuilt from the table map")
+	rebuilt, err := fromTableMap(&table{schema: tbl.schema, codecs: make([]colCodec, len(tbl.codecs))}, tm, MariaDB, cs)
+	if err != nil || rebuilt == nil {
+		t.Fatalf("no schema rebuilt from the table map: %v", err)
 	}
 	for i, col := range rebuilt.schema.Columns {
 		want := tbl.schema.Columns[i]
@@ -261,4 +274,68 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 // as LONGTEXT, its UUID, INET4 and INET6 as BINARY).
 func isCatalogOnly(k cdc.Kind) bool {
 	return k == cdc.KindJSON || k == cdc.KindUUID || k == cdc.KindOther
+}
+
+// TestTableMapAgreesCharsetAndKey: a description agrees with a table map only with the same
+// character sets (latin1 text is not utf8mb4 text) and, where it has a primary key, the same
+// key; a rebuilt schema takes the table map's character set and key; a collation id the
+// server does not list is refused (errUnknownCollation), never decoded as utf8mb4.
+func TestTableMapAgreesCharsetAndKey(t *testing.T) {
+	tm := func(collation uint64, pk ...uint64) *replication.TableMapEvent {
+		return &replication.TableMapEvent{ColumnCount: 3, Schema: []byte("d"), Table: []byte("t"),
+			ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_VARCHAR},
+			ColumnMeta: []uint16{0, 4, 80}, ColumnCharset: []uint64{collation, collation},
+			ColumnName: [][]byte{[]byte("k1"), []byte("c3"), []byte("v")}, PrimaryKey: pk}
+	}
+	desc := func(cs string, pk ...int) *table {
+		tb := &table{schema: &cdc.TableSchema{ID: cdc.TableID{Database: "d", Table: "t"}, PrimaryKey: pk}}
+		for _, c := range [][5]string{{"k1", "int", "int(11)", "", ""}, {"c3", "longtext", "longtext", cs, ""}, {"v", "varchar", "varchar(20)", cs, ""}} {
+			col, codec := describeColumn(c[0], c[1], c[2], c[3], 20, 10, 0, 0)
+			codec.prepare()
+			tb.schema.Columns = append(tb.schema.Columns, col)
+			tb.codecs = append(tb.codecs, codec)
+		}
+		return tb
+	}
+	const latin1, utf8mb4 = 8, 45
+	if !desc("latin1", 0).agrees(tm(latin1, 0), MariaDB, testCollations) {
+		t.Error("the same description does not agree")
+	}
+	if desc("utf8mb4", 0).agrees(tm(latin1, 0), MariaDB, testCollations) {
+		t.Error("a utf8mb4 description agrees with latin1 columns")
+	}
+	if desc("latin1", 1).agrees(tm(latin1, 0), MariaDB, testCollations) {
+		t.Error("a description keyed by v agrees with a table map keyed by k1")
+	}
+	if !desc("latin1").agrees(tm(latin1, 0), MariaDB, testCollations) {
+		// MariaDB names a UNIQUE NOT NULL index the key of a table the catalog says has none.
+		t.Error("a description without a key does not agree")
+	}
+	p, err := fromTableMap(desc("utf8mb4", 1), tm(latin1, 0), MariaDB, testCollations)
+	if err != nil || p == nil {
+		t.Fatalf("rebuilt: %v", err)
+	}
+	if p.schema.Columns[1].Charset != "latin1" || p.schema.Columns[2].Charset != "latin1" || p.codecs[2].charset != "latin1" ||
+		!reflect.DeepEqual(p.schema.PrimaryKey, []int{0}) {
+		t.Errorf("rebuilt from a latin1 table map: %+v key %v", p.schema.Columns, p.schema.PrimaryKey)
+	}
+	if got, _ := p.codecs[2].fromBinlog([]byte("caf\xe9")); got != "café" {
+		t.Errorf("latin1 VARCHAR decoded as %q", got)
+	}
+	if !desc("utf8mb4", 0).agrees(tm(utf8mb4, 0), MariaDB, testCollations) {
+		t.Error("utf8mb4 does not agree")
+	}
+	const unlisted = 4000
+	if desc("latin1", 0).agrees(tm(unlisted, 0), MariaDB, testCollations) {
+		t.Error("a table map with an unlisted collation agrees")
+	}
+	if _, err := fromTableMap(desc("latin1", 0), tm(unlisted, 0), MariaDB, testCollations); !errors.Is(err, errUnknownCollation) {
+		t.Errorf("rebuilt with an unlisted collation: %v", err)
+	}
+	// Without a catalog column or a collation, a character column's set is not guessed.
+	bare := tm(latin1, 0)
+	bare.ColumnCharset = nil
+	if _, err := fromTableMap(&table{schema: &cdc.TableSchema{}}, bare, MariaDB, testCollations); !errors.Is(err, errUnknownCollation) {
+		t.Errorf("rebuilt without collations: %v", err)
+	}
 }

@@ -27,9 +27,17 @@ func (r *reader) truncate(ctx context.Context, h *replication.EventHeader, e *re
 		return nil
 	}
 	id := r.src.tableID(name)
-	// TRUNCATE keeps the columns, so the cached schema is still right; a table first seen
-	// here is loaded. A table dropped since (a replay) has none: the event needs no row.
+	// TRUNCATE keeps the columns, so the cached schema is still right, else the last
+	// description the stream had of the name (the catalog may describe a later relation by now,
+	// for a reader behind the DDL); a table first seen here is loaded. A table dropped since (a
+	// replay) has none: the event needs no row.
 	t := r.tables[name]
+	if l := r.rel.last[name]; t == nil && l != nil {
+		// Perhaps described under the name it had before a rename: named and bound here.
+		s := *l.schema
+		s.ID, s.Relation = id, r.rel.ids[name]
+		t = &table{schema: &s}
+	}
 	if t == nil {
 		var err error
 		if t, err = r.cat.load(ctx, id); err != nil && !errors.Is(err, errNoTable) {
