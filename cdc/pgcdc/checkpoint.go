@@ -72,6 +72,9 @@ type checkpoint struct {
 	Snap *snapshotState `json:"snap,omitempty"`
 	// Resnap is set while a re-snapshot (resnap.go) is not done: its jobs and position.
 	Resnap *resnapState `json:"resnap,omitempty"`
+	// Rels are the relations that left the captured names, or came back to them under a new
+	// identity (identity.go), by OID. Absent from checkpoints written before it existed.
+	Rels json.RawMessage `json:"rels,omitempty"`
 }
 
 // snapshotState is how far an interrupted snapshot came. Key holds the primary key of the last
@@ -124,14 +127,18 @@ func foreignCheckpoint(cp cdc.Checkpoint) error {
 	return nil
 }
 
-func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState, resnap *resnapState) cdc.Checkpoint {
+func encodeCheckpoint(lsn pglogrepl.LSN, snap *snapshotState, resnap *resnapState, rels []byte) cdc.Checkpoint {
 	if snap == nil && resnap == nil { // every transaction's: what json.Marshal writes, without reflection
-		b := append(make([]byte, 0, 40), `{"v":`...)
+		b := append(make([]byte, 0, 40+len(rels)), `{"v":`...)
 		b = strconv.AppendInt(b, checkpointVersion, 10)
 		b = appendLSN(append(b, `,"lsn":"`...), lsn)
+		if len(rels) > 0 {
+			b = append(append(b, `","rels":`...), rels...)
+			return append(b, '}')
+		}
 		return append(b, `"}`...)
 	}
-	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap, Resnap: resnap})
+	b, err := json.Marshal(checkpoint{V: checkpointVersion, LSN: lsn.String(), Snap: snap, Resnap: resnap, Rels: rels})
 	if err != nil {
 		panic(err) // plain strings and numbers always marshal
 	}
@@ -144,6 +151,7 @@ type decodedCheckpoint struct {
 	snap   *snapshotState
 	floor  pglogrepl.LSN
 	resnap *resnapState
+	marks  map[uint32]relMark
 }
 
 func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
@@ -164,6 +172,15 @@ func decodeCheckpoint(cp cdc.Checkpoint) (decodedCheckpoint, error) {
 		return decodedCheckpoint{}, fmt.Errorf("%w: bad LSN", ErrBadCheckpoint)
 	}
 	d := decodedCheckpoint{lsn: lsn, snap: c.Snap, resnap: c.Resnap}
+	if len(c.Rels) > 0 {
+		var raw map[string]relMark
+		if err := json.Unmarshal(c.Rels, &raw); err != nil {
+			return decodedCheckpoint{}, fmt.Errorf("%w: bad relation marks", ErrBadCheckpoint)
+		}
+		if d.marks, err = decodeMarks(raw); err != nil {
+			return decodedCheckpoint{}, err
+		}
+	}
 	if r := c.Resnap; r != nil {
 		if len(r.Jobs) == 0 {
 			d.resnap = nil

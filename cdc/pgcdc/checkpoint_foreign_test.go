@@ -32,7 +32,7 @@ func TestForeignCheckpoint(t *testing.T) {
 			t.Errorf("%s: not permanent", c.cp)
 		}
 	}
-	for _, cp := range []cdc.Checkpoint{encodeCheckpoint(0x16B3748, nil, nil), encodeCheckpoint(0x20, &snapshotState{Floor: "0/1F"}, nil)} {
+	for _, cp := range []cdc.Checkpoint{encodeCheckpoint(0x16B3748, nil, nil, nil), encodeCheckpoint(0x20, &snapshotState{Floor: "0/1F"}, nil, nil)} {
 		if _, err := decodeCheckpoint(cp); err != nil {
 			t.Errorf("%s: %v", cp, err)
 		}

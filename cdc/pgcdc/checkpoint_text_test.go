@@ -32,7 +32,7 @@ func TestLSNTextMatchesPglogrepl(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := encodeCheckpoint(l, nil, nil); !bytes.Equal(got, want) {
+		if got := encodeCheckpoint(l, nil, nil, nil); !bytes.Equal(got, want) {
 			t.Fatalf("encodeCheckpoint = %s, want %s", got, want)
 		}
 	}

@@ -133,21 +133,26 @@ func (st *stream) handleMessage(ctx context.Context, at pglogrepl.LSN, msg pglog
 // columns. A captured table Open did not list (created in a pattern's schema, or published,
 // since) is not cached: its first relation message loads it.
 //
-// The schema's Relation is always the message's relation ID, and its ID the name the message
-// gives: a relation renamed or moved to another schema since its last relation message takes
-// its new name at once (the server sends a new relation message before the first change after
-// the DDL), captured when the new name is, skipped when it is not (doc.go, Renames).
+// The schema's Relation is the message's relation's identity (identity.go), and its ID the
+// name the message gives: a relation renamed or moved to another schema since its last
+// relation message takes its new name at once (the server sends a new relation message before
+// the first change after the DDL), captured when the new name is, skipped when it is not
+// (doc.go, Relations and renames).
 func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessage) error {
 	t := Table{Schema: m.Namespace, Name: m.RelationName}
 	id := st.src.tableID(st.plan.database, t)
-	rel := relationID(m.RelationID)
-	prev := st.relations[m.RelationID]
+	oid := m.RelationID
+	prev := st.relations[oid]
+	captured := st.src.captures(t)
+	st.noteMembership(oid, prev, id, captured)
+	rel := st.src.ident(oid)
 	renamed := prev != nil && prev.id != id
 	if renamed {
 		st.renamed(prev, id, rel)
 	}
-	if !st.src.captures(t) {
-		st.relations[m.RelationID] = &relation{id: id, left: prev != nil && (prev.captured || prev.left)}
+	if !captured {
+		delete(st.xmins, oid)
+		st.relations[oid] = &relation{id: id}
 		return nil
 	}
 	names := make([]string, len(m.Columns))
@@ -157,13 +162,21 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 	for i, c := range m.Columns {
 		names[i], oids[i], typmods[i], keys[i] = c.Name, c.DataType, c.TypeModifier, c.Flags&1 != 0
 	}
-	if !renamed && prev != nil && prev.info != nil && prev.info.sameColumns(names, oids, typmods) {
+	repeated := !renamed && prev != nil && prev.info != nil && prev.info.schema.Relation == rel && prev.info.sameColumns(names, oids, typmods)
+	if err := st.checkSchemaReturn(ctx, oid, id, repeated); err != nil {
+		return err
+	}
+	if rel != st.src.ident(oid) {
+		rel, repeated = st.src.ident(oid), false
+	}
+	if repeated {
 		return nil
 	}
+	keyUnknown := false
 	ti := st.src.cached(id)
 	if ti == nil || ti.schema.Relation != rel || !ti.sameColumns(names, oids, typmods) || (m.ReplicaIdentity == 'd' && !ti.keyIs(keys)) {
 		fresh, err := st.cat.loadTable(ctx, id)
-		if err == nil && fresh.schema.Relation != rel {
+		if err == nil && fresh.oid != oid {
 			// The name denotes another relation by now (renamed again, or dropped and
 			// created anew since this point of the WAL): its catalog entry says nothing
 			// about this one.
@@ -171,9 +184,11 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		}
 		switch {
 		case errors.Is(err, errNoTable):
-			// Dropped or renamed since this point of the WAL: the relation message alone
-			// describes the columns.
-			fresh = &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: rel}}
+			// Dropped or renamed since this point of the WAL: the relation message describes
+			// the columns, and the key is the one the stream or the cache saw, or else the
+			// message's key flags -- the primary key only under the default replica identity.
+			fresh = st.knownInfo(oid, prev, id, rel)
+			keyUnknown = len(fresh.schema.PrimaryKey) == 0 && m.ReplicaIdentity != 'd'
 		case err != nil:
 			return err
 		default:
@@ -185,18 +200,54 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		}
 	}
 	if !ti.sameColumns(names, oids, typmods) {
-		p, err := st.cat.project(ctx, ti, names, oids, typmods, keys)
+		var flags []bool
+		if m.ReplicaIdentity == 'd' {
+			flags = keys // under FULL or USING INDEX the flags are not the primary key
+		}
+		p, err := st.cat.project(ctx, ti, names, oids, typmods, flags)
 		if err != nil {
 			return err
 		}
 		ti = p
 	}
+	if keyUnknown {
+		st.opts().Logger.Warn("pgcdc: a table was dropped before its changes were read and its primary key is unknown: its row changes are dead-lettered",
+			"table", id.String(), "relation", rel, "replica_identity", string(rune(m.ReplicaIdentity)))
+	}
 	if prev != nil && prev.info != nil || renamed {
 		st.resnapInvalidate(id) // the table's columns or relation changed in the middle of a chunk
 	}
-	st.relations[m.RelationID] = &relation{id: id, captured: true, info: ti}
+	st.relations[oid] = &relation{id: id, captured: true, info: ti, keyUnknown: keyUnknown}
 	return nil
 }
+
+// knownInfo is what the stream knows of a relation the catalog no longer has (dropped, or
+// renamed since this point of the WAL), under its name now (id) and identity (rel): the
+// schema of its previous relation message, or one cached under any name, so that its primary
+// key survives; else a schema without columns and key (the relation message's describe it).
+func (st *stream) knownInfo(oid uint32, prev *relation, id cdc.TableID, rel string) *tableInfo {
+	var known *tableInfo
+	if prev != nil && prev.info != nil && prev.info.oid == oid && len(prev.info.schema.PrimaryKey) > 0 {
+		known = prev.info
+	} else {
+		known = st.src.cachedRelation(oid)
+	}
+	if known == nil {
+		return &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: rel}, oid: oid}
+	}
+	k := *known
+	sc := *known.schema
+	sc.ID, sc.Relation = id, rel
+	k.schema = &sc
+	return &k
+}
+
+// ErrKeyUnknown is the Malformed reason of the row changes of a table dropped before the
+// stream read them, whose primary key the stream never saw: under REPLICA IDENTITY FULL (or
+// USING INDEX, or NOTHING) the relation message does not say which columns form it (doc.go,
+// Schemas).
+var ErrKeyUnknown = errors.New("pgcdc: the table was dropped before its changes were read and its primary key is unknown " +
+	"(its replica identity is not the primary key): the change cannot be given its document id")
 
 // renamed notes a relation whose name changed since its last relation message (ALTER TABLE
 // ... RENAME or SET SCHEMA): a chunk of either name in flight is read again, the old name's
@@ -209,12 +260,6 @@ func (st *stream) renamed(prev *relation, id cdc.TableID, rel string) {
 	if !prev.captured {
 		switch {
 		case !st.src.captures(Table{Schema: id.Schema, Name: id.Table}):
-		case prev.left:
-			// Back under a captured name: its changes while away were skipped, and its
-			// identity is the one its index is bound to, so nothing else tells the sink.
-			st.opts().Logger.Error("pgcdc: captured table returned to the captured tables after changes under a name not captured: "+
-				"its destination misses the changes made while it was away", "from", prev.id.String(), "table", id.String(), "relation", rel,
-				"fix", "reindex the table (cdcmirror reindex, mirror.Reindex)")
 		default:
 			st.opts().Logger.Info("pgcdc: table renamed into the captured tables", "from", prev.id.String(), "table", id.String(), "relation", rel)
 		}
@@ -253,6 +298,7 @@ func (st *stream) truncate(ctx context.Context, at pglogrepl.LSN, m *pglogrepl.T
 			return err
 		}
 		st.resnapInvalidate(rel.info.schema.ID)
+		st.truncated(id)
 		ev := st.rowEvent(cdc.Truncate, rel.info, Position{LSN: at, Commit: st.tx.commitLSN})
 		ev.CommitTime, ev.TxID = st.tx.commitTime, st.tx.xid
 		if err := st.hold(ctx, ev); err != nil {
@@ -311,6 +357,9 @@ func (st *stream) change(ctx context.Context, at pglogrepl.LSN, wal []byte) erro
 	ev.Before, ev.After = before, after
 	if op == cdc.Delete && ev.Before == nil {
 		bad = errors.New("pgcdc: delete without an old key (REPLICA IDENTITY NOTHING?)")
+	}
+	if rel.keyUnknown {
+		bad = ErrKeyUnknown
 	}
 	ev.Malformed = bad
 	return st.hold(ctx, ev)

@@ -142,15 +142,25 @@
 // type OIDs, typmods, and key flags under the default replica identity) differ from the cache
 // reloads the catalog; if the catalog has moved on further (a replayed stream, a dropped
 // table) or a publication column list narrows the table, the event schema is the relation
-// message's columns, described from their types. Schemas are never changed in place: an event
-// keeps the schema it was decoded under. Names are exact, so mixed-case and quoted names need
-// no quoting in Options.Tables.
+// message's columns, described from their types. The primary key of a relation the catalog no
+// longer has (dropped, or renamed again since) is the one the stream knew: from its earlier
+// relation message, or a schema the Source cached under any name (the tables listed at Open,
+// and those loaded since, for the Source's life: a new process knows only what its Open
+// lists). Else, under the default replica identity, the relation message's key flags, which
+// mark the primary key; under REPLICA IDENTITY FULL (every column flagged), USING INDEX (the
+// index's columns) or NOTHING they do not, the key is unknown, and the table's row changes
+// are Malformed with ErrKeyUnknown -- the runner dead-letters them with the reason
+// "malformed: pgcdc: the table was dropped before its changes were read and its primary key
+// is unknown ...", which holds no row data; a Warn line names the table. Schemas are never
+// changed in place: an event keeps the schema it was decoded under. Names are exact, so
+// mixed-case and quoted names need no quoting in Options.Tables.
 //
 // # Relations and renames
 //
 // Every schema pgcdc produces (Tables, snapshot rows, streamed changes, re-snapshot rows)
 // carries the relation its name denoted as cdc.TableSchema.Relation: the pg_class OID in
-// decimal, the relation ID of pgoutput's relation messages. It survives ALTER TABLE ...
+// decimal, the relation ID of pgoutput's relation messages ("<oid>.<n>" once it came back
+// from names not captured: Leaving the capture and coming back). It survives ALTER TABLE ...
 // RENAME, SET SCHEMA and column changes; DROP followed by CREATE of the same name gives
 // another one. The sink binds each index to one relation (package sink, Schema events).
 //
@@ -168,11 +178,57 @@
 // (a Warn line at the rename gives the ALTER PUBLICATION ... ADD TABLE; the next Open
 // refuses it until then); a FOR TABLES IN SCHEMA publication (patterns) publishes what is in
 // the schema now, so a table moved out of a pattern's schema stops being sent at all, and one
-// created or moved in is sent from its first change. A relation that leaves the captured
-// names and comes back to the same name with no relation message of another captured name
-// in between keeps its identity, and the changes made while it was away are not delivered:
-// no event tells the sink, so when the stream saw it leave, its return is logged at Error
-// with the fix (reindex the table); a stream that started while it was away cannot tell.
+// created or moved in is sent from its first change.
+//
+// # Leaving the capture and coming back
+//
+// A relation that leaves the captured names (RENAME or SET SCHEMA to a name not captured) and
+// comes back under the name it left has missed the changes made while it was away. So that
+// the sink does not take it for the relation its index holds, it comes back with another
+// identity: Relation is "<oid>.<n>" after its n-th such return ("16384.1"), on every schema
+// pgcdc produces from then on; the sink resets the name's index and reports the table
+// ENTERED (replaced), and mirror re-snapshots it. The return is logged at Warn. One that comes
+// back under another captured name keeps its identity: the sink empties the name it left
+// (the identity is bound there) and reports the new one ENTERED (renamed). How pgcdc knows:
+//
+//   - The server sends the relation's changes while it is away (a publication FOR ALL TABLES;
+//     FOR TABLE, which follows the relation through renames and moves, what pgcdc creates for
+//     named tables; FOR TABLES IN SCHEMA of a schema it is renamed within): its first change
+//     there comes with a relation message under the name not captured, which marks it away,
+//     with the captured name it left when the stream saw it under one. A relation first seen
+//     away (the stream started while it was) counts as having left whichever captured name
+//     it comes back to. No change while away: no message, and nothing was missed.
+//     The marks are part of every later checkpoint ("rels", by OID; checkpoints without it
+//     have none), so a restart resumes with them and the same WAL gives the same identities;
+//     until a checkpoint carries a new mark, idle notes do not move the slot (a restart
+//     decodes the relation message again; the WAL since is kept until the next captured
+//     transaction is acknowledged). A relation keeps its entry for good (a few dozen bytes);
+//     a publication that sends tables beyond the captured ones adds one for each of them that
+//     changes, since the stream cannot tell it was never captured.
+//   - A publication FOR TABLES IN SCHEMA (patterns) does not send a table moved out of the
+//     schema at all: its return shows only a relation message like the one before, with the
+//     same name and columns. For the tables of a pattern's schema (unless the publication is
+//     FOR ALL TABLES) the stream reads the pg_class row's xmin at every relation message; when
+//     a repeated message (same name and columns, no TRUNCATE of it in between) finds the row
+//     rewritten since the previous one while the catalog gives the relation the message's
+//     name, the relation may have been away and gets a new identity (Warn "may have been
+//     moved out of it and back"). Other rewrites of the row between two such messages do the
+//     same, at the cost of a re-snapshot, never a wrong row: a RENAME and back with no change
+//     in between, GRANT and REVOKE, ALTER ... OWNER, storage parameters, ADD CONSTRAINT, a
+//     column added and dropped again, VACUUM FULL and CLUSTER (VACUUM, ANALYZE and CREATE
+//     INDEX update the row in place and do not).
+//
+// Not detected -- the changes made while away are missing from the index without a word; the
+// fix is a re-snapshot of the table (Resnapshot; mirror's reindex):
+//
+//   - under FOR TABLES IN SCHEMA, a move out and back that the xmin check cannot see: the
+//     stream restarted while the table was away (it compares only within one stream), the
+//     table's columns changed on the way (the message then differs and is read as a column
+//     change), or the stream read the catalog only after the table was back (a stream far
+//     behind the server);
+//   - ALTER PUBLICATION ... DROP TABLE and ADD TABLE again (or SET): the server stops
+//     sending the table and starts again, and nothing in the stream or in the table's
+//     catalog entry shows it.
 //
 // # Versions
 //
@@ -248,8 +304,9 @@
 // end LSN of its commit record: START_REPLICATION from there skips that transaction and
 // decodes the next. During a snapshot it also holds the floor, the tables done, the current
 // table and the primary key of the last delivered row (text form; this is row data, so
-// checkpoints are stored but never logged) and the row count. CheckpointLSN reads the
-// position for operators.
+// checkpoints are stored but never logged) and the row count. Once a relation left the
+// captured names, every checkpoint also holds the relation marks (Leaving the capture and
+// coming back). CheckpointLSN reads the position for operators.
 //
 // # Acknowledgements
 //

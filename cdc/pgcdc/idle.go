@@ -103,7 +103,7 @@ func (st *stream) writeNote(ctx context.Context, n idleNote, skip pglogrepl.LSN)
 // streaming verified, between transactions, every delivered checkpoint acknowledged, and no
 // message of its own still on the way.
 func (st *stream) idleEligible(now time.Time) bool {
-	if st.opts().IdleCheckpointInterval <= 0 || st.idleOff || !st.streaming || st.verify != nil || st.inTx || st.hasPending {
+	if st.opts().IdleCheckpointInterval <= 0 || st.idleOff || !st.streaming || st.verify != nil || st.inTx || st.hasPending || st.marksDirty {
 		return false
 	}
 	if out := st.idle.out; out != nil {
@@ -199,7 +199,8 @@ func (st *stream) handleLogicalMessage(ctx context.Context, m *pglogrepl.Logical
 	// Every captured transaction committed before the message was delivered before it. If
 	// none was delivered since the message was written and all were acknowledged, nothing
 	// the sink has not stored lies before Start.
-	if st.inTx || st.base != out.base || st.acked.Load() < uint64(out.base) || out.start <= st.idle.proven {
+	// Nor may it move past relation marks no checkpoint carries yet (identity.go).
+	if st.inTx || st.marksDirty || st.base != out.base || st.acked.Load() < uint64(out.base) || out.start <= st.idle.proven {
 		return nil
 	}
 	st.idle.proven = out.start

@@ -136,7 +136,7 @@ func TestKeepaliveCreditedOnceAcknowledged(t *testing.T) {
 	deliver := func(lsn uint64) { st.delivered.Store(lsn) }
 	ack := func(lsn uint64) {
 		t.Helper()
-		if err := st.Ack(context.Background(), encodeCheckpoint(pglogrepl.LSN(lsn), nil, nil)); err != nil {
+		if err := st.Ack(context.Background(), encodeCheckpoint(pglogrepl.LSN(lsn), nil, nil, nil)); err != nil {
 			t.Fatal(err)
 		}
 	}

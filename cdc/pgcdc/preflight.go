@@ -262,7 +262,7 @@ func (s *Source) notPublished(database string, missing []Table) error {
 // those with TOASTable columns but no REPLICA IDENTITY FULL, logging one warning for each. It
 // costs a few queries whatever the number of tables.
 func (s *Source) inspect(ctx context.Context, conn *pgx.Conn, database string, tables []Table) ([]*cdc.TableSchema, []ToastTable, error) {
-	cat := newCatalog(conn)
+	cat := s.catalog(conn)
 	ids := make([]cdc.TableID, len(tables))
 	for i, t := range tables {
 		ids[i] = s.tableID(database, t)

@@ -106,7 +106,7 @@ func (st *stream) startResnapper(ctx context.Context, state *resnapState) *resna
 	}
 	r := &resnapper{st: st, nonce: newNonce(), state: state.clone(),
 		results: make(chan *chunkResult, 1), done: make(chan struct{}), q: &txQuerier{}}
-	r.cat = newCatalog(r.q)
+	r.cat = r.st.src.catalog(r.q)
 	r.book = resnapjob.New(resnapjob.Config[tableRef]{
 		Mu: &r.mu,
 		State: func(create bool) *resnapjob.State[tableRef] {

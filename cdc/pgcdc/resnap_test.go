@@ -10,7 +10,7 @@ import (
 func TestResnapCheckpointRoundTrip(t *testing.T) {
 	rs := &resnapState{Jobs: []resnapJob{{ID: "a", Tables: []tableRef{{"s", "t"}}, Total: 2, Where: "id > 1"}, {ID: "b", All: true}},
 		Key: []string{"7", "x"}, Rows: 12}
-	d, err := decodeCheckpoint(encodeCheckpoint(0x1234, nil, rs))
+	d, err := decodeCheckpoint(encodeCheckpoint(0x1234, nil, rs, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

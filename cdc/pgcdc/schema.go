@@ -16,7 +16,9 @@ import (
 // type modifier and text decoder. It is immutable once built, so events keep the schema they
 // were made under when a later relation message replaces it.
 type tableInfo struct {
-	schema   *cdc.TableSchema
+	schema *cdc.TableSchema
+	// oid is the relation's pg_class OID (0 when unknown).
+	oid      uint32
 	oids     []uint32
 	typmods  []int32
 	decoders []decodeFunc
@@ -99,10 +101,12 @@ type querier interface {
 type catalog struct {
 	q     querier
 	types map[[2]int64]*typeDesc
+	// ident names a relation in the schemas it loads (Source.ident; relationID by default).
+	ident func(oid uint32) string
 }
 
 func newCatalog(q querier) *catalog {
-	return &catalog{q: q, types: map[[2]int64]*typeDesc{}}
+	return &catalog{q: q, types: map[[2]int64]*typeDesc{}, ident: relationID}
 }
 
 // errNoTable says the catalog has no such table.
@@ -197,7 +201,7 @@ func (c *catalog) loadTables(ctx context.Context, ids []cdc.TableID) (map[cdc.Ta
 	for _, r := range raw {
 		ti := byRel[r.rel]
 		if ti == nil {
-			ti = &tableInfo{schema: &cdc.TableSchema{ID: r.id, Relation: relationID(r.rel)}}
+			ti = &tableInfo{schema: &cdc.TableSchema{ID: r.id, Relation: c.ident(r.rel)}, oid: r.rel}
 			byRel[r.rel] = ti
 			rels = append(rels, r.rel)
 		}
@@ -253,7 +257,7 @@ func (c *catalog) loadTables(ctx context.Context, ids []cdc.TableID) (map[cdc.Ta
 // key flags of the relation message stand in (keyFlags may be nil).
 func (c *catalog) project(ctx context.Context, base *tableInfo, names []string, oids []uint32, typmods []int32, keyFlags []bool) (*tableInfo, error) {
 	id := base.schema.ID
-	ti := &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: base.schema.Relation}, deferrablePK: base.deferrablePK}
+	ti := &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: base.schema.Relation}, oid: base.oid, deferrablePK: base.deferrablePK}
 	for i, name := range names {
 		j := base.schema.ColumnIndex(name)
 		if j >= 0 && base.oids[j] == oids[i] && base.typmods[j] == typmods[i] {

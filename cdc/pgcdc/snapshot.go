@@ -48,7 +48,7 @@ type snapshotReader struct {
 func (st *stream) runSnapshot(ctx context.Context) error {
 	sp := st.plan.snapshot
 	r := &snapshotReader{st: st, plan: sp, done: slices.Clone(sp.state.Done), rows: sp.state.Rows}
-	cat := newCatalog(st.sql)
+	cat := st.src.catalog(st.sql)
 	tables, err := st.snapshotTables(ctx)
 	if err != nil {
 		return err

@@ -116,6 +116,15 @@ type Source struct {
 
 	// open is the stream of the latest Open while it runs, for Lag (caughtUp).
 	open atomic.Pointer[stream]
+
+	// marks are the relations that left the captured names or came back (identity.go), as of
+	// the event the open stream decodes; marksJSON is their checkpoint encoding. Guarded by
+	// relMu; reset by every Open from its checkpoint.
+	relMu     sync.Mutex
+	marks     map[uint32]relMark
+	marksJSON []byte
+	// pubAllTables: the publication is FOR ALL TABLES (as of the latest Open).
+	pubAllTables atomic.Bool
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -282,7 +291,7 @@ func (s *Source) LoadSchema(ctx context.Context, id cdc.TableID) (*cdc.TableSche
 		return nil, fmt.Errorf("pgcdc: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	ti, err = newCatalog(conn).loadTable(ctx, id)
+	ti, err = s.catalog(conn).loadTable(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +308,7 @@ func (s *Source) LoadCurrentSchema(ctx context.Context, id cdc.TableID) (*cdc.Ta
 		return nil, fmt.Errorf("pgcdc: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	cat := newCatalog(conn)
+	cat := s.catalog(conn)
 	ti, err := cat.loadTable(ctx, id)
 	if err != nil {
 		return nil, err
@@ -371,6 +380,7 @@ func (s *Source) ensurePublication(ctx context.Context, conn *pgx.Conn, database
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgcdc: read publication: %w", err)
 	}
+	s.pubAllTables.Store(err == nil && allTables || err != nil && len(s.opts.Tables) == 0)
 	if exists := err == nil; exists {
 		if !truncates {
 			// The server never sends what the publication does not publish: a TRUNCATE of a
@@ -538,6 +548,11 @@ func (s *Source) Open(ctx context.Context, cp cdc.Checkpoint) (_ cdc.Stream, err
 	if err := s.markOwner(ctx, sqlConn); err != nil {
 		return nil, err
 	}
+	var marks map[uint32]relMark
+	if resume != nil {
+		marks = resume.marks
+	}
+	s.resetMarks(marks)
 	schemas, toast, err := s.inspect(ctx, sqlConn, database, tables)
 	if err != nil {
 		return nil, err

@@ -74,13 +74,19 @@ type stream struct {
 	shutdownSeen  bool
 	answerTimeout time.Duration
 	relations     map[uint32]*relation
-	cat           *catalog
-	tx            txState
-	inTx          bool // between a Begin and its Commit
+	// xmins holds the pg_class xmin read at the latest relation message of each captured
+	// relation of a pattern's schema (identity.go, checkSchemaReturn).
+	xmins map[uint32]uint32
+	cat   *catalog
+	tx    txState
+	inTx  bool // between a Begin and its Commit
 	// pending is the transaction's last event so far, held back for the commit's checkpoint
 	// (hasPending says whether there is one).
 	pending    cdc.Event
 	hasPending bool
+	// marksDirty: the relation marks (identity.go) changed since the last checkpoint handed
+	// out; idle notes may not move the slot meanwhile (a restart must decode that again).
+	marksDirty bool
 
 	// base is the commit end of the last captured transaction delivered (the resume
 	// checkpoint's at the start); idle is the idle-checkpoint state and idleOff turns it off
@@ -112,9 +118,9 @@ type relation struct {
 	id       cdc.TableID
 	captured bool
 	info     *tableInfo
-	// left: the relation was captured earlier in this stream and renamed or moved to a name
-	// the source does not capture (its changes since were skipped).
-	left bool
+	// keyUnknown: the table was dropped before the stream read its changes, and its primary
+	// key is unknown (ErrKeyUnknown).
+	keyUnknown bool
 }
 
 // txState is the transaction being decoded.
@@ -133,7 +139,8 @@ func newStream(src *Source, sql *pgx.Conn, repl *pgconn.PgConn, p *plan) *stream
 		closing:   make(chan struct{}),
 		done:      make(chan struct{}),
 		relations: map[uint32]*relation{},
-		cat:       newCatalog(sess),
+		xmins:     map[uint32]uint32{},
+		cat:       src.catalog(sess),
 	}
 	st.answerTimeout = st.defaultAnswerTimeout()
 	st.acked.Store(uint64(p.start))
@@ -576,11 +583,11 @@ func (st *stream) streamCheckpoint(end pglogrepl.LSN) cdc.Checkpoint {
 			break
 		}
 	}
-	return encodeCheckpoint(end, nil, st.resnapCheckpoint())
+	return encodeCheckpoint(end, nil, st.resnapCheckpoint(), st.marksCheckpoint())
 }
 
 func (st *stream) snapshotCheckpoint(state *snapshotState) cdc.Checkpoint {
-	return encodeCheckpoint(st.plan.start, state, st.plan.resnap)
+	return encodeCheckpoint(st.plan.start, state, st.plan.resnap, st.marksCheckpoint())
 }
 
 // emit delivers ev. While the consumer is slow it keeps reporting status to the server, which

@@ -129,13 +129,13 @@ func TestBuiltinTypmods(t *testing.T) {
 }
 
 func TestCheckpointRoundTrip(t *testing.T) {
-	cp := encodeCheckpoint(0x16B3748, nil, nil)
+	cp := encodeCheckpoint(0x16B3748, nil, nil, nil)
 	d, err := decodeCheckpoint(cp)
 	if err != nil || d.lsn != 0x16B3748 || d.snap != nil {
 		t.Fatalf("%+v, %v", d, err)
 	}
 	snap := &snapshotState{Floor: "0/10", Done: []tableRef{{"public", "A"}}, Table: &tableRef{"s", "b"}, Key: []string{"7", "x"}, Rows: 12}
-	d, err = decodeCheckpoint(encodeCheckpoint(0x20, snap, nil))
+	d, err = decodeCheckpoint(encodeCheckpoint(0x20, snap, nil, nil))
 	if err != nil || d.lsn != 0x20 || d.floor != 0x10 || !reflect.DeepEqual(d.snap, snap) {
 		t.Fatalf("%+v, %v", d, err)
 	}
