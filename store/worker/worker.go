@@ -95,7 +95,8 @@ func (o *Options) withDefaults() Options {
 // Observer receives measurements; implementations must be quick and safe for concurrent use.
 type Observer interface {
 	// FetchDone reports one fetch the worker finished: every record applied or
-	// dead-lettered and the offsets committed (or the commit failed retryably).
+	// dead-lettered, or left to be delivered again because the consumer lost its partition
+	// (FetchStats.Revoked), and the offsets committed.
 	FetchDone(FetchStats)
 }
 
