@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,16 +217,25 @@ stores:
 
 	// Every call answered, before the client's deadline, one result per item of a right kind.
 	var worst time.Duration
-	items, hungCalls := 0, 0
-	kinds := map[string]int{}
+	var hungTook []time.Duration
+	items, late := 0, 0
+	kinds, hungKinds := map[string]int{}, map[string]int{}
 	for _, c := range calls {
 		items += len(c.keys)
 		if c.hung {
-			hungCalls++
+			hungTook = append(hungTook, c.took)
 			worst = max(worst, c.took)
+			for _, r := range c.results {
+				if r.Error != nil {
+					hungKinds[r.Error.Kind.String()]++
+				} else {
+					hungKinds[r.Outcome.String()]++
+				}
+			}
 		}
 		if c.err != nil {
 			if status.Code(c.err) == codes.DeadlineExceeded {
+				late++
 				t.Errorf("a call hit the client's deadline (%s, after %s): it must answer before it", hangDeadline, c.took.Round(time.Millisecond))
 			} else {
 				t.Errorf("a call failed as a whole: %v", c.err)
@@ -251,8 +261,15 @@ stores:
 	if worst > hangDeadline+10*time.Second { // generous: this only catches a call that did not answer
 		t.Errorf("the slowest call during the hang took %s (deadline %s)", worst, hangDeadline)
 	}
-	t.Logf("store timeout %s, client deadline %s, reserve %s, hung %s: %d calls (%d while hung), %d items; slowest call while hung %s; resends while hung %v; items %v",
-		hangStoreTimeout, hangDeadline, hangReserve, hangFor, len(calls), hungCalls, items, worst.Round(time.Millisecond), retriesHung, kinds)
+	slices.Sort(hungTook)
+	var median time.Duration
+	if len(hungTook) > 0 {
+		median = hungTook[len(hungTook)/2]
+	}
+	t.Logf("store timeout %s, client deadline %s, reserve %s, hung %s: %d calls, %d items (all: %v); "+
+		"while hung: %d calls, latency median %s max %s, %d hit the client's deadline, resends %v, items %v",
+		hangStoreTimeout, hangDeadline, hangReserve, hangFor, len(calls), items, kinds,
+		len(hungTook), median.Round(time.Millisecond), worst.Round(time.Millisecond), late, retriesHung, hungKinds)
 
 	// Every item of every call is counted in recordsvc_items_total, the recovery probes too.
 	eventually(t, ctx, "every item counted in recordsvc_items_total", func() bool {
