@@ -1,8 +1,10 @@
 package mirror
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +81,9 @@ type parser struct {
 	problems []ConfigProblem
 	lines    map[string]int
 	failed   map[string]bool // paths whose value could not be read
+	// sections, when not nil, records the keys of every mapping read, by the mapping's
+	// path (ConfigKeys).
+	sections map[string][]string
 }
 
 func (p *parser) bad(line int, key, format string, args ...any) {
@@ -131,6 +136,9 @@ func (p *parser) mapping(n *yaml.Node, prefix string, fields []field) {
 	for i, f := range fields {
 		names[i] = f.name
 	}
+	if p.sections != nil {
+		p.sections[where] = names
+	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -142,12 +150,13 @@ func (p *parser) mapping(n *yaml.Node, prefix string, fields []field) {
 			}
 		}
 		if j < 0 {
-			in := ""
-			if where != "" {
-				in = " in " + where + ":"
+			u := config.UnknownKeyProblem(k, where, names)
+			p.problems = append(p.problems, ConfigProblem{Line: k.Line, Problem: u.Sentence()})
+			if u.Suggestion != "" {
+				// The key it is likely a misspelling of is reported through it, not again
+				// as missing.
+				p.failed[prefix+u.Suggestion] = true
 			}
-			p.problems = append(p.problems, ConfigProblem{Line: k.Line,
-				Problem: fmt.Sprintf("unknown key %q%s (known: %s)", k.Value, in, strings.Join(names, ", "))})
 			continue
 		}
 		if seen[k.Value] {
@@ -386,9 +395,10 @@ func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {
 	})
 }
 
-// sinks reads the sinks: list: exactly one entry, which sink.ParseConfig reads (with its own
-// ${ENV} expansion: expanding here as well would turn a literal "$${" into a reference). Its
-// error is reported at the entry's line.
+// sinks reads the sinks: list: exactly one entry, which sink.ParseConfigNode reads from the
+// file's own node (with its own ${ENV} expansion: expanding here as well would turn a literal
+// "$${" into a reference), so that its problems keep their lines in the file; each is
+// reported as one of the file's, its key inside the entry ("sinks[0].config.batch").
 func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
 	if n.Kind != yaml.SequenceNode {
 		p.bad(n.Line, key, "must be a list of sink entries")
@@ -404,12 +414,87 @@ func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
 		return
 	}
 	entryKey := key + "[0]"
-	p.lines[entryKey] = n.Content[0].Line
-	b, err := yaml.Marshal(n.Content[0])
-	if err == nil {
-		*dst, err = sink.ParseConfig(b)
+	e := n.Content[0]
+	p.lines[entryKey] = e.Line
+	if p.sections != nil {
+		for _, k := range sink.EntryKeys() {
+			p.sections[entryKey] = append(p.sections[entryKey], k)
+		}
 	}
-	if err != nil {
-		p.bad(n.Content[0].Line, entryKey, "%v", err)
+	c, err := sink.ParseConfigNode(e)
+	if err == nil {
+		*dst = c
+		return
+	}
+	var se *sink.ConfigError
+	if !errors.As(err, &se) || len(se.Located) == 0 {
+		p.bad(e.Line, entryKey, "%v", err)
+		return
+	}
+	p.failed[entryKey] = true
+	for _, lp := range se.Located {
+		lp = lp.In(entryKey)
+		if lp.Line == 0 {
+			lp.Line = e.Line
+		}
+		if lp.Unknown != "" {
+			p.problems = append(p.problems, ConfigProblem{Line: lp.Line, Problem: lp.Sentence()})
+		} else {
+			p.problems = append(p.problems, ConfigProblem{Line: lp.Line, Key: lp.Key, Problem: lp.Message})
+		}
 	}
 }
+
+// everySection is a configuration that holds every section ParseConfig reads, in both
+// forms, for ConfigKeys. A new section (a mapping inside source:, say) needs its place here.
+const everySection = `
+state: s
+pipeline: p
+source: {kafka_tls: {}, kafka_sasl: {}}
+sinks: [{type: elasticsearch, config: {}}]
+runner: {}
+---
+pipelines:
+  - source: {kafka_tls: {}, kafka_sasl: {}}
+    sinks: [{type: elasticsearch, config: {}}]
+    runner: {}
+`
+
+// ConfigKeys lists every key ParseConfig accepts, as paths: "state", "source",
+// "source.kafka_tls.ca_file", "sinks[].config.batch.max_docs", "pipelines[].runner.lag_interval".
+// The keys of mirror's own sections are the ones its parser reads (recorded while it reads a
+// document holding every section), the sink entry's those of sink.EntryKeys. A configuration
+// reference is checked against it (examples/cdcmirror/CONFIG.md).
+func ConfigKeys() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(everySection))
+	for {
+		var root yaml.Node
+		if err := dec.Decode(&root); err != nil {
+			break
+		}
+		p := &parser{lines: map[string]int{}, failed: map[string]bool{}, sections: map[string][]string{}}
+		p.document(root.Content[0])
+		sections := make([]string, 0, len(p.sections))
+		for s := range p.sections {
+			sections = append(sections, s)
+		}
+		sort.Strings(sections)
+		for _, s := range sections {
+			for _, k := range p.sections[s] {
+				add(indexless.ReplaceAllString(config.JoinKey(s, k), "[]"))
+			}
+		}
+	}
+	return out
+}
+
+// indexless finds the list indices of a key path ("pipelines[0]").
+var indexless = regexp.MustCompile(`\[\d+\]`)

@@ -44,10 +44,17 @@
 // ParseConfig and LoadConfig read YAML: one pipeline at the top level (pipeline:, source:,
 // sinks:, state:, dlq:, runner:, the format examples/cdcmirror has always read) or state:
 // and pipelines:, a list of entries with name:, source:, sinks:, dlq: and runner:. sinks: is
-// the specification's list with one entry, read by sink.ParseConfig. ${NAME} is expanded from
-// the environment (internal/yamlenv). Every problem is reported at once, each with its line
-// (*ConfigError); problems never quote values, which may be secrets (FuzzMirrorConfig checks it). Validate applies the
-// same checks to a Config built in Go, naming keys as the list form writes them.
+// the specification's list with one entry, read by sink.ParseConfigNode from the file's own
+// node. ${NAME} is expanded from the environment (internal/yamlenv). Every problem is
+// reported at once (*ConfigError), each with one line of the file, in the format of
+// internal/config.Problem -- the sink entry's problems too, by their paths in the file
+// (`line 18: unknown key "number_of_replica" in sinks[0].config: did you mean
+// "number_of_replicas"? (known: ...)`, `line 24: sinks[0].config.batch.max_docs: must be a
+// whole number`); a key an unknown one is likely a misspelling of is not reported again as
+// missing. Problems never quote values, which may be secrets (FuzzMirrorConfig checks it).
+// ConfigKeys lists every key the parser accepts; examples/cdcmirror/CONFIG.md documents them
+// (a test there compares the two). Validate applies the same checks to a Config built in Go,
+// naming keys as the list form writes them.
 //
 // Names must be unique, so must dead-letter files, and two PostgreSQL pipelines on one
 // database need slots of their own (their defaults differ; see Slot and publication names). A

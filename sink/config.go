@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -183,51 +184,203 @@ const (
 	DefaultItemRetries = 3
 )
 
-// ConfigError is every problem of one sink configuration, as ParseConfig, Normalize, Validate
-// and New report it. Each problem names its key (url, auth, batch, ...), never a value: values
-// may be credentials, and even an id or an index template is not repeated back.
+// ConfigError is every problem of one sink configuration, as ParseConfig, ParseConfigNode,
+// Normalize, Validate and New report it. Each problem names its key (url, auth, batch, ...),
+// never a value: values may be credentials, and even an id or an index template is not
+// repeated back.
 type ConfigError struct {
 	Problems []string
+	// Located holds the same problems, in the same order, with their lines in the file and
+	// their key paths inside the entry ("config.batch.max_docs"; an unknown key also with the
+	// keys its section knows and a suggestion), when the configuration was read from YAML
+	// (ParseConfig, ParseConfigNode); nil for Normalize, Validate and New. A caller that read
+	// the entry as part of a larger document reports them as its own (mirror does).
+	Located []ConfigProblem
 }
+
+// ConfigProblem is one located problem of a sink entry (internal/config.Problem): Line,
+// Key, Message, and for an unknown key Unknown, Known and Suggestion. String writes it in the
+// one format of every configuration error: `line 9: unknown key "number_of_replica" in
+// config: did you mean "number_of_replicas"? (known: ...)`.
+type ConfigProblem = config.Problem
 
 func (e *ConfigError) Error() string { return "sink config: " + strings.Join(e.Problems, "; ") }
 
 func configError(problems ...string) *ConfigError { return &ConfigError{Problems: problems} }
 
-// entry is one element of the specification's sinks: list.
-type entry struct {
-	Type   string    `yaml:"type"`
-	Config yaml.Node `yaml:"config"`
+// located makes a *ConfigError of problems read from YAML.
+func located(ps []ConfigProblem) *ConfigError {
+	e := &ConfigError{Located: ps}
+	for _, p := range ps {
+		e.Problems = append(e.Problems, p.String())
+	}
+	return e
 }
 
+// entryDoc is one element of the specification's sinks: list, as it is read.
+type entryDoc struct {
+	Type   string `yaml:"type"`
+	Config Config `yaml:"config"`
+}
+
+// EntryKeys lists every key a sinks: entry accepts, as paths ("type", "config.batch",
+// "config.batch.max_docs", ...), so that a configuration reference can be checked against
+// them.
+func EntryKeys() []string { return config.Keys(reflect.TypeOf(entryDoc{})) }
+
 // ParseConfig reads one sink entry of the specification's YAML ("type: elasticsearch" and
-// "config: {...}"), expanding ${ENV} references in values, applying defaults and validating.
-// An unset variable is an error naming it; "$${" writes a literal "${". Unknown keys are
-// errors, so a misspelt option is not silently ignored. Every error is a *ConfigError, and
-// none quotes a value.
+// "config: {...}") as ParseConfigNode does.
 func ParseConfig(b []byte) (Config, error) {
-	root, err := config.Parse(b)
-	if err != nil {
-		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return Config{}, configError(strings.TrimPrefix(config.ScrubYAMLError(err).Error(), "yaml: "))
 	}
-	var e entry
-	if err := config.Decode(root, &e); err != nil {
-		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
+	if root.Kind == 0 {
+		return Config{}, located([]ConfigProblem{{Key: "config", Message: "is required"}})
+	}
+	return ParseConfigNode(&root)
+}
+
+// ParseConfigNode reads one sink entry ("type: elasticsearch" and "config: {...}") from a
+// node of a larger YAML document, so that every problem carries the line of the file that
+// document came from: expanding ${ENV} references in values, applying defaults and
+// validating. n is left as it is (the expansion works on a copy). An unset variable is an
+// error naming it; "$${" writes a literal "${". Unknown keys are errors naming the known keys
+// and the likely one, so a misspelt option is not silently ignored. Every error is a
+// *ConfigError whose Located problems carry lines and key paths ("config.batch.max_docs"),
+// and none quotes a value.
+func ParseConfigNode(n *yaml.Node) (Config, error) {
+	n = copyNode(n, map[*yaml.Node]*yaml.Node{})
+	t := reflect.TypeOf(entryDoc{})
+	if ps := config.CheckKeys(n, t, ""); len(ps) > 0 {
+		return Config{}, located(ps)
+	}
+	if ps := config.ExpandAt(n, t, ""); len(ps) > 0 {
+		return Config{}, located(ps)
+	}
+	var e entryDoc
+	if err := config.DecodeAt(n, &e, ""); err != nil {
+		var ps config.Problems
+		if errors.As(err, &ps) {
+			return Config{}, located(ps)
+		}
+		return Config{}, configError(err.Error())
+	}
+	m := n
+	if m.Kind == yaml.DocumentNode && len(m.Content) == 1 {
+		m = m.Content[0]
 	}
 	if e.Type != "elasticsearch" {
-		return Config{}, configError(`type must be "elasticsearch"`)
+		return Config{}, located([]ConfigProblem{{Line: keyLine(m, "type", m.Line), Key: "type", Message: `must be "elasticsearch"`}})
 	}
-	if e.Config.Kind == 0 || (e.Config.Kind == yaml.ScalarNode && e.Config.Tag == "!!null") {
-		return Config{}, configError("missing config:")
+	cn := childNode(m, "config")
+	if cn == nil || (cn.Kind == yaml.ScalarNode && cn.Tag == "!!null") {
+		return Config{}, located([]ConfigProblem{{Line: keyLine(m, "config", m.Line), Key: "config", Message: "is required"}})
 	}
-	var c Config
-	if err := config.Decode(&e.Config, &c); err != nil {
-		return Config{}, configError(strings.TrimPrefix(err.Error(), "yaml: "))
-	}
+	c := e.Config
 	if err := c.Normalize(); err != nil {
-		return Config{}, err
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			return Config{}, err
+		}
+		ps := make([]ConfigProblem, len(ce.Problems))
+		for i, msg := range ce.Problems {
+			ps[i] = locate(cn, keyLine(m, "config", m.Line), msg)
+		}
+		return Config{}, located(ps)
 	}
 	return c, nil
+}
+
+// locate places a problem of Validate in the entry: at the key its message starts with
+// ("auth: type basic needs ...", "urls[1] must be ...", "keyless must be ..."), else at
+// config:.
+func locate(cn *yaml.Node, line int, msg string) ConfigProblem {
+	p := ConfigProblem{Line: line, Key: "config", Message: msg}
+	tok := msg
+	if i := strings.IndexAny(tok, " :"); i >= 0 {
+		tok = tok[:i]
+	}
+	name, idx, _ := strings.Cut(tok, "[")
+	k := childKey(cn, name)
+	if k == nil {
+		return p
+	}
+	p.Line = k.Line
+	if idx != "" {
+		if v := childNode(cn, name); v != nil && v.Kind == yaml.SequenceNode {
+			var i int
+			if _, err := fmt.Sscanf(idx, "%d]", &i); err == nil && i >= 0 && i < len(v.Content) {
+				p.Line = v.Content[i].Line
+			}
+		}
+	}
+	if rest, ok := strings.CutPrefix(msg, tok+": "); ok {
+		p.Key, p.Message = "config."+tok, rest
+	}
+	return p
+}
+
+// childKey is the key node of name in mapping n, nil when absent.
+func childKey(n *yaml.Node, name string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == name {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+// childNode is the value node of name in mapping n, nil when absent.
+func childNode(n *yaml.Node, name string) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == name {
+			v := n.Content[i+1]
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+// keyLine is the line of key name in mapping n, or def.
+func keyLine(n *yaml.Node, name string, def int) int {
+	if k := childKey(n, name); k != nil {
+		return k.Line
+	}
+	return def
+}
+
+// copyNode copies a node tree deeply (aliases to the copies of their anchors).
+func copyNode(n *yaml.Node, done map[*yaml.Node]*yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if c, ok := done[n]; ok {
+		return c
+	}
+	c := *n
+	done[n] = &c
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, e := range n.Content {
+		c.Content[i] = copyNode(e, done)
+	}
+	c.Alias = copyNode(n.Alias, done)
+	return &c
 }
 
 // AutoCreate reports auto_create_index with its default (true).

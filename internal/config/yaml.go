@@ -1,10 +1,13 @@
 package config
 
 import (
-	"bytes"
 	"errors"
+	"reflect"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -25,21 +28,235 @@ func Parse(b []byte) (*yaml.Node, error) {
 }
 
 // Decode decodes n into v refusing keys v has no field for, so that a misspelt option is an
-// error naming it and its line instead of being ignored. Decoding errors are scrubbed
-// ([ScrubYAMLError]).
-func Decode(n *yaml.Node, v any) error {
-	// yaml.Node.Decode has no KnownFields switch: go through the encoder once.
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	if err := enc.Encode(n); err != nil {
-		return err
+// error naming it and its line instead of being ignored. It is [DecodeAt] at the top level.
+func Decode(n *yaml.Node, v any) error { return DecodeAt(n, v, "") }
+
+// DecodeAt decodes n, the node of section (a key path such as "config" or "sinks[0].config";
+// "" for a whole document), into v. Every unknown key ([CheckKeys]) is reported first, with
+// its line, section, known keys and suggestion; then n is decoded as it is -- lines stay
+// those of the file n was read from -- and each value of the wrong type is reported with its
+// line and key path ("must be a whole number"). The error is [Problems] and quotes no value.
+func DecodeAt(n *yaml.Node, v any, section string) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return errors.New("config: DecodeAt needs a pointer")
 	}
-	dec := yaml.NewDecoder(&buf)
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		return ScrubYAMLError(err)
+	if ps := CheckKeys(n, t.Elem(), section); len(ps) > 0 {
+		return ps
 	}
-	return nil
+	err := n.Decode(v)
+	if err == nil {
+		return nil
+	}
+	return valueProblems(n, t.Elem(), section, err)
+}
+
+// valueAt is a value node the walker met: its line, its key path and the Go type it decodes
+// into.
+type valueAt struct {
+	line int
+	path string
+	typ  reflect.Type
+	node *yaml.Node
+}
+
+// values lists the value nodes of n with their key paths and types, in document order.
+func values(n *yaml.Node, t reflect.Type, path string, out *[]valueAt, depth int) {
+	if n == nil || depth > 100 {
+		return
+	}
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 1 {
+			values(n.Content[0], t, path, out, depth+1)
+		}
+		return
+	}
+	*out = append(*out, valueAt{n.Line, path, t, n})
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if opaque(t) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		keys, _ := structKeys(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" && k.Tag == "!!merge" {
+				values(v, t, path, out, depth+1)
+				continue
+			}
+			for _, f := range keys {
+				if f.name == k.Value {
+					values(v, f.typ, JoinKey(path, k.Value), out, depth+1)
+				}
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, e := range n.Content {
+			values(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", out, depth+1)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			values(n.Content[i+1], t.Elem(), JoinKey(path, n.Content[i].Value), out, depth+1)
+		}
+	}
+}
+
+// ExpandAt is [yamlenv.ExpandNode] for the node of section that decodes into the Go type t:
+// every ${NAME} in a value is expanded in place, and every reference that cannot be (an unset
+// variable, a malformed reference) is a problem naming its line and key path, all at once.
+func ExpandAt(n *yaml.Node, t reflect.Type, section string) Problems {
+	var at []valueAt
+	values(n, t, section, &at, 0)
+	paths := make(map[*yaml.Node]string, len(at))
+	for _, a := range at {
+		paths[a.node] = a.path
+	}
+	var ps Problems
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		if depth > 100 {
+			return
+		}
+		switch n.Kind {
+		case yaml.ScalarNode:
+			if err := yamlenv.ExpandNode(n); err != nil {
+				key, ok := paths[n]
+				if !ok {
+					key = section
+				}
+				ps = append(ps, Problem{Line: n.Line, Key: key,
+					Message: strings.TrimPrefix(err.Error(), "line "+strconv.Itoa(n.Line)+": ")})
+			}
+		case yaml.MappingNode:
+			for i := 1; i < len(n.Content); i += 2 {
+				walk(n.Content[i], depth+1)
+			}
+		default:
+			for _, c := range n.Content {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(n, 0)
+	return ps
+}
+
+// lineMessage is yaml's "line N: message", from a type error or an Unmarshaler.
+var lineMessage = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
+
+// valueProblems turns a decoding error of n into Problems: each message's line finds the
+// value's key path (on a line holding several values, the one whose Go type the message
+// names), and the message says what the value must be, never what it was.
+func valueProblems(n *yaml.Node, t reflect.Type, section string, err error) error {
+	var msgs []string
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	} else {
+		msgs = []string{err.Error()}
+	}
+	var at []valueAt
+	values(n, t, section, &at, 0)
+	var ps Problems
+	for _, m := range msgs {
+		sm := lineMessage.FindStringSubmatch(m)
+		if sm == nil {
+			ps = append(ps, Problem{Key: section, Message: scrub(strings.TrimPrefix(m, "yaml: "))})
+			continue
+		}
+		line, _ := strconv.Atoi(sm[1])
+		msg := sm[2]
+		goType := ""
+		if cu := cannotUnmarshal.FindStringSubmatch("line " + sm[1] + ": " + msg); cu != nil {
+			goType = cu[3]
+		}
+		var cands []valueAt
+		for _, a := range at {
+			if a.line == line {
+				cands = append(cands, a)
+			}
+		}
+		pick := valueAt{line: line, path: section}
+		switch {
+		case len(cands) == 1:
+			pick = cands[0]
+		case len(cands) > 1:
+			// The innermost value of the type the message names; without a type (an
+			// Unmarshaler's own message), the innermost that unmarshals itself.
+			pick = cands[len(cands)-1]
+			for i := len(cands) - 1; i >= 0; i-- {
+				c := cands[i]
+				if (goType != "" && c.typ.String() == goType) || (goType == "" && opaque(c.typ) && c.typ.Kind() != reflect.Interface) {
+					pick = c
+					break
+				}
+			}
+		}
+		p := Problem{Line: line, Key: pick.path}
+		if goType != "" {
+			p.Message = "must be " + TypeWord(pick.typ)
+			if strings.Contains(msg, "!!int") && isNumber(pick.typ) {
+				p.Message = "must be a whole number within the range of " + goType
+			}
+		} else {
+			p.Message = scrub(msg)
+		}
+		ps = append(ps, p)
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Line < ps[j].Line })
+	return ps
+}
+
+// scrub cuts what a message of yaml quotes of a value.
+func scrub(m string) string { return quoted.ReplaceAllString(ScrubYAMLMessage(m), "") }
+
+func isNumber(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// TypeWord says in words what a value of Go type t is written as: "a whole number", "true or
+// false", "a duration such as \"30s\"", "a list", "a mapping", "text".
+func TypeWord(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeOf(Duration(0)) || t == reflect.TypeOf(time.Duration(0)):
+		return `a duration such as "30s"`
+	case isNumber(t):
+		return "a whole number"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a mapping"
+	}
+	return "text"
 }
 
 // ScrubYAMLError keeps yaml's messages (line numbers, field names, the Go type a value
