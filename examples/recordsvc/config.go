@@ -1,27 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	internalconfig "github.com/tributary-dev/tributary/internal/config"
-	"github.com/tributary-dev/tributary/internal/yamlenv"
 )
 
 // config is a recordsvc configuration file. CONFIG.md documents every field; keep the two in
@@ -222,10 +219,13 @@ func loadConfig(path string) (*config, error) {
 	return c, nil
 }
 
-// parseConfig decodes a configuration. Keys are checked first, on the file as written, by a
-// decoder with KnownFields, so an unknown key is reported with its line whatever the values;
-// then ${NAME} references in values are expanded and the expanded tree is decoded and
-// validated. Errors name keys and lines, never values: after expansion a value may be a secret.
+// parseConfig decodes a configuration. Keys are checked first, on the file as written, against
+// the configuration types (internal/config.CheckKeys), so an unknown key is reported with its
+// line whatever the values; then ${NAME} references in values are expanded and the expanded
+// tree is decoded and validated. Every problem is written in the format of every
+// configuration error of the project (internal/config.Problem): one line of the file, the
+// key's path, and for an unknown key its section, the keys the section knows and a
+// did-you-mean. Errors never quote values: after expansion a value may be a secret.
 func parseConfig(b []byte) (*config, error) {
 	c, err := decodeConfig(b)
 	if err != nil {
@@ -240,188 +240,60 @@ type configError struct{ msg string }
 
 func (e *configError) Error() string { return e.msg }
 
+// configType is the Go type a configuration file decodes into.
+var configType = reflect.TypeOf(config{})
+
 // decodeConfig reports every problem at once: unknown keys, values of the wrong type and
 // invalid values, in that order, joined by "; ". Only a file that is not YAML, or a ${NAME}
 // that cannot be expanded, stops it early.
 func decodeConfig(b []byte) (*config, error) {
-	var problems []string
-	note := func(err error) {
-		if err != nil {
-			problems = append(problems, err.Error())
-		}
-	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return nil, internalconfig.ScrubYAMLError(err)
 	}
-	note(checkKnownFields(b))
 	if len(root.Content) == 0 {
 		return nil, errors.New("the configuration is empty: it needs at least stores:")
 	}
-	paths := map[int]string{}
-	if err := expandNode(root.Content[0], "", paths); err != nil {
-		note(err)
-		return nil, errors.New(strings.Join(problems, "; "))
+	problems := internalconfig.CheckKeys(&root, configType, "")
+	if ps := internalconfig.ExpandAt(&root, configType, ""); len(ps) > 0 {
+		return nil, append(problems, ps...)
 	}
 	var c config
 	// A value of the wrong type is left at its zero value, the default: the others are still
 	// validated.
-	if err := root.Decode(&c); err != nil {
-		note(scrubTypeError(err, paths))
+	if err := internalconfig.DecodeValues(&root, &c, ""); err != nil {
+		var ps internalconfig.Problems
+		if !errors.As(err, &ps) {
+			return nil, err
+		}
+		problems = append(problems, ps...)
 	}
 	c.withDefaults()
-	note(c.validate())
+	if err := c.validate(); err != nil {
+		// A key that an unknown one is likely a misspelling of, or whose value could not be
+		// read, is reported through that problem, not again as missing.
+		misspelt := map[string]bool{}
+		for _, p := range problems {
+			switch {
+			case p.Suggestion != "":
+				misspelt[internalconfig.JoinKey(p.Key, p.Suggestion)] = true
+			case p.Unknown == "":
+				misspelt[p.Key] = true
+			}
+		}
+		lines := internalconfig.KeyLines(&root)
+		for _, p := range err.(internalconfig.Problems) {
+			if misspelt[p.Key] {
+				continue
+			}
+			p.Line = internalconfig.LineOf(lines, p.Key)
+			problems = append(problems, p)
+		}
+	}
 	if len(problems) > 0 {
-		return nil, errors.New(strings.Join(problems, "; "))
+		return nil, problems
 	}
 	return &c, nil
-}
-
-var unknownField = regexp.MustCompile(`(?s)^line (\d+): field (.*) not found in type main\.(\w+)$`)
-
-// checkKnownFields reports every key the configuration types do not have. Only those errors
-// count here: a type error may be a ${NAME} that expands to the right type later.
-func checkKnownFields(b []byte) error {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	var c config
-	err := dec.Decode(&c)
-	var te *yaml.TypeError
-	if errors.Is(err, io.EOF) {
-		return nil // an empty file: reported after expansion
-	}
-	if err == nil {
-		return nil
-	}
-	if !errors.As(err, &te) {
-		return internalconfig.ScrubYAMLError(err)
-	}
-	var msgs []string
-	for _, m := range te.Errors {
-		if sm := unknownField.FindStringSubmatch(m); sm != nil && !strings.Contains(m, "cannot unmarshal") {
-			msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q in %s", sm[1], sm[2], sectionOf(sm[3])))
-		}
-	}
-	if len(msgs) > 0 {
-		return errors.New(strings.Join(msgs, "; "))
-	}
-	return nil
-}
-
-// sectionOf names the configuration section a Go type decodes.
-func sectionOf(goType string) string {
-	switch goType {
-	case "config":
-		return "the top level"
-	case "storeConfig":
-		return "a stores.<name> entry"
-	case "storeHealthConfig":
-		return "stores.<name>.health"
-	case "storeTLSConfig":
-		return "stores.<name>.tls"
-	case "queueConfig":
-		return "stores.<name>.queue"
-	case "createTopicsConfig":
-		return "stores.<name>.queue.create_topics"
-	case "tlsConfig":
-		return "stores.<name>.queue.tls"
-	case "saslConfig":
-		return "stores.<name>.queue.sasl"
-	case "workerConfig":
-		return "stores.<name>.queue.worker"
-	}
-	return strings.TrimSuffix(goType, "Config") + ":"
-}
-
-// expandNode replaces ${NAME} in scalar values (never keys) and records, for each line that
-// holds a value, the dotted path of its key, so decoding errors can name the field.
-func expandNode(n *yaml.Node, path string, paths map[int]string) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if path != "" {
-			paths[n.Line] = path
-		}
-		if !strings.Contains(n.Value, "${") && !strings.Contains(n.Value, "$${") {
-			return nil
-		}
-		v, err := yamlenv.Expand(n.Value)
-		if err != nil {
-			return fmt.Errorf("line %d (%s): %w", n.Line, path, err)
-		}
-		n.Value = v
-		if n.Style == 0 {
-			// An unquoted ${PORT} takes the type of what it expands to; a quoted one is text.
-			n.Tag = ""
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i].Value
-			sub := key
-			if path != "" {
-				sub = path + "." + key
-			}
-			paths[n.Content[i].Line] = sub
-			if err := expandNode(n.Content[i+1], sub, paths); err != nil {
-				return err
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			if err := expandNode(c, path+"["+strconv.Itoa(i)+"]", paths); err != nil {
-				return err
-			}
-		}
-	case yaml.DocumentNode, yaml.AliasNode:
-		for _, c := range n.Content {
-			if err := expandNode(c, path, paths); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-var typeErrorLine = regexp.MustCompile(`(?s)^line (\d+): cannot unmarshal (!!\w+)(?: ` + "`" + `.*` + "`" + `)? into (.+)$`)
-
-// scrubTypeError rewrites yaml's type errors to name the field by its path and drop the value.
-func scrubTypeError(err error, paths map[int]string) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return internalconfig.ScrubYAMLError(err)
-	}
-	msgs := make([]string, 0, len(te.Errors))
-	for _, m := range te.Errors {
-		sm := typeErrorLine.FindStringSubmatch(m)
-		if sm == nil {
-			// Other messages (a bad duration) do not quote the value either way; keep the line.
-			line, _, _ := strings.Cut(m, ":")
-			msgs = append(msgs, line+": invalid value")
-			continue
-		}
-		line, _ := strconv.Atoi(sm[1])
-		field := paths[line]
-		if field == "" {
-			field = "?"
-		}
-		msgs = append(msgs, fmt.Sprintf("line %d: %s: expected %s", line, field, typeWord(sm[3])))
-	}
-	return errors.New(strings.Join(msgs, "; "))
-}
-
-func typeWord(goType string) string {
-	switch {
-	case goType == "time.Duration", goType == "*time.Duration":
-		return "a duration such as 250ms or 5s"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "a whole number"
-	case goType == "bool":
-		return "true or false"
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "main."), strings.HasPrefix(goType, "*main."):
-		return "a mapping"
-	}
-	return "text"
 }
 
 // checkMode refuses a mode that runs workers when no store has a queue: there would be
@@ -502,11 +374,12 @@ func (c *config) withDefaults() {
 
 var storeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// validate reports every invalid value at once, each naming its field.
+// validate reports every invalid value at once, each naming its field: an
+// internalconfig.Problems without lines (decodeConfig adds them).
 func (c *config) validate() error {
-	var errs []string
+	var errs internalconfig.Problems
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+		errs = append(errs, internalconfig.Problem{Key: field, Message: fmt.Sprintf(format, args...)})
 	}
 	checkAddr := func(field, v string, allowOff bool) {
 		if allowOff && v == "off" {
@@ -607,7 +480,7 @@ func (c *config) validate() error {
 	}
 	c.checkTopicsOwned(names, bad)
 	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
+		return errs
 	}
 	return nil
 }

@@ -15,10 +15,10 @@ import (
 
 func TestConfigUnknownKeysNamed(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
-		{"listne: {grpc: 127.0.0.1:0}\nstores: {m: {kind: memory}}", `line 1: unknown key "listne" in the top level`},
-		{"stores:\n  m:\n    kind: memory\n    urll: [x]", `line 4: unknown key "urll" in a stores.<name> entry`},
-		{"stores:\n  m:\n    kind: memory\n    queue:\n      kind: kafka\n      brokerz: [a:1]", `line 6: unknown key "brokerz" in stores.<name>.queue`},
-		{"lua: {max_instruction: 5}\nstores: {m: {kind: memory}}", `unknown key "max_instruction" in lua:`},
+		{"listne: {grpc: 127.0.0.1:0}\nstores: {m: {kind: memory}}", `line 1: unknown key "listne" at the top level: did you mean "listen"? (known: mode, listen, limits, service, coalesce, lua, health, shutdown, log, stores)`},
+		{"stores:\n  m:\n    kind: memory\n    urll: [x]", `line 4: unknown key "urll" in stores.m: did you mean "urls"? (known: kind, uri, metadata_field, max_concurrency, ferretdb, urls, dataset_ttl, skip_dataset_check, username, password, api_key, timeout, tls, health, queue)`},
+		{"stores:\n  m:\n    kind: memory\n    queue:\n      kind: kafka\n      brokerz: [a:1]", `line 6: unknown key "brokerz" in stores.m.queue: did you mean "brokers"? (known: kind, topic, dead_letter_topic, group, partitions, brokers, client_id, dial_timeout, request_timeout, delivery_timeout, max_fetch, fetch_max_wait, session_timeout, create_topics, tls, sasl, worker)`},
+		{"lua: {max_instruction: 5}\nstores: {m: {kind: memory}}", `line 1: unknown key "max_instruction" in lua: did you mean "max_instructions"?`},
 	} {
 		_, err := parseConfig([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -43,11 +43,11 @@ extra: true
 	}
 	for _, want := range []string{
 		`line 1: unknown key "bogus" in listen:`,
-		`line 5: unknown key "colour" in a stores.<name> entry`,
-		`line 7: unknown key "extra" in the top level`,
-		`health.interval`,
-		`limits.max_items: must not be negative`,
-		`stores.other.kind: must be memory`,
+		`line 5: unknown key "colour" in stores.main: (known: kind,`,
+		`line 7: unknown key "extra" at the top level: (known: mode,`,
+		`line 3: health.interval: must be a duration such as "30s"`,
+		`line 2: limits.max_items: must not be negative`,
+		`line 6: stores.other.kind: must be memory`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
@@ -111,7 +111,7 @@ func TestConfigTopicsSharedOnlyWhereSafe(t *testing.T) {
 func TestConfigTypeErrorsNameFieldNotValue(t *testing.T) {
 	t.Setenv("RECORDSVC_TEST_SECRET", "hunter2-secret")
 	_, err := parseConfig([]byte("limits:\n  max_items: ${RECORDSVC_TEST_SECRET}\nstores: {m: {kind: memory}}"))
-	if err == nil || !strings.Contains(err.Error(), "limits.max_items: expected a whole number") {
+	if err == nil || !strings.Contains(err.Error(), "line 2: limits.max_items: must be a whole number") {
 		t.Fatalf("error %v, want it to name limits.max_items", err)
 	}
 	if strings.Contains(err.Error(), "hunter2") {

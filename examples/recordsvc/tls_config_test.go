@@ -30,7 +30,7 @@ func TestConfigStoreCredentialsAndTLSRefusals(t *testing.T) {
 		{"stores: {s: {kind: mongodb, uri: 'mongodb://h', password: " + v + "}}", "MongoDB's credentials go in the uri"},
 		{"stores: {s: {kind: mongodb, uri: 'mongodb://h/?tls=true&tlsCAFile=/" + v + "', tls: {server_name: h}}}", "stores.s.tls: is set, and the uri has TLS options"},
 		{"stores: {s: {kind: mongodb, uri: 'mongodb://h', tls: {key_file: " + v + "}}}", "stores.s.tls: cert_file and key_file go together"},
-		{"stores: {s: {kind: elasticsearch, urls: ['https://h:9200'], tls: {ca_fil: x}}}", `unknown key "ca_fil" in stores.<name>.tls`},
+		{"stores: {s: {kind: elasticsearch, urls: ['https://h:9200'], tls: {ca_fil: x}}}", `line 1: unknown key "ca_fil" in stores.s.tls: did you mean "ca_file"? (known: ca_file, ca, cert_file, key_file, server_name)`},
 	} {
 		_, err := parseConfig([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

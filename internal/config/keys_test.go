@@ -170,3 +170,17 @@ func TestExpandAt(t *testing.T) {
 		t.Fatalf("DecodeAt does not expand: %q %v", d.Name, err)
 	}
 }
+
+// TestKeyLines: every key and list element by its path, and a problem's line found from its
+// key or the nearest enclosing one.
+func TestKeyLines(t *testing.T) {
+	lines := KeyLines(parse(t, "a:\n  b: 1\n  c:\n    - x\n    - {d: 2}\n"))
+	for key, want := range map[string]int{"a": 1, "a.b": 2, "a.c": 3, "a.c[1]": 5, "a.c[1].d": 5, "a.c[0]": 4} {
+		if lines[key] != want {
+			t.Errorf("line of %s: %d, want %d", key, lines[key], want)
+		}
+	}
+	if LineOf(lines, "a.c[1].e") != 5 || LineOf(lines, "a.z") != 1 || LineOf(lines, "q") != 0 {
+		t.Errorf("LineOf: %d %d %d", LineOf(lines, "a.c[1].e"), LineOf(lines, "a.z"), LineOf(lines, "q"))
+	}
+}

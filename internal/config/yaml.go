@@ -44,11 +44,77 @@ func DecodeAt(n *yaml.Node, v any, section string) error {
 	if ps := CheckKeys(n, t.Elem(), section); len(ps) > 0 {
 		return ps
 	}
+	return DecodeValues(n, v, section)
+}
+
+// DecodeValues is [DecodeAt] without the check of keys (a caller that reported unknown keys
+// itself and goes on to report the values too): keys v has no field for are ignored, and
+// each value of the wrong type is a [Problem] with its line and key path. A value that fails
+// is left at its zero value; the others are decoded.
+func DecodeValues(n *yaml.Node, v any, section string) error {
+	t := reflect.TypeOf(v)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return errors.New("config: DecodeValues needs a pointer")
+	}
 	err := n.Decode(v)
 	if err == nil {
 		return nil
 	}
 	return valueProblems(n, t.Elem(), section, err)
+}
+
+// KeyLines maps the path of every key of n ("listen.grpc", "stores.main.urls") and of every
+// list element ("stores.main.urls[1]") to its line, so that a problem found after decoding,
+// named by its path, can be given its line ([LineOf]).
+func KeyLines(n *yaml.Node) map[string]int {
+	out := map[string]int{}
+	var walk func(n *yaml.Node, path string, depth int)
+	walk = func(n *yaml.Node, path string, depth int) {
+		if n == nil || depth > 100 {
+			return
+		}
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := JoinKey(path, n.Content[i].Value)
+				if _, dup := out[k]; !dup {
+					out[k] = n.Content[i].Line
+				}
+				walk(n.Content[i+1], k, depth+1)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				k := path + "[" + strconv.Itoa(i) + "]"
+				out[k] = c.Line
+				walk(c, k, depth+1)
+			}
+		}
+	}
+	walk(n, "", 0)
+	return out
+}
+
+// LineOf is the line of key in lines ([KeyLines]), or of its nearest enclosing key; 0 when
+// none is in the file.
+func LineOf(lines map[string]int, key string) int {
+	for k := key; k != ""; {
+		if l, ok := lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
 }
 
 // valueAt is a value node the walker met: its line, its key path and the Go type it decodes
