@@ -22,7 +22,8 @@ import (
 )
 
 // config is a recordsvc configuration file. CONFIG.md documents every field; keep the two in
-// step. Zero values mean the documented default, which withDefaults fills in.
+// step (TestConfigReference fails when a key is missing there, or documented but absent).
+// Zero values mean the documented default, which withDefaults fills in.
 type config struct {
 	Mode     string                  `yaml:"mode"`
 	Listen   listenConfig            `yaml:"listen"`
