@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
 )
 
@@ -172,7 +173,7 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 	if repeated {
 		return nil
 	}
-	keyUnknown := false
+	gone := false // the catalog no longer has the relation under this name
 	ti := st.src.cached(id)
 	if ti == nil || ti.schema.Relation != rel || !ti.sameColumns(names, oids, typmods) || (m.ReplicaIdentity == 'd' && !ti.keyIs(keys)) {
 		fresh, err := st.cat.loadTable(ctx, id)
@@ -187,8 +188,10 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 			// Dropped or renamed since this point of the WAL: the relation message describes
 			// the columns, and the key is the one the stream or the cache saw, or else the
 			// message's key flags -- the primary key only under the default replica identity.
-			fresh = st.knownInfo(oid, prev, id, rel)
-			keyUnknown = len(fresh.schema.PrimaryKey) == 0 && m.ReplicaIdentity != 'd'
+			if fresh, err = st.knownInfo(ctx, oid, prev, id, rel); err != nil {
+				return err
+			}
+			gone = true
 		case err != nil:
 			return err
 		default:
@@ -210,6 +213,7 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		}
 		ti = p
 	}
+	keyUnknown := gone && len(ti.schema.PrimaryKey) == 0 && m.ReplicaIdentity != 'd'
 	if keyUnknown {
 		st.opts().Logger.Warn("pgcdc: a table was dropped before its changes were read and its primary key is unknown: its row changes are dead-lettered",
 			"table", id.String(), "relation", rel, "replica_identity", string(rune(m.ReplicaIdentity)))
@@ -221,25 +225,42 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 	return nil
 }
 
-// knownInfo is what the stream knows of a relation the catalog no longer has (dropped, or
-// renamed since this point of the WAL), under its name now (id) and identity (rel): the
-// schema of its previous relation message, or one cached under any name, so that its primary
-// key survives; else a schema without columns and key (the relation message's describe it).
-func (st *stream) knownInfo(oid uint32, prev *relation, id cdc.TableID, rel string) *tableInfo {
+// knownInfo is what the stream knows of a relation the catalog does not have under the name
+// the relation message gives (id): dropped, or renamed since this point of the WAL. Under that
+// name and its identity (rel): the schema of its previous relation message, or one cached
+// under any name, or the catalog's under the name it bears now, so that its primary key
+// survives; else (dropped, never seen) a schema without columns and key (the relation
+// message's describe them).
+func (st *stream) knownInfo(ctx context.Context, oid uint32, prev *relation, id cdc.TableID, rel string) (*tableInfo, error) {
 	var known *tableInfo
 	if prev != nil && prev.info != nil && prev.info.oid == oid && len(prev.info.schema.PrimaryKey) > 0 {
 		known = prev.info
-	} else {
-		known = st.src.cachedRelation(oid)
+	} else if known = st.src.cachedRelation(oid); known == nil {
+		var t Table
+		err := st.sess.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&t.Schema, &t.Name)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return nil, fmt.Errorf("pgcdc: read the catalog entry of %s: %w", id, err)
+		default:
+			ti, err := st.cat.loadTable(ctx, st.src.tableID(st.plan.database, t))
+			if err != nil && !errors.Is(err, errNoTable) {
+				return nil, err
+			}
+			if err == nil && ti.oid == oid {
+				known = ti
+			}
+		}
 	}
 	if known == nil {
-		return &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: rel}, oid: oid}
+		return &tableInfo{schema: &cdc.TableSchema{ID: id, Relation: rel}, oid: oid}, nil
 	}
 	k := *known
 	sc := *known.schema
 	sc.ID, sc.Relation = id, rel
 	k.schema = &sc
-	return &k
+	return &k, nil
 }
 
 // ErrKeyUnknown is the Malformed reason of the row changes of a table dropped before the

@@ -142,13 +142,15 @@
 // type OIDs, typmods, and key flags under the default replica identity) differ from the cache
 // reloads the catalog; if the catalog has moved on further (a replayed stream, a dropped
 // table) or a publication column list narrows the table, the event schema is the relation
-// message's columns, described from their types. The primary key of a relation the catalog no
-// longer has (dropped, or renamed again since) is the one the stream knew: from its earlier
-// relation message, or a schema the Source cached under any name (the tables listed at Open,
-// and those loaded since, for the Source's life: a new process knows only what its Open
-// lists). Else, under the default replica identity, the relation message's key flags, which
-// mark the primary key; under REPLICA IDENTITY FULL (every column flagged), USING INDEX (the
-// index's columns) or NOTHING they do not, the key is unknown, and the table's row changes
+// message's columns, described from their types. The primary key of a relation the catalog
+// does not have under the message's name (dropped, or renamed again since) is the one the
+// stream knew: from its earlier relation message, or a schema the Source cached under any
+// name (the tables listed at Open, and those loaded since, for the Source's life: a new
+// process knows only what its Open lists), or the catalog's under the name the relation
+// bears now (renamed since). Else (dropped), under the default replica identity, the
+// relation message's key flags, which mark the primary key; under REPLICA IDENTITY FULL
+// (every column flagged), USING INDEX (the index's columns) or NOTHING they do not, the key
+// is unknown, and the table's row changes
 // are Malformed with ErrKeyUnknown -- the runner dead-letters them with the reason
 // "malformed: pgcdc: the table was dropped before its changes were read and its primary key
 // is unknown ...", which holds no row data; a Warn line names the table. Schemas are never
@@ -197,7 +199,9 @@
 //     there comes with a relation message under the name not captured, which marks it away,
 //     with the captured name it left when the stream saw it under one. A relation first seen
 //     away (the stream started while it was) counts as having left whichever captured name
-//     it comes back to. No change while away: no message, and nothing was missed.
+//     it comes back to: it gets a new identity there, and a name it had left (if another)
+//     keeps its documents, as after a move out. No change while away: no message, and
+//     nothing was missed.
 //     The marks are part of every later checkpoint ("rels", by OID; checkpoints without it
 //     have none), so a restart resumes with them and the same WAL gives the same identities;
 //     until a checkpoint carries a new mark, idle notes do not move the slot (a restart

@@ -341,11 +341,12 @@ func TestPatternOutAndBack(t *testing.T) {
 	}
 }
 
-// TestDroppedFullTableKey: the changes of a REPLICA IDENTITY FULL table dropped before the
-// stream read them. A table the Source knew (listed at Open, then renamed and dropped while
-// the stream was closed) keeps its primary key; one it never saw (created, written and
-// dropped while the stream was closed) has no known key: its row changes are dead-lettered
-// with ErrKeyUnknown, whose text holds no row data.
+// TestDroppedFullTableKey: the changes of a REPLICA IDENTITY FULL table the catalog no longer
+// has under their name when the stream reads them. A table the Source knew (listed at Open,
+// then renamed and dropped while the stream was closed) keeps its primary key; so does one
+// renamed since (the catalog has it under its new name); one it never saw (created, written
+// and dropped while the stream was closed) has no known key: its row changes are
+// dead-lettered with ErrKeyUnknown, whose text holds no row data.
 func TestDroppedFullTableKey(t *testing.T) {
 	dsn := testenv.Require(t, testenv.PostgresDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -379,7 +380,10 @@ func TestDroppedFullTableKey(t *testing.T) {
 		"ALTER TABLE "+qs+".k RENAME TO k2", "INSERT INTO "+qs+".k2 VALUES ('"+secret+"', 7)", "DROP TABLE "+qs+".k2",
 		"CREATE TABLE "+qs+".f (n text, id int PRIMARY KEY)", "ALTER TABLE "+qs+".f REPLICA IDENTITY FULL",
 		"INSERT INTO "+qs+".f VALUES ('"+secret+"', 8)", "UPDATE "+qs+".f SET n = 'x'", "DELETE FROM "+qs+".f",
-		"DROP TABLE "+qs+".f", "INSERT INTO "+qs+".mk VALUES (2)"); err != nil {
+		"DROP TABLE "+qs+".f",
+		"CREATE TABLE "+qs+".g (n text, id int PRIMARY KEY)", "ALTER TABLE "+qs+".g REPLICA IDENTITY FULL",
+		"INSERT INTO "+qs+".g VALUES ('"+secret+"', 9)", "ALTER TABLE "+qs+".g RENAME TO g2",
+		"INSERT INTO "+qs+".mk VALUES (2)"); err != nil {
 		t.Fatal(err)
 	}
 	if st, err = src.Open(ctx, cp); err != nil {
@@ -401,6 +405,10 @@ func TestDroppedFullTableKey(t *testing.T) {
 			if ev.Malformed != nil || !slices.Equal(ev.Schema.PrimaryKey, []int{1}) {
 				t.Errorf("k2 %v: key %v, malformed %v; want the key [1] known from Open", ev.Op, ev.Schema.PrimaryKey, ev.Malformed)
 			}
+		case "g":
+			if ev.Malformed != nil || !slices.Equal(ev.Schema.PrimaryKey, []int{1}) {
+				t.Errorf("g %v: key %v, malformed %v; want the key [1] of the catalog's g2", ev.Op, ev.Schema.PrimaryKey, ev.Malformed)
+			}
 		case "f":
 			if !errors.Is(ev.Malformed, pgcdc.ErrKeyUnknown) {
 				t.Errorf("f %v: malformed %v, want ErrKeyUnknown (key %v)", ev.Op, ev.Malformed, ev.Schema.PrimaryKey)
@@ -412,7 +420,7 @@ func TestDroppedFullTableKey(t *testing.T) {
 		}
 		got = append(got, ev.Table.Table+":"+ev.Op.String())
 	}
-	if want := []string{"k2:insert", "f:insert", "f:update", "f:delete"}; !slices.Equal(got, want) {
+	if want := []string{"k2:insert", "f:insert", "f:update", "f:delete", "g:insert"}; !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 }
