@@ -1,6 +1,8 @@
 // Package doccheck holds the tests that keep the repository's Markdown true to the tree: every
-// relative link of the README, docs/, the CHANGELOG and the configuration references names a
-// file that exists (and, with #anchor, a heading of it), and every cdcmirror configuration shown
-// in docs/production.md (a ```yaml block whose first line is "# cdcmirror...") is accepted by
-// cdcmirror's own parser, mirror.ParseConfig. It has no code of its own.
+// relative link of the README, docs/, DESIGN.md, the CHANGELOG and the configuration references
+// names a file that exists (and, with #anchor, a heading of it); every docs/production.md#anchor
+// named outside the Markdown (alert rules' runbook links, dashboards, units) is a heading of the
+// guide; and every cdcmirror configuration shown in docs/production.md (a ```yaml block whose
+// first line is "# cdcmirror...") is accepted by cdcmirror's own parser, mirror.ParseConfig. It
+// has no code of its own.
 package doccheck

@@ -177,3 +177,45 @@ func TestProductionGuideConfigs(t *testing.T) {
 		}
 	}
 }
+
+var guideAnchorRE = regexp.MustCompile(`docs/production\.md#([A-Za-z0-9_-]+)`)
+
+// TestGuideAnchorsNamedElsewhere: every docs/production.md#anchor that a file outside the
+// Markdown pages names (alert rules' runbook links, dashboards, units) is a heading of the guide.
+func TestGuideAnchorsNamedElsewhere(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs/production.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := anchors(string(b))
+	n := 0
+	for _, dir := range []string{"observability", "packaging", "examples"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if d.IsDir() || strings.HasSuffix(path, ".md") {
+				return nil
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			for _, m := range guideAnchorRE.FindAllStringSubmatch(string(data), -1) {
+				n++
+				if !have[m[1]] {
+					t.Errorf("%s names docs/production.md#%s: no heading with that anchor", rel, m[1])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d references checked", n)
+}
