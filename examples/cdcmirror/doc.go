@@ -28,9 +28,12 @@
 //
 // # Configuration
 //
-// The format of package mirror (mirror.ParseConfig): one pipeline at the top level --
+// CONFIG.md beside this file is the reference: every key of both forms, with its type,
+// default, meaning and an example (TestConfigReference fails when a key the parser accepts is
+// missing there, or documented but absent). In short, the format of package mirror
+// (mirror.ParseConfig): one pipeline at the top level --
 // pipeline: (its name, given once: it keys the checkpoint and owns the indices), source:, the
-// specification's sinks: list with one entry (read by sink.ParseConfig, so every sink option
+// specification's sinks: list with one entry (read by sink.ParseConfigNode, so every sink option
 // applies), state: (the bbolt state file), dlq: (the dead-letter file, JSON lines) and
 // runner: (batch_max_events, batch_max_bytes, batch_max_wait, max_in_flight, backoff_min, backoff_max,
 // stall_threshold, backpressure_threshold, unanswered_threshold, lag_threshold, lag_interval;
@@ -50,7 +53,9 @@
 //
 // ${NAME} in any value is replaced by the environment variable; "$${" is a literal "${".
 // Every problem of the file -- unknown keys, bad values, missing settings -- is reported at
-// once, each with its line, and exits with status 2. Errors never quote values (they may be
+// once, each with one line of the file and its key (an unknown key with its section, the
+// likely key and the known ones: `line 18: unknown key "number_of_replica" in
+// sinks[0].config: did you mean "number_of_replicas"? (known: ...)`), and exits with status 2. Errors never quote values (they may be
 // secrets); the dsn and the sink's credentials are never logged. Relative paths are relative
 // to the working directory.
 //
