@@ -3,6 +3,7 @@
 // names a file that exists (and, with #anchor, a heading of it); every docs/production.md#anchor
 // named outside the Markdown (alert rules' runbook links, dashboards, units) is a heading of the
 // guide; and every cdcmirror configuration shown in docs/production.md (a ```yaml block whose
-// first line is "# cdcmirror...") is accepted by cdcmirror's own parser, mirror.ParseConfig. It
+// first line is "# cdcmirror...") is accepted by cdcmirror's own parser, mirror.ParseConfig; every
+// cdcmirror_/recordsvc_ metric name it shows in code is one the collectors define. It
 // has no code of its own.
 package doccheck

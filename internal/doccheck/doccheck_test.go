@@ -219,3 +219,64 @@ func TestGuideAnchorsNamedElsewhere(t *testing.T) {
 	}
 	t.Logf("%d references checked", n)
 }
+
+var (
+	metricSpanRE = regexp.MustCompile(`^(cdcmirror|recordsvc)_([a-z_]+?)(\*|\{.*\})?$`)
+	quotedRE     = regexp.MustCompile(`"([a-z][a-z0-9_]*)"`)
+)
+
+// exported returns the metric names the collectors' sources define: cdcmirror's are
+// mirrorprom's names under the namespace cdcmirror sets, recordsvc's its metrics.go's.
+func exported(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, f := range []struct{ prefix, path string }{
+		{"cdcmirror_", "mirror/mirrorprom/mirrorprom.go"},
+		{"recordsvc_", "examples/recordsvc/metrics.go"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, f.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range quotedRE.FindAllStringSubmatch(string(b), -1) {
+			out[f.prefix+strings.TrimPrefix(m[1], f.prefix)] = true
+		}
+	}
+	return out
+}
+
+// TestGuideMetricNames: every metric name docs/production.md shows in `code` (a name, a name
+// with labels, or a prefix ending in _*) is one the binaries export.
+func TestGuideMetricNames(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs/production.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := exported(t)
+	n := 0
+	for _, span := range codeRE.FindAllString(string(b), -1) {
+		m := metricSpanRE.FindStringSubmatch(strings.Trim(span, "`"))
+		if m == nil || m[2] == "" {
+			continue
+		}
+		name := m[1] + "_" + m[2]
+		n++
+		if m[3] == "*" {
+			found := false
+			for h := range have {
+				found = found || strings.HasPrefix(h, name)
+			}
+			if !found {
+				t.Errorf("docs/production.md: no metric starts with %s", name)
+			}
+			continue
+		}
+		if !have[name] {
+			t.Errorf("docs/production.md: metric %s is not exported (mirror/mirrorprom, examples/recordsvc/metrics.go)", name)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("docs/production.md: only %d metric names found", n)
+	}
+	t.Logf("%d metric names checked", n)
+}
