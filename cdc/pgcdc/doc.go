@@ -220,7 +220,10 @@
 //     same, at the cost of a re-snapshot, never a wrong row: a RENAME and back with no change
 //     in between, GRANT and REVOKE, ALTER ... OWNER, storage parameters, ADD CONSTRAINT, a
 //     column added and dropped again, VACUUM FULL and CLUSTER (VACUUM, ANALYZE and CREATE
-//     INDEX update the row in place and do not).
+//     INDEX update the row in place and do not). The new identity goes into the checkpoints
+//     like a mark; but the check reads the catalog as it is now, so a stream that decodes the
+//     return again from an earlier checkpoint may not repeat it, and gives the relation its
+//     former identity: another reset and re-read, never a wrong row.
 //
 // Not detected -- the changes made while away are missing from the index without a word; the
 // fix is a re-snapshot of the table (Resnapshot; mirror's reindex):
