@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tributary-dev/tributary/internal/estest"
+	"github.com/tributary-dev/tributary/internal/mirrortest"
+	"github.com/tributary-dev/tributary/internal/obscheck"
+	"github.com/tributary-dev/tributary/internal/testenv"
+)
+
+// TestCommandObservability runs what the binary runs over a PostgreSQL table (a snapshot,
+// then streamed changes, lag measured every second) into the first engine, and fails naming
+// every metric or label observability/'s cdcmirror dashboard and rules use that its /metrics
+// does not export. Every cdcmirror metric appears once a PostgreSQL pipeline has snapshotted,
+// streamed a batch and measured its lag (the dead-letter and re-snapshot series are read from
+// the status and exported at 0), so none is listed as conditional. At the end the index
+// equals the table row by row.
+func TestCommandObservability(t *testing.T) {
+	pgDSN := testenv.Require(t, testenv.PostgresDSN)
+	eng := mirrortest.Engines[0] // the names do not depend on the engine
+	node := &mirrortest.Node{Node: estest.Connect(t, eng.Name, testenv.Require(t, eng.URLVar))}
+	node.EnforceAutoCreateRule(t)
+	exprs, err := obscheck.AllExprs("cdcmirror")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sfx := estest.RandomHex(t, 4)
+	pg := mirrortest.NewPostgres(t, pgDSN, "db39_obs_"+sfx)
+	slot := "db39_obs_" + sfx
+	index := "db39-obs-" + pg.Name()
+	node.DeleteAtCleanup(t, index)
+	source := fmt.Sprintf("      type: postgres\n      dsn: \"${%s}\"\n      tables: [public.%s]\n      slot: %s\n      publication: %s\n",
+		testenv.PostgresDSN, pg.Name(), slot, slot)
+	cfgPath := writeCommandConfig(t, t.TempDir(), eng, commandConfig{Pipeline: "pg", Source: source, SinkID: "es-obs",
+		Index: "db39-obs-{table}", Runner: "{batch_max_wait: 50ms, lag_interval: 1s}"})
+	pg.Exec(t, pg.Insert(1, 100)...)
+
+	run := startCommand(t, cfgPath)
+	pg.Exec(t, mirrortest.Changes(pg, 101, 120)...)
+	run.waitFor(index+" convergence", node.Converged(t, index, pg, 150))
+
+	// Lag is measured once a second: poll until every name is there; WaitFor's bound only
+	// catches a hang, and its failure prints the last answer: what is missing.
+	run.waitFor("every metric of the dashboard and rules exported", func() string {
+		_, text := run.get("/metrics")
+		exported, err := obscheck.ParseExposition(text)
+		if err != nil {
+			return err.Error()
+		}
+		if missing := obscheck.Missing(exprs, exported, nil, nil); len(missing) > 0 {
+			return "observability/'s cdcmirror dashboard and rules use what the running binary does not export:\n" +
+				strings.Join(missing, "\n")
+		}
+		return ""
+	})
+	pg.Exec(t, mirrortest.Changes(pg, 121, 130)...)
+	run.waitFor(index+" convergence after the scrape", node.Converged(t, index, pg, 150))
+	run.stop()
+}
