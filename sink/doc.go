@@ -341,7 +341,9 @@
 // this pipeline never wrote (no record) has nothing to empty. Without auto_create_index the
 // new generation is created without a mapping, as the first one was. A Truncate whose schema
 // has no columns (package mysqlcdc, a reader behind the DDL that no longer knows the
-// relation's columns) is applied the same way, its relation identity kept (Schema events). A
+// relation's columns) is applied the same way, its relation identity kept (Schema events);
+// of a table this pipeline never wrote, it creates the index (its fields mapped from the rows
+// to come) so that the relation is bound and its entry reported. A
 // Truncate writes no row, so the checks of a table's rows do not apply to it: a schema without
 // a key (keyless) empties the table all the same (its rows are still dead-lettered); only an
 // index name or column name the cluster cannot take dead-letters it. Where the exact path is

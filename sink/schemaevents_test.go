@@ -264,11 +264,21 @@ func TestRelationEnteredOnceByTruncates(t *testing.T) {
 	}
 	wantEntered(t, log.take(), TableEntered{Table: fresh.ID, Cause: EnteredReplaced})
 	sameDocs(t, "a new name", liveDocs(t, f, k, fresh.ID), map[string]int64{"4": 52})
-	// Alone in its batch: nothing to empty (no record); the first row reports the name new.
+	// Alone in their batches (a relation renamed in, read from behind): the index is created,
+	// the relation entered once (a re-snapshot), its fields mapped from the rows to come.
 	other := relSchema("other", "61")
-	if dead := write(t, k, []cdc.Event{trunc(&cdc.TableSchema{ID: other.ID, Relation: "60"}, 60)}); len(dead) != 0 {
-		t.Fatalf("truncate without columns of a new name: dead letters %v", dead)
+	for _, b := range [][]cdc.Event{{trunc(&cdc.TableSchema{ID: other.ID, Relation: "60"}, 60)},
+		{trunc(&cdc.TableSchema{ID: other.ID, Relation: "61"}, 61)}} {
+		if dead := write(t, k, b); len(dead) != 0 {
+			t.Fatalf("truncate without columns of a new name: dead letters %v", dead)
+		}
 	}
-	write(t, k, []cdc.Event{ev(cdc.Insert, other, 62, nil, row(5, "five", 5))})
-	wantEntered(t, log.take(), TableEntered{Table: other.ID, Cause: EnteredNew})
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: other.ID, Cause: EnteredReplaced}))
+	write(t, k, []cdc.Event{ev(cdc.Read, other, 62, nil, row(5, "five", 5))})
+	wantEntered(t, log.take())
+	sameDocs(t, "entered without columns", liveDocs(t, f, k, other.ID), map[string]int64{"5": 62})
+	g, _ := k.Generations(other.ID)
+	if ix := f.Index(g.Live); len(ix.Dynamic) != 0 || len(ix.Props) != len(other.Columns) {
+		t.Fatalf("fields of an index entered without columns: %v, mapped dynamically %v", ix.Props, ix.Dynamic)
+	}
 }

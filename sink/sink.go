@@ -615,7 +615,13 @@ func (s *Sink) claimAll(ctx context.Context, acts []action) error {
 				return s.requestError(err, "reading the table's records")
 			}
 			if !known {
-				continue
+				if r.bare == nil {
+					continue
+				}
+				// A Truncate without columns announcing a relation (MariaDB, a reader behind
+				// the DDL): the index is created, its fields mapped from the rows to come, so
+				// that the relation is bound and its entry reported (a re-snapshot).
+				a.schema = r.bare
 			}
 		}
 		if err := s.checkBindings([]action{a}); err != nil {
