@@ -184,6 +184,19 @@ func (m *Mirror) Pipelines() []string {
 	return out
 }
 
+// DeadLettersByTable returns how many events each table of the pipeline has had written to
+// its dead-letter file by this process since Open, keyed by cdc.TableID.String() (nil for
+// none, or an unknown pipeline). cdc.Progress.DeadLetters is the pipeline's total; the file
+// itself may hold older records. Safe to call at any time from any goroutine.
+func (m *Mirror) DeadLettersByTable(pipeline string) map[string]int64 {
+	for _, p := range m.pipes {
+		if p.name == pipeline && p.dlq != nil {
+			return p.dlq.counts()
+		}
+	}
+	return nil
+}
+
 // ErrResnapshotUnsupported is Resnapshot's error for a pipeline whose source cannot read
 // tables again while streaming.
 var ErrResnapshotUnsupported = errors.New("mirror: the pipeline's source cannot re-snapshot while streaming")

@@ -148,6 +148,9 @@ type dlqFile struct {
 	path string
 	mu   sync.Mutex
 	f    *cdc.FileDLQ
+	// byTable counts the records written since Open per table (cdc.TableID.String()): what
+	// Mirror.DeadLettersByTable reports. Table names only, never row data.
+	byTable map[string]int64
 }
 
 var _ cdc.DeadLetterWriter = (*dlqFile)(nil)
@@ -189,7 +192,32 @@ func (d *dlqFile) WriteDeadLetters(ctx context.Context, records []cdc.DeadLetter
 	if f == nil {
 		return errors.New("cdc: dead-letter file " + d.path + ": not opened")
 	}
-	return f.WriteDeadLetters(ctx, records)
+	if err := f.WriteDeadLetters(ctx, records); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byTable == nil {
+		d.byTable = make(map[string]int64)
+	}
+	for i := range records {
+		d.byTable[records[i].Event.Table.String()]++
+	}
+	return nil
+}
+
+// counts is a copy of byTable (nil when nothing was written).
+func (d *dlqFile) counts() map[string]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.byTable) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(d.byTable))
+	for t, n := range d.byTable {
+		out[t] = n
+	}
+	return out
 }
 
 // Close closes the file if it was opened.

@@ -58,7 +58,13 @@ func runMirror(ctx context.Context, cfg *mirror.Config, f runFlags, stderr io.Wr
 		if err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		srv := &http.Server{Handler: newMux(reg, m, newReindexes(ctx)), ReadHeaderTimeout: 5 * time.Second}
+		rx, hist := newReindexes(ctx), newLagHistory(lagSampleKeep)
+		hctx, stopHist := context.WithCancel(ctx)
+		defer stopHist()
+		go hist.run(hctx, m, lagSampleEvery)
+		mux := newMux(reg, m, rx)
+		addStatusPage(mux, m, rx, hist)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -66,7 +72,7 @@ func runMirror(ctx context.Context, cfg *mirror.Config, f runFlags, stderr io.Wr
 			_ = srv.Shutdown(sctx)
 		}()
 		base := "http://" + ln.Addr().String()
-		log.Info("serving metrics", "url", base+"/metrics", "health", base+"/healthz", "status", base+"/status")
+		log.Info("serving metrics", "url", base+"/metrics", "health", base+"/healthz", "status", base+"/status", "page", base+"/")
 		if listening != nil {
 			listening(ln.Addr())
 		}
