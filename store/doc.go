@@ -188,10 +188,10 @@
 // and its queue offset was not committed before the record's partition was read again -- the
 // worker's process died between a round and the commit that follows it, or its group
 // membership was lost (a broker pause or partition longer than the session timeout) with a
-// round applied and not yet committed. The worker commits after every round and applies
-// nothing more while a commit fails, so this is at most one round, at most one fetch, per
-// partition owner; store/worker's "Delivery guarantees" gives the detail, and counts the
-// redeliveries it sees. A put or delete applied twice leaves the same record (a conditional
+// round applied and not yet committed. The worker commits after every round and starts no
+// further fetch while a commit fails, so this is at most the rounds in flight -- two
+// fetches at most, one when they share a record -- per partition owner; store/worker's
+// "Delivery guarantees" gives the detail, and counts the redeliveries it sees. A put or delete applied twice leaves the same record (a conditional
 // one is dead-lettered the second time); a merge applied twice applies its program twice
 // unless the program is idempotent (keeps the ids of the operations it applied).
 //

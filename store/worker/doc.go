@@ -43,6 +43,12 @@
 // reports the dependency waves a fetch forms (the most records of one address), and Rounds
 // the calls it took.
 //
+// Two fetches may be applied at once: when the next fetch holds no record of an address the
+// fetch in flight holds (their keys differ), it starts without waiting -- so a backend that
+// takes several batches at once (Elasticsearch, OpenSearch) is kept busy -- and neither can
+// hold up or overtake the other; a fetch sharing an address waits until the one in flight
+// ended. Fetches are reported to the Observer in order.
+//
 // After every round the worker finishes what it applied and dead-lettered and commits (see
 // "Delivery guarantees"). Before every round it drops the records of partitions the consumer
 // no longer owns, when the consumer can tell (kafkaqueue.Consumer.Owns): they are delivered
@@ -81,15 +87,18 @@
 // after it rejoined -- read it again. Exactly these cases:
 //
 //   - the process dies (or Run's ctx ends) after a round applied records and before the
-//     commit that follows the round: at most that round's records, at most one fetch
-//     (kafkaqueue Config.MaxFetch, default 1000);
+//     commit that follows the round: at most the rounds in flight -- one, or two when two
+//     fetches of different records are applied at once -- so at most two fetches
+//     (kafkaqueue Config.MaxFetch, default 1000, each);
 //   - the group membership is lost (a broker pause or a network partition longer than the
 //     session timeout, a process paused that long) while a round is in flight, or after it
-//     applied records and before its commit reached the broker: again at most that round.
-//     The worker commits after every round and, while a commit fails, retries it and applies
-//     nothing more, so applied-but-uncommitted work never grows beyond one round; a fetch it
-//     read ahead, or records held back for a later round, whose partition was revoked or lost
-//     meanwhile are not applied at all (the consumer's Owns);
+//     applied records and before its commit reached the broker: again at most the rounds in
+//     flight. The worker commits after every round and, while a commit fails, retries it
+//     and starts no further fetch, so applied-but-uncommitted work never grows beyond them;
+//     a fetch it read ahead, or records held back for a later round, whose partition was
+//     revoked or lost meanwhile are not applied at all (the consumer's Owns). When the
+//     worker learns of the loss from its own commit rather than from a heartbeat, franz-go
+//     rejoins keeping the partitions and the retried commit succeeds: nothing is repeated;
 //   - a rebalance revokes partitions from this live member while a round applies records of
 //     them: the consumer commits the finished prefix before giving them up, and the records
 //     of the round in flight, finished too late, are applied again by their new owner.

@@ -174,6 +174,8 @@ func TestFaultWorkerLostMembershipBoundsDuplicates(t *testing.T) {
 	s := stats.get()
 	t.Logf("%d merges, %d applied twice; the worker counted %d redelivered and left %d of lost partitions, in %d rounds",
 		merges, doubled, s.Redelivered, s.Revoked, s.Rounds)
+	// Every fetch holds records of the same 40 addresses, so one is in flight at a time: the
+	// bound is one round per lost membership.
 	if bound := losses * maxFetch; doubled > bound {
 		t.Fatalf("%d merges applied twice after %d lost memberships, more than the round in flight each (%d)", doubled, losses, bound)
 	}

@@ -167,9 +167,12 @@ type Worker struct {
 	// Owned by the reading goroutine: the decoder and the table counting a fetch's waves.
 	dec   accepted.Decoder
 	depth addrTable
-	// highest is, per partition, the highest offset Run finished (owned by Run's goroutine):
-	// a message at or below it is a redelivery.
+	// highest is, per partition, the highest offset Run finished: a message at or below it
+	// is a redelivery. Guarded by mu, as commitFailing: two fetches may be in flight.
+	mu      sync.Mutex
 	highest map[topicPartition]int64
+	// commitFailing is set while a commit fails: no second fetch starts meanwhile.
+	commitFailing atomic.Bool
 	// spare holds fetches whose processing ended, for the reader to fill again: their slices
 	// keep their capacity, so a steady stream of fetches allocates no per-fetch arrays.
 	spare chan *fetched
@@ -252,21 +255,40 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-fetchCtx.Done():
 		}
 	}()
+	// At most two fetches are in flight: the one applied longest, and a later one that has
+	// no record of an address of it (so neither can hold up or overtake the other), started
+	// once its turn came and no commit is failing.
+	var prev *flight
 	for {
 		select {
 		case <-w.stop:
-			return nil // first, so that a fetch read ahead is left for the next worker
+			return w.landAll(ctx, prev) // first, so that a fetch read ahead is left for the next worker
 		default:
 		}
 		var f *fetched
+		var landed <-chan struct{} // the flight in the air ending before the next fetch comes
+		if prev != nil {
+			landed = prev.done
+		}
 		select {
 		case <-w.stop:
-			return nil
+			return w.landAll(ctx, prev)
 		case <-ctx.Done():
+			w.landAll(ctx, prev) //nolint:errcheck // ctx's error is Run's
 			return ctx.Err()
+		case <-landed:
+			err := w.landAll(ctx, prev)
+			prev = nil
+			if err != nil {
+				return err
+			}
+			continue
 		case f = <-ahead:
 		}
 		if f.err != nil {
+			if err := w.landAll(ctx, prev); err != nil {
+				return err
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -278,20 +300,76 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.log.Error("worker: stopped", slog.String("error", f.err.Error()))
 			return f.err
 		}
-		start := w.o.Now()
-		stats, err := w.process(ctx, f)
-		w.recycle(f)
-		if err != nil {
-			w.finalCommit(ctx)
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return ctx.Err()
+		if prev != nil && (prev.f.overlaps(f) || w.commitFailing.Load()) {
+			err := w.land(prev)
+			prev = nil
+			if err != nil {
+				w.recycle(f)
+				return w.stopped(ctx, err)
 			}
-			w.log.Error("worker: stopped", slog.String("error", err.Error()))
-			return err
 		}
-		stats.Duration = w.o.Now().Sub(start)
-		w.o.Observer.FetchDone(stats)
+		cur := w.launch(ctx, f)
+		if prev != nil {
+			if err := w.land(prev); err != nil {
+				w.land(cur) //nolint:errcheck // the first failure is Run's
+				return w.stopped(ctx, err)
+			}
+		}
+		prev = cur
 	}
+}
+
+// flight is a fetch being processed on a goroutine of its own.
+type flight struct {
+	f     *fetched
+	start time.Time
+	stats FetchStats
+	err   error
+	done  chan struct{}
+}
+
+// launch starts processing f.
+func (w *Worker) launch(ctx context.Context, f *fetched) *flight {
+	fl := &flight{f: f, start: w.o.Now(), done: make(chan struct{})}
+	go func() {
+		defer close(fl.done)
+		fl.stats, fl.err = w.process(ctx, f)
+	}()
+	return fl
+}
+
+// land waits for a flight to end, reports it and recycles its fetch.
+func (w *Worker) land(fl *flight) error {
+	<-fl.done
+	w.recycle(fl.f)
+	if fl.err != nil {
+		return fl.err
+	}
+	fl.stats.Duration = w.o.Now().Sub(fl.start)
+	w.o.Observer.FetchDone(fl.stats)
+	return nil
+}
+
+// landAll lands the flight still in the air, if any, and returns nil, or Run's error when it
+// failed.
+func (w *Worker) landAll(ctx context.Context, fl *flight) error {
+	if fl == nil {
+		return nil
+	}
+	if err := w.land(fl); err != nil {
+		return w.stopped(ctx, err)
+	}
+	return nil
+}
+
+// stopped ends Run after a fetch failed: it commits what was finished and returns the error.
+func (w *Worker) stopped(ctx context.Context, err error) error {
+	w.finalCommit(ctx)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return ctx.Err()
+	}
+	w.log.Error("worker: stopped", slog.String("error", err.Error()))
+	return err
 }
 
 // Stop asks Run to return after the fetch in hand and waits until it did or ctx ended.
@@ -326,7 +404,27 @@ type fetched struct {
 	ops     []store.QueuedOp
 	msgs    []queue.Message
 	dead    []deadLetter // messages not applied: malformed, or of another store
-	err     error
+	// keys are the hashes of the records' keys, sorted, one per address: two fetches whose
+	// keys differ have no record in common and may be applied at once.
+	keys []uint64
+	err  error
+}
+
+// overlaps says whether two fetches may hold records of one address (their keys' hashes
+// meet; a false positive only costs concurrency).
+func (f *fetched) overlaps(g *fetched) bool {
+	a, b := f.keys, g.keys
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] == b[0]:
+			return true
+		case a[0] < b[0]:
+			a = a[1:]
+		default:
+			b = b[1:]
+		}
+	}
+	return false
 }
 
 // recycle hands a processed fetch back to the reader. It drops the fetch's references to
@@ -335,7 +433,7 @@ func (w *Worker) recycle(f *fetched) {
 	clear(f.recs)
 	clear(f.ops)
 	clear(f.msgs)
-	*f = fetched{recs: f.recs[:0], ops: f.ops[:0], msgs: f.msgs[:0]}
+	*f = fetched{recs: f.recs[:0], ops: f.ops[:0], msgs: f.msgs[:0], keys: f.keys[:0]}
 	select {
 	case w.spare <- f:
 	default:
@@ -396,6 +494,7 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 	}
 	f.records = len(msgs)
 	w.depth.reset(len(msgs))
+	defer func() { slices.Sort(f.keys) }()
 	for _, m := range msgs {
 		rec, err := w.dec.DecodeShared(m.Value)
 		if err != nil {
@@ -411,7 +510,12 @@ func (w *Worker) decode(msgs []queue.Message) *fetched {
 			f.dead = append(f.dead, deadLetter{msg: m, reason: ReasonOtherStore, kind: store.KindInvalid.String()})
 			continue
 		}
-		f.waves = max(f.waves, w.depth.add(&rec.Op.Addr, f.recs)+1)
+		h := w.depth.hash(&rec.Op.Addr)
+		d := w.depth.add(h, &rec.Op.Addr, f.recs)
+		if d == 0 {
+			f.keys = append(f.keys, h)
+		}
+		f.waves = max(f.waves, d+1)
 		f.recs = append(f.recs, rec)
 		f.ops = append(f.ops, rec.Queued())
 		f.msgs = append(f.msgs, m)
@@ -449,10 +553,12 @@ func (t *addrTable) reset(n int) {
 	clear(t.slots)
 }
 
-// add counts a record of *a and returns how many of a's records came before it. recs are the
-// fetch's records so far: this one is appended to them next.
-func (t *addrTable) add(a *store.Address, recs []accepted.Record) int {
-	h := maphash.Comparable(t.seed, a.Key) | 1
+// hash is the table's hash of a's key, never 0.
+func (t *addrTable) hash(a *store.Address) uint64 { return maphash.Comparable(t.seed, a.Key) | 1 }
+
+// add counts a record of *a, whose hash is h, and returns how many of a's records came before
+// it. recs are the fetch's records so far: this one is appended to them next.
+func (t *addrTable) add(h uint64, a *store.Address, recs []accepted.Record) int {
 	mask := len(t.slots) - 1
 	for i := int(h) & mask; ; i = (i + 1) & mask {
 		s := &t.slots[i]
@@ -604,6 +710,8 @@ func (w *Worker) finish(msgs []queue.Message) {
 
 // noteFinished remembers, per partition, the highest offset this worker finished.
 func (w *Worker) noteFinished(msgs []queue.Message) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for i := range msgs {
 		m := &msgs[i]
 		tp := topicPartition{m.Topic, m.Partition}
@@ -617,6 +725,8 @@ func (w *Worker) noteFinished(msgs []queue.Message) {
 // in their partition: delivered again, after a lost membership, a rebalance that brought the
 // partition back, or a commit that did not happen.
 func (w *Worker) redelivered(f *fetched) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	n := 0
 	count := func(m *queue.Message) {
 		if off, ok := w.highest[topicPartition{m.Topic, m.Partition}]; ok && m.Offset <= off {
@@ -770,6 +880,7 @@ func (w *Worker) commitProgress(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		err := w.c.Commit(ctx)
 		if err == nil {
+			w.commitFailing.Store(false)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -778,6 +889,7 @@ func (w *Worker) commitProgress(ctx context.Context) error {
 		if !queue.Retryable(err) {
 			return fmt.Errorf("worker: commit: %w", err)
 		}
+		w.commitFailing.Store(true)
 		if attempt%w.o.MaxAttempts == 0 {
 			w.log.Warn("worker: commit keeps failing; applying nothing more until it succeeds", slog.String("error", err.Error()), slog.Int("attempts", attempt))
 		}
