@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
@@ -22,6 +23,11 @@ type historySink struct {
 	mu       sync.Mutex
 	last     map[string]map[int][]byte // table and _id (rowKey) -> JSON column -> the last value seen (nil: NULL)
 	resolved map[string]map[int][]byte // eventKey -> JSON column -> the value Unchanged stood for
+	// schemas: the schema cases' trace of what the source said about each table -- every
+	// truncate and every change of the description a table's events carry (relation, columns,
+	// key), in the order written -- logged by a failing case (schemaTrace).
+	schemas   []string
+	lastShape map[string]string // table -> its events' last description
 }
 
 func newHistorySink(k *sink.Sink) *historySink {
@@ -52,6 +58,7 @@ func (h *historySink) record(batch []cdc.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ev := range batch {
+		h.traceSchema(ev)
 		if ev.Op == cdc.Truncate {
 			// The table's documents are gone (a truncate is mirrored: sink/doc.go).
 			pfx := rowKey(ev, "")
@@ -106,4 +113,29 @@ func (h *historySink) unchangedJSON(ev cdc.Event, i int) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.resolved[eventKey(id, ev)][i]
+}
+
+// traceSchema records ev in the schema trace when it is a truncate or its description differs
+// from the table's last one.
+func (h *historySink) traceSchema(ev cdc.Event) {
+	tbl := ev.Table.Schema + "." + ev.Table.Table
+	if ev.Table.Schema == "" {
+		tbl = ev.Table.Database + "." + ev.Table.Table
+	}
+	shape := eventSchemaNote(cdc.Event{Schema: ev.Schema})
+	if ev.Op != cdc.Truncate && h.lastShape[tbl] == shape {
+		return
+	}
+	if h.lastShape == nil {
+		h.lastShape = map[string]string{}
+	}
+	h.lastShape[tbl] = shape
+	h.schemas = append(h.schemas, tbl+" "+ev.Op.String()+eventSchemaNote(ev))
+}
+
+// schemaTrace returns the schema trace (traceSchema).
+func (h *historySink) schemaTrace() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.schemas)
 }

@@ -655,6 +655,26 @@ func compareCase(ctx context.Context, t *testing.T, d dialect, node *estest.Node
 	return compareDocs(t, d, ci, tb, rows, searchAll(t, node, index), dead, hist)
 }
 
+// eventSchemaNote describes an event's position and the schema it carried (relation, columns,
+// key), for the verbose log of a dead letter: which description the source decoded it with.
+func eventSchemaNote(ev cdc.Event) string {
+	var b strings.Builder
+	if ev.Position != nil {
+		fmt.Fprintf(&b, " position=%s version=%d", ev.Position, ev.Position.Version())
+	}
+	if ev.Schema == nil {
+		return b.String() + " schema=nil"
+	}
+	var key []string
+	for _, i := range ev.Schema.PrimaryKey {
+		if i >= 0 && i < len(ev.Schema.Columns) {
+			key = append(key, ev.Schema.Columns[i].Name)
+		}
+	}
+	fmt.Fprintf(&b, " schema={relation %q, %d columns, key %v}", ev.Schema.Relation, len(ev.Schema.Columns), key)
+	return b.String()
+}
+
 // compareDocs derives every row's expected document from rows (a read-back of tb) and compares
 // docs (an index's documents by _id) and the dead letters of tb's changes with them.
 func compareDocs(t *testing.T, d dialect, ci caseInfo, tb *table, rows [][]*string, docs map[string]json.RawMessage, dead []cdc.DeadLetterRecord, hist *historySink) []failure {
@@ -711,7 +731,7 @@ func compareDocs(t *testing.T, d dialect, ci caseInfo, tb *table, rows [][]*stri
 			} else if rec.Event.Before != nil {
 				before = fmt.Sprintf("before image without the key: %d values", len(rec.Event.Before))
 			}
-			t.Logf("dead letter id=%q (%s) op=%s reason=%s", id, before, rec.Event.Op, rec.Reason)
+			t.Logf("dead letter id=%q (%s) op=%s%s reason=%s", id, before, rec.Event.Op, eventSchemaNote(rec.Event), rec.Reason)
 		}
 		for id, raw := range docs {
 			t.Logf("document id=%q %s", id, short(string(raw)))

@@ -427,6 +427,11 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 			return err == nil && len(docs) == 1 && docs[0].Found
 		})
 	}
+	// The steps start once the pipeline's snapshot is taken: with no captured rows at the
+	// start (nSnap 0) the wait above passes at once, and a table created and moved out before
+	// the snapshot's consistent point was never seen by the pipeline, as the rule has it, but
+	// the model would expect its index frozen with its rows (seed 11907078250).
+	c.sync()
 	for range 8 + r.IntN(12) {
 		c.step()
 	}
@@ -493,6 +498,9 @@ func runSchemaCase(t *testing.T, seed uint64, tl *tally) {
 	}
 	if len(fails) > 0 {
 		t.Logf("%s: schema operations: %s; ENTERED reports: %s", ci, strings.Join(c.ops, "; "), strings.Join(entered, ", "))
+		for _, s := range hist.schemaTrace() {
+			t.Logf("%s: source's description: %s", ci, s)
+		}
 	}
 	tl.add(t, c.ci, fails)
 }
