@@ -46,8 +46,9 @@ var keepUpBackends = []struct {
 // reports accepted/s (what the service accepted during the load), applied/s (the same
 // records over the time until the worker had applied the last of them), worker/accepted
 // (goal >= 1: about 1 when the worker keeps up, since it cannot apply faster than records
-// arrive), behind (records accepted but not applied when the load stopped) and drain-s
-// (from then until the worker caught up). The records' counters are checked against the
+// arrive), behind (records accepted but not applied when the load stopped), drain-s (from
+// then until the worker caught up) and drain-rec/s (behind / drain-s: the worker's pace on a
+// backlog, which is what it can do; noisy when behind is only what was in flight). The records' counters are checked against the
 // merges accepted: each applied exactly once. One run per backend: -benchtime has no use.
 //
 //	go test -run '^$' -bench WorkerKeepsUpKafka ./store/worker/
@@ -190,6 +191,9 @@ func keepUp(b *testing.B, env kafkaEnv, be backend, keys int) {
 	b.ReportMetric(app/acc, "worker/accepted")
 	b.ReportMetric(float64(behind), "behind")
 	b.ReportMetric(end.Sub(loadEnd).Seconds(), "drain-s")
+	if d := end.Sub(loadEnd).Seconds(); behind > 0 && d > 0 {
+		b.ReportMetric(float64(behind)/d, "drain-rec/s")
+	}
 }
 
 func searchBench(b testing.TB, engine, envVar string) backend {
