@@ -5,7 +5,7 @@ import (
 )
 
 // Apply runs accepted-mode writes a queue delivered, on the synchronous path: it is Do with
-// WaitApplied -- the same validation, dependency waves, adapter batches, merge loop and
+// WaitApplied -- the same validation, per-record lanes and combining, adapter batches, merge loop and
 // retries -- with two differences that make it the entry point of a queue worker (package
 // store/worker):
 //
