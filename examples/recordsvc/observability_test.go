@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,7 +53,9 @@ stores:
     kind: memory
     queue: %s
 `, kafkaQueue(brokers, topic)), modeAll)
-	ctx := testCtx(t)
+	// A generous bound: it catches a hang, it measures nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	a := addr("main", "obs", "things", "sync")
 	for range 3 {
 		if _, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Items: []*recordv1.WriteItem{mergeSrc(a, doc(`{"name":"s","visits":1}`), addVisits)}}); err != nil {
@@ -64,8 +68,37 @@ stores:
 	if _, err := s.rpc.Delete(ctx, &recordv1.DeleteRequest{Items: []*recordv1.DeleteItem{{Address: a}}}); err != nil {
 		t.Fatal(err)
 	}
-	// Accepted writes through Kafka, applied by the worker; one merge dead-lettered.
-	acceptedMode(t, s, s.metrics, "main", "acc", "things")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("recordsvc log:\n%s", s.log)
+		}
+	})
+	// Accepted writes through Kafka, applied by the worker; a merge whose program fails is
+	// dead-lettered (at least once: a rebalance may deliver it again).
+	acc := recordv1.Completion_COMPLETION_RETURN_AFTER_ACCEPTED
+	b := addr("main", "obs", "things", "accepted")
+	w, err := s.rpc.Write(ctx, &recordv1.WriteRequest{Completion: acc, Programs: []string{addVisits}, Items: []*recordv1.WriteItem{
+		put(b, doc(`{"name":"B","visits":1}`), nil),
+		mergeIdx(b, doc(`{"visits":2}`), 0),
+		mergeSrc(addr("main", "obs", "things", "bad"), doc(`{}`), "return function(c) error('no') end"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := recordv1.Outcome_OUTCOME_ACCEPTED
+	wantOutcomes(t, "accepted writes", w.Results, o, o, o)
+	eventually(t, ctx, "the worker applies the accepted writes and dead-letters the failing merge", func() bool {
+		r, err := s.rpc.Read(ctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{b}})
+		if err != nil || r.Results[0].Outcome != recordv1.Outcome_OUTCOME_FOUND {
+			return false
+		}
+		var got map[string]any
+		if json.Unmarshal([]byte(r.Results[0].Document.GetJson()), &got) != nil || got["visits"] != float64(3) {
+			return false
+		}
+		v, _ := scrape(t, s.metrics, `recordsvc_worker_records_total{result="dead_lettered",store="main"}`)
+		return v >= 1
+	})
 
 	// The queue is measured every health.interval: poll until everything is there; the bound
 	// only catches a hang.

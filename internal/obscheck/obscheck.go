@@ -52,6 +52,9 @@ type Expr struct {
 	// Label is set for a Grafana label_values(Expr, Label) variable: the label must be
 	// exported on Expr's metric.
 	Label string
+	// Legend are the labels a panel target's legend shows ({{label}}): each must be exported
+	// on one of the expression's metrics.
+	Legend []string
 }
 
 // Promtool returns promtool's path; without it the test fails with how to install it.
@@ -142,10 +145,13 @@ type GridPos struct {
 }
 
 type Target struct {
-	RefID      string      `json:"refId"`
-	Expr       string      `json:"expr"`
-	Datasource *Datasource `json:"datasource"`
+	RefID        string      `json:"refId"`
+	Expr         string      `json:"expr"`
+	LegendFormat string      `json:"legendFormat"`
+	Datasource   *Datasource `json:"datasource"`
 }
+
+var legendLabel = regexp.MustCompile(`\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}`)
 
 // Variable is a templating variable.
 type Variable struct {
@@ -195,7 +201,11 @@ func DashboardExprs(binary string) ([]Expr, error) {
 	var out []Expr
 	for _, p := range d.AllPanels() {
 		for _, t := range p.Targets {
-			out = append(out, Expr{Where: fmt.Sprintf("%s.json: panel %d %q target %s", binary, p.ID, p.Title, t.RefID), Expr: t.Expr})
+			var legend []string
+			for _, m := range legendLabel.FindAllStringSubmatch(t.LegendFormat, -1) {
+				legend = append(legend, m[1])
+			}
+			out = append(out, Expr{Where: fmt.Sprintf("%s.json: panel %d %q target %s", binary, p.ID, p.Title, t.RefID), Expr: t.Expr, Legend: legend})
 		}
 	}
 	for _, v := range d.Templating.List {
@@ -294,11 +304,24 @@ var wordOps = map[string]bool{"and": true, "or": true, "unless": true, "bool": t
 // matchers use. A selector without a metric name ({__name__=...}) is refused: its metrics
 // could not be checked.
 func Selectors(expr string) ([]Selector, error) {
+	sels, _, err := parse(expr)
+	return sels, err
+}
+
+// GroupingLabels are the labels of an expression's by, without, on, ignoring, group_left
+// and group_right lists.
+func GroupingLabels(expr string) ([]string, error) {
+	_, labels, err := parse(expr)
+	return labels, err
+}
+
+func parse(expr string) ([]Selector, []string, error) {
 	toks, err := lex(expr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Selector
+	var grouped []string
 	next := func(i int) string {
 		if i+1 < len(toks) {
 			return toks[i+1].text
@@ -330,7 +353,12 @@ func Selectors(expr string) ([]Selector, error) {
 				if next(i) == "(" {
 					j, err := skip(i+1, "(", ")")
 					if err != nil {
-						return nil, err
+						return nil, nil, err
+					}
+					for k := i + 2; k < j; k++ {
+						if toks[k].kind == tokIdent {
+							grouped = append(grouped, toks[k].text)
+						}
 					}
 					i = j
 				}
@@ -346,12 +374,12 @@ func Selectors(expr string) ([]Selector, error) {
 			if next(i) == "{" {
 				j, err := skip(i+1, "{", "}")
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				for k := i + 2; k < j; k++ {
 					if toks[k].kind == tokIdent && k+1 < j && isMatchOp(toks[k+1].text) {
 						if toks[k].text == "__name__" {
-							return nil, fmt.Errorf("%q: a __name__ matcher cannot be checked; name the metric", expr)
+							return nil, nil, fmt.Errorf("%q: a __name__ matcher cannot be checked; name the metric", expr)
 						}
 						sel.Labels = append(sel.Labels, toks[k].text)
 					}
@@ -360,16 +388,16 @@ func Selectors(expr string) ([]Selector, error) {
 			}
 			out = append(out, sel)
 		case tk.text == "{":
-			return nil, fmt.Errorf("%q: a selector without a metric name cannot be checked", expr)
+			return nil, nil, fmt.Errorf("%q: a selector without a metric name cannot be checked", expr)
 		case tk.text == "[":
 			j, err := skip(i, "[", "]")
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			i = j
 		}
 	}
-	return out, nil
+	return out, grouped, nil
 }
 
 func isMatchOp(s string) bool { return s == "=" || s == "!=" || s == "=~" || s == "!~" }
@@ -514,6 +542,21 @@ func Missing(exprs []Expr, exported Exported, conditional map[string]string, des
 		if e.Label != "" {
 			for i := range sels {
 				sels[i].Labels = append(sels[i].Labels, e.Label)
+			}
+		}
+		grouped, _ := GroupingLabels(e.Expr)
+		for _, l := range append(grouped, e.Legend...) {
+			if slices.Contains(TargetLabels, l) {
+				continue
+			}
+			found, unknown := false, false
+			for _, s := range sels {
+				labels, ok := exported[s.Metric]
+				unknown = unknown || !ok
+				found = found || labels[l]
+			}
+			if !found && !unknown {
+				add(fmt.Sprintf("%s: groups or labels its legend by %s, which none of its metrics has", e.Where, l))
 			}
 		}
 		for _, s := range sels {

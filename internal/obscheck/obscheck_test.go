@@ -269,6 +269,9 @@ func TestSelectors(t *testing.T) {
 			t.Errorf("Selectors(%q) = %+v, %v; want %+v", c.expr, got, err, c.want)
 		}
 	}
+	if got, err := GroupingLabels(`sum by (a, b) (x) / ignoring(c) group_left(d) y`); err != nil || !reflect.DeepEqual(got, []string{"a", "b", "c", "d"}) {
+		t.Errorf("GroupingLabels = %v, %v", got, err)
+	}
 	for _, bad := range []string{`{__name__="x"}`, `x{__name__="y"}`, `rate(x[5m)`, `x{a="b`} {
 		if _, err := Selectors(bad); err == nil {
 			t.Errorf("Selectors(%q): no error", bad)
@@ -287,6 +290,9 @@ func TestMissing(t *testing.T) {
 		{Where: "e3", Expr: `nope_total + cond_total`},
 		{Where: "e4", Expr: `gone_total`},
 		{Where: "v", Expr: `a_total`, Label: "z"},
+		{Where: "g", Expr: `sum by (p, instance, w) (rate(a_total[5m])) / on (p) group_left(le) sum by (p, le) (h_bucket)`},
+		{Where: "l", Expr: `a_total`, Legend: []string{"q", "job", "x"}},
+		{Where: "c", Expr: `sum by (k) (cond_total)`},
 	}
 	got := Missing(exprs, exported, map[string]string{"cond_total": "only on a conflict", "gone_total": "renamed"},
 		map[string]bool{"cond_total": true})
@@ -294,6 +300,8 @@ func TestMissing(t *testing.T) {
 		"e2: metric h_bucket has no label r",
 		"e3: metric nope_total is not exported",
 		"e4: gone_total is listed as conditional (renamed) but no collector describes it",
+		"g: groups or labels its legend by w, which none of its metrics has",
+		"l: groups or labels its legend by x, which none of its metrics has",
 		"v: metric a_total has no label z",
 	}
 	if !reflect.DeepEqual(got, want) {
