@@ -16,7 +16,12 @@
 // otherwise fails with a fatal error saying so). ${NAME} in any value is replaced by the environment
 // variable (an unset one is an error naming it; "$${" is a literal "${"). Expansion works on
 // parsed YAML scalars, never on the text, so a secret containing YAML syntax cannot change
-// the document's structure. Unknown keys are errors. Credentials are of type [Secret], which
+// the document's structure. Unknown keys are errors naming the keys the section knows and the
+// likely one. [ParseConfigNode] reads an entry from a node of a larger document (package
+// mirror's file), so every problem keeps the line of that file: [ConfigError].Located holds
+// them with their key paths (`line 18: unknown key "number_of_replica" in config: did you mean
+// "number_of_replicas"? (known: ...)`), in the one format of the project's configuration
+// errors (internal/config.Problem). Credentials are of type [Secret], which
 // prints, marshals and formats as "[redacted]"; configuration errors are a *[ConfigError] and never
 // quote values (not a credential, not the id or the index template; FuzzSinkConfig checks it).
 // [Secret], [Duration] and the YAML reading are the project's configuration code

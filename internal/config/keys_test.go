@@ -148,6 +148,11 @@ func TestDecodeAtValueProblems(t *testing.T) {
 	if strings.Contains(err.Error(), "Qz7") {
 		t.Fatalf("a value is quoted: %v", err)
 	}
+	// A value its explicit tag does not fit: yaml names no line, the walker finds it.
+	if err := DecodeAt(parse(t, "name: x\nbatch: {max_docs: !!float Qz7}\n"), &d, ""); err == nil ||
+		err.Error() != "line 2: batch.max_docs: does not fit its explicit tag !!float" {
+		t.Fatalf("explicit tag: %v", err)
+	}
 	var small map[string]int8
 	if err := DecodeAt(parse(t, "a: 1\nb: 300\n"), &small, ""); err == nil ||
 		err.Error() != "line 2: b: must be a whole number within the range of int8" {

@@ -222,6 +222,10 @@ func ExpandAt(n *yaml.Node, t reflect.Type, section string) Problems {
 	return ps
 }
 
+// explicitTag finds the tag of yaml's messages about a value its explicit tag does not fit:
+// "cannot decode !!str `x` as a !!float", "!!binary value contains invalid base64 data".
+var explicitTag = regexp.MustCompile(`(?:as a (!![a-z]+)$|^(?:yaml: )?(!![a-z]+) value )`)
+
 // lineMessage is yaml's "line N: message", from a type error or an Unmarshaler.
 var lineMessage = regexp.MustCompile(`(?s)^(?:yaml: )?line (\d+): (.*)$`)
 
@@ -242,7 +246,22 @@ func valueProblems(n *yaml.Node, t reflect.Type, section string, err error) erro
 	for _, m := range msgs {
 		sm := lineMessage.FindStringSubmatch(m)
 		if sm == nil {
-			ps = append(ps, Problem{Key: section, Message: scrub(strings.TrimPrefix(m, "yaml: "))})
+			// A value whose explicit tag it does not fit ("!!float hunter2") is named
+			// without a line: the first value carrying that tag is the one.
+			p := Problem{Key: section, Message: scrub(strings.TrimPrefix(m, "yaml: "))}
+			if tm := explicitTag.FindStringSubmatch(m); tm != nil {
+				tag := tm[1] + tm[2]
+				if tm[1] != "" {
+					p.Message = "does not fit its explicit tag " + tag
+				}
+				for _, a := range at {
+					if a.node.Kind == yaml.ScalarNode && a.node.Tag == tag && a.node.Style&yaml.TaggedStyle != 0 {
+						p.Line, p.Key = a.line, a.path
+						break
+					}
+				}
+			}
+			ps = append(ps, p)
 			continue
 		}
 		line, _ := strconv.Atoi(sm[1])
