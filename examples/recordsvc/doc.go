@@ -132,6 +132,8 @@
 //	recordsvc_coalescer_waiting{store}                  calls queued behind the last batch formed
 //	recordsvc_coalescer_refused_total{store}            one-item calls refused: coalescer queue full
 //	recordsvc_unavailable_retries_total{store,call}     backend reads/writes resent after "unavailable"
+//	recordsvc_deadline_cut_items_total{store}           items answered at their call's deadline, unsettled
+//	recordsvc_late_outcomes_total{store,result}         outcome-unknown writes settled after their answer
 //	recordsvc_merge_cas_retries_total{store}            merge runs repeated after a revision conflict
 //	recordsvc_queue_depth{store}                        Kafka messages the worker group has not committed (0: empty)
 //	recordsvc_queue_oldest_age_seconds{store}           age of the oldest of them, computed when scraped (0: empty)

@@ -39,6 +39,8 @@ type metrics struct {
 
 	mergeRetries       *prometheus.CounterVec // store
 	unavailableRetries *prometheus.CounterVec // store, call
+	deadlineCut        *prometheus.CounterVec // store
+	lateOutcomes       *prometheus.CounterVec // store, result
 
 	coalescedBatch   *prometheus.HistogramVec // store
 	coalescerWaiting *prometheus.GaugeVec     // store
@@ -93,6 +95,8 @@ func newMetrics(storeNames []string) *metrics {
 	m.adapterBatch = histogram("adapter_batch_size", "Records per backend batch call.", sizes, "store", "call")
 	m.mergeRetries = counter("merge_cas_retries_total", "Merge program runs repeated because another writer changed the record first (compare-and-set retries).", "store")
 	m.unavailableRetries = counter("unavailable_retries_total", "Reads or writes sent to the backend again because it reported them unavailable (not applied).", "store", "call")
+	m.deadlineCut = counter("deadline_cut_items_total", "Items answered at their call's deadline before the store had answered them (error_unavailable or error_outcome_unknown in items_total).", "store")
+	m.lateOutcomes = counter("late_outcomes_total", "Writes answered error_outcome_unknown at their call's deadline that the store settled later, by what they did in the end (an outcome, or error_<kind>).", "store", "result")
 	m.coalescedBatch = histogram("coalesced_batch_size", "One-item calls gathered into one batch by the store's coalescer.", sizes, "store")
 	m.coalescerWaiting = gauge("coalescer_waiting", "One-item calls waiting in the store's coalescer queue when its last batch was formed.", "store")
 	m.coalescerRefused = counter("coalescer_refused_total", "One-item calls refused (retryable) because the store's coalescer queue was full.", "store")
@@ -281,6 +285,20 @@ func (o storeObserver) Retry(r store.Retry) {
 	case store.RetryUnavailable:
 		o.m.unavailableRetries.WithLabelValues(name, r.Call.String()).Add(float64(r.Ops))
 	}
+}
+
+var _ store.DeadlineObserver = storeObserver{}
+
+func (o storeObserver) DeadlineCut(c store.DeadlineCut) {
+	o.m.deadlineCut.WithLabelValues(o.m.storeLabel(c.Store)).Add(float64(c.Ops))
+}
+
+func (o storeObserver) LateOutcome(l store.LateOutcome) {
+	result := strings.ReplaceAll(l.Outcome.String(), " ", "_")
+	if l.Err != 0 {
+		result = "error_" + strings.ReplaceAll(l.Err.String(), " ", "_")
+	}
+	o.m.lateOutcomes.WithLabelValues(o.m.storeLabel(l.Store), result).Inc()
 }
 
 // observedPublisher counts what a store's accepted-mode path publishes.
