@@ -110,6 +110,18 @@
 // listener takes POST /admin/resnapshot (a JSON body: pipeline, tables, where; see
 // resnapshot below); keep --metrics-addr on a loopback or otherwise trusted address.
 //
+// The same listener serves a status page for a browser at / (also /status.html; its style
+// sheet at /status.css): per pipeline its health with the class and reason, the figures of
+// /status, the lag now and over the last minutes (a ring of one sample every 5 seconds for
+// 15 minutes, kept in memory, drawn as an inline SVG sparkline), snapshot and re-snapshot
+// progress with rate and ETA (the progress bar's figures), the reindexes asked of this
+// process, dead letters per table since the start (mirror.Mirror.DeadLettersByTable),
+// incomplete tables with their fix, and the pipeline's indices with their health. It is
+// rendered on the server (every name escaped as text), reloads itself every 5 seconds, and
+// is embedded in the binary with no script and no external resource (its
+// Content-Security-Policy forbids both), so it works offline. Names, figures and reasons
+// only, never row data.
+//
 // status prints, per pipeline (or the one --pipeline names): when its checkpoint was saved,
 // how far the source's server is ahead of it (when the source measures lag), the PostgreSQL
 // slot (active and its walsender, positions) and publication, the indices it owns, and the

@@ -256,8 +256,8 @@ func progressOf(title string, sp cdc.SnapshotProgress) progressView {
 	return v
 }
 
-// newSparkline draws the measured samples, time on x (the whole kept window), lag on y
-// scaled to the largest; nil when no sample was measured.
+// newSparkline draws the measured samples, time on x (the newest at the right edge), lag on
+// y scaled to the largest; nil when no sample was measured.
 func newSparkline(smp []lagSample, w, h int) *sparkline {
 	var mx float64
 	measured := 0
@@ -270,9 +270,11 @@ func newSparkline(smp []lagSample, w, h int) *sparkline {
 	if measured == 0 {
 		return nil
 	}
-	sp := &sparkline{Width: w, Height: h, Max: seconds(mx), Window: time.Duration(lagSampleKeep * lagSampleEvery).String()}
+	// The x axis spans the samples kept, at least a minute's worth (so that a new history
+	// does not stretch two samples across the whole width) and at most the window.
+	n := max(len(smp), int(time.Minute/lagSampleEvery)+1)
+	sp := &sparkline{Width: w, Height: h, Max: seconds(mx), Window: (time.Duration(n-1) * lagSampleEvery).String()}
 	top := max(mx, 1) // a flat zero line sits at the bottom
-	n := lagSampleKeep
 	var cur []string
 	flush := func() {
 		if len(cur) == 1 { // one point: a short flat stroke, so that it shows

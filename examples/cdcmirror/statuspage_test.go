@@ -38,8 +38,8 @@ func newPageFake() *pageFake {
 					Snapshot: cdc.SnapshotProgress{TablesDone: 1, TablesTotal: 1, RowsDone: 500, RowsEstimated: 500},
 					Resnapshot: cdc.SnapshotProgress{Resnapshot: "rs-1", Active: true, Table: evilTable, TablesTotal: 2,
 						RowsDone: 250, RowsEstimated: 1000, RowsPerSecond: 50}},
-				Lag:     cdc.Lag{Seconds: 1.5, Bytes: 4096, Retained: 8192, MeasuredAt: now},
-				Cluster: cdc.ClusterHealth{Status: "yellow", Indices: map[string]string{"idx-" + evil: "yellow"}, ReadAt: now},
+				Lag:        cdc.Lag{Seconds: 1.5, Bytes: 4096, Retained: 8192, MeasuredAt: now},
+				Cluster:    cdc.ClusterHealth{Status: "yellow", Indices: map[string]string{"idx-" + evil: "yellow"}, ReadAt: now},
 				Incomplete: []cdc.IncompleteTable{{Table: evilTable, Index: "idx-" + evil, Reason: "rows missing: " + evil, Since: now}}},
 			{Pipeline: "maria", Health: cdc.Health{Healthy: true, Class: cdc.HealthOK}, State: "streaming"},
 		}},
@@ -123,7 +123,8 @@ func TestLagHistoryBounded(t *testing.T) {
 		t.Fatalf("samples %+v", smp)
 	}
 	sp := newSparkline(smp, 100, 20)
-	if sp == nil || len(sp.Lines) != 1 || !strings.HasSuffix(sp.Lines[0], "99.0,2.0") || sp.Max != "9s" || sp.Last != "9s" {
+	if sp == nil || len(sp.Lines) != 1 || !strings.HasSuffix(sp.Lines[0], "99.0,2.0") || sp.Max != "9s" || sp.Last != "9s" ||
+		sp.Window != "1m0s" {
 		t.Errorf("sparkline %+v", sp)
 	}
 	if newSparkline([]lagSample{{At: at}}, 100, 20) != nil {
