@@ -1,29 +1,36 @@
 #!/usr/bin/env python3
-"""The measuring half of scripts/bench-peers: snapshot timing, row-by-row comparison, time to
-converge after a load, and the CSV and chart. Run by the driver in its venv (psycopg2 and
-requests come with pgsync, matplotlib is installed beside it); never run system-wide.
+"""The measuring half of scripts/bench-peers: every figure's timing, the machine's load while it
+ran, the markers, the row-by-row verification, the rejection of unfair rounds, and the CSV,
+table and chart. Run by the driver in its venv (psycopg2 and requests come with pgsync,
+matplotlib is installed beside it); never run system-wide.
 
-  bench_peers.py snapshot --tool T --t0 EPOCH [--timeout S]   seconds until T's indices hold every row
-  bench_peers.py verify --tool T [--sample N]                 count + row-by-row comparison, exit 1 on a difference
-  bench_peers.py converge --log F [--timeout S] -- PGBENCH... the load, then both tools polled at once until each equals the table
-  bench_peers.py report --csv FILE --png FILE                 ratios on stdout, the chart from the CSV
+  bench_peers.py snapshot --tool T --t0 EPOCH --ctx K=V...       seconds until T's indices hold every row (one CSV row)
+  bench_peers.py verify --tool T [--sample N]                    count + row-by-row comparison, exit 1 on a difference
+  bench_peers.py catchup --tool T                                a marker written now, waited for (untimed)
+  bench_peers.py load --tool T --ctx K=V... (--bigtx N | -- PGBENCH...)  a load, then the marker's visibility (one CSV row)
+  bench_peers.py sustained --ctx K=V... -- PGBENCH...            pgbench alone (no consumer): the tps PostgreSQL sustains
+  bench_peers.py sampled --ctx K=V... --figure F -- CMD...       a command (make bench's goals) with the load recorded
+  bench_peers.py judge --csv FILE --rounds N                     fills the rejected column; prints the figures short of N accepted rounds
+  bench_peers.py report --csv FILE --png FILE --md FILE          medians and spreads, the goals, the chart
 
-Tools: cdcmirror (indices cdcmirror-<table>, all four pgbench tables; pgbench_history is keyless
-and goes to the dead-letter file, one line per row) and pgsync (indices pgsync-<table>, the three
-keyed tables). The environment gives PEERS_PG_DSN, PEERS_OS_URL and PEERS_CDC_DLQ.
+Tools: cdcmirror (indices cdcmirror-<table>, all pgbench tables; pgbench_history is keyless and
+goes to the dead-letter file) and pgsync (indices pgsync-<table>, the keyed tables). Both also
+mirror bench_marker (one row per measured figure, written after the load's last commit) and
+bench_bulk (the one-transaction load). The environment gives PEERS_PG_DSN, PEERS_URL (the
+engine's node) and PEERS_CDC_DLQ; PEERS_CSV is the CSV the rows are appended to.
 
-Equality is checked on the values the loads change: abalance per aid, tbalance per tid, bbalance
-per bid, plus the document count of every index. Verify reads every document (search_after on
-the key) or a random sample of N keys (mget); converge re-reads, on every poll, the keys that
-still differ and, once none does, every key pgbench_history names (the accounts any load
-touched) and the whole tellers and branches tables, so a tool is equal only when a full pass
-over everything that changed finds no difference.
+Fairness: each contender runs alone (the other one stopped) while its figure is measured; the
+1-minute load average (/proc/loadavg) is sampled every 0.5 s from the figure's start to its end
+(mean and max in the row). A round's figure is REJECTED when the two contenders' mean load
+averages differ by more than max(LOAD_BOUND_ABS, LOAD_BOUND_REL x the larger) (defaults 1.0 and
+0.25): on a quiet machine one unit of load, on a busy one a quarter of it.
 """
 import argparse
 import csv
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import threading
@@ -38,23 +45,28 @@ TABLES = {  # table -> (key column, compared column)
     "pgbench_branches": ("bid", "bbalance"),
 }
 TOOLS = ("cdcmirror", "pgsync")
+COLUMNS = ["commit", "machine", "engine", "scale", "round", "position", "figure", "tool", "rows", "seconds",
+           "docs_per_s", "offered_tps", "achieved_tps", "marker_s", "behind_at_marker", "equal_s", "ratio",
+           "load_mean", "load_max", "rejected", "note"]
+LOAD_BOUND_ABS = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_ABS", "1.0"))
+LOAD_BOUND_REL = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_REL", "0.25"))
+POLL = 0.05  # the marker's point read, every 50 ms
 _local = threading.local()
 
 
 def http():
-    """A requests session per thread (converge polls the tools from two threads)."""
     if not hasattr(_local, "s"):
         _local.s = requests.Session()
     return _local.s
 
 
-def os_url():
-    return os.environ["PEERS_OS_URL"].rstrip("/")
+def url():
+    return os.environ["PEERS_URL"].rstrip("/")
 
 
-def pg():
+def pg(readonly=True):
     c = psycopg2.connect(os.environ["PEERS_PG_DSN"])
-    c.set_session(readonly=True, autocommit=True)
+    c.set_session(readonly=readonly, autocommit=True)
     return c
 
 
@@ -62,8 +74,10 @@ def index_of(tool, table):
     return f"{tool}-{table}"
 
 
-def os_count(index):
-    r = http().get(f"{os_url()}/{index}/_count", timeout=60)
+def os_count(index, refresh=False):
+    if refresh:
+        http().post(f"{url()}/{index}/_refresh", timeout=120)
+    r = http().get(f"{url()}/{index}/_count", timeout=60)
     if r.status_code in (404, 503):  # not created yet, or its shard not yet started
         return -1
     r.raise_for_status()
@@ -71,7 +85,13 @@ def os_count(index):
 
 
 def os_refresh(index):
-    http().post(f"{os_url()}/{index}/_refresh", timeout=120).raise_for_status()
+    http().post(f"{url()}/{index}/_refresh", timeout=120).raise_for_status()
+
+
+def os_has(index, doc_id):
+    """The marker's point read: a realtime GET by _id (no refresh needed)."""
+    r = http().get(f"{url()}/{index}/_doc/{doc_id}", params={"_source": "false"}, timeout=30)
+    return r.status_code == 200 and r.json().get("found", False)
 
 
 def pg_counts(conn):
@@ -93,15 +113,16 @@ def pg_values(conn, table, keys=None):
         return {int(k): int(v) for k, v in cur.fetchall()}
 
 
-def os_mget(index, table, keys):
+def os_mget(index, col, keys):
     """{key: value or None (missing)} for keys, by realtime GET (what the index holds)."""
-    _, col = TABLES[table]
     out = {}
     keys = list(keys)
     for i in range(0, len(keys), 5000):
         chunk = keys[i:i + 5000]
-        r = http().post(f"{os_url()}/{index}/_mget", params={"_source_includes": col},
-                      json={"ids": [str(k) for k in chunk]}, timeout=120)
+        r = http().post(f"{url()}/{index}/_mget", params={"_source_includes": col},
+                        json={"ids": [str(k) for k in chunk]}, timeout=120)
+        if r.status_code == 404:
+            return {k: None for k in keys}
         r.raise_for_status()
         for d in r.json()["docs"]:
             v = d.get("_source", {}).get(col) if d.get("found") else None
@@ -110,7 +131,6 @@ def os_mget(index, table, keys):
 
 
 def os_scan(index, table):
-    """Every document's (key, value), by search_after on the key, after a refresh."""
     key, col = TABLES[table]
     os_refresh(index)
     out, after = {}, None
@@ -118,7 +138,7 @@ def os_scan(index, table):
         body = {"size": 10000, "sort": [{key: "asc"}], "_source": [key, col], "track_total_hits": False}
         if after is not None:
             body["search_after"] = after
-        r = http().post(f"{os_url()}/{index}/_search", json=body, timeout=300)
+        r = http().post(f"{url()}/{index}/_search", json=body, timeout=300)
         r.raise_for_status()
         hits = r.json()["hits"]["hits"]
         if not hits:
@@ -128,25 +148,45 @@ def os_scan(index, table):
         after = hits[-1]["sort"]
 
 
-def dlq_history_lines():
-    """Dead letters of pgbench_history in cdcmirror's dead-letter file (JSON lines)."""
-    path = os.environ.get("PEERS_CDC_DLQ", "")
-    n = 0
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if "pgbench_history" in line:
-                    n += 1
-    except FileNotFoundError:
-        pass
-    return n
+class Load:
+    """The machine's 1-minute load average, sampled every 0.5 s while a figure runs."""
+
+    def __init__(self):
+        self.samples, self._stop = [], threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        while True:
+            with open("/proc/loadavg") as f:
+                self.samples.append(float(f.read().split()[0]))
+            if self._stop.wait(0.5):
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
+        return {"load_mean": round(statistics.fmean(self.samples), 2), "load_max": max(self.samples)}
 
 
-def tables_of(tool):
-    return list(TABLES)
+def ctx_of(a):
+    return dict(kv.split("=", 1) for kv in (a.ctx or []))
+
+
+def emit(row):
+    path = os.environ["PEERS_CSV"]
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
+    print(json.dumps(row))
 
 
 def cmd_snapshot(a):
+    """Started by the driver just before the tool; the load is sampled until the snapshot is in."""
+    load = Load()
     conn = pg()
     want = pg_counts(conn)
     total = sum(want.values())
@@ -156,20 +196,21 @@ def cmd_snapshot(a):
         now = time.time()
         if all(have[t] >= want[t] for t in TABLES):
             secs = now - a.t0
-            print(json.dumps({"tool": a.tool, "rows": total, "seconds": round(secs, 3),
-                              "docs_per_s": round(total / secs, 1)}))
+            emit({**ctx_of(a), "tool": a.tool, "rows": total, "seconds": round(secs, 3),
+                  "docs_per_s": round(total / secs, 1), **load.stop()})
             return 0
         if now > deadline:
+            emit({**ctx_of(a), "tool": a.tool, "rows": total, "note": "snapshot not complete", **load.stop()})
             print(f"bench-peers: {a.tool}: snapshot not complete after {a.timeout}s: {have} of {want}",
                   file=sys.stderr)
             return 1
-        time.sleep(0.5)
+        time.sleep(0.25)
 
 
 def cmd_verify(a):
     conn = pg()
     bad = 0
-    for t in tables_of(a.tool):
+    for t in TABLES:
         idx = index_of(a.tool, t)
         os_refresh(idx)
         want_n = pg_counts(conn)[t]
@@ -179,8 +220,8 @@ def cmd_verify(a):
                   file=sys.stderr)
             bad += 1
         if a.sample and t == "pgbench_accounts" and want_n > a.sample:
-            keys = random.Random(want_n).sample(range(1, want_n + 1), a.sample)  # aid runs 1..rows
-            want, have, how = pg_values(conn, t, keys), os_mget(idx, t, keys), f"sample of {a.sample}"
+            keys = random.Random(want_n).sample(range(1, want_n + 1), a.sample)
+            want, have, how = pg_values(conn, t, keys), os_mget(idx, TABLES[t][1], keys), f"sample of {a.sample}"
         else:
             want, have, how = pg_values(conn, t), os_scan(idx, t), "every row"
         diff = [k for k in want if have.get(k) != want[k]] + [k for k in have if k not in want]
@@ -189,168 +230,427 @@ def cmd_verify(a):
                   file=sys.stderr)
             bad += 1
         else:
-            print(f"bench-peers: verify {a.tool} {t}: {have_n} documents, {len(want)} rows equal ({how})")
+            print(f"bench-peers: verify {a.tool} {t}: {have_n} documents, {len(want)} rows equal ({how})",
+                  file=sys.stderr)
     return 1 if bad else 0
 
 
-class Tracker:
-    """One tool's convergence: the keys still differing, per table."""
-
-    def __init__(self, tool, want, counts, history):
-        self.tool, self.want, self.counts, self.history = tool, want, counts, history
-        self.pending = {t: set(want[t]) for t in want}
-        self.behind_at_end = None
-        self.equal_after = None
-        self.polls = 0
-        self.confirm_s = None
-
-    def poll(self):
-        """One pass; True when a full pass over every changed key (and the counts) found no
-        difference. confirm_s is the length of that last pass: the index was equal at its end,
-        and perhaps already up to confirm_s earlier (the time's resolution)."""
-        self.polls += 1
-        started = time.time()
-        full = all(len(self.pending[t]) == len(self.want[t]) for t in self.want)
-        for t, keys in self.pending.items():
-            if keys:
-                have = os_mget(index_of(self.tool, t), t, keys)
-                self.pending[t] = {k for k in keys if have.get(k) != self.want[t][k]}
-        behind = sum(len(k) for k in self.pending.values())
-        if self.behind_at_end is None:
-            self.behind_at_end = behind
-        if behind:
-            return False
-        if not full:  # the keys that differed now agree: read every changed key once more
-            started = time.time()
-            for t in self.want:
-                have = os_mget(index_of(self.tool, t), t, self.want[t])
-                self.pending[t] = {k for k in self.want[t] if have.get(k) != self.want[t][k]}
-            if any(self.pending.values()):
-                return False
-        for t in self.want:
-            idx = index_of(self.tool, t)
-            if os_count(idx) != self.counts[t]:
-                os_refresh(idx)
-                if os_count(idx) != self.counts[t]:
-                    return False
-        if self.tool == "cdcmirror" and dlq_history_lines() < self.history:
-            return False
-        self.confirm_s = time.time() - started
-        return True
+def write_marker():
+    """A marker row committed now; its id (the _id both tools give its document)."""
+    mid = time.time_ns() // 1000
+    with pg(readonly=False) as c, c.cursor() as cur:
+        cur.execute("INSERT INTO bench_marker (id, at) VALUES (%s, now())", (mid,))
+    return mid
 
 
-def cmd_converge(a):
-    """Runs the load (the pgbench command after --), then polls both tools, each in its own
-    thread, until each equals the table; seconds are counted from pgbench's exit."""
-    conn = pg()
-    deadline = None
-    with open(a.log, "w") as logf:
-        rc = subprocess.run(a.pgbench, stdout=logf, stderr=subprocess.STDOUT).returncode
-    t_end = time.time()
-    if rc != 0:
-        print(f"bench-peers: pgbench exited {rc} (see {a.log})", file=sys.stderr)
-        return 2
+def wait_marker(tool, mid, deadline):
+    idx = index_of(tool, "bench_marker")
+    while time.time() < deadline:
+        try:
+            if os_has(idx, mid):
+                return time.time()
+        except requests.RequestException:
+            pass
+        time.sleep(POLL)
+    return None
+
+
+def cmd_catchup(a):
+    mid = write_marker()
+    t0 = time.time()
+    seen = wait_marker(a.tool, mid, t0 + a.timeout)
+    if seen is None:
+        print(f"bench-peers: {a.tool} did not catch up within {a.timeout}s", file=sys.stderr)
+        return 1
+    print(f"bench-peers: {a.tool} caught up in {seen - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+def behind_pgbench(conn, tool, since):
+    """Rows whose value in the tool's index differs from the table's (the accounts the load
+    changed, every teller and branch): (behind, want) -- want is reused by the verification."""
     with conn.cursor() as cur:
-        cur.execute("SELECT DISTINCT aid FROM pgbench_history")
+        cur.execute("SELECT DISTINCT aid FROM pgbench_history WHERE mtime >= to_timestamp(%s)", (since,))
         aids = [r[0] for r in cur.fetchall()]
-        cur.execute("SELECT count(*) FROM pgbench_history")
-        history = cur.fetchone()[0]
     want = {"pgbench_accounts": pg_values(conn, "pgbench_accounts", aids),
             "pgbench_tellers": pg_values(conn, "pgbench_tellers"),
             "pgbench_branches": pg_values(conn, "pgbench_branches")}
-    counts = pg_counts(conn)
-    read_s = time.time() - t_end
-    trackers = [Tracker(t, want, counts, history) for t in TOOLS]
-    deadline = t_end + a.timeout
+    return count_behind(tool, want), want
 
-    def follow(tr):
-        try:
-            while time.time() < deadline:
-                if tr.poll():
-                    tr.equal_after = time.time() - t_end
-                    return
-                time.sleep(0.05)
-        except Exception as e:  # reported, the other tool goes on
-            tr.error = repr(e)
 
-    threads = [threading.Thread(target=follow, args=(tr,)) for tr in trackers]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    out = {"pg_read_s": round(read_s, 2), "changed_accounts": len(aids), "history_rows": history}
-    for tr in trackers:
-        out[tr.tool] = {"time_to_equal_s": None if tr.equal_after is None else round(tr.equal_after, 2),
-                        "behind_rows_at_first_poll": tr.behind_at_end, "polls": tr.polls,
-                        "confirm_pass_s": None if tr.confirm_s is None else round(tr.confirm_s, 2)}
-        if getattr(tr, "error", None):
-            out[tr.tool]["error"] = tr.error
-    print(json.dumps(out))
-    return 0 if all(tr.equal_after is not None for tr in trackers) else 1
+def count_behind(tool, want):
+    n = 0
+    for t, vals in want.items():
+        have = os_mget(index_of(tool, t), TABLES[t][1], vals)
+        n += sum(1 for k in vals if have.get(k) != vals[k])
+    return n
+
+
+def bulk_counts(conn, tool):
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM bench_bulk")
+        n = cur.fetchone()[0]
+    return n, max(os_count(index_of(tool, "bench_bulk"), refresh=True), 0)
+
+
+def cmd_load(a):
+    """The load (a pgbench run, or one transaction of N new rows), then the marker written last:
+    seconds from the load's last commit until the marker is visible in the tool's index, the rows
+    behind at that moment, then the verification (outside the timing)."""
+    ctx = ctx_of(a)
+    conn = pg()
+    load = Load()
+    t_start = time.time()
+    row = {**ctx, "tool": a.tool}
+    if a.bigtx:
+        with pg(readonly=False) as w, w.cursor() as cur:
+            cur.execute("SELECT coalesce(max(id), 0) FROM bench_bulk")
+            base = cur.fetchone()[0]
+            cur.execute("BEGIN")
+            cur.execute("INSERT INTO bench_bulk (id, v) SELECT g, g * 7 FROM generate_series(%s, %s) g",
+                        (base + 1, base + a.bigtx))
+            cur.execute("COMMIT")
+        row["rows"] = a.bigtx
+    else:
+        with open(a.log, "w") as logf:
+            rc = subprocess.run(a.pgbench, stdout=logf, stderr=subprocess.STDOUT).returncode
+        if rc != 0:
+            print(f"bench-peers: pgbench exited {rc} (see {a.log})", file=sys.stderr)
+            load.stop()
+            return 2
+        with open(a.log) as f:
+            for line in f:
+                if line.startswith("tps = "):
+                    row["achieved_tps"] = round(float(line.split()[2]), 1)
+                    break
+    t_end = time.time()  # the load's last commit is behind us
+    mid = write_marker()
+    seen = wait_marker(a.tool, mid, t_end + a.timeout)
+    row.update(load.stop())
+    row["seconds"] = round(t_end - t_start, 2)
+    if seen is None:
+        row["note"] = f"marker not visible within {a.timeout:.0f}s"
+    else:
+        row["marker_s"] = round(seen - t_end, 3)
+    # the rows behind at the marker's visibility, then the verification: outside the timing
+    if a.bigtx:
+        n, have = bulk_counts(conn, a.tool)
+        row["behind_at_marker"] = n - have
+        deadline = time.time() + a.timeout
+        while have < n and time.time() < deadline:
+            time.sleep(0.5)
+            n, have = bulk_counts(conn, a.tool)
+        ok = have == n
+        if ok:  # values of a sample of the rows
+            with conn.cursor() as cur:
+                cur.execute("SELECT id, v FROM bench_bulk ORDER BY random() LIMIT 2000")
+                want = {int(k): int(v) for k, v in cur.fetchall()}
+            got = os_mget(index_of(a.tool, "bench_bulk"), "v", want)
+            ok = all(got.get(k) == v for k, v in want.items())
+    else:
+        behind, want = behind_pgbench(conn, a.tool, t_start - 1)
+        row["behind_at_marker"] = behind
+        row["rows"] = len(want["pgbench_accounts"])
+        deadline = time.time() + a.timeout
+        while behind and time.time() < deadline:
+            time.sleep(0.25)
+            behind = count_behind(a.tool, want)
+        ok = behind == 0
+    row["equal_s"] = round(time.time() - t_end, 2) if ok else ""
+    if not ok:
+        row["note"] = (row.get("note", "") + " index not equal to the table").strip()
+    emit(row)
+    return 0 if ok and seen is not None else 1
+
+
+def cmd_sustained(a):
+    """pgbench with no consumer running: the tps this machine's PostgreSQL sustains."""
+    load = Load()
+    t0 = time.time()
+    out = subprocess.run(a.pgbench, capture_output=True, text=True)
+    tps = None
+    for line in out.stdout.splitlines():
+        if line.startswith("tps = "):
+            tps = round(float(line.split()[2]), 1)
+            break
+    if out.returncode != 0 or tps is None:
+        print(out.stdout + out.stderr, file=sys.stderr)
+        return 2
+    emit({**ctx_of(a), "tool": "postgres", "seconds": round(time.time() - t0, 1), "achieved_tps": tps, **load.stop()})
+    return 0
+
+
+def cmd_sampled(a):
+    """A command (one of make bench's goal benchmarks) run with the load recorded; its ratios are
+    read from its output by the patterns given as NAME=REGEX (first group)."""
+    import re
+    load = Load()
+    t0 = time.time()
+    out = subprocess.run(a.command, capture_output=True, text=True)
+    sys.stderr.write(out.stdout[-4000:] + out.stderr[-2000:])
+    if a.tee:
+        with open(a.tee, "w") as f:
+            f.write(out.stdout + out.stderr)
+    ld = load.stop()
+    rc = out.returncode
+    for spec in a.ratio:
+        name, rx = spec.split("=", 1)
+        vals = [float(m.group(1)) for m in re.finditer(rx, out.stdout)]
+        for i, v in enumerate(vals):
+            emit({**ctx_of(a), "figure": name, "tool": "cdcmirror", "round": i + 1, "ratio": v,
+                  "seconds": round(time.time() - t0, 1), **ld})
+        if not vals:
+            emit({**ctx_of(a), "figure": name, "tool": "cdcmirror", "note": f"no figure (exit {rc})", **ld})
+    return 0
+
+
+# --- judging and reporting -----------------------------------------------------------------------
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def bound(a, b):
+    return max(LOAD_BOUND_ABS, LOAD_BOUND_REL * max(a, b))
+
+
+def pairs(rows):
+    """(engine, scale, round, figure) -> {tool: row} for the contenders' rows."""
+    out = {}
+    for r in rows:
+        if r["tool"] in TOOLS and r["round"] and not r["figure"].startswith("goal:"):
+            out.setdefault((r["engine"], r["scale"], r["round"], r["figure"]), {})[r["tool"]] = r
+    return out
+
+
+def cmd_judge(a):
+    rows = read_rows(a.csv)
+    for key, by in pairs(rows).items():
+        if len(by) == 2:
+            c, p = (float(by[t]["load_mean"] or 0) for t in TOOLS)
+            rej = "1" if abs(c - p) > bound(c, p) else "0"
+        else:
+            rej = "0"  # one contender (pgsync cannot target the engine): nothing to be unfair to
+        for r in by.values():
+            r["rejected"] = rej
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    short = {}
+    for (eng, scale, rnd, fig), by in pairs(rows).items():
+        if a.engine and eng != a.engine or a.scale and scale != a.scale:
+            continue
+        k = (eng, scale, fig)
+        short.setdefault(k, 0)
+        if all(r["rejected"] == "0" for r in by.values()):
+            short[k] += 1
+    missing = [f"{e}/s{s}/{f}: {n} accepted" for (e, s, f), n in sorted(short.items()) if n < a.rounds]
+    print(len(missing))
+    for m in missing:
+        print(m, file=sys.stderr)
+    return 0
+
+
+def fnum(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def spread(vals):
+    vals = sorted(v for v in vals if v is not None)
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": vals[0], "max": vals[-1], "n": len(vals)}
+
+
+def fmt(s, unit="", digits=1):
+    if not s:
+        return "n/a"
+    return f"{s['median']:.{digits}f}{unit} [{s['min']:.{digits}f}–{s['max']:.{digits}f}] (n={s['n']})"
+
+
+GOALS = {  # figure -> (metric, goal text, test)
+    "snapshot": ("docs/s ratio cdcmirror/pgsync", "≥ 5×", lambda r: r >= 5),
+    "marker@max": ("marker s ratio pgsync/cdcmirror", "≥ 10× and cdcmirror ≤ 2 s", lambda r: r >= 10),
+    "goal:runner/ceiling": ("runner/raw _bulk", "≥ 0.9", lambda r: r >= 0.9),
+    "goal:coalesced/explicit": ("explicit ns / single ns", "≥ 0.8", lambda r: r >= 0.8),
+    "goal:fresh/reused": ("fresh VM / reused VM time", "≤ 1.25", lambda r: r <= 1.25),
+}
+
+
+def summarize(rows, never):
+    """The table: one line per (engine, scale, figure) with medians and spreads of accepted rounds."""
+    lines = []
+    chart = {"snap": [], "marker": [], "goals": []}
+    figs = {}
+    for (eng, scale, rnd, fig), by in pairs(rows).items():
+        figs.setdefault((eng, int(scale or 0), fig), []).append(by)
+    for (eng, scale, fig), rounds in sorted(figs.items()):
+        acc = [by for by in rounds if all(r.get("rejected") != "1" for r in by.values())]
+        rej = len(rounds) - len(acc)
+        cell = {}
+        snap = fig == "snapshot"
+        for t in TOOLS:
+            rs = [by[t] for by in acc if t in by]
+            if not rs:
+                continue
+            if snap:
+                cell[t] = spread([fnum(r["docs_per_s"]) for r in rs])
+            else:
+                cell[t] = spread([fnum(r["marker_s"]) if fnum(r["marker_s"]) is not None else never for r in rs])
+            cell[t + "_load"] = spread([fnum(r["load_mean"]) for r in rs])
+            cell[t + "_behind"] = spread([fnum(r["behind_at_marker"]) for r in rs])
+            cell[t + "_tps"] = spread([fnum(r["achieved_tps"]) for r in rs])
+        ratios = []
+        for by in acc:
+            if len(by) == 2:
+                c, p = by["cdcmirror"], by["pgsync"]
+                if snap and fnum(c["docs_per_s"]) and fnum(p["docs_per_s"]):
+                    ratios.append(fnum(c["docs_per_s"]) / fnum(p["docs_per_s"]))
+                elif not snap:
+                    cm = fnum(c["marker_s"]) if fnum(c["marker_s"]) is not None else never
+                    pm = fnum(p["marker_s"]) if fnum(p["marker_s"]) is not None else never
+                    ratios.append(pm / max(cm, POLL))
+        rs = spread(ratios)
+        goal = ""
+        if snap and scale in (5, 20) and rs:
+            goal = "met" if rs["median"] >= 5 else "MISSED"
+            goal = f"≥5×: {goal}"
+        if fig.endswith("@max") and "cdcmirror" in cell and cell["cdcmirror"]:
+            ok2 = cell["cdcmirror"]["median"] <= 2
+            ok10 = rs is not None and rs["median"] >= 10
+            goal = f"≤2 s: {'met' if ok2 else 'MISSED'}" + (f"; ≥10×: {'met' if ok10 else 'MISSED'}" if rs else "")
+        unit = " docs/s" if snap else " s"
+        lines.append((eng, scale, fig, fmt(cell.get("cdcmirror"), unit, 0 if snap else 2),
+                      fmt(cell.get("pgsync"), unit, 0 if snap else 2) if "pgsync" in cell else "— (not run)",
+                      fmt(rs, "×", 2), fmt(cell.get("cdcmirror_load"), "", 1), fmt(cell.get("pgsync_load"), "", 1),
+                      fmt(cell.get("cdcmirror_behind"), "", 0), fmt(cell.get("pgsync_behind"), "", 0),
+                      fmt(cell.get("cdcmirror_tps"), "", 0), rej, goal))
+        entry = (eng, scale, fig, cell, rs)
+        (chart["snap"] if snap else chart["marker"]).append(entry)
+    goals = {}
+    for r in rows:
+        if r["figure"].startswith("goal:") and fnum(r["ratio"]) is not None:
+            goals.setdefault(r["figure"], {"vals": [], "load": []})
+            goals[r["figure"]]["vals"].append(fnum(r["ratio"]))
+            goals[r["figure"]]["load"].append(fnum(r["load_mean"]))
+    glines = []
+    for g, d in sorted(goals.items()):
+        s = spread(d["vals"])
+        met = GOALS[g][2](s["median"]) if g in GOALS else None
+        glines.append((g, GOALS.get(g, ("", ""))[1], fmt(s, "", 2), fmt(spread(d["load"]), "", 1),
+                       "" if met is None else ("met" if met else "MISSED")))
+        chart["goals"].append((g, s))
+    return lines, glines, chart
 
 
 def cmd_report(a):
-    with open(a.csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    snaps = {}
+    rows = read_rows(a.csv)
+    lines, glines, chart = summarize(rows, a.never)
+    meta = {r["commit"] for r in rows if r["commit"]}, {r["machine"] for r in rows if r["machine"]}
+    out = []
+    out.append(f"# bench-peers: {a.title}\n")
+    out.append(f"Commit {', '.join(sorted(meta[0]))}; machine {', '.join(sorted(meta[1]))}. Generated by "
+               f"scripts/bench-peers from {os.path.basename(a.csv)} (never edited by hand). Cells: median "
+               f"[min–max] (n = accepted rounds). A round's figure is rejected when the contenders' mean 1-min "
+               f"load averages differ by more than max({LOAD_BOUND_ABS}, {LOAD_BOUND_REL} × the larger).\n")
+    out.append("| engine | scale | figure | cdcmirror | pgsync | ratio | load cdcmirror | load pgsync | "
+               "behind at marker (cdcmirror) | behind (pgsync) | achieved tps (cdcmirror run) | rejected | goal |")
+    out.append("|" + "---|" * 13)
+    for ln in lines:
+        out.append("| " + " | ".join(str(x) for x in ln) + " |")
+    out.append("\nsnapshot: documents/s until the tool's indices hold every row (pgsync: bootstrap included); "
+               "ratio cdcmirror/pgsync. Loads: seconds from the load's last commit until the marker row written "
+               "after it is visible by GET in the tool's index; ratio pgsync/cdcmirror.\n")
+    sus = {}
     for r in rows:
-        if r["phase"] == "snapshot":
-            snaps.setdefault(int(r["scale"]), {})[r["tool"]] = float(r["docs_per_s"])
-    print("bench-peers: snapshot docs/s (cdcmirror/pgsync, goal >= 5x):")
-    for s in sorted(snaps):
-        c, p = snaps[s].get("cdcmirror"), snaps[s].get("pgsync")
-        ratio = f"{c / p:.2f}x" if c and p else "n/a"
-        print(f"  scale {s:>3}: cdcmirror {c} docs/s, pgsync {p} docs/s, ratio {ratio}")
-    print("bench-peers: time to equal after each load (goal: cdcmirror <= 2 s):")
-    loads = {}
-    for r in rows:
-        if r["phase"] != "snapshot":
-            loads.setdefault((int(r["scale"]), r["phase"], r["load_rate"]), {})[r["tool"]] = r
-    for (s, ph, rate), by in sorted(loads.items()):
-        c, p = by.get("cdcmirror", {}), by.get("pgsync", {})
-        ct, pt = c.get("time_to_equal_s") or "never", p.get("time_to_equal_s") or "never"
-        print(f"  scale {s:>3} {ph:<6} -R {rate:>4} (achieved {c.get('achieved_tps')} tps, load avg "
-              f"{c.get('loadavg1')}): cdcmirror {ct} s (behind {c.get('behind_rows_at_first_poll')} rows at the first poll), "
-              f"pgsync {pt} s (behind {p.get('behind_rows_at_first_poll')} rows)")
+        if r["tool"] == "postgres" and fnum(r["achieved_tps"]) is not None:
+            sus.setdefault((r["engine"], int(r["scale"]), r["figure"]), []).append(r)
+    if sus:
+        out.append("| engine | scale | PostgreSQL alone (no consumer), unthrottled: the @max loads' offered rate | tps | load |")
+        out.append("|---|---|---|---|---|")
+        for (e, sc, f), rs in sorted(sus.items()):
+            out.append(f"| {e} | {sc} | {f} | {fmt(spread([fnum(r['achieved_tps']) for r in rs]), '', 0)} | "
+                       f"{fmt(spread([fnum(r['load_mean']) for r in rs]), '', 1)} |")
+        out.append("")
+    if glines:
+        out.append("| goal benchmark (make bench) | goal | ratio | load | |")
+        out.append("|---|---|---|---|---|")
+        for g in glines:
+            out.append("| " + " | ".join(str(x) for x in g) + " |")
+    text = "\n".join(out) + "\n"
+    print(text)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(text)
     if a.png:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-        scales = sorted(snaps)
-        w = 0.38
-        for i, tool in enumerate(TOOLS):
-            vals = [snaps[s].get(tool, 0) for s in scales]
-            bars = ax1.bar([x + (i - 0.5) * w for x in range(len(scales))], vals, w, label=tool)
-            ax1.bar_label(bars, fmt="%.0f", fontsize=8)
-        ax1.set_xticks(range(len(scales)), [f"scale {s}\n({rows_of(rows, s):,} docs)" for s in scales])
-        ax1.set_ylabel("documents per second")
-        ax1.set_title("Snapshot of pgbench tables")
-        ax1.legend()
-        keys = sorted(loads)
-        for i, tool in enumerate(TOOLS):
-            vals = []
-            for k in keys:
-                v = loads[k].get(tool, {}).get("time_to_equal_s")
-                vals.append(float(v) if v else float(a.never))
-            bars = ax2.bar([x + (i - 0.5) * w for x in range(len(keys))], vals, w, label=tool)
-            ax2.bar_label(bars, fmt="%.1f", fontsize=8)
-        ax2.axhline(2, color="grey", linestyle="--", linewidth=1)
-        ax2.set_xticks(range(len(keys)), [f"s{s} {ph}\n-R {r}" for s, ph, r in keys], fontsize=8)
-        ax2.set_ylabel("seconds from the load's end until index = table")
-        ax2.set_title("Time to equal after a fixed-rate pgbench load")
-        ax2.legend()
-        fig.tight_layout()
-        fig.savefig(a.png, dpi=110)
-        print(f"bench-peers: wrote {a.png}")
+        chart_png(chart, a.png, a.title)
     return 0
 
 
-def rows_of(rows, scale):
-    for r in rows:
-        if r["phase"] == "snapshot" and int(r["scale"]) == scale:
-            return int(r["rows"])
-    return 0
+def chart_png(chart, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2), gridspec_kw={"width_ratios": [1, 2, 1]})
+    colors = {"cdcmirror": "tab:blue", "pgsync": "tab:orange"}
+
+    def bars(ax, entries, ylabel, w=0.38):
+        for i, tool in enumerate(TOOLS):
+            xs, ys, lo, hi = [], [], [], []
+            for x, (_, _, _, cell, _) in enumerate(entries):
+                s = cell.get(tool)
+                if s:
+                    xs.append(x + (i - 0.5) * w)
+                    ys.append(s["median"])
+                    lo.append(s["median"] - s["min"])
+                    hi.append(s["max"] - s["median"])
+            b = ax.bar(xs, ys, w, yerr=[lo, hi], capsize=3, label=tool, color=colors[tool])
+            ax.bar_label(b, fmt="%.3g", fontsize=7)
+        ax.set_ylabel(ylabel)
+
+    snap = chart["snap"]
+    bars(axes[0], snap, "documents per second (median, min–max)")
+    axes[0].set_xticks(range(len(snap)), [f"{e}\nscale {s}\n" + (f"×{rs['median']:.1f}" if rs else "")
+                                          for e, s, _, _, rs in snap], fontsize=8)
+    axes[0].set_title("Snapshot (goal: cdcmirror ≥ 5× pgsync at scales 5 and 20)", fontsize=9)
+    for x, (e, s, _, cell, _) in enumerate(snap):
+        p = cell.get("pgsync")
+        if p and s in (5, 20):
+            axes[0].hlines(5 * p["median"], x - 0.4, x + 0.4, colors="green", linestyles="--", linewidth=1,
+                           label="goal: 5× pgsync" if x == 0 else None)
+    axes[0].legend(fontsize=8)
+    mk = chart["marker"]
+    bars(axes[1], mk, "seconds from the load's last commit until the marker is visible")
+    axes[1].set_yscale("symlog", linthresh=1)
+    axes[1].axhline(2, color="green", linestyle="--", linewidth=1, label="goal at the sustained rate: ≤ 2 s")
+    for x, (e, s, f, cell, _) in enumerate(mk):
+        p = cell.get("pgsync")
+        if f.endswith("@max") and p:
+            axes[1].hlines(p["median"] / 10, x - 0.4, x + 0.4, colors="red", linestyles=":", linewidth=1,
+                           label="goal: ≤ pgsync / 10" if not any(ff.endswith("@max") for _, _, ff, _, _ in mk[:x]) else None)
+    axes[1].set_xticks(range(len(mk)), [f"{e[:2]} s{s}\n{f}" for e, s, f, _, _ in mk], fontsize=7, rotation=30)
+    axes[1].set_title("Convergence: marker visible (point read every 50 ms)", fontsize=9)
+    axes[1].legend(fontsize=8)
+    gl = chart["goals"]
+    ax = axes[2]
+    for x, (g, s) in enumerate(gl):
+        ax.bar([x], [s["median"]], 0.6, yerr=[[s["median"] - s["min"]], [s["max"] - s["median"]]], capsize=3,
+               color="tab:blue")
+        ax.text(x, s["median"], f"{s['median']:.2f}", ha="center", va="bottom", fontsize=8)
+        goal = {"goal:runner/ceiling": 0.9, "goal:coalesced/explicit": 0.8, "goal:fresh/reused": 1.25}.get(g)
+        if goal:
+            ax.hlines(goal, x - 0.4, x + 0.4, colors="green", linestyles="--", linewidth=1)
+            ax.text(x + 0.32, goal, f"goal {'≤' if g.endswith('reused') else '≥'} {goal}", fontsize=7, color="green")
+    ax.set_xticks(range(len(gl)), [g[5:] for g, _ in gl], fontsize=7, rotation=20)
+    ax.set_title("make bench goals (same session)", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"bench-peers: wrote {path}", file=sys.stderr)
 
 
 def main():
@@ -360,21 +660,47 @@ def main():
     s.add_argument("--tool", choices=TOOLS, required=True)
     s.add_argument("--t0", type=float, required=True)
     s.add_argument("--timeout", type=float, default=3600)
+    s.add_argument("--ctx", nargs="*")
     v = sub.add_parser("verify")
     v.add_argument("--tool", choices=TOOLS, required=True)
     v.add_argument("--sample", type=int, default=0)
-    c = sub.add_parser("converge")
-    c.add_argument("--timeout", type=float, default=600)
-    c.add_argument("--log", required=True, help="pgbench's output")
-    c.add_argument("pgbench", nargs=argparse.REMAINDER, help="-- the pgbench command line")
+    c = sub.add_parser("catchup")
+    c.add_argument("--tool", choices=TOOLS, required=True)
+    c.add_argument("--timeout", type=float, default=1800)
+    ld = sub.add_parser("load")
+    ld.add_argument("--tool", choices=TOOLS, required=True)
+    ld.add_argument("--timeout", type=float, default=600)
+    ld.add_argument("--log", default="/dev/null")
+    ld.add_argument("--bigtx", type=int, default=0)
+    ld.add_argument("--ctx", nargs="*")
+    ld.add_argument("pgbench", nargs=argparse.REMAINDER)
+    su = sub.add_parser("sustained")
+    su.add_argument("--ctx", nargs="*")
+    su.add_argument("pgbench", nargs=argparse.REMAINDER)
+    sa = sub.add_parser("sampled")
+    sa.add_argument("--ctx", nargs="*")
+    sa.add_argument("--ratio", action="append", default=[])
+    sa.add_argument("--tee")
+    sa.add_argument("command", nargs=argparse.REMAINDER)
+    j = sub.add_parser("judge")
+    j.add_argument("--csv", required=True)
+    j.add_argument("--rounds", type=int, default=3)
+    j.add_argument("--engine")
+    j.add_argument("--scale")
     r = sub.add_parser("report")
     r.add_argument("--csv", required=True)
     r.add_argument("--png")
-    r.add_argument("--never", type=float, default=0, help="bar height for a tool that never converged")
+    r.add_argument("--md")
+    r.add_argument("--title", default="cdcmirror vs pgsync")
+    r.add_argument("--never", type=float, default=600, help="the figure of a marker never seen")
     a = p.parse_args()
-    if a.cmd == "converge":
-        a.pgbench = a.pgbench[1:] if a.pgbench[:1] == ["--"] else a.pgbench
-    return {"snapshot": cmd_snapshot, "verify": cmd_verify, "converge": cmd_converge, "report": cmd_report}[a.cmd](a)
+    for name in ("pgbench", "command"):
+        if hasattr(a, name):
+            v = getattr(a, name)
+            setattr(a, name, v[1:] if v[:1] == ["--"] else v)
+    return {"snapshot": cmd_snapshot, "verify": cmd_verify, "catchup": cmd_catchup, "load": cmd_load,
+            "sustained": cmd_sustained, "sampled": cmd_sampled, "judge": cmd_judge,
+            "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":
