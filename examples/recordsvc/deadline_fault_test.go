@@ -69,8 +69,10 @@ func TestFaultHungStoreMongoDB(t *testing.T) {
 	u.RawQuery = q.Encode()
 	db := strings.ReplaceAll(uniqueName("d39_hang"), "-", "_")
 	dropDatabase(t, uri, db)
-	store := fmt.Sprintf("{kind: mongodb, uri: %q, ferretdb: %v, timeout: %s}", u.String(), isFerretDB(t, uri), hangStoreTimeout)
-	hungStore(t, p, store, db, "people")
+	ferret := isFerretDB(t, uri)
+	hungStoreBoth(t, p, func(timeout time.Duration) string {
+		return fmt.Sprintf("{kind: mongodb, uri: %q, ferretdb: %v, timeout: %s}", u.String(), ferret, timeout)
+	}, db, "people")
 }
 
 func hungSearchStore(t *testing.T, kind, rawURL string) {
@@ -81,8 +83,20 @@ func hungSearchStore(t *testing.T, kind, rawURL string) {
 	}
 	p := hangProxy(t, u.Host)
 	u.Host = p.Addr()
-	store := fmt.Sprintf("{kind: %s, urls: [%q], timeout: %s}", kind, u.String(), hangStoreTimeout)
-	hungStore(t, p, store, "crm", index)
+	hungStoreBoth(t, p, func(timeout time.Duration) string {
+		return fmt.Sprintf("{kind: %s, urls: [%q], timeout: %s}", kind, u.String(), timeout)
+	}, "crm", index)
+}
+
+// hungStoreBoth runs the scenario with the issue's store timeout, shorter than the clients'
+// deadline, and with one longer than it, where every call the hang holds is answered by its
+// deadline alone -- also those queued behind the store's hung batches.
+func hungStoreBoth(t *testing.T, p *faultproxy.TCPProxy, storeYAML func(time.Duration) string, ns, ds string) {
+	for _, timeout := range []time.Duration{hangStoreTimeout, 3 * hangDeadline} {
+		t.Run("store_timeout_"+timeout.String(), func(t *testing.T) {
+			hungStore(t, p, storeYAML(timeout), timeout, ns, ds)
+		})
+	}
 }
 
 func hangProxy(t *testing.T, target string) *faultproxy.TCPProxy {
@@ -104,7 +118,8 @@ type hangCall struct {
 	hung    bool // started while the proxy hung
 }
 
-func hungStore(t *testing.T, p *faultproxy.TCPProxy, storeYAML, ns, ds string) {
+func hungStore(t *testing.T, p *faultproxy.TCPProxy, storeYAML string, storeTimeout time.Duration, ns, ds string) {
+	prefix := fmt.Sprintf("t%d-", storeTimeout/time.Second) // the subtests share the dataset
 	s := startService(t, fmt.Sprintf(`
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
 service: {retry_attempts: 6, backoff_max: 500ms, deadline_reserve: %s}
@@ -123,7 +138,7 @@ stores:
 		mu.Lock()
 		defer mu.Unlock()
 		seq++
-		return fmt.Sprintf("k%05d", seq)
+		return fmt.Sprintf("%sk%05d", prefix, seq)
 	}
 	isHung := func() bool {
 		mu.Lock()
@@ -150,7 +165,7 @@ stores:
 			}
 		default: // a read of a key written before the hang and of one never written
 			c.read = true
-			c.keys = []string{"k00001", "never-" + nextKey()}
+			c.keys = []string{prefix + "k00001", "never-" + nextKey()}
 			var r *recordv1.ReadResponse
 			if r, c.err = s.rpc.Read(cctx, &recordv1.ReadRequest{Addresses: []*recordv1.Address{
 				addr("main", ns, ds, c.keys[0]), addr("main", ns, ds, c.keys[1])}}); c.err == nil {
@@ -162,7 +177,7 @@ stores:
 		calls = append(calls, c)
 		mu.Unlock()
 	}
-	call(1) // k00001, read by the reads
+	call(1) // prefix+k00001, read by the reads
 	for i := range 6 {
 		clients.Add(1)
 		go func() {
@@ -283,7 +298,7 @@ stores:
 	}
 	t.Logf("store timeout %s, client deadline %s, reserve %s, hung %s: %d calls, %d items (all: %v); "+
 		"while hung: %d calls, latency median %s max %s, %d hit the client's deadline, resends %v, items %v",
-		hangStoreTimeout, hangDeadline, hangReserve, hangFor, len(calls), items, kinds,
+		storeTimeout, hangDeadline, hangReserve, hangFor, len(calls), items, kinds,
 		len(hungTook), median.Round(time.Millisecond), worst.Round(time.Millisecond), late, retriesHung, hungKinds)
 
 	// Every item of every call is counted in recordsvc_items_total, the recovery probes too.
