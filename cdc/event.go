@@ -38,7 +38,10 @@ const (
 	// committed after it has a higher version, every one before it a lower one (the sink
 	// empties the table's index and voids older changes replayed later). It is positioned,
 	// versioned and checkpointed like a row change at its place in the source's history (one
-	// event per table when a statement truncates several).
+	// event per table when a statement truncates several). Its Schema names the table and
+	// carries its Relation; its Columns may be empty (mysqlcdc, when the reader is behind the
+	// DDL and has no description of the relation): a sink then applies it like a Truncate
+	// without a schema, keeping the relation identity.
 	Truncate
 )
 
