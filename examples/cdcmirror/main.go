@@ -120,7 +120,7 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer, liste
 		fmt.Fprintln(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	configPath := fs.String("config", "", "the configuration file (YAML; see examples/cdcmirror/postgres.yaml and pipelines.yaml)")
+	configPath := fs.String("config", "", "the configuration file (YAML; every key: examples/cdcmirror/CONFIG.md; examples: postgres.yaml, pipelines.yaml)")
 	var run runFlags
 	var pipeline *string
 	var indices *bool
