@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/mirrortest"
 	"github.com/tributary-dev/tributary/internal/obscheck"
 	"github.com/tributary-dev/tributary/internal/testenv"
+	"github.com/tributary-dev/tributary/mirror"
 )
 
 // TestCommandObservability runs what the binary runs over a PostgreSQL table (a snapshot,
@@ -37,6 +40,10 @@ func TestCommandObservability(t *testing.T) {
 	cfgPath := writeCommandConfig(t, t.TempDir(), eng, commandConfig{Pipeline: "pg", Source: source, SinkID: "es-obs",
 		Index: "db39-obs-{table}", Runner: "{batch_max_wait: 50ms, lag_interval: 1s}"})
 	pg.Exec(t, pg.Insert(1, 100)...)
+	// Registered before the command starts, so it runs after the command stopped: the slot
+	// and publication go, retried while the slot is still active for the ending walsender (a
+	// slot left behind holds WAL for every test).
+	t.Cleanup(func() { dropPipeline(t, cfgPath, "pg") })
 
 	run := startCommand(t, cfgPath)
 	pg.Exec(t, mirrortest.Changes(pg, 101, 120)...)
@@ -59,4 +66,27 @@ func TestCommandObservability(t *testing.T) {
 	pg.Exec(t, mirrortest.Changes(pg, 121, 130)...)
 	run.waitFor(index+" convergence after the scrape", node.Converged(t, index, pg, 150))
 	run.stop()
+}
+
+// dropPipeline drops a pipeline's slot, publication and records, retrying while the source
+// refuses (a slot still active for a walsender that is ending); the bound only catches a hang.
+func dropPipeline(t *testing.T, cfgPath, pipeline string) {
+	t.Helper()
+	cfg, err := mirror.LoadConfig(cfgPath)
+	if err != nil {
+		t.Errorf("drop %s: %v", pipeline, err)
+		return
+	}
+	for deadline := time.Now().Add(mirrortest.WaitBound); ; time.Sleep(500 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = mirror.Drop(ctx, cfg, pipeline, nil)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("drop %s (its slot may be left behind): %v", pipeline, err)
+			return
+		}
+	}
 }
