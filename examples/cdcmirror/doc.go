@@ -106,7 +106,7 @@
 // process collectors; see mirror/mirrorprom for every metric), /healthz (200 only when every
 // pipeline is healthy, else 503; one line per pipeline, "name: ok" or "name: reason") and
 // /status (every pipeline's cdc.Status as JSON: health, state, progress, snapshot,
-// re-snapshot, lag, reconnects, last failure). Every metric carries a pipeline label. The same
+// re-snapshot, lag, reconnects, last failure, dead letters per table). Every metric carries a pipeline label. The same
 // listener takes POST /admin/resnapshot (a JSON body: pipeline, tables, where; see
 // resnapshot below); keep --metrics-addr on a loopback or otherwise trusted address.
 //

@@ -82,8 +82,13 @@ func newMux(reg *prometheus.Registry, m statusSource, rx *reindexes) *http.Serve
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		var out statusDoc
+		dl, _ := m.(deadLetterCounter)
 		for _, s := range m.Status() {
-			out.Pipelines = append(out.Pipelines, pipelineJSON(s))
+			p := pipelineJSON(s)
+			if dl != nil {
+				p.DeadLettersByTable = dl.DeadLettersByTable(s.Pipeline)
+			}
+			out.Pipelines = append(out.Pipelines, p)
 		}
 		out.Reindexes = rx.list()
 		enc := json.NewEncoder(w)
@@ -142,26 +147,29 @@ type statusDoc struct {
 
 // pipelineStatus is cdc.Status as JSON: errors as their text, absent times left out.
 type pipelineStatus struct {
-	Pipeline          string          `json:"pipeline"`
-	Healthy           bool            `json:"healthy"`
-	Reason            string          `json:"reason,omitempty"`
-	State             string          `json:"state"`
-	Events            int64           `json:"events"`
-	Batches           int64           `json:"batches"`
-	DeadLetters       int64           `json:"dead_letters"`
-	Retries           int64           `json:"backpressure_retries"`
-	Pending           int             `json:"pending"`
-	LastBatch         *time.Time      `json:"last_batch,omitempty"`
-	LastCheckpoint    *time.Time      `json:"last_checkpoint,omitempty"`
-	Snapshot          *snapshotStatus `json:"snapshot,omitempty"`
-	Resnapshot        *snapshotStatus `json:"resnapshot,omitempty"`
-	Lag               *lagStatus      `json:"lag,omitempty"`
-	Reconnects        int64           `json:"reconnects"`
-	LastFailure       string          `json:"last_failure,omitempty"`
-	FailedAt          *time.Time      `json:"failed_at,omitempty"`
-	BackpressureSince *time.Time      `json:"backpressure_since,omitempty"`
-	UnansweredSince   *time.Time      `json:"unanswered_since,omitempty"` // the oldest write the engine has not answered
-	Cluster           *clusterStatus  `json:"cluster,omitempty"`
+	Pipeline    string `json:"pipeline"`
+	Healthy     bool   `json:"healthy"`
+	Reason      string `json:"reason,omitempty"`
+	State       string `json:"state"`
+	Events      int64  `json:"events"`
+	Batches     int64  `json:"batches"`
+	DeadLetters int64  `json:"dead_letters"`
+	// DeadLettersByTable: the dead letters written since the start per table
+	// (cdc.TableID.String()), as the status page shows them.
+	DeadLettersByTable map[string]int64 `json:"dead_letters_by_table,omitempty"`
+	Retries            int64            `json:"backpressure_retries"`
+	Pending            int              `json:"pending"`
+	LastBatch          *time.Time       `json:"last_batch,omitempty"`
+	LastCheckpoint     *time.Time       `json:"last_checkpoint,omitempty"`
+	Snapshot           *snapshotStatus  `json:"snapshot,omitempty"`
+	Resnapshot         *snapshotStatus  `json:"resnapshot,omitempty"`
+	Lag                *lagStatus       `json:"lag,omitempty"`
+	Reconnects         int64            `json:"reconnects"`
+	LastFailure        string           `json:"last_failure,omitempty"`
+	FailedAt           *time.Time       `json:"failed_at,omitempty"`
+	BackpressureSince  *time.Time       `json:"backpressure_since,omitempty"`
+	UnansweredSince    *time.Time       `json:"unanswered_since,omitempty"` // the oldest write the engine has not answered
+	Cluster            *clusterStatus   `json:"cluster,omitempty"`
 	// Incomplete: tables whose index misses rows the pipeline cannot restore on its own,
 	// each with the fix (cdc.Status.Incomplete).
 	Incomplete []incompleteStatus `json:"incomplete,omitempty"`

@@ -63,8 +63,8 @@ func TestCommandStatusPage(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Pipelines) != 1 {
 			return fmt.Sprintf("/status: %v %s", err, body)
 		}
-		if p := doc.Pipelines[0]; p.DeadLetters < 1 {
-			return fmt.Sprintf("%d dead letters", p.DeadLetters)
+		if p := doc.Pipelines[0]; p.DeadLetters < 1 || len(p.DeadLettersByTable) != 1 {
+			return fmt.Sprintf("%d dead letters, by table %v", p.DeadLetters, p.DeadLettersByTable)
 		}
 		return ""
 	})
@@ -206,7 +206,7 @@ func newBrowser(t *testing.T) *browser {
 	// Start it now, bounded: a browser that cannot start fails here. (The first Run's
 	// context must carry no deadline, since the browser lives as long as it: the bound is a
 	// timer that cancels the browser instead.)
-	timer := time.AfterFunc(mirrortest.WaitBound, cancel)
+	timer := time.AfterFunc(2*mirrortest.WaitBound, cancel) // a first start builds caches
 	err := chromedp.Do(ctx)
 	if !timer.Stop() || err != nil {
 		t.Fatalf("starting %s: %v", path, err)
@@ -216,7 +216,7 @@ func newBrowser(t *testing.T) *browser {
 
 // view loads url and reads what it shows, within a bounded time.
 func (b *browser) view(url string) (pageView, error) {
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, mirrortest.WaitBound/2)
 	defer cancel()
 	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
 		return pageView{}, err
@@ -228,7 +228,7 @@ func (b *browser) view(url string) (pageView, error) {
 // repository's root, naming the file in the test's log.
 func (b *browser) screenshot(url, name string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, mirrortest.WaitBound)
 	defer cancel()
 	err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body")))
 	var png []byte
