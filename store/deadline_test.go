@@ -278,3 +278,59 @@ func TestDeadlineHungStore(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineApply: Apply, a worker's entry point, answers by its context's deadline too, one
+// retryable failure per operation the hung store holds; a canceled context still ends the
+// call with its error.
+func TestDeadlineApply(t *testing.T) {
+	h := &hanging{Store: memstore.New(), timeout: time.Hour}
+	s, err := store.New(map[string]store.Adapter{"m": h}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.hang()
+	defer h.resume()
+	doc := store.Document{JSON: []byte(`{"n":1}`)}
+	ops := []store.QueuedOp{{Op: store.Put(addr("m", "a"), doc)}, {Op: store.Delete(addr("m", "b"))}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := s.Apply(ctx, ops)
+	if err != nil {
+		t.Fatalf("Apply with a deadline on a hung store: %v, want one result per operation", err)
+	}
+	for i, r := range res {
+		if !errors.Is(r.Err, store.ErrOutcomeUnknown) && !errors.Is(r.Err, store.ErrUnavailable) {
+			t.Errorf("operation %d: %v, want outcome unknown or unavailable", i, r.Err)
+		}
+	}
+	// A write queued behind its record's write in flight on the hung store was never sent,
+	// and says so.
+	first := make(chan error, 1)
+	calls := h.calls.Load()
+	go func() {
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer fcancel()
+		_, err := s.Put(fctx, addr("m", "c"), doc)
+		first <- err
+	}()
+	for h.calls.Load() == calls {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Put(ctx2(t, 200*time.Millisecond), addr("m", "c"), doc); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("a put queued behind a hung one: %v, want unavailable", err)
+	}
+	if err := <-first; !errors.Is(err, store.ErrOutcomeUnknown) {
+		t.Errorf("the put the hung store holds: %v, want outcome unknown", err)
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(50 * time.Millisecond); ccancel() }()
+	if _, err := s.Apply(cctx, ops[1:]); !errors.Is(err, context.Canceled) {
+		t.Errorf("Apply canceled: %v, want context.Canceled", err)
+	}
+}
+
+func ctx2(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
