@@ -171,6 +171,7 @@ func TestFaultWorkerLostMembershipBoundsDuplicates(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	_ = c.Close()
+	deleteGroup(t, env, group)
 	s := stats.get()
 	t.Logf("%d merges, %d applied twice; the worker counted %d redelivered and left %d of lost partitions, in %d rounds",
 		merges, doubled, s.Redelivered, s.Revoked, s.Rounds)

@@ -99,7 +99,8 @@ func keepUp(b *testing.B, env kafkaEnv, be backend, keys int) {
 		return store.Address{Store: "m", Namespace: be.namespace, Dataset: be.dataset, Key: store.StringKey(fmt.Sprint(run, "-", k))}
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	c, err := kafkaqueue.NewConsumer(cctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic, Group: uniqueName("w39_keepup")}, nil)
+	group := uniqueName("w39_keepup")
+	c, err := kafkaqueue.NewConsumer(cctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic, Group: group}, nil)
 	cancel()
 	if err != nil {
 		b.Fatal(err)
@@ -164,6 +165,7 @@ func keepUp(b *testing.B, env kafkaEnv, be backend, keys int) {
 		b.Fatal(err)
 	}
 	_ = c.Close()
+	deleteGroup(b, env, group)
 
 	// Every record holds exactly the merges accepted for it (checked on up to 200 records).
 	checked := 0
@@ -231,4 +233,17 @@ func mongoBench(b testing.TB) backend {
 		b.Fatal(err)
 	}
 	return backend{adapter: a, namespace: db.Name(), dataset: "records"}
+}
+
+// deleteGroup deletes a consumer group a test or benchmark made, once its consumer left.
+func deleteGroup(tb testing.TB, env kafkaEnv, group string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := crashAdmin(tb, env.brokers).DeleteGroups(ctx, group)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		tb.Logf("deleting consumer group %s: %v", group, err)
+	}
 }
