@@ -63,7 +63,7 @@ bench-debezium: ## Debezium path (1, 2, 4 partitions) vs the native source on on
 	set -a && . .testenv/env && set +a && $(GO) test -run '^$$' -bench BenchmarkDebeziumVsNative -benchtime 3x -timeout 60m -v ./cdc/debezium/
 
 # The peer comparison: cdcmirror and pgsync side by side on private servers (scripts/bench-peers).
-bench-peers: ## cdcmirror vs pgsync: snapshot docs/s and time to equal after pgbench loads; docs/bench-peers.{csv,png}
+bench-peers: ## cdcmirror vs pgsync in fair rounds + make bench's goals; docs/bench-peers.{csv,md,png}. BENCH_PEERS_{SCALES,ROUNDS,MAX_EXTRA,ENGINES,LOADS,LOAD_SECS,SUSTAIN_SECS,PROFILE,GOALS,TITLE,OUT}: docs/benchmarks.md
 	scripts/bench-peers
 
 release: ## static, version-stamped binaries of cdcmirror, recordsvc and mergetest for linux/amd64 and linux/arm64 in dist/VERSION (VERSION=v0.2.0; default git describe)
@@ -73,6 +73,7 @@ check: fmt-check vet testenv-up test-all fault smoke ## every test: formatting, 
 	@echo "check: ok"
 
 test: ## unit tests only (-race), no servers: the edit loop
+	$(TESTENV) tools
 	env $(addprefix -u ,$(TESTENV_VARS)) $(GO) test -race -count=1 ./...
 	env $(addprefix -u ,$(TESTENV_VARS)) $(EXAMPLES) test -race -count=1 ./...
 
