@@ -276,9 +276,10 @@ func newSparkline(smp []lagSample, w, h int) *sparkline {
 	sp := &sparkline{Width: w, Height: h, Max: seconds(mx), Window: (time.Duration(n-1) * lagSampleEvery).String()}
 	top := max(mx, 1) // a flat zero line sits at the bottom
 	var cur []string
+	var lastX, lastY float64
 	flush := func() {
-		if len(cur) == 1 { // one point: a short flat stroke, so that it shows
-			cur = append(cur, cur[0])
+		if len(cur) == 1 { // one point: a short flat stroke ending at it, so that it shows
+			cur = []string{point(lastX-4, lastY), cur[0]}
 		}
 		if len(cur) > 0 {
 			sp.Lines = append(sp.Lines, strings.Join(cur, " "))
@@ -291,13 +292,17 @@ func newSparkline(smp []lagSample, w, h int) *sparkline {
 			flush()
 			continue
 		}
-		x := float64(w-2) * float64(off+i) / float64(n-1)
-		y := float64(h-2) - float64(h-4)*s.Seconds/top
-		cur = append(cur, strconv.FormatFloat(x+1, 'f', 1, 64)+","+strconv.FormatFloat(y, 'f', 1, 64))
+		lastX = 1 + float64(w-2)*float64(off+i)/float64(n-1)
+		lastY = float64(h-2) - float64(h-4)*s.Seconds/top
+		cur = append(cur, point(lastX, lastY))
 		sp.Last = seconds(s.Seconds)
 	}
 	flush()
 	return sp
+}
+
+func point(x, y float64) string {
+	return strconv.FormatFloat(max(x, 1), 'f', 1, 64) + "," + strconv.FormatFloat(y, 'f', 1, 64)
 }
 
 // seconds renders a lag in seconds, rounded as a person reads it.

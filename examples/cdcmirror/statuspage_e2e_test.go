@@ -116,8 +116,9 @@ func TestCommandStatusPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Pwned != "" || !strings.Contains(v.Text, `<script>window.sp39Pwned=1</script>`) || v.Health != "unhealthy: table_incomplete" {
-		t.Errorf("the hostile names' page: pwned %q, health %q, text:\n%s", v.Pwned, v.Health, v.Text)
+	if v.Pwned != "" || !strings.Contains(v.Text, `<script>window.sp39Pwned=1</script>`) || v.Health != "unhealthy: table_incomplete" ||
+		!strings.Contains(v.Progress, "250/1000 rows (25%), 50 rows/s, ETA 15s") || v.SparkLines != 2 {
+		t.Errorf("the hostile names' page: pwned %q, health %q, progress %q, %d sparkline runs, text:\n%s", v.Pwned, v.Health, v.Progress, v.SparkLines, v.Text)
 	}
 	browser.screenshot(srv.URL+"/status.html", "statuspage-escaped")
 	run.stop()

@@ -127,6 +127,9 @@ func TestLagHistoryBounded(t *testing.T) {
 		sp.Window != "1m0s" {
 		t.Errorf("sparkline %+v", sp)
 	}
+	if sp := newSparkline(smp[3:], 100, 20); sp == nil || len(sp.Lines) != 1 || sp.Lines[0] != "95.0,2.0 99.0,2.0" {
+		t.Errorf("one sample: %+v", sp) // a short stroke ending at the right edge, at the top (its own maximum)
+	}
 	if newSparkline([]lagSample{{At: at}}, 100, 20) != nil {
 		t.Error("a sparkline without a measured sample")
 	}
