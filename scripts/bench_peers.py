@@ -395,10 +395,14 @@ def cmd_sampled(a):
     rc = out.returncode
     for spec in a.ratio:
         name, rx = spec.split("=", 1)
-        vals = [float(m.group(1)) for m in re.finditer(rx, out.stdout)]
-        for i, v in enumerate(vals):
+        vals = []
+        for line in out.stdout.splitlines():
+            m = re.search(rx, line)
+            if m:  # the benchmark's name (engine, shape) beside its ratio
+                vals.append((float(m.group(1)), line.split()[0] if line.startswith("Benchmark") else line.split(":")[0]))
+        for i, (v, where) in enumerate(vals):
             emit({**ctx_of(a), "figure": name, "tool": "cdcmirror", "round": i + 1, "ratio": v,
-                  "seconds": round(time.time() - t0, 1), **ld})
+                  "seconds": round(time.time() - t0, 1), "note": where, **ld})
         if not vals:
             emit({**ctx_of(a), "figure": name, "tool": "cdcmirror", "note": f"no figure (exit {rc})", **ld})
     return 0
