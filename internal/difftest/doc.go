@@ -137,18 +137,22 @@
 // name is re-snapshotted as package mirror does (sink.Options.OnEntered -> cdc.Resnapshotter);
 // when the request is refused because the table left the name first (dropped or moved out right
 // after it entered), mirror reports the table loudly (Status.Incomplete), and that name's frozen
-// documents may lack the rows the re-snapshot would have brought -- never hold a wrong one.
+// documents may lack the rows the re-snapshot would have brought (and those rows the dead
+// letters it would have given) -- never hold a wrong one.
 // Every failure's _id is prefixed with its name ("tb:42"), and a failing case logs its schema
-// operations in order, with the ENTERED reports.
+// operations in order, with the ENTERED reports and the descriptions the source gave each table
+// (every truncate and every change of relation, columns or key, with its position). The steps
+// start once the pipeline's snapshot is taken (a sentinel marker row has its document).
 //
 // Sequences whose outcome the cases found to differ from the rule, reported and not yet fixed,
 // are listed in openFindings (schema_test.go, each with its package and what differs): the
 // cases avoid them unless TRIBUTARY_DIFF_SCHEMA_OPEN=1 (which `make differential` sets), so
-// that the bounded run guards everything else. A seed draws other operations in the two modes.
+// that the bounded run guards everything else. A seed may draw other operations in the two
+// modes (today's only entry, dropAfterWrite, changes when a DROP runs, not what is drawn).
 //
-// TRIBUTARY_DIFF_SCHEMA_CASES sets their number (default 0 while issue 32's findings are open,
-// see defaultSchemaCases; `make differential` runs 40, open findings included); case i runs
-// seed+i. To repeat one:
+// TRIBUTARY_DIFF_SCHEMA_CASES sets their number (default 8, every source and engine pair twice:
+// `make check` runs them after the ordinary cases; `make differential` runs 40, open findings
+// included); case i runs seed+i. To repeat one:
 //
 //	TRIBUTARY_DIFF_SEED=<seed> TRIBUTARY_DIFF_CASES=0 TRIBUTARY_DIFF_SCHEMA_CASES=1 [TRIBUTARY_DIFF_SCHEMA_OPEN=1] go test -run TestDifferential -v ./internal/difftest/
 //

@@ -45,24 +45,23 @@ const envSchemaOpen = "TRIBUTARY_DIFF_SCHEMA_OPEN"
 // from the rule, reported and not fixed yet. Without envSchemaOpen the generator avoids them,
 // so that the bounded run of `make check` guards everything else; each entry goes once fixed.
 //
-//   - vacatedName: a new relation under a name whose index was vacated (its relation renamed
-//     to another captured name). The sink's part is fixed (72d4e47: a generation mapped for the
-//     new relation, ENTERED replaced); on MariaDB the new relation's events are still
-//     dead-lettered keyless_table (seed 1128666499977: RENAME tb TO tc, CREATE tb). Avoided:
-//     CREATE, renames and moves into a vacated name.
-//   - dropAfterWrite (cdc/pgcdc): changes of a REPLICA IDENTITY FULL table dropped before the
-//     stream decoded them carry a primary key of every column (the relation message's flags,
-//     schema.go), dead-lettered as "id column ... is NULL". Avoided: a DROP waits until the
-//     stream has applied every earlier change.
-var openFindings = map[string]bool{"vacatedName": true, "dropAfterWrite": true}
+//   - dropAfterWrite (cdc/pgcdc): the changes of a REPLICA IDENTITY FULL table dropped before
+//     the stream decoded them. They are loud since c6f4d30 (a dead letter "malformed: pgcdc:
+//     the table was dropped before its changes were read and its primary key is unknown",
+//     pgcdc.ErrKeyUnknown, no _id), but the oracle cannot tie those dead letters to rows yet,
+//     and seed 2004 (open) shows such a dead letter for a relation whose key the snapshot had
+//     read. Avoided: a DROP waits until the stream has applied every earlier change.
+//
+// Fixed and drawn again: movedBack (cdc/mysqlcdc 6c47a9a; cdc/pgcdc c6f4d30 for the way back
+// under its own name, seed 403290697438), vacatedName (sink 72d4e47; on MariaDB the catalog
+// load under RENAME c78974a and the descriptions of rows read from behind renames 7f807e2,
+// seed 1128666499977).
+var openFindings = map[string]bool{"dropAfterWrite": true}
 
-// defaultSchemaCases is the bounded run of `make check`: none while findings of issue 32 beyond
-// openFindings are open (random cases of every mode still meet them: a relation moved out and
-// back under its own name, MariaDB text decoded with another relation's character set and
-// key-less schemas after renames); then 8, every source and engine pair twice (a case takes
-// seconds; one that fails waits up to its bounds, minutes). Run them with
-// TRIBUTARY_DIFF_SCHEMA_CASES=n, or `make differential`.
-const defaultSchemaCases = 0
+// defaultSchemaCases is the bounded run of `make check`: 8, every source and engine pair twice
+// (seeds seed..seed+7; a case takes seconds, one that fails waits up to its bounds, minutes).
+// More with TRIBUTARY_DIFF_SCHEMA_CASES=n, or `make differential` (40, open findings included).
+const defaultSchemaCases = 8
 
 // schemaDialect is a dialect's DDL for the schema cases.
 type schemaDialect interface {
@@ -149,9 +148,6 @@ func (c *schemaCase) newTable(ns int, name string) *table {
 func (c *schemaCase) freeName(ns int) string {
 	var free []string
 	for _, n := range schemaNames {
-		if ix := c.m.idx[n]; ns == nsCaptured && ix != nil && ix.state == idxEmpty && c.avoids("vacatedName") {
-			continue
-		}
 		if c.m.at(ns, n) == nil {
 			free = append(free, n)
 		}
@@ -244,11 +240,7 @@ func (c *schemaCase) step() {
 	case p < 80 && len(in) > 0:
 		c.moveTo(pick(r, in...), nsOutside)
 	case p < 86 && len(out) > 0:
-		rl := pick(r, out...)
-		if rl.captured && c.d.name() == "mysql" && c.avoids("movedBack") {
-			return
-		}
-		c.moveTo(rl, nsCaptured)
+		c.moveTo(pick(r, out...), nsCaptured)
 	case p < 90 && len(in) > 0:
 		rl := pick(r, in...)
 		c.op("TRUNCATE %s", rl.tb.ref(c.d))
@@ -526,8 +518,11 @@ func (c *schemaCase) compare(node *estest.Node, dead []cdc.DeadLetterRecord, his
 				// The relation entered the name and left it (DROP, moved out) before its
 				// re-snapshot ran: the request was refused, loudly (mirror lists the table
 				// Incomplete, health table_incomplete), and the rows it would have brought are
-				// missing -- the rule's "a loud refusal". Every document there must still be right.
-				fs = slices.DeleteFunc(fs, func(f failure) bool { return f.kind == "missing_document" })
+				// missing -- the rule's "a loud refusal" -- and so are the dead letters it would
+				// have given the rows a documented rule refuses (seed 18263019606, open mode:
+				// rows with a top-level JSON scalar under flattened, dead-lettered under the
+				// name the relation had before). Every document there must still be right.
+				fs = slices.DeleteFunc(fs, func(f failure) bool { return f.kind == "missing_document" || f.kind == "missing_dead_letter" })
 			}
 		case idxEmpty:
 			for id := range docs {
