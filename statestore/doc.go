@@ -4,8 +4,14 @@
 // # Stores
 //
 // [Open] opens (or creates) a bbolt file; [NewMemory] is the in-memory implementation with the
-// same API for tests. Both implement [Store] and pass the same test suite. Every method is safe
-// for concurrent use; each call is one atomic transaction.
+// same API for tests. Both implement [Store] and pass the same test suite (package
+// statestoretest). Every method is safe for concurrent use; each call is one atomic transaction.
+//
+// Package sqlstate keeps the same state in a SQL server every copy of a deployment reaches
+// (the source PostgreSQL), for an active and a standby sharing one store: it also implements
+// [Leaser], a leadership lease per pipeline with an epoch that increases on every takeover,
+// and fenced writes that fail with [ErrNotLeader] once another holder took over. A shared
+// store's connection failures are [ErrUnavailable] (retryable).
 //
 // # Identity
 //

@@ -183,7 +183,7 @@ func (s *Store) tx(ctx context.Context, what string, fn func(*sql.Tx) error, f .
 		} else if err != nil {
 			return s.classify(ctx, what, err)
 		}
-		if uint64(epoch) != f.epoch {
+		if f.epoch == 0 || uint64(epoch) != f.epoch {
 			return fmt.Errorf("%w: %s refused: lease %q is at epoch %d, this writer holds epoch %d", statestore.ErrNotLeader, what, f.name, epoch, f.epoch)
 		}
 		if s.between != nil {

@@ -150,9 +150,11 @@ func testRace(t *testing.T, s statestore.Leaser) {
 // are refused with ErrNotLeader and change nothing, while B's pass.
 func testTakeover(t *testing.T, s statestore.Leaser) {
 	ctx := context.Background()
-	never := s.Fenced("p", 1)
-	if err := never.SaveCheckpoint(ctx, "p", cdc.Checkpoint("x")); !errors.Is(err, statestore.ErrNotLeader) {
-		t.Fatalf("fenced write under a lease never acquired: %v, want ErrNotLeader", err)
+	for _, epoch := range []uint64{0, 1} {
+		never := s.Fenced("p", epoch)
+		if err := never.SaveCheckpoint(ctx, "p", cdc.Checkpoint("x")); !errors.Is(err, statestore.ErrNotLeader) {
+			t.Fatalf("fenced write at epoch %d under a lease never acquired: %v, want ErrNotLeader", epoch, err)
+		}
 	}
 	a, err := s.Acquire(ctx, "p", "A", time.Minute)
 	if err != nil {
