@@ -34,7 +34,7 @@ func ExampleService_Do() {
 		}
 	}
 	// Output:
-	// not found
+	// absent
 	// created
 	// found {"items":1}
 	// deleted

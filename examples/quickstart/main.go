@@ -1,95 +1,98 @@
 // Command quickstart runs the store layer on its embedded default -- the in-memory adapter, no
-// servers -- and shows each kind of operation: a put, a conditional put that loses to a stale
-// revision, a merge, a read and a delete.
+// servers -- with the Lua merge engine, and shows each kind of operation: a put, a read, a
+// conditional put that loses to a stale revision, then one batch (one Do call) with a Lua
+// merge, a put whose precondition fails on its own while the others apply, and a read; last a
+// delete and a read of the absent record.
 //
 //	make quickstart   (or: cd examples && go run ./quickstart)
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"time"
 
+	"github.com/tributary-dev/tributary/luamerge"
 	"github.com/tributary-dev/tributary/store"
 	"github.com/tributary-dev/tributary/store/memstore"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		log.SetFlags(0)
 		log.Fatal(err)
 	}
 }
 
-// addVisits is the merge: it adds the incoming visit count to the stored one. It is a pure
-// function of its inputs, because the store may run it more than once.
-func addVisits(_ context.Context, c *store.MergeCall) (store.MergeResult, error) {
-	var cur, in struct {
-		Name   string `json:"name"`
-		Visits int64  `json:"visits"`
-	}
-	if c.Current != nil {
-		if err := json.Unmarshal(c.Current.JSON, &cur); err != nil {
-			return store.MergeResult{}, err
-		}
-	}
-	if err := json.Unmarshal(c.Incoming.JSON, &in); err != nil {
-		return store.MergeResult{}, err
-	}
-	cur.Visits += in.Visits
-	b, err := json.Marshal(cur)
-	return store.MergeResult{Doc: store.Document{JSON: b}}, err
-}
+// addVisits is the merge program, in Lua: it adds the incoming visit count to the stored one
+// (or creates the record). It is a pure function of its inputs, because the store may run it
+// more than once.
+const addVisits = `return function(current, incoming, context)
+  if current == nil then return incoming end
+  current.visits = (current.visits or 0) + incoming.visits
+  return current
+end`
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{Merger: store.MergeFunc(addVisits)})
+	engine, err := luamerge.New(nil) // the Lua merge engine: sandboxed, limits by default
+	if err != nil {
+		return err
+	}
+	s, err := store.New(map[string]store.Adapter{"main": memstore.New()}, &store.Options{Merger: engine})
 	if err != nil {
 		return err
 	}
 	defer s.Close(ctx)
-	out := os.Stdout
 	ada := store.Address{Store: "main", Namespace: "crm", Dataset: "people", Key: store.StringKey("ada")}
 
-	doc, err := store.NewDocument(map[string]any{"name": "Ada", "visits": 1, "since": "2026-11-30T09:00:00Z"}, "/since")
+	// One operation per call: one Result, one error.
+	doc, err := store.NewDocument(map[string]any{"name": "Ada", "visits": 1})
 	if err != nil {
 		return err
 	}
-	put, err := s.Put(ctx, ada, doc)
+	put, err := s.Put(ctx, ada, doc, store.IfAbsent())
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "put:              %v\n", put.Outcome)
-
-	newer, _ := store.NewDocument(map[string]any{"name": "Ada Lovelace", "visits": 1})
-	upd, err := s.Put(ctx, ada, newer, store.IfRevision(put.Revision))
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "conditional put:  %v\n", upd.Outcome)
-
-	// The first put's revision is stale now: the store refuses, on every backend, with ErrConflict.
-	_, err = s.Put(ctx, ada, doc, store.IfRevision(put.Revision))
-	fmt.Fprintf(out, "stale put:        conflict=%v\n", errors.Is(err, store.ErrConflict))
-
-	inc, _ := store.NewDocument(map[string]any{"visits": 41})
-	merged, err := s.Merge(ctx, ada, "add-visits", inc)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "merge:            %v %s\n", merged.Outcome, merged.Doc.JSON)
-
 	read, err := s.Get(ctx, ada)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "read:             %v %s\n", read.Outcome, read.Doc.JSON)
 
+	// A batch: one Result per operation, in order. The put's revision is stale once the merge
+	// has run, so that put fails -- alone: the merge and the read still apply, and Do's own
+	// error stays nil.
+	inc, _ := store.NewDocument(map[string]any{"visits": 41})
+	results, err := s.Do(ctx, []store.Op{
+		store.Merge(ada, addVisits, inc),
+		store.Put(ada, doc).WithPrecondition(store.IfRevision(put.Revision)),
+		store.Read(ada),
+	}, store.WaitApplied)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		switch {
+		case errors.Is(r.Err, store.ErrConflict):
+			fmt.Fprintf(out, "batch[%d]:         conflict (stale revision)\n", i)
+		case r.Err != nil:
+			return r.Err
+		case r.Doc.JSON != nil:
+			fmt.Fprintf(out, "batch[%d]:         %v %s\n", i, r.Outcome, r.Doc.JSON)
+		default:
+			fmt.Fprintf(out, "batch[%d]:         %v\n", i, r.Outcome)
+		}
+	}
+
+	// A missing record is no error: its outcome is Absent.
 	del, err := s.Delete(ctx, ada)
 	if err != nil {
 		return err

@@ -1,17 +1,20 @@
 package main
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // The quickstart's output is its test: every line is what the store must answer.
 func Example() {
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		panic(err)
 	}
 	// Output:
 	// put:              created
-	// conditional put:  updated
-	// stale put:        conflict=true
-	// merge:            updated {"name":"Ada Lovelace","visits":42}
-	// read:             found {"name":"Ada Lovelace","visits":42}
-	// delete, read:     deleted, not found
+	// read:             found {"name":"Ada","visits":1}
+	// batch[0]:         updated {"name":"Ada","visits":42}
+	// batch[1]:         conflict (stale revision)
+	// batch[2]:         found {"name":"Ada","visits":42}
+	// delete, read:     deleted, absent
 }

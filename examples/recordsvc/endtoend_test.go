@@ -488,7 +488,7 @@ func TestEndToEndMetricsScrape(t *testing.T) {
 		`recordsvc_items_total{op="merge",result="created",store="main"}`:     1,
 		`recordsvc_items_total{op="merge",result="updated",store="main"}`:     2,
 		`recordsvc_items_total{op="read",result="found",store="main"}`:        1,
-		`recordsvc_items_total{op="read",result="not_found",store="main"}`:    1,
+		`recordsvc_items_total{op="read",result="absent",store="main"}`:       1,
 		`recordsvc_coalesced_batch_size_count{store="main"}`:                  3,
 		`recordsvc_coalesced_batch_size_sum{store="main"}`:                    3,
 		`recordsvc_coalescer_waiting{store="main"}`:                           0,

@@ -66,7 +66,7 @@ const (
 	Accepted                     // accepted mode: a durable queue holds the mutation
 )
 
-var outcomeNames = [...]string{"", "found", "not found", "created", "updated", "deleted", "unchanged", "accepted"}
+var outcomeNames = [...]string{"", "found", "absent", "created", "updated", "deleted", "unchanged", "accepted"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o != 0 {
