@@ -31,8 +31,8 @@
 //
 //   - a table: the new document, which must encode as a JSON object. It creates the record
 //     when there was none.
-//   - merge.DELETE: delete the record (the outcome is NotFound when there was none).
-//   - merge.UNCHANGED: leave the record as it is (Unchanged; NotFound when there was none).
+//   - merge.DELETE: delete the record (the outcome is Absent when there was none).
+//   - merge.UNCHANGED: leave the record as it is (Unchanged; Absent when there was none).
 //   - anything else, nil included, fails the operation: a missing return is a bug, not a
 //     decision.
 //

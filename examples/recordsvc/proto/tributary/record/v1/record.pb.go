@@ -85,17 +85,26 @@ func (Completion) EnumDescriptor() ([]byte, []int) {
 }
 
 // Outcome says what an item did. OUTCOME_UNSPECIFIED means it failed (see Result.error).
+//
+// A missing record is no error: a read or delete of it succeeds with the outcome "absent"
+// (store.Absent in Go). Its number, 2, has two names: OUTCOME_NOT_FOUND, the first, which the
+// JSON mapping (grpcurl, protojson) prints and older clients know, and OUTCOME_ABSENT, the
+// name that matches Go and the documentation; both are the same value on the wire. A missing
+// dataset is not an outcome but a failure: ERROR_KIND_DATASET_NOT_FOUND.
 type Outcome int32
 
 const (
 	Outcome_OUTCOME_UNSPECIFIED Outcome = 0
 	Outcome_OUTCOME_FOUND       Outcome = 1
-	Outcome_OUTCOME_NOT_FOUND   Outcome = 2
-	Outcome_OUTCOME_CREATED     Outcome = 3
-	Outcome_OUTCOME_UPDATED     Outcome = 4
-	Outcome_OUTCOME_DELETED     Outcome = 5
-	Outcome_OUTCOME_UNCHANGED   Outcome = 6
-	Outcome_OUTCOME_ACCEPTED    Outcome = 7
+	// The record does not exist (read, delete; a merge that deleted or left alone nothing).
+	Outcome_OUTCOME_NOT_FOUND Outcome = 2
+	// The same value as OUTCOME_NOT_FOUND: the record does not exist.
+	Outcome_OUTCOME_ABSENT    Outcome = 2
+	Outcome_OUTCOME_CREATED   Outcome = 3
+	Outcome_OUTCOME_UPDATED   Outcome = 4
+	Outcome_OUTCOME_DELETED   Outcome = 5
+	Outcome_OUTCOME_UNCHANGED Outcome = 6
+	Outcome_OUTCOME_ACCEPTED  Outcome = 7
 )
 
 // Enum value maps for Outcome.
@@ -104,6 +113,7 @@ var (
 		0: "OUTCOME_UNSPECIFIED",
 		1: "OUTCOME_FOUND",
 		2: "OUTCOME_NOT_FOUND",
+		// Duplicate value: 2: "OUTCOME_ABSENT",
 		3: "OUTCOME_CREATED",
 		4: "OUTCOME_UPDATED",
 		5: "OUTCOME_DELETED",
@@ -114,6 +124,7 @@ var (
 		"OUTCOME_UNSPECIFIED": 0,
 		"OUTCOME_FOUND":       1,
 		"OUTCOME_NOT_FOUND":   2,
+		"OUTCOME_ABSENT":      2,
 		"OUTCOME_CREATED":     3,
 		"OUTCOME_UPDATED":     4,
 		"OUTCOME_DELETED":     5,
@@ -157,8 +168,11 @@ const (
 	// A permanent failure that fits no other kind (a synchronous write whose answer a backend
 	// lost is one too: its outcome is unknown).
 	ErrorKind_ERROR_KIND_INTERNAL ErrorKind = 1
-	// The dataset (index, collection) does not exist.
+	// The dataset (index, collection) does not exist (store.ErrDatasetNotFound). A missing
+	// record is no failure: it is the outcome OUTCOME_ABSENT.
 	ErrorKind_ERROR_KIND_NOT_FOUND ErrorKind = 2
+	// The same value as ERROR_KIND_NOT_FOUND, named for what it means: a missing dataset.
+	ErrorKind_ERROR_KIND_DATASET_NOT_FOUND ErrorKind = 2
 	// An if-absent precondition found a record.
 	ErrorKind_ERROR_KIND_ALREADY_EXISTS ErrorKind = 3
 	// A revision precondition found another revision (or no record), or a merge gave up under
@@ -193,9 +207,10 @@ const (
 // Enum value maps for ErrorKind.
 var (
 	ErrorKind_name = map[int32]string{
-		0:  "ERROR_KIND_UNSPECIFIED",
-		1:  "ERROR_KIND_INTERNAL",
-		2:  "ERROR_KIND_NOT_FOUND",
+		0: "ERROR_KIND_UNSPECIFIED",
+		1: "ERROR_KIND_INTERNAL",
+		2: "ERROR_KIND_NOT_FOUND",
+		// Duplicate value: 2: "ERROR_KIND_DATASET_NOT_FOUND",
 		3:  "ERROR_KIND_ALREADY_EXISTS",
 		4:  "ERROR_KIND_CONFLICT",
 		5:  "ERROR_KIND_INVALID",
@@ -210,6 +225,7 @@ var (
 		"ERROR_KIND_UNSPECIFIED":       0,
 		"ERROR_KIND_INTERNAL":          1,
 		"ERROR_KIND_NOT_FOUND":         2,
+		"ERROR_KIND_DATASET_NOT_FOUND": 2,
 		"ERROR_KIND_ALREADY_EXISTS":    3,
 		"ERROR_KIND_CONFLICT":          4,
 		"ERROR_KIND_INVALID":           5,
@@ -804,7 +820,7 @@ func (x *ReadRequest) GetAddresses() []*Address {
 
 type ReadResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per address: OUTCOME_FOUND with document and revision, or OUTCOME_NOT_FOUND.
+	// One per address: OUTCOME_FOUND with document and revision, or OUTCOME_ABSENT (= OUTCOME_NOT_FOUND).
 	Results       []*Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1149,7 +1165,7 @@ func (x *WriteRequest) GetPrograms() []string {
 type WriteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per item: OUTCOME_CREATED or OUTCOME_UPDATED for a put; OUTCOME_CREATED,
-	// OUTCOME_UPDATED, OUTCOME_DELETED, OUTCOME_UNCHANGED or OUTCOME_NOT_FOUND for a merge;
+	// OUTCOME_UPDATED, OUTCOME_DELETED, OUTCOME_UNCHANGED or OUTCOME_ABSENT for a merge;
 	// OUTCOME_ACCEPTED in COMPLETION_RETURN_AFTER_ACCEPTED.
 	Results       []*Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1299,7 +1315,7 @@ func (x *DeleteRequest) GetCompletion() Completion {
 
 type DeleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One per item: OUTCOME_DELETED, OUTCOME_NOT_FOUND, or OUTCOME_ACCEPTED.
+	// One per item: OUTCOME_DELETED, OUTCOME_ABSENT (= OUTCOME_NOT_FOUND), or OUTCOME_ACCEPTED.
 	Results       []*Result `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1416,20 +1432,22 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x16COMPLETION_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dCOMPLETION_WAIT_UNTIL_APPLIED\x10\x01\x12!\n" +
 	"\x1dCOMPLETION_WAIT_UNTIL_VISIBLE\x10\x02\x12$\n" +
-	" COMPLETION_RETURN_AFTER_ACCEPTED\x10\x03*\xb8\x01\n" +
+	" COMPLETION_RETURN_AFTER_ACCEPTED\x10\x03*\xd0\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rOUTCOME_FOUND\x10\x01\x12\x15\n" +
-	"\x11OUTCOME_NOT_FOUND\x10\x02\x12\x13\n" +
+	"\x11OUTCOME_NOT_FOUND\x10\x02\x12\x12\n" +
+	"\x0eOUTCOME_ABSENT\x10\x02\x12\x13\n" +
 	"\x0fOUTCOME_CREATED\x10\x03\x12\x13\n" +
 	"\x0fOUTCOME_UPDATED\x10\x04\x12\x13\n" +
 	"\x0fOUTCOME_DELETED\x10\x05\x12\x15\n" +
 	"\x11OUTCOME_UNCHANGED\x10\x06\x12\x14\n" +
-	"\x10OUTCOME_ACCEPTED\x10\a*\xd4\x02\n" +
+	"\x10OUTCOME_ACCEPTED\x10\a\x1a\x02\x10\x01*\xfa\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\x01\x12\x18\n" +
-	"\x14ERROR_KIND_NOT_FOUND\x10\x02\x12\x1d\n" +
+	"\x14ERROR_KIND_NOT_FOUND\x10\x02\x12 \n" +
+	"\x1cERROR_KIND_DATASET_NOT_FOUND\x10\x02\x12\x1d\n" +
 	"\x19ERROR_KIND_ALREADY_EXISTS\x10\x03\x12\x17\n" +
 	"\x13ERROR_KIND_CONFLICT\x10\x04\x12\x16\n" +
 	"\x12ERROR_KIND_INVALID\x10\x05\x12\x18\n" +
@@ -1439,7 +1457,7 @@ const file_tributary_record_v1_record_proto_rawDesc = "" +
 	"\x1aERROR_KIND_OUTCOME_UNKNOWN\x10\t\x12 \n" +
 	"\x1cERROR_KIND_PERMISSION_DENIED\x10\n" +
 	"\x12\x17\n" +
-	"\x13ERROR_KIND_NO_QUEUE\x10\v2\xff\x01\n" +
+	"\x13ERROR_KIND_NO_QUEUE\x10\v\x1a\x02\x10\x012\xff\x01\n" +
 	"\rRecordService\x12K\n" +
 	"\x04Read\x12 .tributary.record.v1.ReadRequest\x1a!.tributary.record.v1.ReadResponse\x12N\n" +
 	"\x05Write\x12!.tributary.record.v1.WriteRequest\x1a\".tributary.record.v1.WriteResponse\x12Q\n" +
