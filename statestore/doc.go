@@ -8,10 +8,10 @@
 // statestoretest). Every method is safe for concurrent use; each call is one atomic transaction.
 //
 // Package sqlstate keeps the same state in a SQL server every copy of a deployment reaches
-// (the source PostgreSQL), for an active and a standby sharing one store: it also implements
-// [Leaser], a leadership lease per pipeline with an epoch that increases on every takeover,
-// and fenced writes that fail with [ErrNotLeader] once another holder took over. A shared
-// store's connection failures are [ErrUnavailable] (retryable).
+// (the source PostgreSQL or MariaDB), for an active and a standby sharing one store: it also
+// implements [Leaser], a leadership lease per pipeline with an epoch that increases on every
+// takeover, and fenced writes that fail with [ErrNotLeader] once another holder took over. A
+// shared store's connection failures are [ErrUnavailable] (retryable).
 //
 // # Identity
 //

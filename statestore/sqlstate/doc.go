@@ -7,9 +7,10 @@
 // # Which server
 //
 // PostgreSQL sources keep the store in the source PostgreSQL itself ([OpenPostgres]), in a
-// schema the user names (Options.Schema, default "tributary"). MySQL/MariaDB sources are meant
-// to keep it in the source MariaDB itself, in InnoDB tables of a database the user names (the
-// same statements in a second dialect; not built yet). Reasons, for both:
+// schema the user names (Options.Schema, default "tributary"). MySQL/MariaDB sources keep it
+// in the source server itself ([OpenMySQL]), in InnoDB tables of a database the user names
+// (same option, same default): the same Go code over a second dialect of statements. Reasons,
+// for both:
 //   - No new server, no new failure domain: when the source is down the pipeline cannot move
 //     anyway, so a store that fails with it costs no availability; a store on a third server
 //     (a PostgreSQL for a MariaDB source) would add one more thing whose outage stops the
@@ -30,9 +31,11 @@
 //
 // # Tables
 //
-// In the schema (created when missing; every statement of the layout is idempotent and runs
-// in one transaction, serialized among concurrent openers by an advisory lock on the schema's
-// name, so the layout and the identity appear together or not at all):
+// In the schema (created when missing; every statement of the layout is idempotent; in
+// PostgreSQL they run in one transaction, serialized among concurrent openers by an advisory
+// lock on the schema's name, so the layout and the identity appear together or not at all;
+// in MySQL, where DDL commits, the format and identity rows are inserted by one INSERT IGNORE,
+// so concurrent openers all read the first one's identity):
 //
 //	statestore_meta         (name, value): "format" = "1", "identity" = the deployment's UUID
 //	statestore_revision     a sequence: record revisions (never reused, so no ABA)
@@ -40,6 +43,14 @@
 //	statestore_records      (h_pipeline, h_namespace, h_key PK, pipeline, namespace, key,
 //	                         value, revision)
 //	statestore_leases       (h_name PK, name, holder, epoch, expires = the server's time)
+//
+// MySQL differs in types only where it must: names VARBINARY(1024), values LONGBLOB, hashes
+// BINARY(32), times BIGINT Unix microseconds of UTC_TIMESTAMP(6) (saved_us, expires_us: no
+// session time zone or DST enters), and statestore_revision is a counter row drawn with
+// LAST_INSERT_ID(n + 1) in the write's transaction (MySQL has no sequences; the row lock
+// serializes record writes, and a rolled-back draw is drawn again, never used twice).
+// Connections are go-mysql's client (already the binlog reader's) behind database/sql via
+// sql.OpenDB: no driver name is registered, so a program may import another MySQL driver.
 //
 // Names and values are bytea (any bytes; List orders keys byte-wise, like the file store);
 // rows are keyed by the SHA-256 of each name (h_*), so three names of MaxNameBytes fit one
@@ -49,21 +60,26 @@
 //
 // # Transactions
 //
-// Every write is one transaction (READ COMMITTED): a checkpoint save is an upsert; Put with
-// revision 0 is INSERT .. ON CONFLICT DO NOTHING, with a revision an UPDATE .. WHERE
+// Every write is one transaction (READ COMMITTED; in InnoDB also no gap locks): a checkpoint
+// save is an upsert; Put with revision 0 is INSERT .. ON CONFLICT DO NOTHING (MySQL: a
+// duplicate key error), with a revision an UPDATE .. WHERE
 // revision = expected (the row lock makes a concurrent Put wait and then see the new
 // revision: exactly one of two racing writers wins, the other gets ErrConflict); Delete
 // likewise; DeletePipeline deletes the checkpoint and the records in one transaction. A
 // connection cut at any point rolls the transaction back: nothing partial is stored
-// (TestPostgresCrashMidTransaction cuts it between statements). Reads are single statements.
+// (TestPostgresCrashMidTransaction and TestMySQLCrashMidTransaction cut it between
+// statements). Reads are single statements.
 // Every call is bounded by its ctx.
 //
 // # Errors
 //
 // Besides the statestore errors: [statestore.ErrUnavailable] wraps connection failures
 // (refused, reset, cut), a server shutting down or starting (57P01-57P03), serialization
-// failures and deadlocks (40001, 40P01) and too many connections (53300): retryable, the
-// store reconnects by itself (database/sql's pool; TestPostgresConnectionLoss). A write whose
+// failures and deadlocks (40001, 40P01) and too many connections (53300); in MySQL 1040,
+// 1053, 1205 (lock wait timeout), 1213 (deadlock), 1927, 2006, 2013. Retryable: the store
+// reconnects by itself (database/sql's pool; TestPostgresConnectionLoss,
+// TestMySQLConnectionLoss; after a restart each pooled connection fails once before it is
+// replaced, so a caller retries up to Options.MaxConns times, with a backoff). A write whose
 // COMMIT was cut off may or may not have taken effect: a compare-and-set retried after
 // ErrUnavailable must re-read first (the conflict may be its own write). Every other server
 // error (missing privileges, a foreign table in the way) is permanent. Errors name pipelines,
@@ -74,8 +90,10 @@
 // A lease per name (by convention the pipeline; the mirror may use one name for all its
 // pipelines) has a holder, an epoch and an expiry on the server's clock (now()):
 //   - Acquire succeeds only if the lease is free (never acquired, released, or expired on the
-//     server's clock), and sets epoch = last epoch + 1, in one statement (INSERT .. ON
-//     CONFLICT DO UPDATE .. WHERE expires <= now()): of racing acquirers exactly one wins.
+//     server's clock), and sets epoch = last epoch + 1: it makes sure the lease row exists
+//     (at epoch 0, free), then UPDATE .. SET epoch = epoch + 1 .. WHERE expires <= now():
+//     the row lock serializes racing acquirers, the later ones re-check the condition against
+//     the winner's expiry, so exactly one wins.
 //   - Renew extends it only for the same holder and epoch before it expired.
 //   - Release ends it now (expires = now()), keeping the epoch, so a successor starts at
 //     once; Read returns it (Lease.Held, Lease.Remaining on the server's clock).
@@ -113,10 +131,17 @@
 //
 // # Privileges
 //
-// The user of the connection string needs, on a database: CREATE (to create the schema when
-// missing) -- or, with the schema created beforehand by an administrator, USAGE and CREATE on
-// the schema. Once the tables exist: SELECT, INSERT, UPDATE, DELETE on the statestore_*
-// tables and USAGE, UPDATE on the statestore_revision sequence. pg_advisory_xact_lock needs no
-// grant. The store holds the deployment's ownership of its indices: grant it to the mirror's
-// user only.
+// PostgreSQL: the user of the connection string needs, on the database, CREATE (to create the
+// schema when missing) -- or, with the schema created beforehand by an administrator, USAGE
+// and CREATE on the schema. Once the tables exist: SELECT, INSERT, UPDATE, DELETE on the
+// statestore_* tables and USAGE, UPDATE on the statestore_revision sequence.
+// pg_advisory_xact_lock needs no grant.
+//
+// MySQL/MariaDB: CREATE on the database (GRANT CREATE ON tributary.* -- also creates it when
+// missing), or the database created beforehand and CREATE on it; then SELECT, INSERT, UPDATE,
+// DELETE ON tributary.*. Nothing server-wide (the binlog reader's REPLICATION grants are
+// separate).
+//
+// The store holds the deployment's ownership of its indices: grant it to the mirror's user
+// only.
 package sqlstate

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tributary-dev/tributary/statestore"
@@ -59,6 +60,23 @@ func retryable(err error) bool {
 		}
 		return false
 	}
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		switch me.Code {
+		case 1040, // too many connections
+			1053, // server shutdown in progress
+			1205, // lock wait timeout
+			1213, // deadlock
+			1927, // connection killed
+			2006, // server has gone away
+			2013: // lost connection during query
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, mysql.ErrBadConn) {
+		return true
+	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
 	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
@@ -66,4 +84,10 @@ func retryable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF")
+}
+
+// isDuplicateKey reports MySQL's duplicate key error (1062).
+func isDuplicateKey(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me) && me.Code == 1062
 }

@@ -12,16 +12,19 @@ import (
 	"github.com/tributary-dev/tributary/statestore"
 )
 
-// scanLease reads a row of (name, holder, epoch, expires, now()).
+// scanLease reads a row of (name, holder, epoch, expires µs, now µs); epoch 0 is a lease
+// never acquired.
 func scanLease(row *sql.Row) (statestore.Lease, error) {
 	var name, holder []byte
-	var epoch int64
-	var expires, now time.Time
+	var epoch, expires, now int64
 	if err := row.Scan(&name, &holder, &epoch, &expires, &now); err != nil {
 		return statestore.Lease{}, err
 	}
+	if epoch == 0 {
+		return statestore.Lease{Name: string(name)}, nil
+	}
 	return statestore.Lease{Name: string(name), Holder: string(holder), Epoch: uint64(epoch),
-		Expires: expires, Remaining: expires.Sub(now)}, nil
+		Expires: time.UnixMicro(expires), Remaining: time.Duration(expires-now) * time.Microsecond}, nil
 }
 
 func checkTTL(ttl time.Duration) error {
@@ -31,8 +34,28 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// leaseTx runs a conditional update of the lease row and, when it matched, reads the row back
+// in the same transaction (holding its lock); ok is false when it matched nothing.
+func (s *Store) leaseTx(ctx context.Context, what, name, update string, args ...any) (l statestore.Lease, ok bool, err error) {
+	err = s.tx(ctx, what+" lease "+quote(name), func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, update, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		ok = true
+		l, err = scanLease(tx.QueryRowContext(ctx, s.q.readLease, h(name)))
+		return err
+	})
+	return l, ok, err
+}
+
 // Acquire implements statestore.Leaser. When the lease is held it returns the current lease
-// with ErrLeaseHeld.
+// with ErrLeaseHeld. Of racing acquirers exactly one wins: the conditional UPDATE of the one
+// lease row serializes them, and the losers see the winner's expiry.
 func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (statestore.Lease, error) {
 	if err := s.start(ctx, name, holder); err != nil {
 		return statestore.Lease{}, err
@@ -40,19 +63,22 @@ func (s *Store) Acquire(ctx context.Context, name, holder string, ttl time.Durat
 	if err := checkTTL(ttl); err != nil {
 		return statestore.Lease{}, err
 	}
-	l, err := scanLease(s.db.QueryRowContext(ctx, s.q.acquire, h(name), []byte(name), []byte(holder), ttl.Microseconds()))
-	if errors.Is(err, sql.ErrNoRows) {
-		cur, err := s.ReadLease(ctx, name)
-		if err != nil {
-			return statestore.Lease{}, err
-		}
-		return cur, fmt.Errorf("%w: lease %q is held by %q at epoch %d for %v more", statestore.ErrLeaseHeld,
-			name, cur.Holder, cur.Epoch, cur.Remaining.Round(time.Millisecond))
-	}
-	if err != nil {
+	if _, err := s.db.ExecContext(ctx, s.q.ensureLease, h(name), []byte(name)); err != nil {
 		return statestore.Lease{}, s.classify(ctx, "acquire lease "+quote(name), err)
 	}
-	return l, nil
+	l, ok, err := s.leaseTx(ctx, "acquire", name, s.q.acquire, []byte(holder), ttl.Microseconds(), h(name))
+	if err != nil {
+		return statestore.Lease{}, err
+	}
+	if ok {
+		return l, nil
+	}
+	cur, err := s.ReadLease(ctx, name)
+	if err != nil {
+		return statestore.Lease{}, err
+	}
+	return cur, fmt.Errorf("%w: lease %q is held by %q at epoch %d for %v more", statestore.ErrLeaseHeld,
+		name, cur.Holder, cur.Epoch, cur.Remaining.Round(time.Millisecond))
 }
 
 // Renew implements statestore.Leaser.
@@ -63,12 +89,12 @@ func (s *Store) Renew(ctx context.Context, l statestore.Lease, ttl time.Duration
 	if err := checkTTL(ttl); err != nil {
 		return statestore.Lease{}, err
 	}
-	n, err := scanLease(s.db.QueryRowContext(ctx, s.q.renew, h(l.Name), []byte(l.Holder), int64(l.Epoch), ttl.Microseconds()))
-	if errors.Is(err, sql.ErrNoRows) {
-		return statestore.Lease{}, s.notLeader(ctx, "renew", l)
-	}
+	n, ok, err := s.leaseTx(ctx, "renew", l.Name, s.q.renew, ttl.Microseconds(), h(l.Name), []byte(l.Holder), int64(l.Epoch))
 	if err != nil {
-		return statestore.Lease{}, s.classify(ctx, "renew lease "+quote(l.Name), err)
+		return statestore.Lease{}, err
+	}
+	if !ok {
+		return statestore.Lease{}, s.notLeader(ctx, "renew", l)
 	}
 	return n, nil
 }
@@ -78,11 +104,27 @@ func (s *Store) Release(ctx context.Context, l statestore.Lease) error {
 	if err := s.start(ctx, l.Name, l.Holder); err != nil {
 		return err
 	}
-	_, err := scanLease(s.db.QueryRowContext(ctx, s.q.release, h(l.Name), []byte(l.Holder), int64(l.Epoch)))
-	if errors.Is(err, sql.ErrNoRows) {
+	ok := false
+	err := s.tx(ctx, "release lease "+quote(l.Name), func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, s.q.lockLease, h(l.Name), []byte(l.Holder), int64(l.Epoch)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ok = true
+		_, err = tx.ExecContext(ctx, s.q.release, h(l.Name))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return s.notLeader(ctx, "release", l)
 	}
-	return s.classify(ctx, "release lease "+quote(l.Name), err)
+	return nil
 }
 
 // notLeader explains why l is no longer the current acquisition.

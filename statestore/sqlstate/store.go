@@ -52,21 +52,9 @@ var (
 // opens the store in Options.Schema, creating the schema, its tables and a new deployment
 // identity in one transaction when they do not exist. ctx bounds the opening only.
 func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Schema == "" {
-		o.Schema = "tributary"
-	}
+	o := defaults(opts)
 	if len(o.Schema) > 63 {
 		return nil, fmt.Errorf("%w: schema names have at most 63 bytes", statestore.ErrInvalid)
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = 4
-	}
-	if o.Rand == nil {
-		o.Rand = rand.Reader
 	}
 	if _, err := pgx.ParseConfig(dsn); err != nil {
 		// pgx's parse errors quote the string, which may hold a password.
@@ -87,27 +75,82 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 	return s, nil
 }
 
-// create makes the layout if missing and reads the format and identity, in one transaction
-// serialized among openers by an advisory lock on the schema's name.
+// OpenMySQL connects to the MySQL or MariaDB server at dsn (go-sql-driver/mysql's form,
+// user:password@tcp(host:port)/[database][?timeout=10s]; the database part is ignored) and
+// opens the store in the database Options.Schema (InnoDB tables), creating the database, its
+// tables and a new deployment identity when they do not exist. ctx bounds the opening only.
+func OpenMySQL(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	o := defaults(opts)
+	if len(o.Schema) > 64 {
+		return nil, fmt.Errorf("%w: database names have at most 64 bytes", statestore.ErrInvalid)
+	}
+	d, err := parseMySQLDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	c := &mysqlConnector{dsn: d}
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(o.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{db: db, q: mysqlQueries(o.Schema)}
+	if err := s.create(ctx, o.Rand); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	// The connections opened before the database existed have none; later ones use it (so a
+	// server's process list shows which connections are the store's).
+	db.SetMaxIdleConns(0)
+	c.setDB(o.Schema)
+	db.SetMaxIdleConns(o.MaxConns)
+	return s, nil
+}
+
+func defaults(opts *Options) Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = "tributary"
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 4
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	return o
+}
+
+// create makes the layout if missing and reads the format and identity. In PostgreSQL all of
+// it is one transaction, serialized among openers by an advisory lock on the schema's name;
+// in MySQL (where DDL commits) each statement is idempotent and the format and identity are
+// inserted together by one statement, so concurrent openers agree on the first identity.
 func (s *Store) create(ctx context.Context, r io.Reader) error {
 	id, err := newIdentity(r)
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, "open", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.q.lock, "tributary.statestore."+s.q.schema); err != nil {
-			return err
-		}
-		for _, stmt := range s.q.create {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	layout := func(x interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) error {
+		if s.q.lock != "" {
+			if _, err := x.ExecContext(ctx, s.q.lock, "tributary.statestore."+s.q.schema); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, s.q.initMeta, formatVersion, id); err != nil {
+		for _, stmt := range s.q.create {
+			if _, err := x.ExecContext(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		if _, err := x.ExecContext(ctx, s.q.initMeta, formatVersion, id); err != nil {
 			return err
 		}
 		var format, identity sql.NullString
-		if err := tx.QueryRowContext(ctx, s.q.readMeta).Scan(&format, &identity); err != nil {
+		if err := x.QueryRowContext(ctx, s.q.readMeta).Scan(&format, &identity); err != nil {
 			return err
 		}
 		if format.String != formatVersion {
@@ -118,7 +161,11 @@ func (s *Store) create(ctx context.Context, r io.Reader) error {
 		}
 		s.identity = identity.String
 		return nil
-	})
+	}
+	if s.q.mysql {
+		return s.classify(ctx, "open", layout(s.db))
+	}
+	return s.tx(ctx, "open", func(tx *sql.Tx) error { return layout(tx) })
 }
 
 // Identity implements statestore.Store.
@@ -170,7 +217,7 @@ type fence struct {
 // tx runs fn in one transaction, checking the fence first (under a share lock on the lease
 // row, so a takeover waits for the write and every later write sees the new epoch).
 func (s *Store) tx(ctx context.Context, what string, fn func(*sql.Tx) error, f ...fence) error {
-	t, err := s.db.BeginTx(ctx, nil)
+	t, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return s.classify(ctx, what, err)
 	}
@@ -238,15 +285,15 @@ func (s *Store) CheckpointSaved(ctx context.Context, pipeline string) (time.Time
 	if err := s.start(ctx, pipeline); err != nil {
 		return time.Time{}, err
 	}
-	var at time.Time
-	err := s.db.QueryRowContext(ctx, s.q.checkpointSaved, h(pipeline)).Scan(&at)
+	var us int64
+	err := s.db.QueryRowContext(ctx, s.q.checkpointSaved, h(pipeline)).Scan(&us)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
 	}
 	if err != nil {
 		return time.Time{}, s.classify(ctx, "read checkpoint time", err)
 	}
-	return at, nil
+	return time.UnixMicro(us), nil
 }
 
 // ResetCheckpoint deletes the pipeline's checkpoint and nothing else, like
@@ -300,12 +347,15 @@ func (s *Store) put(ctx context.Context, pipeline, namespace, key string, value 
 	}
 	var rev int64
 	err := s.tx(ctx, "put "+recordName(pipeline, namespace, key), func(tx *sql.Tx) error {
+		if s.q.mysql {
+			return s.putMySQL(ctx, tx, pipeline, namespace, key, value, expect, &rev)
+		}
 		var err error
 		if expect == 0 {
 			err = tx.QueryRowContext(ctx, s.q.insert, h(pipeline), h(namespace), h(key),
 				[]byte(pipeline), []byte(namespace), []byte(key), value).Scan(&rev)
 		} else {
-			err = tx.QueryRowContext(ctx, s.q.update, h(pipeline), h(namespace), h(key), value, int64(expect)).Scan(&rev)
+			err = tx.QueryRowContext(ctx, s.q.update, value, h(pipeline), h(namespace), h(key), int64(expect)).Scan(&rev)
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return s.conflict(ctx, tx, pipeline, namespace, key, expect)
@@ -316,6 +366,38 @@ func (s *Store) put(ctx context.Context, pipeline, namespace, key string, value 
 		return 0, err
 	}
 	return statestore.Revision(rev), nil
+}
+
+// putMySQL draws the revision from the counter row (locked until the commit, so revisions are
+// committed in order and a rolled-back draw is drawn again, never used twice), then inserts
+// (a duplicate key is a conflict) or updates conditionally.
+func (s *Store) putMySQL(ctx context.Context, tx *sql.Tx, pipeline, namespace, key string, value []byte, expect statestore.Revision, rev *int64) error {
+	res, err := tx.ExecContext(ctx, s.q.nextRevision)
+	if err != nil {
+		return err
+	}
+	if *rev, err = res.LastInsertId(); err != nil {
+		return err
+	}
+	if expect == 0 {
+		_, err = tx.ExecContext(ctx, s.q.insert, h(pipeline), h(namespace), h(key),
+			[]byte(pipeline), []byte(namespace), []byte(key), value, *rev)
+		if isDuplicateKey(err) {
+			return s.conflict(ctx, tx, pipeline, namespace, key, expect)
+		}
+		return err
+	}
+	res, err = tx.ExecContext(ctx, s.q.update, value, *rev, h(pipeline), h(namespace), h(key), int64(expect))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err != nil {
+			return err
+		}
+		return s.conflict(ctx, tx, pipeline, namespace, key, expect)
+	}
+	return nil
 }
 
 // conflict reads the record's current revision for ErrConflict's message.
