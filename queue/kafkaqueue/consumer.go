@@ -278,7 +278,7 @@ func (c *Consumer) Owns(m queue.Message) bool {
 	if t == nil {
 		return false
 	}
-	_, found := slices.BinarySearchFunc(t.pending, m.Offset, func(p pendingOffset, off int64) int {
+	i, found := slices.BinarySearchFunc(t.pending, m.Offset, func(p pendingOffset, off int64) int {
 		switch {
 		case p.offset < off:
 			return -1
@@ -287,7 +287,7 @@ func (c *Consumer) Owns(m queue.Message) bool {
 		}
 		return 0
 	})
-	return found
+	return found && !t.pending[i].finished
 }
 
 // Commit commits the finished prefix of every owned partition, of every topic, that
