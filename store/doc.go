@@ -2,10 +2,12 @@
 // deletes over several backends at once (memstore, searchstore for Elasticsearch and
 // OpenSearch, mongostore), with identical semantics on each.
 //
-// Applications program against the [Store] interface. [New] builds the standard implementation,
-// a [*Service], over [Adapter]s keyed by store name (memstore.New, searchstore.New,
+// [New] builds a [*Service] over [Adapter]s keyed by store name (memstore.New, searchstore.New,
 // mongostore.New); memstore is the adapter that needs no server, and memstore.NewService(t, nil)
-// the one-line fake for unit tests.
+// the one-line fake for unit tests. The [Store] interface is the batch API alone (Do, Close),
+// which *Service implements; *Service adds the one-record helpers ([Service.Get],
+// [Service.Put], [Service.Merge], [Service.Delete], [Service.DoOne]) that most programs call. An
+// adapter is not a Store: it is the driver a Service runs on.
 // Every type an application touches is defined here; package store/driver, the adapter
 // contract, is for adapter authors only.
 //

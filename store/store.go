@@ -14,9 +14,13 @@ import (
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
-// Store is what applications program against: one batch API over every configured store
-// instance. *Service is the standard implementation; memstore gives a Store that needs no
-// server.
+// Store is the batch interface: one Do over every configured store instance, and Close. It
+// is what a component that only needs batches takes (a wrapper, a test double).
+// *Service implements it and adds the one-record helpers Get, Put, Merge, Delete and DoOne
+// (each a one-operation Do) that the README's examples call; programs usually hold a
+// *Service. An adapter (memstore.Adapter, searchstore, mongostore) is not a Store: it is the
+// driver a Service runs on, given to New under a store name. For a Service that needs no
+// server use memstore.NewService (tests) or New with memstore.New().
 type Store interface {
 	// Do runs ops and returns one Result per op, in request order. Operations on the same
 	// record run in request order; operations on different records may run concurrently, and
@@ -188,7 +192,8 @@ func (o *Options) withDefaults() Options {
 	return c
 }
 
-// Service is the standard Store: it validates requests, routes each operation by its address's
+// Service is the standard Store, with one-record helpers (Get, Put, Merge, Delete, DoOne) on
+// top of Do: it validates requests, routes each operation by its address's
 // store name to that store's adapter, runs stores concurrently and independently, orders
 // operations on the same record, runs merges with conditional writes and retries, and coalesces
 // concurrent one-operation calls.

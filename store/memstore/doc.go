@@ -1,13 +1,15 @@
 // Package memstore is the in-memory adapter of package store: deterministic, safe for
 // concurrent use, and first-class -- it passes the same conformance suite (storetest) as the
 // Elasticsearch, OpenSearch and MongoDB adapters, which makes it the fake to use in unit tests
-// of code that programs against store.Store. NewService(t, opts, names...) is that fake in
-// one line: a *store.Service over memory stores, closed when the test ends.
+// of code that programs against store.Store or *store.Service. New returns an [Adapter] -- the
+// driver a Service runs on, not itself a store.Store: pass it to store.New under a store name.
+// NewService(t, opts, names...) is that fake in one line: a *store.Service over memory stores,
+// closed when the test ends. (Store is Adapter's deprecated old name, kept for one release.)
 //
 // # Semantics
 //
 // Records live in a map keyed by address; namespaces and datasets need no creation. Revisions
-// come from one counter per Store, so they are deterministic for a given sequence of writes and
+// come from one counter per Adapter, so they are deterministic for a given sequence of writes and
 // never reused, not even by a record that was deleted and created again. Every write is visible
 // when Write returns, so the visible completion mode costs nothing.
 //
@@ -16,11 +18,11 @@
 //
 // # Refusals: a fake as strict as production
 //
-// A Store refuses what a real backend refuses, so that a unit test fails where production
+// An Adapter refuses what a real backend refuses, so that a unit test fails where production
 // would ([Options].Like; [NewWithOptions]). The default, [Strictest], refuses what any backend
 // of the specification refuses (MongoDB's and Elasticsearch/OpenSearch's refusals together):
 //
-//   - addresses, before anything is written ([Store.ValidateAddress], KindInvalid): namespaces
+//   - addresses, before anything is written ([Adapter.ValidateAddress], KindInvalid): namespaces
 //     and datasets MongoDB refuses as database and collection names (a namespace with one of
 //     /\. "$*<>:|? or NUL, admin/local/config, ...), datasets that are no index name (upper
 //     case, a leading '-', '_' or '+', one of \/*?"<>| ,#:), string keys starting with "~~"
@@ -32,7 +34,7 @@
 //     wrapper mongostore knows; a marked date-time finer than a millisecond; JSON over 16 MiB
 //     (KindTooLarge).
 //
-// The Store reports its date-time precision as a driver.TimePrecisioner (a millisecond by
+// The Adapter reports its date-time precision as a driver.TimePrecisioner (a millisecond by
 // default), so the Service truncates merge context times as it does for MongoDB. [MongoDB],
 // [FerretDB] (MongoDB's refusals and FerretDB 1.x's: numbers that need Decimal128, -0, '$' or
 // '.' in member names at any level, arrays inside arrays), [Search] and [Lenient] (the store

@@ -11,9 +11,10 @@ import (
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
-// Store is the in-memory adapter. It is safe for concurrent use; each Read or Write call is
-// atomic as a whole (stronger than the contract asks).
-type Store struct {
+// Adapter is the in-memory adapter: a store.Adapter (the driver contract a store.Service runs
+// on), not a store.Store -- give it to store.New, or use NewService. It is safe for concurrent
+// use; each Read or Write call is atomic as a whole (stronger than the contract asks).
+type Adapter struct {
 	prof    profile // what it refuses (Options)
 	like    Backend
 	mu      sync.Mutex
@@ -27,33 +28,39 @@ type record struct {
 	rev uint64
 }
 
-// New returns an empty Store with the default Options: it refuses what every real backend
-// refuses (Strictest).
-func New() *Store { return NewWithOptions(nil) }
+// Store is the old name of Adapter.
+//
+// Deprecated: use Adapter. The name read like a store.Store, which an Adapter is not; Store
+// goes in the release after v0.1.0.
+type Store = Adapter
 
-// NewWithOptions returns an empty Store configured by opts (nil: the defaults), for instance
+// New returns an empty Adapter with the default Options: it refuses what every real backend
+// refuses (Strictest).
+func New() *Adapter { return NewWithOptions(nil) }
+
+// NewWithOptions returns an empty Adapter configured by opts (nil: the defaults), for instance
 // one that behaves like MongoDB: NewWithOptions(&Options{Like: MongoDB}).
-func NewWithOptions(opts *Options) *Store {
+func NewWithOptions(opts *Options) *Adapter {
 	var like Backend
 	if opts != nil {
 		like = opts.Like
 	}
-	return &Store{prof: opts.profile(), like: like, records: make(map[driver.Address]record)}
+	return &Adapter{prof: opts.profile(), like: like, records: make(map[driver.Address]record)}
 }
 
-// Like returns the backend whose refusals the Store copies (Options.Like).
-func (s *Store) Like() Backend { return s.like }
+// Like returns the backend whose refusals the Adapter copies (Options.Like).
+func (s *Adapter) Like() Backend { return s.like }
 
 // Interfaces the Service looks for.
 var (
-	_ driver.AddressValidator = (*Store)(nil)
-	_ driver.TimePrecisioner  = (*Store)(nil)
+	_ driver.AddressValidator = (*Adapter)(nil)
+	_ driver.TimePrecisioner  = (*Adapter)(nil)
 )
 
 var errClosed = driver.NewError(driver.KindInternal, "memstore: closed", nil)
 
 // Read implements driver.Store.
-func (s *Store) Read(ctx context.Context, addrs []driver.Address) ([]driver.ReadResult, error) {
+func (s *Adapter) Read(ctx context.Context, addrs []driver.Address) ([]driver.ReadResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -73,7 +80,7 @@ func (s *Store) Read(ctx context.Context, addrs []driver.Address) ([]driver.Read
 
 // Write implements driver.Store. Visibility needs nothing here: a write is visible to every
 // later read once Write returns.
-func (s *Store) Write(ctx context.Context, writes []driver.Write, _ driver.WriteOptions) ([]driver.WriteResult, error) {
+func (s *Adapter) Write(ctx context.Context, writes []driver.Write, _ driver.WriteOptions) ([]driver.WriteResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -89,7 +96,7 @@ func (s *Store) Write(ctx context.Context, writes []driver.Write, _ driver.Write
 	return out, nil
 }
 
-func (s *Store) apply(w driver.Write) driver.WriteResult {
+func (s *Adapter) apply(w driver.Write) driver.WriteResult {
 	if w.Kind == driver.Put {
 		if err := s.prof.check(w.Doc); err != nil {
 			return driver.WriteResult{Err: err}
@@ -130,7 +137,7 @@ func (s *Store) apply(w driver.Write) driver.WriteResult {
 }
 
 // Close implements driver.Store. Later calls fail; the records are dropped.
-func (s *Store) Close(context.Context) error {
+func (s *Adapter) Close(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -139,7 +146,7 @@ func (s *Store) Close(context.Context) error {
 }
 
 // Count returns the number of records in one dataset of one namespace (in every store name).
-func (s *Store) Count(namespace, dataset string) int {
+func (s *Adapter) Count(namespace, dataset string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
