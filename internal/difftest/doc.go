@@ -134,11 +134,13 @@
 // "rejected by the cluster: status 400 document_parsing_exception|mapper_parsing_exception"
 // (altered_type_rejected); without that dead letter a missing or older document fails. An
 // index that must be empty and holds a document fails as not_vacated. A table that entered a
-// name is re-snapshotted as package mirror does (sink.Options.OnEntered -> cdc.Resnapshotter);
-// when the request is refused because the table left the name first (dropped or moved out right
-// after it entered), mirror reports the table loudly (Status.Incomplete), and that name's frozen
-// documents may lack the rows the re-snapshot would have brought (and those rows the dead
-// letters it would have given) -- never hold a wrong one.
+// name is re-snapshotted as package mirror does (sink.Options.OnEntered -> cdc.Resnapshotter).
+// When the relation leaves the name again (dropped or moved out) before the re-snapshot has read
+// it -- the request refused, or accepted and then skipped by the job because the table is gone
+// -- the index keeps only what was streamed (mirror and the sources say so in a Warn), and that
+// name's frozen documents may lack the rows the re-snapshot would have brought (those written
+// before the relation came to the name, and the dead letters they would have had; after a
+// refused request, any row) -- never hold a wrong one.
 // Every failure's _id is prefixed with its name ("tb:42"), and a failing case logs its schema
 // operations in order, with the ENTERED reports and the descriptions the source gave each table
 // (every truncate and every change of relation, columns or key, with its position). The steps

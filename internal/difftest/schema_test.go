@@ -523,6 +523,16 @@ func (c *schemaCase) compare(node *estest.Node, dead []cdc.DeadLetterRecord, his
 				// rows with a top-level JSON scalar under flattened, dead-lettered under the
 				// name the relation had before). Every document there must still be right.
 				fs = slices.DeleteFunc(fs, func(f failure) bool { return f.kind == "missing_document" || f.kind == "missing_dead_letter" })
+			} else if ix.enteredAt > 0 {
+				// The relation came to the name by a rename or move and left it again: its
+				// rows written before it came reach the index only through the ENTERED
+				// re-snapshot, and a request accepted just before the relation left finds the
+				// table gone when the job reads it (pgcdc: Warn "re-snapshot skips a table that
+				// no longer exists"; seed 24575896760, check mode). Those rows may be missing,
+				// as with a refused request; the rows written since must be there.
+				fs = slices.DeleteFunc(fs, func(f failure) bool {
+					return (f.kind == "missing_document" || f.kind == "missing_dead_letter") && ix.frozen.tb.written[f.id] <= ix.enteredAt
+				})
 			}
 		case idxEmpty:
 			for id := range docs {

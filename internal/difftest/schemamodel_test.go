@@ -47,6 +47,11 @@ type idxModel struct {
 	bound  *rel     // the relation the index is bound to; nil once vacated
 	state  idxState //
 	frozen *frozenTable
+	// enteredAt: when the bound relation came to the name by a rename or move, its table's
+	// write clock then (0 when it was created under the name): the rows written up to it reach
+	// the index only through the ENTERED re-snapshot, which a relation that leaves the name
+	// first may never get (the source skips a table gone by the time the job reads it).
+	enteredAt int
 }
 
 // frozenTable is a relation's table and rows as they were when it left the capture.
@@ -134,6 +139,7 @@ func (m *schemaModel) move(r *rel, ns int, name string, rows [][]*string) {
 	r.ns, r.name = ns, name
 	if ns == nsCaptured {
 		m.enter(r)
+		m.idx[name].enteredAt = r.tb.clock
 	}
 }
 
