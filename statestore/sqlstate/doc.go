@@ -69,7 +69,12 @@
 // connection cut at any point rolls the transaction back: nothing partial is stored
 // (TestPostgresCrashMidTransaction and TestMySQLCrashMidTransaction cut it between
 // statements). Reads are single statements.
-// Every call is bounded by its ctx.
+//
+// Every call is bounded by its ctx and returns the context's error at its deadline, even
+// when the server blocks it (TestPostgresContextBounds, TestMySQLContextBounds): pgx cancels
+// the statement; a MySQL statement cut by its context closes its connection (the server rolls
+// its transaction back). Give every call a deadline: without one, a partition can hold a call
+// until the operating system gives up on the connection.
 //
 // # Errors
 //

@@ -248,3 +248,37 @@ func TestMySQLConnectionLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestMySQLContextBounds is TestPostgresContextBounds for MariaDB.
+func TestMySQLContextBounds(t *testing.T) {
+	dsn := testenv.Require(t, testenv.MySQLDSN)
+	ctx := context.Background()
+	db := testDatabase(t, dsn)
+	s := openMy(t, dsn, db)
+	rev, err := s.Put(ctx, "p", "ns", "k", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := mysqlAdmin(t, dsn)
+	defer admin.Close()
+	if _, err := admin.Execute("LOCK TABLES `" + db + "`.statestore_records WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	for what, call := range map[string]func(context.Context) error{
+		"Get": func(ctx context.Context) error { _, err := s.Get(ctx, "p", "ns", "k"); return err },
+		"Put": func(ctx context.Context) error { _, err := s.Put(ctx, "p", "ns", "k", []byte("w"), rev); return err },
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := call(cctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s blocked by a lock: %v, want context.DeadlineExceeded", what, err)
+		}
+	}
+	if _, err := admin.Execute("UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "p", "ns", "k"); err != nil || r.Revision != rev {
+		t.Fatalf("Get after the lock = %+v, %v", r, err)
+	}
+}

@@ -118,7 +118,9 @@ func (c *mysqlConn) run(ctx context.Context, query string, args []driver.NamedVa
 	for i, v := range args {
 		a[i] = v.Value
 	}
-	stop := context.AfterFunc(ctx, func() { _ = c.c.Close() })
+	// Close the network connection itself: client.Conn.Close would race with the statement.
+	nc := c.c.Conn.Conn
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
 	r, err := c.c.Execute(query, a...)
 	if !stop() {
 		c.bad = true

@@ -269,3 +269,45 @@ func TestPostgresConnectionLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresContextBounds: a call blocked on the server (a table locked by another session)
+// returns at its context's deadline with the context's error, and the store works afterwards.
+func TestPostgresContextBounds(t *testing.T) {
+	dsn := testenv.Require(t, testenv.PostgresDSN)
+	ctx := context.Background()
+	schema := testSchema(t, dsn)
+	s := openPG(t, dsn, schema)
+	rev, err := s.Put(ctx, "p", "ns", "k", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "statestore_records"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	for what, call := range map[string]func(context.Context) error{
+		"Get": func(ctx context.Context) error { _, err := s.Get(ctx, "p", "ns", "k"); return err },
+		"Put": func(ctx context.Context) error { _, err := s.Put(ctx, "p", "ns", "k", []byte("w"), rev); return err },
+	} {
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		err := call(cctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s blocked by a lock: %v, want context.DeadlineExceeded", what, err)
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(ctx, "p", "ns", "k"); err != nil || r.Revision != rev {
+		t.Fatalf("Get after the lock = %+v, %v", r, err)
+	}
+}
