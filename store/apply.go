@@ -5,9 +5,9 @@ import (
 )
 
 // Apply runs accepted-mode writes a queue delivered, on the synchronous path: it is Do with
-// WaitApplied -- the same validation, per-record lanes and combining, adapter batches, merge loop and
-// retries -- with two differences that make it the entry point of a queue worker (package
-// store/worker):
+// WaitApplied -- the same validation, per-record lanes and combining, adapter batches, merge
+// loop and retries -- with two differences that make it an entry point for a queue worker
+// (package store/worker uses ApplyInOrder, which also keeps a failure from being overtaken):
 //
 //   - a merge sees the time its operation was accepted as MergeContext.Time, so a merge applied
 //     later, or again after a redelivery, runs with the context it was accepted with;
