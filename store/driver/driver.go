@@ -58,13 +58,19 @@ type Outcome uint8
 // Outcomes. The zero Outcome means the operation failed (see the result's error).
 const (
 	Found     Outcome = iota + 1 // read: the record exists
-	NotFound                     // read or delete: there is no such record
+	Absent                       // read or delete: there is no such record (store.Absent)
 	Created                      // put or merge: the record did not exist and now does
 	Updated                      // put or merge: the record existed and was replaced
 	Deleted                      // delete or merge: the record existed and is gone
 	Unchanged                    // merge: the program left the record as it was
 	Accepted                     // accepted mode: a durable queue holds the mutation
 )
+
+// NotFound is the old name of Absent.
+//
+// Deprecated: use Absent, the name store uses (a missing record is no error; KindNotFound is a
+// missing dataset). NotFound goes in the release after v0.1.0.
+const NotFound = Absent
 
 var outcomeNames = [...]string{"", "found", "absent", "created", "updated", "deleted", "unchanged", "accepted"}
 
@@ -123,7 +129,7 @@ type ReadResult struct {
 	Err      error
 }
 
-// WriteResult is what one write did: Outcome Created, Updated, Deleted or NotFound (a delete of an
+// WriteResult is what one write did: Outcome Created, Updated, Deleted or Absent (a delete of an
 // absent record), the record's new Revision (empty after a delete), or Err.
 type WriteResult struct {
 	Outcome  Outcome

@@ -88,7 +88,7 @@ func refusing(b memstore.Backend) string {
 // field of every document refusal by its JSON Pointer, and no refusal quotes a value.
 func testRefusals(ctx context.Context, t *testing.T, e *env) {
 	like := e.h.Refuses
-	fake, isFake := e.h.Adapter.(*memstore.Store)
+	fake, isFake := e.h.Adapter.(*memstore.Adapter)
 	if isFake {
 		like = fake.Like()
 	} else if like == memstore.Strictest {
