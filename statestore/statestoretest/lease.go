@@ -21,6 +21,7 @@ func RunLeases(t *testing.T, open func(t *testing.T) statestore.Leaser) {
 	t.Run("AcquireRenewRelease", func(t *testing.T) { testAcquire(t, open(t)) })
 	t.Run("Race", func(t *testing.T) { testRace(t, open(t)) })
 	t.Run("ExpiryTakeover", func(t *testing.T) { testTakeover(t, open(t)) })
+	t.Run("FencingInvariant", func(t *testing.T) { testFencingInvariant(t, open(t)) })
 	t.Run("FencedSuite", func(t *testing.T) {
 		Run(t, func(t *testing.T) statestore.Store {
 			s := open(t)
@@ -231,6 +232,71 @@ func testTakeover(t *testing.T, s statestore.Leaser) {
 	if cp, err := s.LoadCheckpoint(ctx, "p"); err != nil || string(cp) != "b1" {
 		t.Fatalf("checkpoint = %q, %v; want b1", cp, err)
 	}
+}
+
+// testFencingInvariant has holders with short leases take the lease from each other while
+// they pause (a GC pause, SIGSTOP) for longer than their lease between writes; each writes
+// its epoch into one record through its fenced view. A write may succeed only if no later
+// epoch wrote before it: the record's epochs never go backwards.
+func testFencingInvariant(t *testing.T, s statestore.Leaser) {
+	ctx := context.Background()
+	const holders, rounds = 4, 15
+	var wg sync.WaitGroup
+	errs := make(chan error, holders)
+	for i := range holders {
+		wg.Go(func() {
+			holder := fmt.Sprintf("h%d", i)
+			for round := range rounds {
+				l, err := s.Acquire(ctx, "inv", holder, 30*time.Millisecond)
+				if errors.Is(err, statestore.ErrLeaseHeld) {
+					time.Sleep(time.Duration(5+round%3*10) * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				f := s.Fenced("inv", l.Epoch)
+			writes:
+				for w := range 3 {
+					if w > 0 && (i+round+w)%2 == 0 {
+						time.Sleep(50 * time.Millisecond) // paused past the lease
+					}
+					r, err := s.Get(ctx, "inv", "fence", "last")
+					if err != nil {
+						errs <- err
+						return
+					}
+					var last uint64
+					if r.Revision != 0 {
+						fmt.Sscan(string(r.Value), &last)
+					}
+					_, err = f.Put(ctx, "inv", "fence", "last", []byte(fmt.Sprint(l.Epoch)), r.Revision)
+					switch {
+					case err == nil && last > l.Epoch:
+						errs <- fmt.Errorf("epoch %d wrote over epoch %d", l.Epoch, last)
+						return
+					case err == nil, errors.Is(err, statestore.ErrConflict):
+					case errors.Is(err, statestore.ErrNotLeader):
+						break writes // taken over: step down
+					default:
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	l, err := s.ReadLease(ctx, "inv")
+	if err != nil || l.Epoch < 2 {
+		t.Fatalf("lease after the rounds = %+v, %v; want several takeovers", l, err)
+	}
+	t.Logf("%d acquisitions", l.Epoch)
 }
 
 // waitFor polls cond every 20ms for up to a minute (the machine may be loaded).
