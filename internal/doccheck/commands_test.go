@@ -70,7 +70,7 @@ func commandLines(t *testing.T) (where, text []string) {
 				}
 				l = strings.TrimPrefix(l, comment)
 			}
-			if strings.Contains(l, "go ") || strings.Contains(l, "--config") {
+			if strings.Contains(l, "go ") || strings.Contains(l, "--config") || strings.Contains(l, "make ") {
 				where = append(where, rel+":"+strconv.Itoa(n+1))
 				text = append(text, l)
 			}
@@ -188,6 +188,7 @@ func TestDocCommandsRun(t *testing.T) {
 	if len(cmds) < 5 {
 		t.Fatalf("found only %d commands in the documentation: the extraction is broken", len(cmds))
 	}
+	t.Logf("%d commands checked", len(cmds))
 	byDir := map[string]map[string][]string{} // dir -> package -> where
 	for _, c := range cmds {
 		if _, err := os.Stat(filepath.Join(root, c.dir)); err != nil {
@@ -246,4 +247,36 @@ func TestDocCommandsExtraction(t *testing.T) {
 			t.Errorf("%q: got %+v, want dir %q pkg %q files %v", tc.line, cs, tc.dir, tc.pkg, tc.files)
 		}
 	}
+}
+
+var (
+	// makeRE: `make TARGET` at the start of a command (a code line, a backticked command).
+	makeRE       = regexp.MustCompile("(?:^\\s*|`|\\(or: |&&\\s*)make ([a-z][a-z0-9-]*)")
+	makeTargetRE = regexp.MustCompile(`(?m)^([a-z][a-z0-9-]*):`)
+)
+
+// TestDocMakeTargets: every `make TARGET` the documentation shows is a target of the Makefile.
+func TestDocMakeTargets(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, m := range makeTargetRE.FindAllStringSubmatch(string(b), -1) {
+		targets[m[1]] = true
+	}
+	where, text := commandLines(t)
+	n := 0
+	for i, l := range text {
+		for _, m := range makeRE.FindAllStringSubmatch(l, -1) {
+			n++
+			if !targets[m[1]] {
+				t.Errorf("%s: make %s: the Makefile has no such target", where[i], m[1])
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found only %d make commands: the extraction is broken", n)
+	}
+	t.Logf("%d make commands checked", n)
 }
