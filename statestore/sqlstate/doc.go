@@ -83,8 +83,9 @@
 // failures and deadlocks (40001, 40P01) and too many connections (53300); in MySQL 1040,
 // 1053, 1205 (lock wait timeout), 1213 (deadlock), 1927, 2006, 2013. Retryable: the store
 // reconnects by itself (database/sql's pool; TestPostgresConnectionLoss,
-// TestMySQLConnectionLoss; after a restart each pooled connection fails once before it is
-// replaced, so a caller retries up to Options.MaxConns times, with a backoff). A write whose
+// TestMySQLConnectionLoss: after every connection was ended, about one call fails, the
+// MySQL pool discarding every connection older than the one found lost; retry with a
+// backoff). A write whose
 // COMMIT was cut off may or may not have taken effect: a compare-and-set retried after
 // ErrUnavailable must re-read first (the conflict may be its own write). Every other server
 // error (missing privileges, a foreign table in the way) is permanent. Errors name pipelines,

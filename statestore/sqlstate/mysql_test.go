@@ -127,8 +127,10 @@ func TestMySQLOpen(t *testing.T) {
 	if _, err := OpenMySQL(refused, "u:secret@tcp(127.0.0.1:1)/db?timeout=5s", nil); !errors.Is(err, statestore.ErrUnavailable) || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("open of an unreachable server: %v, want ErrUnavailable without the password", err)
 	}
-	if _, err := OpenMySQL(ctx, "u:secret@127.0.0.1/db", nil); !errors.Is(err, statestore.ErrInvalid) || strings.Contains(err.Error(), "secret") {
-		t.Fatalf("bad DSN: %v, want ErrInvalid without the password", err)
+	for _, bad := range []string{"u:secret@127.0.0.1/db", "u:secret@tcp(127.0.0.1:3306)/db?tls=true"} {
+		if _, err := OpenMySQL(ctx, bad, nil); !errors.Is(err, statestore.ErrInvalid) || strings.Contains(err.Error(), "secret") {
+			t.Fatalf("bad DSN: %v, want ErrInvalid without the password", err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -29,8 +30,8 @@ type mysqlDSN struct {
 	timeout              time.Duration
 }
 
-// parseMySQLDSN parses dsn without ever quoting it (it holds the password). Parameters other
-// than timeout are ignored.
+// parseMySQLDSN parses dsn without ever quoting it (it holds the password). The only
+// parameter is timeout (connecting; default 10s); TLS is not supported yet.
 func parseMySQLDSN(dsn string) (mysqlDSN, error) {
 	bad := fmt.Errorf("%w: the MySQL connection string is not user:password@tcp(host:port)/[database]", statestore.ErrInvalid)
 	at := strings.LastIndex(dsn, "@")
@@ -53,6 +54,12 @@ func parseMySQLDSN(dsn string) (mysqlDSN, error) {
 		if err != nil {
 			return mysqlDSN{}, bad
 		}
+		for k := range q {
+			if k != "timeout" {
+				// Refused rather than ignored: a tls parameter ignored would connect in clear.
+				return mysqlDSN{}, fmt.Errorf("%w: the MySQL connection string's parameter %q is not supported (only timeout)", statestore.ErrInvalid, k)
+			}
+		}
 		if t := q.Get("timeout"); t != "" {
 			if d.timeout, err = time.ParseDuration(t); err != nil || d.timeout <= 0 {
 				return mysqlDSN{}, bad
@@ -66,6 +73,12 @@ type mysqlConnector struct {
 	dsn mysqlDSN
 	mu  sync.Mutex
 	db  string // the database connections use ("" before it exists)
+
+	// Connections are numbered; when one is lost (not cut by its context), every connection
+	// opened before it is suspect too (a server restart ends them all) and is discarded
+	// before its next use instead of failing one call each.
+	opened atomic.Uint64
+	lostTo atomic.Uint64
 }
 
 func (c *mysqlConnector) setDB(db string) {
@@ -82,7 +95,7 @@ func (c *mysqlConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mysqlConn{c: conn}, nil
+	return &mysqlConn{c: conn, from: c, n: c.opened.Add(1)}, nil
 }
 
 func (c *mysqlConnector) Driver() driver.Driver { return mysqlDriver{} }
@@ -94,9 +107,24 @@ func (mysqlDriver) Open(string) (driver.Conn, error) {
 }
 
 type mysqlConn struct {
-	c   *client.Conn
-	bad bool // the connection failed or was cut: database/sql discards it
+	c    *client.Conn
+	from *mysqlConnector
+	n    uint64 // its number among the connector's connections
+	bad  bool   // the connection failed or was cut: database/sql discards it
 }
+
+// lost marks c and every connection opened before it as suspect.
+func (c *mysqlConn) lost() {
+	c.bad = true
+	for {
+		to := c.from.lostTo.Load()
+		if to >= c.n || c.from.lostTo.CompareAndSwap(to, c.n) {
+			return
+		}
+	}
+}
+
+func (c *mysqlConn) suspect() bool { return c.bad || c.n <= c.from.lostTo.Load() }
 
 var (
 	_ driver.ExecerContext   = (*mysqlConn)(nil)
@@ -108,7 +136,8 @@ var (
 
 // run executes one statement, bounded by ctx: a cancelled context closes the connection.
 func (c *mysqlConn) run(ctx context.Context, query string, args []driver.NamedValue) (*mysql.Result, error) {
-	if c.bad {
+	if c.suspect() {
+		c.bad = true
 		return nil, driver.ErrBadConn // never sent: database/sql retries on another connection
 	}
 	if err := ctx.Err(); err != nil {
@@ -128,8 +157,8 @@ func (c *mysqlConn) run(ctx context.Context, query string, args []driver.NamedVa
 	}
 	if err != nil {
 		var me *mysql.MyError
-		if !errors.As(err, &me) {
-			c.bad = true // not the server refusing the statement: the connection is suspect
+		if !errors.As(err, &me) || retryable(err) {
+			c.lost() // not the server refusing the statement: the connection is suspect
 		}
 		return nil, err
 	}
@@ -178,10 +207,10 @@ func (c *mysqlConn) Prepare(string) (driver.Stmt, error) {
 
 func (c *mysqlConn) Close() error { return c.c.Close() }
 
-func (c *mysqlConn) IsValid() bool { return !c.bad }
+func (c *mysqlConn) IsValid() bool { return !c.suspect() }
 
 func (c *mysqlConn) ResetSession(context.Context) error {
-	if c.bad {
+	if c.suspect() {
 		return driver.ErrBadConn
 	}
 	return nil

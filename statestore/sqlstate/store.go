@@ -76,7 +76,8 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 }
 
 // OpenMySQL connects to the MySQL or MariaDB server at dsn (go-sql-driver/mysql's form,
-// user:password@tcp(host:port)/[database][?timeout=10s]; the database part is ignored) and
+// user:password@tcp(host:port)/[database][?timeout=10s]; the database part is ignored, other
+// parameters are refused: no TLS yet) and
 // opens the store in the database Options.Schema (InnoDB tables), creating the database, its
 // tables and a new deployment identity when they do not exist. ctx bounds the opening only.
 func OpenMySQL(ctx context.Context, dsn string, opts *Options) (*Store, error) {
