@@ -20,7 +20,7 @@ import (
 // write has reached the server: it fails with an unknown outcome and is applied when the
 // store resumes, as a stopped server applies what its socket buffered once continued.
 type hanging struct {
-	*memstore.Store
+	*memstore.Adapter
 	timeout time.Duration
 
 	mu      sync.Mutex
@@ -41,7 +41,7 @@ func (h *hanging) hang() {
 func (h *hanging) resume() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, err := h.Store.Write(context.Background(), h.late, driver.WriteOptions{}); err != nil {
+	if _, err := h.Adapter.Write(context.Background(), h.late, driver.WriteOptions{}); err != nil {
 		panic(err)
 	}
 	h.late = nil
@@ -94,7 +94,7 @@ func (h *hanging) Read(ctx context.Context, a []driver.Address) ([]driver.ReadRe
 	if err := h.wait(ctx, false, nil); err != nil && err != errResumed {
 		return nil, err
 	}
-	return h.Store.Read(ctx, a)
+	return h.Adapter.Read(ctx, a)
 }
 
 func (h *hanging) Write(ctx context.Context, w []driver.Write, o driver.WriteOptions) ([]driver.WriteResult, error) {
@@ -109,7 +109,7 @@ func (h *hanging) Write(ctx context.Context, w []driver.Write, o driver.WriteOpt
 	case err != nil:
 		return nil, err
 	}
-	return h.Store.Write(ctx, w, o)
+	return h.Adapter.Write(ctx, w, o)
 }
 
 // retryCounter counts resends and deadline cuts.
@@ -135,7 +135,7 @@ func (c *retryCounter) LateOutcome(store.LateOutcome)   { c.late.Add(1) }
 // its callers. After the resume, every record is what its caller was told: an acknowledged
 // write is present, an unavailable one absent, an outcome-unknown one either.
 func TestDeadlineHungStore(t *testing.T) {
-	h := &hanging{Store: memstore.New(), timeout: 400 * time.Millisecond}
+	h := &hanging{Adapter: memstore.New(), timeout: 400 * time.Millisecond}
 	obs := &retryCounter{}
 	s, err := store.New(map[string]store.Adapter{"m": h}, &store.Options{
 		Observer: obs, Coalesce: store.CoalesceOptions{MaxInFlight: 2},
@@ -255,7 +255,7 @@ func TestDeadlineHungStore(t *testing.T) {
 			if op.Kind != store.OpPut {
 				continue
 			}
-			r, err := h.Store.Read(ctx, []driver.Address{{Store: "m", Namespace: "ns", Dataset: "ds", Key: driver.NewStringKey(op.Addr.Key.StringValue())}})
+			r, err := h.Adapter.Read(ctx, []driver.Address{{Store: "m", Namespace: "ns", Dataset: "ds", Key: driver.NewStringKey(op.Addr.Key.StringValue())}})
 			if err != nil || r[0].Err != nil {
 				t.Fatal(err, r[0].Err)
 			}
@@ -283,7 +283,7 @@ func TestDeadlineHungStore(t *testing.T) {
 // retryable failure per operation the hung store holds; a canceled context still ends the
 // call with its error.
 func TestDeadlineApply(t *testing.T) {
-	h := &hanging{Store: memstore.New(), timeout: time.Hour}
+	h := &hanging{Adapter: memstore.New(), timeout: time.Hour}
 	s, err := store.New(map[string]store.Adapter{"m": h}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestTypesAreStoresOwn(t *testing.T) {
 // TestVocabularyAgreesWithDriver: the Service converts between store's and driver's copies of
 // the vocabulary by value, so every constant must mean the same number in both.
 func TestVocabularyAgreesWithDriver(t *testing.T) {
-	outcomes := map[Outcome]driver.Outcome{Found: driver.Found, Absent: driver.NotFound, Created: driver.Created,
+	outcomes := map[Outcome]driver.Outcome{Found: driver.Found, Absent: driver.Absent, Created: driver.Created,
 		Updated: driver.Updated, Deleted: driver.Deleted, Unchanged: driver.Unchanged, Accepted: driver.Accepted}
 	for o, d := range outcomes {
 		if uint8(o) != uint8(d) || o.String() != d.String() {

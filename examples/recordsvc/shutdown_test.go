@@ -27,7 +27,7 @@ import (
 
 // gatedAdapter is a memstore whose writes wait for release, so a test holds a call in flight.
 type gatedAdapter struct {
-	*memstore.Store
+	*memstore.Adapter
 	entered chan struct{}
 	release chan struct{}
 }
@@ -39,7 +39,7 @@ func (g *gatedAdapter) Write(ctx context.Context, w []driver.Write, o driver.Wri
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return g.Store.Write(ctx, w, o)
+	return g.Adapter.Write(ctx, w, o)
 }
 
 // runGated runs run() over one store "main" on a gatedAdapter and returns a client, the
@@ -57,7 +57,7 @@ func runGatedWith(t *testing.T, edit func(*runtime)) (recordv1.RecordServiceClie
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedAdapter{Store: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	g := &gatedAdapter{Adapter: memstore.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	rt := &runtime{cfg: cfg, mode: modeServer, log: newLogger(io.Discard, "error"), names: []string{"main"},
 		raw: map[string]store.Adapter{"main": g}}
 	rt.m = newMetrics(rt.names)

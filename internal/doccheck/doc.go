@@ -4,6 +4,8 @@
 // named outside the Markdown (alert rules' runbook links, dashboards, units) is a heading of the
 // guide; and every cdcmirror configuration shown in docs/production.md (a ```yaml block whose
 // first line is "# cdcmirror...") is accepted by cdcmirror's own parser, mirror.ParseConfig; every
-// cdcmirror_/recordsvc_ metric name it shows in code is one the collectors define. It
-// has no code of its own.
+// cdcmirror_/recordsvc_ metric name it shows in code is one the collectors define; every
+// `go run` / `go build` shown in Markdown, YAML comments and Go doc comments finds its package
+// from the directory the text runs it in, and the files it names exist (commands_test.go); every
+// `make TARGET` shown is a target of the Makefile. It has no code of its own.
 package doccheck

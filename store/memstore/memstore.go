@@ -128,7 +128,7 @@ func (s *Adapter) apply(w driver.Write) driver.WriteResult {
 		return driver.WriteResult{Outcome: outcome, Revision: encodeRev(s.last)}
 	case driver.Delete:
 		if !exists {
-			return driver.WriteResult{Outcome: driver.NotFound}
+			return driver.WriteResult{Outcome: driver.Absent}
 		}
 		delete(s.records, w.Addr)
 		return driver.WriteResult{Outcome: driver.Deleted}

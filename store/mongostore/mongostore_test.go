@@ -410,8 +410,8 @@ func testBatchOutcomes(t *testing.T, srv *server, a *mongostore.Store, prefix st
 		{Kind: driver.Delete, Addr: addr(srv, "a", sk("da-old")), Cond: driver.Condition{Kind: driver.IfAbsent}},
 	}
 	want := []any{driver.Created, driver.Updated, driver.Updated, driver.Created, driver.KindAlreadyExists, driver.Updated,
-		driver.Created, driver.Created, driver.Updated, driver.KindConflict, driver.Deleted, driver.NotFound,
-		driver.Deleted, driver.KindConflict, driver.Created, driver.NotFound}
+		driver.Created, driver.Created, driver.Updated, driver.KindConflict, driver.Deleted, driver.Absent,
+		driver.Deleted, driver.KindConflict, driver.Created, driver.Absent}
 	res, err := a.Write(ctx, writes, driver.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -321,7 +321,7 @@ func (s *Store) single(ctx context.Context, coll *mongo.Collection, r *request) 
 		err := coll.FindOne(ctx, bson.Raw(r.filter), options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
 		switch {
 		case errors.Is(err, mongo.ErrNoDocuments):
-			return driver.WriteResult{Outcome: driver.NotFound}
+			return driver.WriteResult{Outcome: driver.Absent}
 		case err != nil:
 			return driver.WriteResult{Err: newBackendError(callErrKind(ctx, err, false), "find", err)}
 		}
@@ -337,7 +337,7 @@ func (s *Store) single(ctx context.Context, coll *mongo.Collection, r *request) 
 	case r.cond == driver.IfRevision:
 		return driver.WriteResult{Err: driver.NewError(driver.KindConflict, "mongostore: the record is not at the given revision", nil)}
 	}
-	return driver.WriteResult{Outcome: driver.NotFound}
+	return driver.WriteResult{Outcome: driver.Absent}
 }
 
 func singleError(ctx context.Context, kind writeKind, what string, err error) error {

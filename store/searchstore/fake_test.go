@@ -175,7 +175,7 @@ func TestFakeWriteClassifiesItems(t *testing.T) {
 	}
 	wantKind(t, "missing index", res[6].Err, driver.KindNotFound)
 	wantOutcome(7, driver.Deleted, false)
-	wantOutcome(8, driver.NotFound, false)
+	wantOutcome(8, driver.Absent, false)
 	wantKind(t, "stale delete", res[9].Err, driver.KindConflict)
 
 	reqs := f.Requests()
@@ -450,7 +450,7 @@ func TestFakeMalformedRevisionAndAbsentDelete(t *testing.T) {
 	}
 	wantKind(t, "malformed revision", res[0].Err, driver.KindInvalid)
 	wantKind(t, "if-absent delete of an existing record", res[1].Err, driver.KindAlreadyExists)
-	if res[2].Err != nil || res[2].Outcome != driver.NotFound {
+	if res[2].Err != nil || res[2].Outcome != driver.Absent {
 		t.Fatalf("if-absent delete of a missing record: %+v", res[2])
 	}
 	for _, r := range f.Requests() {

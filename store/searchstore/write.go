@@ -88,7 +88,7 @@ func (s *Store) settleAbsentDeletes(ctx context.Context, writes []driver.Write, 
 		case r.Found:
 			out[i].Err = driver.NewError(driver.KindAlreadyExists, "searchstore: the record exists", nil)
 		default:
-			out[i].Outcome = driver.NotFound
+			out[i].Outcome = driver.Absent
 		}
 	}
 }
@@ -297,7 +297,7 @@ func (s *Store) itemResult(w *driver.Write, it *bulkItem) driver.WriteResult {
 		return driver.WriteResult{Outcome: driver.Deleted}
 	case "not_found":
 		if act == "delete" {
-			return driver.WriteResult{Outcome: driver.NotFound}
+			return driver.WriteResult{Outcome: driver.Absent}
 		}
 	}
 	switch {
