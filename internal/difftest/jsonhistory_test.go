@@ -28,6 +28,7 @@ type historySink struct {
 	// key), in the order written -- logged by a failing case (schemaTrace).
 	schemas   []string
 	lastShape map[string]string // table -> its events' last description
+	relTable  map[string]string // relation -> the table its last event named
 }
 
 func newHistorySink(k *sink.Sink) *historySink {
@@ -115,21 +116,29 @@ func (h *historySink) unchangedJSON(ev cdc.Event, i int) []byte {
 	return h.resolved[eventKey(id, ev)][i]
 }
 
-// traceSchema records ev in the schema trace when it is a truncate or its description differs
-// from the table's last one.
+// traceSchema records ev in the schema trace when it is a truncate, its description differs
+// from the table's last one, or its relation's last event named another table.
 func (h *historySink) traceSchema(ev cdc.Event) {
 	tbl := ev.Table.Schema + "." + ev.Table.Table
 	if ev.Table.Schema == "" {
 		tbl = ev.Table.Database + "." + ev.Table.Table
 	}
 	shape := eventSchemaNote(cdc.Event{Schema: ev.Schema})
-	if ev.Op != cdc.Truncate && h.lastShape[tbl] == shape {
-		return
+	rel := ""
+	if ev.Schema != nil {
+		rel = ev.Schema.Relation
 	}
 	if h.lastShape == nil {
-		h.lastShape = map[string]string{}
+		h.lastShape, h.relTable = map[string]string{}, map[string]string{}
+	}
+	moved := rel != "" && h.relTable[rel] != tbl
+	if ev.Op != cdc.Truncate && h.lastShape[tbl] == shape && !moved {
+		return
 	}
 	h.lastShape[tbl] = shape
+	if rel != "" {
+		h.relTable[rel] = tbl
+	}
 	h.schemas = append(h.schemas, tbl+" "+ev.Op.String()+eventSchemaNote(ev))
 }
 
