@@ -102,7 +102,7 @@ soak: ## randomized fault schedules under load, each ending with a row-by-row co
 	  $(GO) test -count=1 -timeout 24h -v -run '^TestFaultSoak$$' ./internal/faultsuite/
 	$(TESTENV) up
 
-# The long run of internal/difftest's randomized differential test (make check runs 24 cases).
+# The long run of internal/difftest's randomized differential test (make check runs 24 cases and 8 schema-change cases).
 DIFF_CASES ?= 200
 # Its Debezium leg (cdc/debezium differential_server_test.go; make check runs 2 cases).
 DIFF_DBZ_CASES ?= 40
