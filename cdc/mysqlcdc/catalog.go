@@ -135,31 +135,44 @@ func lockWaited(err error) bool {
 // (lower_case_table_names 1): names in DDL statements are then folded to compare with the
 // binlog's. With 2 (macOS) names are stored, and logged, as created.
 func (c *catalog) foldsNames(ctx context.Context) (bool, error) {
+	return retryOnce(ctx, c, "read lower_case_table_names", func() (bool, error) {
+		r, err := c.conn.Execute("SELECT @@lower_case_table_names")
+		if err != nil {
+			return false, err
+		}
+		v, _ := r.GetInt(0, 0)
+		return v == 1, nil
+	})
+}
+
+// retryOnce runs query on the catalog's connection under its lock, bounded by ctx (which
+// closes the socket), and once more on a fresh connection when it fails.
+func retryOnce[T any](ctx context.Context, c *catalog, what string, query func() (T, error)) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var zero T
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
 		if c.conn == nil {
 			if c.conn, err = c.src.connect(ctx); err != nil {
-				return false, err
+				return zero, err
 			}
 		}
 		socket := c.conn.Conn.Conn
 		stop := context.AfterFunc(ctx, func() { _ = socket.Close() })
-		var r *mysql.Result
-		r, err = c.conn.Execute("SELECT @@lower_case_table_names")
+		var v T
+		v, err = query()
 		stop()
 		if err == nil {
-			v, _ := r.GetInt(0, 0)
-			return v == 1, nil
+			return v, nil
 		}
 		quit(c.conn)
 		c.conn = nil
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return zero, ctx.Err()
 		}
 	}
-	return false, fmt.Errorf("mysqlcdc: read lower_case_table_names: %w", err)
+	return zero, fmt.Errorf("mysqlcdc: %s: %w", what, err)
 }
 
 // query reads a table's schema in one transaction that first takes a shared metadata lock on

@@ -3,7 +3,6 @@ package mysqlcdc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -28,32 +27,9 @@ const errBadField = 1054
 // INFORMATION_SCHEMA.COLLATIONS and, on MariaDB 10.10 and later, the ids of
 // COLLATION_CHARACTER_SET_APPLICABILITY, where the UCA 14.0.0 collations (utf8mb4_uca1400_ai_ci,
 // ...) have theirs (their COLLATIONS row has none). A failed attempt is tried once more on a
-// fresh connection, as load does.
+// fresh connection (retryOnce).
 func (c *catalog) collations(ctx context.Context) (collations, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var err error
-	for attempt := 0; attempt < 2; attempt++ {
-		if c.conn == nil {
-			if c.conn, err = c.src.connect(ctx); err != nil {
-				return nil, err
-			}
-		}
-		socket := c.conn.Conn.Conn
-		stop := context.AfterFunc(ctx, func() { _ = socket.Close() })
-		var cs collations
-		cs, err = c.queryCollations()
-		stop()
-		if err == nil {
-			return cs, nil
-		}
-		quit(c.conn)
-		c.conn = nil
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
-	return nil, fmt.Errorf("mysqlcdc: read the server's collations: %w", err)
+	return retryOnce(ctx, c, "read the server's collations", c.queryCollations)
 }
 
 func (c *catalog) queryCollations() (collations, error) {
