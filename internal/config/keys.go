@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -257,6 +258,24 @@ func CheckKeys(n *yaml.Node, t reflect.Type, section string) Problems {
 }
 
 func checkKeys(n *yaml.Node, t reflect.Type, path string, ps *Problems, depth int) {
+	typedWalker{unknown: func(k *yaml.Node, path string, known []string) {
+		*ps = append(*ps, UnknownKeyProblem(k, path, known))
+	}}.walk(n, t, path, depth)
+}
+
+// typedWalker walks a YAML node beside the Go type it decodes into: value (when set) sees
+// every node with its type and key path, in document order; unknown (when set) every key of a
+// struct's mapping that the struct has no field for, with the known keys. It follows aliases,
+// structs (inline ones included; "<<" merge keys as part of the mapping they merge into),
+// pointers, slices and arrays (not []byte), and maps with string keys; it does not look into
+// a yaml.Node, a type that unmarshals itself, or an interface, nor into a node of the wrong
+// kind for its type (left to the decoder).
+type typedWalker struct {
+	value   func(n *yaml.Node, t reflect.Type, path string)
+	unknown func(k *yaml.Node, path string, known []string)
+}
+
+func (w typedWalker) walk(n *yaml.Node, t reflect.Type, path string, depth int) {
 	if n == nil || depth > 100 {
 		return
 	}
@@ -265,9 +284,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, ps *Problems, depth in
 	}
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 1 {
-			checkKeys(n.Content[0], t, path, ps, depth+1)
+			w.walk(n.Content[0], t, path, depth+1)
 		}
 		return
+	}
+	if w.value != nil {
+		w.value(n, t, path)
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -281,48 +303,41 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, ps *Problems, depth in
 			return
 		}
 		keys, anyKey := structKeys(t)
-		known := make([]string, len(keys))
-		for i, k := range keys {
-			known[i] = k.name
-		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Tag == "!!merge" {
-				checkKeys(v, t, path, ps, depth+1)
+				w.walk(v, t, path, depth+1)
 				if v.Kind == yaml.SequenceNode {
 					for _, e := range v.Content {
-						checkKeys(e, t, path, ps, depth+1)
+						w.walk(e, t, path, depth+1)
 					}
 				}
 				continue
 			}
-			j := -1
-			for fi, f := range keys {
-				if f.name == k.Value {
-					j = fi
+			j := slices.IndexFunc(keys, func(f keyField) bool { return f.name == k.Value })
+			if j >= 0 {
+				w.walk(v, keys[j].typ, JoinKey(path, k.Value), depth+1)
+			} else if !anyKey && w.unknown != nil {
+				known := make([]string, len(keys))
+				for i, k := range keys {
+					known[i] = k.name
 				}
+				w.unknown(k, path, known)
 			}
-			if j < 0 {
-				if !anyKey {
-					*ps = append(*ps, UnknownKeyProblem(k, path, known))
-				}
-				continue
-			}
-			checkKeys(v, keys[j].typ, JoinKey(path, k.Value), ps, depth+1)
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode || t.Elem().Kind() == reflect.Uint8 {
 			return
 		}
 		for i, e := range n.Content {
-			checkKeys(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", ps, depth+1)
+			w.walk(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", depth+1)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode || t.Key().Kind() != reflect.String {
 			return
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			checkKeys(n.Content[i+1], t.Elem(), JoinKey(path, n.Content[i].Value), ps, depth+1)
+			w.walk(n.Content[i+1], t.Elem(), JoinKey(path, n.Content[i].Value), depth+1)
 		}
 	}
 }

@@ -128,58 +128,9 @@ type valueAt struct {
 
 // values lists the value nodes of n with their key paths and types, in document order.
 func values(n *yaml.Node, t reflect.Type, path string, out *[]valueAt, depth int) {
-	if n == nil || depth > 100 {
-		return
-	}
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	if n.Kind == yaml.DocumentNode {
-		if len(n.Content) == 1 {
-			values(n.Content[0], t, path, out, depth+1)
-		}
-		return
-	}
-	*out = append(*out, valueAt{n.Line, path, t, n})
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if opaque(t) {
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return
-		}
-		keys, _ := structKeys(t)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Value == "<<" && k.Tag == "!!merge" {
-				values(v, t, path, out, depth+1)
-				continue
-			}
-			for _, f := range keys {
-				if f.name == k.Value {
-					values(v, f.typ, JoinKey(path, k.Value), out, depth+1)
-				}
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
-		for i, e := range n.Content {
-			values(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", out, depth+1)
-		}
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			return
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			values(n.Content[i+1], t.Elem(), JoinKey(path, n.Content[i].Value), out, depth+1)
-		}
-	}
+	typedWalker{value: func(n *yaml.Node, t reflect.Type, path string) {
+		*out = append(*out, valueAt{n.Line, path, t, n})
+	}}.walk(n, t, path, depth)
 }
 
 // ExpandAt is [yamlenv.ExpandNode] for the node of section that decodes into the Go type t:
