@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -417,9 +419,7 @@ func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
 	e := n.Content[0]
 	p.lines[entryKey] = e.Line
 	if p.sections != nil {
-		for _, k := range sink.EntryKeys() {
-			p.sections[entryKey] = append(p.sections[entryKey], k)
-		}
+		p.sections[entryKey] = append(p.sections[entryKey], sink.EntryKeys()...)
 	}
 	c, err := sink.ParseConfigNode(e)
 	if err == nil {
@@ -482,12 +482,7 @@ func ConfigKeys() []string {
 		}
 		p := &parser{lines: map[string]int{}, failed: map[string]bool{}, sections: map[string][]string{}}
 		p.document(root.Content[0])
-		sections := make([]string, 0, len(p.sections))
-		for s := range p.sections {
-			sections = append(sections, s)
-		}
-		sort.Strings(sections)
-		for _, s := range sections {
+		for _, s := range slices.Sorted(maps.Keys(p.sections)) {
 			for _, k := range p.sections[s] {
 				add(indexless.ReplaceAllString(config.JoinKey(s, k), "[]"))
 			}

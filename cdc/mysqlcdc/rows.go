@@ -281,6 +281,10 @@ func (r *reader) collations(ctx context.Context, tm *replication.TableMapEvent) 
 	return cs, nil
 }
 
+// maxCollationWarnings bounds the tables unknownCollation logs (and remembers); past it their
+// rows are still Malformed, dead-lettered with the reason, without a log line per rows event.
+const maxCollationWarnings = 1024
+
 // unknownCollation reports, once per table and collation error, rows that cannot be decoded
 // since a column's character set is unknown (the events go out Malformed, so dead-lettered).
 func (r *reader) unknownCollation(id cdc.TableID, err error) error {
@@ -288,13 +292,11 @@ func (r *reader) unknownCollation(id cdc.TableID, err error) error {
 		return err
 	}
 	k := id.String() + "\x00" + err.Error()
-	if !r.warnedCollation[k] {
+	if !r.warnedCollation[k] && len(r.warnedCollation) < maxCollationWarnings {
 		if r.warnedCollation == nil {
 			r.warnedCollation = map[string]bool{}
 		}
-		if len(r.warnedCollation) < maxAway {
-			r.warnedCollation[k] = true
-		}
+		r.warnedCollation[k] = true
 		r.src.log.Error("mysqlcdc: rows of a table whose character set cannot be told are delivered malformed (dead-lettered): "+
 			"re-snapshot the table once the server lists the collation",
 			"source", r.src.opts.SourceName, "table", id.String(), "error", err)
