@@ -3,9 +3,9 @@ package mirror
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
