@@ -11,7 +11,8 @@
 // (the source PostgreSQL or MariaDB), for an active and a standby sharing one store: it also
 // implements [Leaser], a leadership lease per pipeline with an epoch that increases on every
 // takeover, and fenced writes that fail with [ErrNotLeader] once another holder took over. A
-// shared store's connection failures are [ErrUnavailable] (retryable).
+// shared store's connection failures are [ErrUnavailable] (retryable). Package mirror and
+// cdcmirror do not use it yet.
 //
 // # Identity
 //

@@ -3,6 +3,8 @@
 // ownership records and can take over (issue 36). It implements [statestore.Store] with the
 // guarantees of the bbolt file (it passes the same suite, package statestoretest) and
 // [statestore.Leaser]: a leadership lease per pipeline, and writes fenced by the lease's epoch.
+// It is a library today: cdcmirror and package mirror do not use it yet (their state is the
+// bbolt file); the active/standby mode built on it is still to come.
 //
 // # Which server
 //
