@@ -18,6 +18,11 @@ func init() {
 	if addr == "" {
 		return
 	}
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		log.Printf("cdcmirror: pprof: CDCMIRROR_PPROF_ADDR %q is not a loopback host:port: not serving pprof", addr)
+		return
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
