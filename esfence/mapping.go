@@ -13,7 +13,30 @@ import (
 // field name), read through the claim's write alias: a claim that was fenced, or whose index
 // was deleted, gets the refusal instead of another index's mapping.
 func (f *Fence) Fields(ctx context.Context, c *Claim) (map[string]json.RawMessage, error) {
-	const what = "reading the mapping"
+	got, err := f.mappings(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var props map[string]json.RawMessage
+	if raw, ok := got["properties"]; ok {
+		if err := json.Unmarshal(raw, &props); err != nil {
+			return nil, errors.New("esfence: " + readingMapping + ": unexpected answer")
+		}
+	}
+	if props == nil {
+		return map[string]json.RawMessage{}, nil
+	}
+	return props, nil
+}
+
+// readingMapping names the request mappings makes, in its errors and its callers'.
+const readingMapping = "reading the mapping"
+
+// mappings reads the mappings object of the claim's index through the claim's write alias
+// (nil when the answer has none): a claim that was fenced, or whose index was deleted, gets
+// the refusal instead of another index's mapping.
+func (f *Fence) mappings(ctx context.Context, c *Claim) (map[string]json.RawMessage, error) {
+	const what = readingMapping
 	a, err := f.do(ctx, what, esapi.IndicesGetMappingRequest{Index: []string{c.WriteAlias()}})
 	if err != nil {
 		return nil, err
@@ -23,9 +46,7 @@ func (f *Fence) Fields(ctx context.Context, c *Claim) (map[string]json.RawMessag
 	}
 	// The answer is keyed by the concrete index the alias resolves to.
 	var m map[string]struct {
-		Mappings struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-		} `json:"mappings"`
+		Mappings map[string]json.RawMessage `json:"mappings"`
 	}
 	if err := json.Unmarshal(a.body, &m); err != nil {
 		return nil, errors.New("esfence: " + what + ": unexpected answer")
@@ -34,10 +55,7 @@ func (f *Fence) Fields(ctx context.Context, c *Claim) (map[string]json.RawMessag
 	if !ok || len(m) != 1 {
 		return nil, f.refuse(c.dest, FenceMalformed, "the write alias does not resolve to exactly the claimed index")
 	}
-	if got.Mappings.Properties == nil {
-		return map[string]json.RawMessage{}, nil
-	}
-	return got.Mappings.Properties, nil
+	return got.Mappings, nil
 }
 
 // AddFields adds top-level fields to the mapping of the claim's index, through the claim's
@@ -86,32 +104,17 @@ func (f *Fence) throughAliasFailed(ctx context.Context, c *Claim, a answer, what
 // schema to generate one from): everything but the ownership marker, which the creation
 // writes anew (other _meta keys are kept).
 func (f *Fence) Mapping(ctx context.Context, c *Claim) (json.RawMessage, error) {
-	const what = "reading the mapping"
-	a, err := f.do(ctx, what, esapi.IndicesGetMappingRequest{Index: []string{c.WriteAlias()}})
+	out, err := f.mappings(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	if !a.ok() {
-		return nil, f.throughAliasFailed(ctx, c, a, what)
-	}
-	var m map[string]struct {
-		Mappings map[string]json.RawMessage `json:"mappings"`
-	}
-	if err := json.Unmarshal(a.body, &m); err != nil {
-		return nil, errors.New("esfence: " + what + ": unexpected answer")
-	}
-	got, ok := m[c.dest.Index]
-	if !ok || len(m) != 1 {
-		return nil, f.refuse(c.dest, FenceMalformed, "the write alias does not resolve to exactly the claimed index")
-	}
-	out := got.Mappings
 	if out == nil {
 		out = map[string]json.RawMessage{}
 	}
 	if raw, ok := out["_meta"]; ok {
 		var meta map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, errors.New("esfence: " + what + ": the mapping's _meta is not an object")
+			return nil, errors.New("esfence: " + readingMapping + ": the mapping's _meta is not an object")
 		}
 		delete(meta, MarkerKey)
 		if len(meta) == 0 {
