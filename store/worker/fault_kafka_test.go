@@ -106,6 +106,7 @@ func TestFaultWorkerLostMembershipBoundsDuplicates(t *testing.T) {
 	}
 
 	group, instance := uniqueName("w39_fault"), uniqueName("w39_fault-member")
+	t.Cleanup(func() { deleteGroup(t, env, group) }) // also when a t.Fatal ends the test early
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	c, err := kafkaqueue.NewConsumer(cctx, kafkaqueue.Config{Brokers: env.brokers, Topic: topic, Group: group,
 		InstanceID: instance, SessionTimeout: 6 * time.Second, MaxFetch: maxFetch, FetchMaxWait: 200 * time.Millisecond}, nil)
@@ -171,7 +172,6 @@ func TestFaultWorkerLostMembershipBoundsDuplicates(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	_ = c.Close()
-	deleteGroup(t, env, group)
 	s := stats.get()
 	t.Logf("%d merges, %d applied twice; the worker counted %d redelivered and left %d of lost partitions, in %d rounds",
 		merges, doubled, s.Redelivered, s.Revoked, s.Rounds)
