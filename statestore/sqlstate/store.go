@@ -64,15 +64,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: the PostgreSQL connection string does not parse", statestore.ErrInvalid)
 	}
-	db.SetMaxOpenConns(o.MaxConns)
-	db.SetMaxIdleConns(o.MaxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, q: postgresQueries(o.Schema)}
-	if err := s.create(ctx, o.Rand); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return s, nil
+	return newStore(ctx, db, postgresQueries(o.Schema), o)
 }
 
 // OpenMySQL connects to the MySQL or MariaDB server at dsn (go-sql-driver/mysql's form,
@@ -91,12 +83,8 @@ func OpenMySQL(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	}
 	c := &mysqlConnector{dsn: d}
 	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(o.MaxConns)
-	db.SetMaxIdleConns(o.MaxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, q: mysqlQueries(o.Schema)}
-	if err := s.create(ctx, o.Rand); err != nil {
-		_ = db.Close()
+	s, err := newStore(ctx, db, mysqlQueries(o.Schema), o)
+	if err != nil {
 		return nil, err
 	}
 	// The connections opened before the database existed have none; later ones use it (so a
@@ -104,6 +92,20 @@ func OpenMySQL(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	db.SetMaxIdleConns(0)
 	c.setDB(o.Schema)
 	db.SetMaxIdleConns(o.MaxConns)
+	return s, nil
+}
+
+// newStore sizes db's pool by o and opens the store on it with q (create); on an error it
+// closes db.
+func newStore(ctx context.Context, db *sql.DB, q queries, o Options) (*Store, error) {
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(o.MaxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{db: db, q: q}
+	if err := s.create(ctx, o.Rand); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
