@@ -54,12 +54,18 @@ func (c orderChains) link(it *item) (held bool) {
 
 // holdBack settles the operations after it in its chain, it having failed: none of them ran.
 // It runs on the goroutine that settled it, which owns their lane: a chain's operations are
-// queued on one lane together.
+// queued on one lane together. One pass down the chain: each link is cut before its operation
+// settles, so settle does not hold back the rest again (no recursion, no second walk).
 func (it *item) holdBack() {
-	for n := it.next; n != nil; n = n.next {
+	n := it.next
+	it.next = nil
+	for n != nil {
+		next := n.next
+		n.next = nil
 		if !n.settled {
 			n.settle(Result{Err: heldBack(n)})
 		}
+		n = next
 	}
 }
 

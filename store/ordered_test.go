@@ -119,6 +119,27 @@ func TestApplyInOrderHoldsBackBehindAFailure(t *testing.T) {
 	}
 }
 
+// A long chain on one hot record whose first operation fails: every later one is held back
+// in one pass down the chain, not one nested settle per operation.
+func TestApplyInOrderHoldsBackALongChain(t *testing.T) {
+	s := newCombineService(t, memstore.New(), nil)
+	doc := store.Document{JSON: []byte(`{}`)}
+	a := addr("m", "long")
+	ops := []store.Op{store.Merge(a, "fail", doc)}
+	for range 20000 {
+		ops = append(ops, store.Merge(a, "inc", doc))
+	}
+	res := applyInOrder(t, s, ops...)
+	if !errors.Is(res[0].Err, store.ErrInvalid) {
+		t.Fatalf("the failing program: %v, want invalid", res[0].Err)
+	}
+	for i, r := range res[1:] {
+		if !heldBack(r) {
+			t.Fatalf("operation %d after the failure: %v, want held back", i+1, r.Err)
+		}
+	}
+}
+
 // Puts of one record in one call: each is its own write, in order (merges after a put
 // combine with it).
 func TestApplyInOrderStoresEveryPut(t *testing.T) {
