@@ -164,10 +164,11 @@ func (st *stream) handleRelation(ctx context.Context, m *pglogrepl.RelationMessa
 		names[i], oids[i], typmods[i], keys[i] = c.Name, c.DataType, c.TypeModifier, c.Flags&1 != 0
 	}
 	repeated := !renamed && prev != nil && prev.info != nil && prev.info.schema.Relation == rel && prev.info.sameColumns(names, oids, typmods)
-	if err := st.checkSchemaReturn(ctx, oid, id, repeated); err != nil {
+	bumped, err := st.checkSchemaReturn(ctx, oid, id, repeated)
+	if err != nil {
 		return err
 	}
-	if rel != st.src.ident(oid) {
+	if bumped {
 		rel, repeated = st.src.ident(oid), false
 	}
 	if repeated {

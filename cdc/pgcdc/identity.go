@@ -143,10 +143,10 @@ func (st *stream) noteMembership(oid uint32, prev *relation, id cdc.TableID, cap
 		s.relMu.Unlock()
 		return
 	}
-	old := identOf(oid, mk.N)
-	back := mk.From == nil || (mk.From.Schema == id.Schema && mk.From.Name == id.Table)
-	if back {
-		mk.N++
+	if mk.From == nil || (mk.From.Schema == id.Schema && mk.From.Name == id.Table) {
+		st.renew(oid, id, "pgcdc: a table came back into the captured tables after changes under a name not captured: "+
+			"it gets a new relation identity, so that its destination is reset and read again (the changes made while it was away were not streamed)")
+		return
 	}
 	mk.Away, mk.From = false, nil
 	if mk.N == 0 {
@@ -155,15 +155,8 @@ func (st *stream) noteMembership(oid uint32, prev *relation, id cdc.TableID, cap
 		s.marks[oid] = mk
 	}
 	s.marksJSON = encodeMarks(s.marks)
-	nu := identOf(oid, mk.N)
 	s.relMu.Unlock()
 	st.marksDirty = true
-	if back {
-		s.forgetRelation(old)
-		st.opts().Logger.Warn("pgcdc: a table came back into the captured tables after changes under a name not captured: "+
-			"it gets a new relation identity, so that its destination is reset and read again (the changes made while it was away were not streamed)",
-			"table", id.String(), "relation", nu, "was", old)
-	}
 }
 
 // forgetRelation drops every cached schema of the relation identity rel.
@@ -205,50 +198,54 @@ const classXminSQL = `SELECT n.nspname::text, c.relname::text, c.xmin::text::big
 // that already gives it another name is further on in the relation's history than the stream
 // (a rename the stream has not reached): it proves nothing, and the next message is compared
 // with nothing. Tables outside the patterns' schemas, and publications FOR ALL TABLES, need
-// no such check: their moves reach the stream.
-func (st *stream) checkSchemaReturn(ctx context.Context, oid uint32, id cdc.TableID, repeated bool) error {
+// no such check: their moves reach the stream. bumped: the relation got a new identity.
+func (st *stream) checkSchemaReturn(ctx context.Context, oid uint32, id cdc.TableID, repeated bool) (bumped bool, err error) {
 	if !slices.Contains(st.src.patterns, id.Schema) || st.src.pubAllTables.Load() {
-		return nil
+		return false, nil
 	}
 	var sch, name string
 	var xmin int64
-	err := st.sess.QueryRow(ctx, classXminSQL, oid).Scan(&sch, &name, &xmin)
+	err = st.sess.QueryRow(ctx, classXminSQL, oid).Scan(&sch, &name, &xmin)
 	if errors.Is(err, pgx.ErrNoRows) {
 		delete(st.xmins, oid) // dropped since
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("pgcdc: read the catalog entry of %s: %w", id, err)
+		return false, fmt.Errorf("pgcdc: read the catalog entry of %s: %w", id, err)
 	}
 	if sch != id.Schema || name != id.Table {
 		delete(st.xmins, oid)
-		return nil
+		return false, nil
 	}
 	was, seen := st.xmins[oid]
 	st.xmins[oid] = uint32(xmin)
-	if repeated && seen && was != uint32(xmin) {
-		st.bump(oid, id)
+	if !repeated || !seen || was == uint32(xmin) {
+		return false, nil
 	}
-	return nil
+	st.src.relMu.Lock()
+	st.renew(oid, id, "pgcdc: a table of a captured schema may have been moved out of it and back (its catalog entry was rewritten, its name and columns are the same): "+
+		"it gets a new relation identity, so that its destination is reset and read again")
+	return true, nil
 }
 
 // truncated notes a TRUNCATE of the relation, which rewrites its pg_class row.
 func (st *stream) truncated(oid uint32) { delete(st.xmins, oid) }
 
-// bump gives a captured relation a new identity (checkSchemaReturn).
-func (st *stream) bump(oid uint32, id cdc.TableID) {
+// renew gives a relation, back among the captured names, its next identity and warns with
+// msg: its mark counts one more return and is no longer away; the marks wait for a checkpoint,
+// and the cached schemas of the identity it had are forgotten. relMu is held on entry and
+// released on return.
+func (st *stream) renew(oid uint32, id cdc.TableID, msg string) {
 	s := st.src
-	s.relMu.Lock()
 	mk := s.marks[oid]
 	old := identOf(oid, mk.N)
 	mk.N++
+	mk.Away, mk.From = false, nil
 	s.marks[oid] = mk
 	s.marksJSON = encodeMarks(s.marks)
 	nu := identOf(oid, mk.N)
 	s.relMu.Unlock()
 	st.marksDirty = true
 	s.forgetRelation(old)
-	st.opts().Logger.Warn("pgcdc: a table of a captured schema may have been moved out of it and back (its catalog entry was rewritten, its name and columns are the same): "+
-		"it gets a new relation identity, so that its destination is reset and read again",
-		"table", id.String(), "relation", nu, "was", old)
+	st.opts().Logger.Warn(msg, "table", id.String(), "relation", nu, "was", old)
 }
