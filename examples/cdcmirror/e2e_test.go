@@ -61,16 +61,8 @@ func TestCommandTwoPipelines(t *testing.T) {
 		if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			// What the test's drops did not remove (they run only when the test gets there).
-			cfg, err := mirror.LoadConfig(cfgPath)
-			if err == nil {
-				_, err = mirror.Drop(context.Background(), cfg, "pg", nil)
-			}
-			if err != nil {
-				t.Errorf("cleanup drop: %v", err)
-			}
-		})
+		// What the test's drops did not remove (they run only when the test gets there).
+		t.Cleanup(func() { dropPipeline(t, cfgPath, "pg") })
 		for _, tb := range []mirrortest.Table{pg, my} {
 			tb.Exec(t, tb.Insert(1, 100)...)
 		}
