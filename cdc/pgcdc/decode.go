@@ -238,8 +238,8 @@ func (st *stream) knownInfo(ctx context.Context, oid uint32, prev *relation, id 
 		known = prev.info
 	} else if known = st.src.cachedRelation(oid); known == nil {
 		var t Table
-		err := st.sess.QueryRow(ctx, `SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c
-			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&t.Schema, &t.Name)
+		var xmin int64 // not needed here
+		err := st.sess.QueryRow(ctx, classXminSQL, oid).Scan(&t.Schema, &t.Name, &xmin)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
