@@ -172,7 +172,7 @@ func bulkIndexerOver(b *testing.B, tp esapi.Transport, alias string, sch *cdc.Ta
 // _bulk body for a batch of 1000 rows. allocs/doc is the goal <= 1 figure.
 func BenchmarkSinkEncode(b *testing.B) {
 	k := &Sink{cfg: Config{IDSeparator: "|", Batch: Batch{MaxDocs: benchBatch, MaxBytes: DefaultMaxBytes}},
-		tables: map[*cdc.TableSchema]*tableInfo{}}
+		tables: map[*cdc.TableSchema]*tableInfo{}, schemas: map[string]*cdc.TableSchema{}}
 	var err error
 	if k.tmpl, err = parseTemplate("bench"); err != nil {
 		b.Fatal(err)
@@ -253,7 +253,8 @@ func BenchmarkSinkItemErrors(b *testing.B) {
 				}
 			}
 			ans.WriteString(`]}`)
-			k := &Sink{cfg: Config{ID: "b", RequestTimeout: Duration(time.Minute), ItemRetries: 1}, tp: fakeBulk{[]byte(ans.String())}}
+			k := &Sink{cfg: Config{ID: "b", RequestTimeout: Duration(time.Minute), ItemRetries: 1}, tp: fakeBulk{[]byte(ans.String())},
+				schemas: map[string]*cdc.TableSchema{}}
 			ch := &chunk{body: []byte("{}\n")}
 			acts := make([]action, benchBatch)
 			for i := range acts {

@@ -270,12 +270,20 @@ func ParseConfigNode(n *yaml.Node) (Config, error) {
 	if m.Kind == yaml.DocumentNode && len(m.Content) == 1 {
 		m = m.Content[0]
 	}
+	lines := config.KeyLines(m)
+	// entryLine is the line of key in the entry, or of the entry itself.
+	entryLine := func(key string) int {
+		if l := config.LineOf(lines, key); l != 0 {
+			return l
+		}
+		return m.Line
+	}
 	if e.Type != "elasticsearch" {
-		return Config{}, located([]ConfigProblem{{Line: keyLine(m, "type", m.Line), Key: "type", Message: `must be "elasticsearch"`}})
+		return Config{}, located([]ConfigProblem{{Line: entryLine("type"), Key: "type", Message: `must be "elasticsearch"`}})
 	}
 	cn := childNode(m, "config")
 	if cn == nil || (cn.Kind == yaml.ScalarNode && cn.Tag == "!!null") {
-		return Config{}, located([]ConfigProblem{{Line: keyLine(m, "config", m.Line), Key: "config", Message: "is required"}})
+		return Config{}, located([]ConfigProblem{{Line: entryLine("config"), Key: "config", Message: "is required"}})
 	}
 	c := e.Config
 	if err := c.Normalize(); err != nil {
@@ -285,7 +293,7 @@ func ParseConfigNode(n *yaml.Node) (Config, error) {
 		}
 		ps := make([]ConfigProblem, len(ce.Problems))
 		for i, msg := range ce.Problems {
-			ps[i] = locate(cn, keyLine(m, "config", m.Line), msg)
+			ps[i] = locate(lines, msg)
 		}
 		return Config{}, located(ps)
 	}
@@ -294,47 +302,17 @@ func ParseConfigNode(n *yaml.Node) (Config, error) {
 
 // locate places a problem of Validate in the entry: at the key its message starts with
 // ("auth: type basic needs ...", "urls[1] must be ...", "keyless must be ..."), else at
-// config:.
-func locate(cn *yaml.Node, line int, msg string) ConfigProblem {
-	p := ConfigProblem{Line: line, Key: "config", Message: msg}
+// config:. lines are the entry's key lines ([config.KeyLines]).
+func locate(lines map[string]int, msg string) ConfigProblem {
 	tok := msg
 	if i := strings.IndexAny(tok, " :"); i >= 0 {
 		tok = tok[:i]
 	}
-	name, idx, _ := strings.Cut(tok, "[")
-	k := childKey(cn, name)
-	if k == nil {
-		return p
-	}
-	p.Line = k.Line
-	if idx != "" {
-		if v := childNode(cn, name); v != nil && v.Kind == yaml.SequenceNode {
-			var i int
-			if _, err := fmt.Sscanf(idx, "%d]", &i); err == nil && i >= 0 && i < len(v.Content) {
-				p.Line = v.Content[i].Line
-			}
-		}
-	}
+	p := ConfigProblem{Line: config.LineOf(lines, "config."+tok), Key: "config", Message: msg}
 	if rest, ok := strings.CutPrefix(msg, tok+": "); ok {
 		p.Key, p.Message = "config."+tok, rest
 	}
 	return p
-}
-
-// childKey is the key node of name in mapping n, nil when absent.
-func childKey(n *yaml.Node, name string) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == name {
-			return n.Content[i]
-		}
-	}
-	return nil
 }
 
 // childNode is the value node of name in mapping n, nil when absent.
@@ -355,14 +333,6 @@ func childNode(n *yaml.Node, name string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-// keyLine is the line of key name in mapping n, or def.
-func keyLine(n *yaml.Node, name string, def int) int {
-	if k := childKey(n, name); k != nil {
-		return k.Line
-	}
-	return def
 }
 
 // copyNode copies a node tree deeply (aliases to the copies of their anchors).

@@ -123,9 +123,6 @@ func (r *schemaRun) reported() *cdc.TableSchema {
 // noteRun notes event i (its table's index name, its version) for the schema events: a new
 // run when its table or relation differs from the previous event's.
 func (s *Sink) noteRun(i int, ev *cdc.Event, name string, ver int64) {
-	if s.schemas == nil { // a Sink built without New (benchmarks)
-		s.schemas = map[string]*cdc.TableSchema{}
-	}
 	rel := ev.Schema.Relation
 	if n := len(s.runs); n > 0 {
 		if r := &s.runs[n-1]; !r.truncate && r.name == name && r.relation == rel {
@@ -153,11 +150,8 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 		return "serialization failure: negative external version"
 	}
 	name := s.tmpl.expand(ev.Table)
-	if s.schemas == nil {
-		s.schemas = map[string]*cdc.TableSchema{}
-	}
 	if err := validIndexName(name); err != nil {
-		return invalidIndexReason + err.Error() + "; " + indexProblem(ev.Table, err).Fix
+		return indexNameReason(ev.Table, err)
 	}
 	sch := ev.Schema
 	if sch != nil && len(sch.Columns) == 0 {
@@ -177,8 +171,8 @@ func (s *Sink) noteTruncate(i int, ev *cdc.Event) string {
 	// No key checks: a Truncate writes no row (a table without a key is emptied all the same,
 	// and its rows are dead-lettered as ever). A column the mapping cannot hold would fail
 	// the new generation's mapping.
-	if probs := fieldProblems(sch); len(probs) > 0 {
-		return invalidFieldReason + probs[0].Problem + "; " + probs[0].Fix
+	if reason := fieldReason(sch); reason != "" {
+		return reason
 	}
 	s.schemas[name] = sch
 	s.runs = append(s.runs, schemaRun{event: i, name: name, table: ev.Table, schema: sch,

@@ -279,7 +279,7 @@ func (s *Sink) table(sch *cdc.TableSchema, id cdc.TableID) (*tableInfo, error) {
 	name := s.tmpl.expand(id)
 	ti := &tableInfo{index: name}
 	if err := validIndexName(name); err != nil {
-		ti.colErr = errors.New(invalidIndexReason + err.Error() + "; " + indexProblem(id, err).Fix)
+		ti.colErr = errors.New(indexNameReason(id, err))
 		s.tables[sch] = ti
 		return ti, nil
 	}
@@ -290,10 +290,10 @@ func (s *Sink) table(sch *cdc.TableSchema, id cdc.TableID) (*tableInfo, error) {
 		p := s.keyProblem(id, ti.colErr)
 		ti.colErr = errors.New(keylessReason + p.Problem + "; " + p.Fix + " (keyless: refuse refuses the table at the next start)")
 	}
-	if probs := fieldProblems(sch); ti.colErr == nil && len(probs) > 0 {
+	if reason := fieldReason(sch); ti.colErr == nil && reason != "" {
 		// Every row would be refused by the document encoder anyway, but a generated mapping
 		// for the index could not even be made (auto_create_index).
-		ti.colErr = errors.New(invalidFieldReason + probs[0].Problem + "; " + probs[0].Fix)
+		ti.colErr = errors.New(reason)
 	}
 	s.tables[sch] = ti
 	return ti, nil
@@ -306,6 +306,22 @@ const (
 	invalidIndexReason = "invalid_index_name: "
 	invalidFieldReason = "invalid_field_name: "
 )
+
+// indexNameReason is the dead-letter reason of table id's rows when its index name is invalid
+// (err of validIndexName).
+func indexNameReason(id cdc.TableID, err error) string {
+	return invalidIndexReason + err.Error() + "; " + indexProblem(id, err).Fix
+}
+
+// fieldReason is the dead-letter reason of a table whose first column cannot be a document
+// field, "" when every column can.
+func fieldReason(sch *cdc.TableSchema) string {
+	probs := fieldProblems(sch)
+	if len(probs) == 0 {
+		return ""
+	}
+	return invalidFieldReason + probs[0].Problem + "; " + probs[0].Fix
+}
 
 // action is one bulk action after coalescing.
 type action struct {
