@@ -708,12 +708,17 @@ stores:
 	})
 }
 
+// kafkaQueue is a store's queue on topic, its worker group named after the topic too: each
+// test its own group (not the default tributary-recordsvc-<store>, which concurrent runs would
+// share), which deleteTopics removes with the topic.
 func kafkaQueue(brokers, topic string) string {
-	return fmt.Sprintf(`{kind: kafka, brokers: [%q], topic: %q, create_topics: {partitions: 3}, fetch_max_wait: 200ms,
-      worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 5ms}}`, brokers, topic)
+	return fmt.Sprintf(`{kind: kafka, brokers: [%q], topic: %q, group: %q, create_topics: {partitions: 3}, fetch_max_wait: 200ms,
+      worker: {max_attempts: 2, backoff_base: 1ms, backoff_max: 5ms}}`, brokers, topic, topic)
 }
 
-// deleteTopics removes the test's topics when it ends.
+// deleteTopics removes the test's topics, and the consumer groups of the same names (see
+// kafkaQueue; a name no group has is no error), when it ends -- after the services the test
+// started later stopped, so their workers have left the groups.
 func deleteTopics(t *testing.T, brokers string, topics ...string) {
 	t.Cleanup(func() {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
@@ -721,7 +726,9 @@ func deleteTopics(t *testing.T, brokers string, topics ...string) {
 			return
 		}
 		defer cl.Close()
-		_, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), topics...)
+		adm := kadm.NewClient(cl)
+		_, _ = adm.DeleteTopics(context.Background(), topics...)
+		_, _ = adm.DeleteGroups(context.Background(), topics...)
 	})
 }
 
