@@ -6,9 +6,9 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 	"github.com/tributary-dev/tributary/store/driver"
 )
 
@@ -317,87 +317,39 @@ func (e *encoder) literal(word string, typePos int, t byte, b int) error {
 // closing quote. Lone UTF-16 surrogates are refused: they have no UTF-8 form, and replacing
 // them would change the text silently.
 func (e *encoder) appendString() error {
-	for {
-		start := e.pos
-		for e.pos < len(e.src) {
-			c := e.src[e.pos]
-			if c == '"' || c == '\\' || c < 0x20 {
-				break
-			}
-			e.pos++
-		}
-		e.out = append(e.out, e.src[start:e.pos]...)
-		if e.pos >= len(e.src) || e.src[e.pos] < 0x20 {
-			return errSyntax
-		}
-		if e.src[e.pos] == '"' {
-			e.pos++
-			return nil
-		}
-		e.pos++ // the backslash
-		if e.pos >= len(e.src) {
-			return errSyntax
-		}
-		c := e.src[e.pos]
-		e.pos++
-		switch c {
-		case '"', '\\', '/':
-			e.out = append(e.out, c)
-		case 'b':
-			e.out = append(e.out, '\b')
-		case 'f':
-			e.out = append(e.out, '\f')
-		case 'n':
-			e.out = append(e.out, '\n')
-		case 'r':
-			e.out = append(e.out, '\r')
-		case 't':
-			e.out = append(e.out, '\t')
-		case 'u':
-			r, ok := e.hex4()
-			if !ok {
-				return errSyntax
-			}
-			if utf16.IsSurrogate(r) {
-				if r >= 0xDC00 || !bytes.HasPrefix(e.src[e.pos:], []byte(`\u`)) {
-					return invalid("a string holds a lone UTF-16 surrogate")
-				}
-				e.pos += 2
-				r2, ok := e.hex4()
-				if !ok {
-					return errSyntax
-				}
-				r = utf16.DecodeRune(r, r2)
-				if r == utf8.RuneError {
-					return invalid("a string holds a lone UTF-16 surrogate")
-				}
-			}
-			e.out = utf8.AppendRune(e.out, r)
-		default:
-			return errSyntax
-		}
+	src := e.src[e.pos:]
+	out, n, lone, err := jsonenc.Unquote(e.out, src)
+	e.out = out
+	e.pos += n
+	switch {
+	case err != nil && (!lone || highBeforeBadEscape(src, n, err)):
+		return errSyntax
+	case lone:
+		return invalid("a string holds a lone UTF-16 surrogate")
 	}
+	return nil
 }
 
-func (e *encoder) hex4() (rune, bool) {
-	if e.pos+4 > len(e.src) {
-		return 0, false
+// highBeforeBadEscape says whether Unquote's refusal err at n, with a lone surrogate met,
+// is of a high surrogate escape followed by a malformed \u escape, with no lone surrogate
+// before it: a malformed string (errSyntax), not a lone surrogate. Unquote replaces the lone
+// surrogate and goes on; it is then refused at the \u right after it.
+func highBeforeBadEscape(src []byte, n int, err error) bool {
+	if err != jsonenc.ErrUnicodeEscape || n < 8 {
+		return false
 	}
-	var r rune
-	for _, c := range e.src[e.pos : e.pos+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
+	esc := src[n-8 : n-2] // the 6 bytes before the malformed \u
+	if esc[0] != '\\' || esc[1] != 'u' {
+		return false
 	}
-	e.pos += 4
-	return r, true
+	r, perr := strconv.ParseUint(string(esc[2:]), 16, 16)
+	if perr != nil || r < 0xD800 || r >= 0xDC00 {
+		return false
+	}
+	// Was a lone surrogate met before it? (When esc is not an escape but text after an
+	// escaped backslash, the lone surrogate was met before it, and this says so.)
+	_, _, before, _ := jsonenc.Unquote(nil, src[:n-8])
+	return !before
 }
 
 // dateTime encodes a marked string as a BSON datetime. BSON keeps milliseconds since the
