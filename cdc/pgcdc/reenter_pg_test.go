@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/cdc/cdctest"
@@ -239,12 +240,61 @@ func TestOutAndBackAcrossRestarts(t *testing.T) {
 	m.marker(dsn, 2)
 
 	// Away, with changes the server sends under the name not captured; then enough WAL of an
-	// uncaptured table for idle notes, and time for them: the slot must stay before the
-	// departure, which no checkpoint carries yet.
+	// uncaptured table for idle notes, and until they are seen to happen: the slot must stay
+	// before the departure, which no checkpoint carries yet. A control stream of the marker
+	// table alone (a publication of its own, so no relation message of the moved table) must
+	// see its slot moved past that WAL by an idle note, while the stream's walsender has sent
+	// all of it: idle notes were due on both, so the slot staying is not vacuous.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	walLSN := func() pglogrepl.LSN {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		lsn, err := pglogrepl.ParseLSN(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	ctlSfx := "c" + suffix(t)
+	ctl := p39Source(t, dsn, pgcdc.Options{Name: "p39_" + ctlSfx, Slot: "p39_" + ctlSfx, Publication: "p39_" + ctlSfx,
+		Snapshot: cdc.SnapshotNever, Tables: []pgcdc.Table{{Schema: capS, Name: "mk"}},
+		IdleCheckpointInterval: 200 * time.Millisecond, StatusInterval: 200 * time.Millisecond})
+	ctlSt, err := ctl.Open(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ctlSt.Close() }()
+	departure := walLSN()
 	run("ALTER TABLE "+qc+".t SET SCHEMA "+qa, "UPDATE "+qa+".t SET n = n + 100 WHERE id <= 10",
 		"DELETE FROM "+qa+".t WHERE id > 35", "INSERT INTO "+qa+".t VALUES (100, 100, 'x')",
 		"INSERT INTO "+qa+".other (pad) SELECT repeat('w', 200) FROM generate_series(1, 2000)")
-	m.settle(2 * time.Second)
+	end := walLSN()
+	mainSlot, ctlSlot := slotWatch{conn: conn, slot: src.Slot()}, slotWatch{conn: conn, slot: ctl.Slot()}
+	m.until("idle notes past the departure", func() bool {
+		if c := mainSlot.confirmed(ctx, t); c >= departure {
+			t.Fatalf("slot confirmed %s, at or past the departure at %s that no checkpoint carries", c, departure)
+		}
+		var sent *string
+		if err := conn.QueryRow(ctx, `SELECT r.sent_lsn::text FROM pg_stat_replication r
+			JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $1`, src.Slot()).Scan(&sent); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if sent == nil {
+			return false
+		}
+		if lsn, err := pglogrepl.ParseLSN(*sent); err != nil || lsn < end {
+			return false
+		}
+		return ctlSlot.confirmed(ctx, t) >= end
+	})
+	_ = ctlSt.Close()
 	m.reopen(src)    // restart 1: the departure is decoded again
 	m.marker(dsn, 3) // a checkpoint now carries the departure
 	if !strings.Contains(string(m.acked), `"rels"`) {
