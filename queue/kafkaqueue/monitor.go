@@ -326,7 +326,7 @@ func (m *Monitor) timestamps(ctx context.Context, pending map[topicPartition]int
 		}
 		byLeader[p.Leader][tp] = off
 	}
-	found := map[topicPartition]stamp{}
+	found := map[topicPartition]time.Time{}
 	for leader, parts := range byLeader {
 		if err := m.fetchStamps(ctx, leader, ids, parts, found); err != nil {
 			return nil, err
@@ -337,9 +337,8 @@ func (m *Monitor) timestamps(ctx context.Context, pending map[topicPartition]int
 		m.stamps = map[topicPartition]stamp{}
 	}
 	for tp, off := range miss {
-		s := found[tp]
-		out[tp] = s.at
-		m.stamps[tp] = stamp{offset: off, at: s.at} // keyed by the asked offset: the next call asks it again
+		out[tp] = found[tp]
+		m.stamps[tp] = stamp{offset: off, at: found[tp]} // keyed by the asked offset: the next call asks it again
 	}
 	for tp := range m.stamps {
 		if _, ok := pending[tp]; !ok {
@@ -354,7 +353,7 @@ func (m *Monitor) timestamps(ctx context.Context, pending map[topicPartition]int
 // and records its timestamp in found (a partition whose messages retention removed, or whose
 // message has no timestamp, gets a zero one). A partition the response had no room for,
 // or whose batch held only control records, is asked again, for at most stampRounds rounds.
-func (m *Monitor) fetchStamps(ctx context.Context, leader int32, ids map[string][16]byte, parts map[topicPartition]int64, found map[topicPartition]stamp) error {
+func (m *Monitor) fetchStamps(ctx context.Context, leader int32, ids map[string][16]byte, parts map[topicPartition]int64, found map[topicPartition]time.Time) error {
 	left := maps.Clone(parts)
 	decompressor := kgo.DefaultDecompressor()
 	for range stampRounds {
@@ -424,7 +423,7 @@ func (m *Monitor) fetchStamps(ctx context.Context, leader int32, ids map[string]
 					if r.Timestamp.UnixMilli() > 0 {
 						at = r.Timestamp
 					}
-					found[tp] = stamp{offset: r.Offset, at: at}
+					found[tp] = at
 					delete(left, tp)
 				case off >= rp.HighWatermark:
 					delete(left, tp) // consumed and gone since the offsets were read: nothing waits
