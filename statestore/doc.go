@@ -14,6 +14,16 @@
 // shared store's connection failures are [ErrUnavailable] (retryable). Package mirror and
 // cdcmirror do not use it yet.
 //
+// The memory store is also a [Leaser] with the SQL stores' lease semantics, for tests of an
+// active and a standby sharing one store: the same Acquire/Renew/Release/ReadLease rules, an
+// epoch per acquisition that is never reused (leases survive DeletePipeline), and [Leaser.Fenced]
+// views whose writes check the epoch under the store's mutex in the same critical section as
+// the write, so a takeover never falls between the check and the write. Expiry is the store's
+// clock, MemoryOptions.Now ([NewMemoryWithOptions]; default time.Now), as the server's clock
+// is the SQL stores': a test moves it forward to expire a lease instead of sleeping. It passes
+// the lease suite (statestoretest.RunLeases, which also runs the whole behaviour suite through
+// a fenced view) in TestMemoryLeases. The file store is no Leaser: one process owns its file.
+//
 // # Identity
 //
 // When Open creates a file it draws a random deployment identity (a version 4 UUID) in the same

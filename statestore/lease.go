@@ -29,7 +29,7 @@ type Lease struct {
 func (l Lease) Held() bool { return l.Epoch != 0 && l.Remaining > 0 }
 
 // Leaser is a Store that also keeps leadership leases, one per name, and writes conditional on
-// holding one (Fenced). The SQL stores (package sqlstate) implement it.
+// holding one (Fenced). The SQL stores (package sqlstate) implement it, and Memory for tests.
 type Leaser interface {
 	Store
 

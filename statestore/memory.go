@@ -12,12 +12,25 @@ import (
 )
 
 // Memory is the in-memory Store for tests: same semantics as the file store, nothing durable.
+// It is also a Leaser with the semantics of the SQL stores (memory_lease.go), so a test can
+// use it as the shared store of an active and a standby.
 type Memory struct {
 	mu        sync.Mutex
 	identity  string
+	now       func() time.Time
 	rev       Revision
 	pipelines map[string]*memPipeline
+	leases    map[string]*memLease
 	closed    bool
+}
+
+// MemoryOptions configure NewMemoryWithOptions. The zero value (or nil) gives the documented
+// defaults.
+type MemoryOptions struct {
+	// Now is the store's clock: it stamps saved checkpoints (CheckpointSaved) and decides when
+	// leases expire, as the server's clock does for the SQL stores, so a test can expire a
+	// lease by moving it forward instead of sleeping. Default time.Now.
+	Now func() time.Time
 }
 
 type memPipeline struct {
@@ -26,23 +39,42 @@ type memPipeline struct {
 	records    map[string]map[string]Record
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store  = (*Memory)(nil)
+	_ Leaser = (*Memory)(nil)
+)
 
-// NewMemory returns an empty store with a fresh random identity.
-func NewMemory() *Memory {
+// NewMemory returns an empty store with a fresh random identity and the default MemoryOptions.
+func NewMemory() *Memory { return NewMemoryWithOptions(nil) }
+
+// NewMemoryWithOptions returns an empty store with a fresh random identity, configured by opts
+// (nil: the defaults), e.g. on a test's clock: NewMemoryWithOptions(&MemoryOptions{Now: clock.Now}).
+func NewMemoryWithOptions(opts *MemoryOptions) *Memory {
+	var o MemoryOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	id, err := newIdentity(rand.Reader)
 	if err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
-	return &Memory{identity: id, pipelines: map[string]*memPipeline{}}
+	return &Memory{identity: id, now: o.Now, pipelines: map[string]*memPipeline{}, leases: map[string]*memLease{}}
 }
 
-// Copy returns an independent store with the same identity and contents: what copying a
-// state file (a clone, or a backup to be restored later) does to a file store.
+// Copy returns an independent store with the same identity, clock and contents (leases
+// included): what copying a state file (a clone, or a backup to be restored later) does to a
+// file store.
 func (m *Memory) Copy() *Memory {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Memory{identity: m.identity, rev: m.rev, pipelines: map[string]*memPipeline{}}
+	c := &Memory{identity: m.identity, now: m.now, rev: m.rev, pipelines: map[string]*memPipeline{}, leases: map[string]*memLease{}}
+	for name, l := range m.leases {
+		cl := *l
+		c.leases[name] = &cl
+	}
 	for name, p := range m.pipelines {
 		cp := &memPipeline{checkpoint: clone(p.checkpoint), saved: p.saved, records: map[string]map[string]Record{}}
 		for ns, recs := range p.records {
@@ -75,6 +107,20 @@ func (m *Memory) lock(ctx context.Context, names ...string) error {
 	return nil
 }
 
+// lockWrite is lock for a write, op naming it for errors: with a fence (a Fenced view's), it
+// also checks under the same mutex that the fence's lease is at its epoch, so no takeover
+// comes between the check and the write.
+func (m *Memory) lockWrite(ctx context.Context, f *memFence, op string, names ...string) error {
+	if err := m.lock(ctx, names...); err != nil {
+		return err
+	}
+	if err := m.checkFence(f, op, names); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 func (m *Memory) pipeline(name string, create bool) *memPipeline {
 	p := m.pipelines[name]
 	if p == nil && create {
@@ -98,15 +144,19 @@ func (m *Memory) LoadCheckpoint(ctx context.Context, pipeline string) (cdc.Check
 
 // SaveCheckpoint implements cdc.CheckpointStore.
 func (m *Memory) SaveCheckpoint(ctx context.Context, pipeline string, cp cdc.Checkpoint) error {
+	return m.saveCheckpoint(ctx, pipeline, cp, nil)
+}
+
+func (m *Memory) saveCheckpoint(ctx context.Context, pipeline string, cp cdc.Checkpoint, f *memFence) error {
 	if len(cp) == 0 {
 		return fmt.Errorf("%w: empty checkpoint for pipeline %q", ErrInvalid, pipeline)
 	}
-	if err := m.lock(ctx, pipeline); err != nil {
+	if err := m.lockWrite(ctx, f, "save checkpoint", pipeline); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
 	p := m.pipeline(pipeline, true)
-	p.checkpoint, p.saved = clone(cp), time.Now()
+	p.checkpoint, p.saved = clone(cp), m.now()
 	return nil
 }
 
@@ -144,7 +194,11 @@ func (m *Memory) current(pipeline, namespace, key string) Record {
 
 // Put implements Store.
 func (m *Memory) Put(ctx context.Context, pipeline, namespace, key string, value []byte, expect Revision) (Revision, error) {
-	if err := m.lock(ctx, pipeline, namespace, key); err != nil {
+	return m.put(ctx, pipeline, namespace, key, value, expect, nil)
+}
+
+func (m *Memory) put(ctx context.Context, pipeline, namespace, key string, value []byte, expect Revision, f *memFence) (Revision, error) {
+	if err := m.lockWrite(ctx, f, "put", pipeline, namespace, key); err != nil {
 		return 0, err
 	}
 	defer m.mu.Unlock()
@@ -162,10 +216,14 @@ func (m *Memory) Put(ctx context.Context, pipeline, namespace, key string, value
 
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, pipeline, namespace, key string, expect Revision) error {
+	return m.delete(ctx, pipeline, namespace, key, expect, nil)
+}
+
+func (m *Memory) delete(ctx context.Context, pipeline, namespace, key string, expect Revision, f *memFence) error {
 	if expect == 0 {
 		return fmt.Errorf("%w: delete needs the record's revision", ErrInvalid)
 	}
-	if err := m.lock(ctx, pipeline, namespace, key); err != nil {
+	if err := m.lockWrite(ctx, f, "delete", pipeline, namespace, key); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
@@ -197,9 +255,14 @@ func (m *Memory) List(ctx context.Context, pipeline, namespace string) ([]Record
 	return out, nil
 }
 
-// DeletePipeline implements Store.
+// DeletePipeline implements Store. Leases stay (leadership is not state), so epochs never
+// repeat.
 func (m *Memory) DeletePipeline(ctx context.Context, pipeline string) error {
-	if err := m.lock(ctx, pipeline); err != nil {
+	return m.deletePipeline(ctx, pipeline, nil)
+}
+
+func (m *Memory) deletePipeline(ctx context.Context, pipeline string, f *memFence) error {
+	if err := m.lockWrite(ctx, f, "delete pipeline", pipeline); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()

@@ -31,7 +31,11 @@ func (s *DB) ResetCheckpoint(ctx context.Context, pipeline string) error {
 
 // ResetCheckpoint is DB.ResetCheckpoint.
 func (m *Memory) ResetCheckpoint(ctx context.Context, pipeline string) error {
-	if err := m.lock(ctx, pipeline); err != nil {
+	return m.resetCheckpoint(ctx, pipeline, nil)
+}
+
+func (m *Memory) resetCheckpoint(ctx context.Context, pipeline string, f *memFence) error {
+	if err := m.lockWrite(ctx, f, "reset checkpoint", pipeline); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
