@@ -107,6 +107,35 @@
 // store that claimed since is refused (fenced) by the round's proofs or by its _aliases
 // request, as by a single claim.
 //
+// # Fencing out
+//
+// [Fence.FenceOut] is a takeover's claim of a whole pipeline (an active/standby pair sharing
+// one state store, package statestore/sqlstate): before the new active's runner writes
+// anything, every index the pipeline's ownership records name is fenced against the old
+// active -- also the indices of tables the new active will not write for a long time, whose
+// old write aliases no claim of its own would rotate soon (a paused old active, resumed, could
+// otherwise still write a stale change through them). It is a claim round over the records
+// instead of over held claims: the same three reads, each index proven as a claim proves it
+// (marker of this owner, pipeline, index, cluster and the record's instance; exactly one
+// write alias, of that instance, whose fence is the record's current or pending one), the
+// pending fences recorded, ONE _aliases request rotating every fence, the current fences
+// recorded; cut short, the next FenceOut or claim carries on. A recorded index missing from
+// the cluster is skipped and reported, as is one carrying no write alias at all (a retired
+// generation: the switch removed it); a legacy index replaced by its table's read alias is
+// skipped. An index that fails its proof is refused with its class and left alone while the
+// others are rotated. When the _aliases request is refused because a fence moved between the
+// reads and the request -- an old active's claim that had recorded its pending fence before
+// the takeover and was paused before sending it -- FenceOut reads again (three passes at
+// most) and also accepts the fences the records named earlier in the same call: the pending
+// fence of the old active that its own pending record replaced. (A crash of the new active
+// in exactly that window leaves that index fenced for the next claim: two faults at once.)
+//
+// The new active builds its Fence on the store view fenced by its lease epoch
+// (statestore.Leaser's Fenced): every record write of the old active then fails with
+// statestore.ErrNotLeader, so its claims, rounds and FenceOuts stop before their _aliases
+// request, and its writes through the write aliases it held fail at the cluster. Under a
+// shared owner FenceOut fails with [ErrSharedOwner] and sends nothing.
+//
 // # Shared owners
 //
 // Some sources spread one table's changes over several processes: a Debezium pipeline reads
