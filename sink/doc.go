@@ -313,6 +313,8 @@
 //     batch.max_bytes above the cluster's http.max_content_length) and every other 4xx but
 //     408 and 429; the start refusals of CheckTables (*cdc.StartError), where a table without
 //     a possible mapping is refused (met only at run time, its rows are dead-lettered);
+//     statestore.ErrNotLeader from a state store view fenced by a lease another process
+//     took over (errors.Is finds it: the process must step down);
 //   - backpressure: 429, 5xx, 408, refused or reset connections, timeouts (request_timeout),
 //     answers that cannot be read, a failing state store during a claim;
 //   - the caller's context ending comes back as ctx.Err(), unwrapped.
@@ -423,6 +425,16 @@
 // the old alias is refused (fenced), and so is its next claim (the fence is neither its
 // record's current nor its pending one). A claim after a reconnect proves ownership again
 // before writing and picks up the fields another writer may have added meanwhile.
+//
+// A takeover (a standby becoming the pipeline's active on a shared state store, package
+// statestore/sqlstate) calls [Sink.FenceOut] before the first Write, on a sink built on the
+// store view fenced by the new lease's epoch: every index the pipeline's records name has its
+// write alias rotated in one _aliases request ([esfence.Fence.FenceOut]), including the
+// indices of tables this process will not write for a long time, so the old active, paused
+// across the takeover, has every write through its aliases refused by the cluster (fenced,
+// permanent) and every claim or state write refused by the store (statestore.ErrNotLeader,
+// permanent: it must step down). Its errors are classed as a claim's; a cut one is called
+// again and carries on. Claims the sink held are claimed again by the next Write.
 //
 // # Networks that misbehave
 //

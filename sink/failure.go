@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
 	"github.com/tributary-dev/tributary/internal/search"
+	"github.com/tributary-dev/tributary/statestore"
 )
 
 // Failure classes (doc.go, "Failures"). The runner reopens the stream after every error that
@@ -75,13 +76,19 @@ func (s *Sink) transportError(ctx context.Context, what string, err error) error
 // the write alias). Refusals are permanent (sink_destination_conflict). A request the cluster
 // rejected as such (401 and 403, 400 and the other 4xx but 408 and 429, e.g. 400
 // mapper_parsing_exception when the engine lacks a field type of the generated mapping) is
-// permanent with a clear error: replaying it would fail forever. Everything else (transport,
-// 5xx, state store) is backpressure: the request is tried again with the batch.
+// permanent with a clear error: replaying it would fail forever, as is a state store view's
+// statestore.ErrNotLeader (a takeover: step down). Everything else (transport, 5xx, state
+// store) is backpressure: the request is tried again with the batch.
 func (s *Sink) requestError(err error, what string) error {
 	if esfence.ClassOf(err) != "" {
 		return cdc.Permanent(err)
 	}
 	if errors.Is(err, esfence.ErrSharedOwner) {
+		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err))
+	}
+	if errors.Is(err, statestore.ErrNotLeader) {
+		// Another process took the pipeline's lease over (a fenced state store view): this
+		// one must step down, not retry.
 		return cdc.Permanent(fmt.Errorf("elasticsearch sink %q: %s: %w", s.cfg.ID, what, err))
 	}
 	if errors.Is(err, context.Canceled) {
