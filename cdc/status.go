@@ -36,7 +36,41 @@ type Status struct {
 	// re-snapshot could not be requested; nil from a bare Runner). Health then says
 	// HealthTableIncomplete unless it has a worse reason.
 	Incomplete []IncompleteTable
+	// Leadership is the pipeline's part in an active/standby deployment (filled by package
+	// mirror when its state is a shared store; zero otherwise).
+	Leadership Leadership
 }
+
+// Leadership is where a pipeline of an active/standby deployment stands: which process holds
+// its lease, and how often it changed hands here.
+type Leadership struct {
+	// Role is RoleActive, RoleStandby or RoleTakingOver; "" without a shared state store.
+	Role string
+	// Holder is the process holding the lease as last read ("" when none holds it): this
+	// process when active, the active one when standby.
+	Holder string
+	// Epoch is the lease's epoch as last read (the fencing token; 0: never acquired).
+	Epoch uint64
+	// Since is when Role last changed.
+	Since time.Time
+	// Takeovers counts the times this process acquired the lease; LastTakeover is how long
+	// its last takeover took from the acquisition until the pipeline was writing (every index
+	// claimed, the source reopened from the shared checkpoint).
+	Takeovers    int64
+	LastTakeover time.Duration
+	// StoreErr is the last failure to reach the state store (nil after a success).
+	StoreErr error
+}
+
+// Leadership roles (Leadership.Role).
+const (
+	RoleActive     = "active"
+	RoleStandby    = "standby"
+	RoleTakingOver = "taking over"
+)
+
+// HealthStandby is the health class of a standby pipeline: healthy, not writing.
+const HealthStandby = "standby"
 
 // IncompleteTable is a table whose index misses rows (Status.Incomplete). Never row data.
 type IncompleteTable struct {

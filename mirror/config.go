@@ -15,12 +15,17 @@ import (
 	"github.com/tributary-dev/tributary/sink"
 )
 
-// Config is a mirror: one state file shared by one or more pipelines. Build it in Go or read
+// Config is a mirror: one state store shared by one or more pipelines. Build it in Go or read
 // it from YAML with ParseConfig or LoadConfig; Open validates it either way.
 type Config struct {
 	// State is the path of the bbolt state file (statestore): the deployment identity and,
-	// per pipeline, its checkpoint and its indices' ownership records. Required.
+	// per pipeline, its checkpoint and its indices' ownership records. Exactly one of State
+	// and StateStore is required.
 	State string
+	// StateStore keeps the same state in a SQL server that every copy of the deployment
+	// reaches instead of a file, and turns on the active/standby mode: each pipeline runs in
+	// the one process holding its lease in that store (doc.go, High availability).
+	StateStore *StateStoreConfig
 	// Pipelines are the pipelines the mirror runs, each supervised on its own. At least one;
 	// names are unique.
 	Pipelines []PipelineConfig
@@ -134,6 +139,35 @@ type KafkaSASL struct {
 	Mechanism, Username string
 	Password            sink.Secret
 }
+
+// StateStoreConfig is a shared state store (package statestore/sqlstate) and the lease of
+// each pipeline kept in it.
+type StateStoreConfig struct {
+	// Type is postgres (sqlstate.OpenPostgres) or mysql (MariaDB included; sqlstate.OpenMySQL).
+	// Required.
+	Type string
+	// DSN reaches the store's server: PostgreSQL a libpq URL or key=value string; MySQL
+	// user:password@tcp(host:port)/ (only ?timeout= is accepted). Required; never logged or
+	// quoted in errors.
+	DSN sink.Secret
+	// Schema is the PostgreSQL schema (MySQL: database) of the store's tables, created when
+	// missing. Default tributary.
+	Schema string
+	// LeaseTTL is how long a pipeline's lease lasts without a renewal; the active renews it
+	// every third of it, a standby tries to take it every LeaseTTL/6 (at most 1s). A standby
+	// takes over within about LeaseTTL plus its poll after the active stopped renewing.
+	// Default 6s; at least 1s.
+	LeaseTTL time.Duration
+	// Holder names this process in the lease (what a standby's status shows as the active).
+	// Default <host name>:<process id>.
+	Holder string
+}
+
+// Lease timing defaults and bounds (StateStoreConfig.LeaseTTL).
+const (
+	DefaultLeaseTTL = 6 * time.Second
+	minLeaseTTL     = time.Second
+)
 
 // RunnerConfig maps onto cdc.RunnerOptions; a zero field takes the runner's default.
 type RunnerConfig struct {
@@ -258,8 +292,13 @@ func (v *validator) key(i int, sub string) string {
 
 func (v *validator) validate() {
 	c := v.c
-	if c.State == "" {
-		v.bad("state", "is required (the path of the bbolt state file)")
+	switch {
+	case c.State == "" && c.StateStore == nil:
+		v.bad("state", "is required (the path of the bbolt state file), or state_store: (a shared store, for active/standby)")
+	case c.State != "" && c.StateStore != nil:
+		v.bad("state_store", "and state: exclude each other: the state is either a file or a shared store")
+	case c.StateStore != nil:
+		v.stateStore(c.StateStore)
 	}
 	if len(c.Pipelines) == 0 {
 		v.bad("pipelines", "needs at least one pipeline")
@@ -281,6 +320,9 @@ func (v *validator) validate() {
 			names[p.Name] = i
 		}
 		v.source(i, &p.Source)
+		if c.StateStore != nil && p.Source.Type == "debezium" {
+			v.bad(v.key(i, "source.type"), "debezium pipelines cannot run under state_store: (active/standby is for postgres and mysql sources; a debezium pipeline scales out through its consumer group, each process with its own state file and sinks' shared_owner)")
+		}
 		sc := p.Sink
 		if err := sc.Normalize(); err != nil {
 			v.bad(v.key(i, "sinks[0]"), "%v", err)
@@ -307,6 +349,31 @@ func (v *validator) validate() {
 		v.runner(i, &p.Runner)
 	}
 }
+
+func (v *validator) stateStore(s *StateStoreConfig) {
+	switch s.Type {
+	case "postgres", "mysql":
+	case "":
+		v.bad("state_store.type", "is required (postgres or mysql)")
+	default:
+		v.bad("state_store.type", "must be postgres or mysql")
+	}
+	if s.DSN == "" {
+		v.bad("state_store.dsn", "is required")
+	}
+	if s.Schema != "" && !storeSchema.MatchString(s.Schema) {
+		v.bad("state_store.schema", "use letters, digits and '_', starting with a letter or '_' (at most 63)")
+	}
+	if s.LeaseTTL != 0 && s.LeaseTTL < minLeaseTTL {
+		v.bad("state_store.lease_ttl", "must be at least %s", minLeaseTTL)
+	}
+	if len(s.Holder) > 200 {
+		v.bad("state_store.holder", "has at most 200 bytes")
+	}
+}
+
+// storeSchema is what state_store.schema accepts: an identifier both servers take unquoted.
+var storeSchema = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 func (v *validator) source(i int, s *SourceConfig) {
 	key := func(sub string) string { return v.key(i, "source."+sub) }

@@ -8,7 +8,7 @@ import (
 
 // The keys each section knows, as the error messages list them.
 const (
-	knownTop      = "state, pipelines, pipeline, source, sinks, dlq, runner"
+	knownTop      = "state, state_store, pipelines, pipeline, source, sinks, dlq, runner"
 	knownPipeline = "name, source, sinks, dlq, runner"
 	knownSource   = "type, dsn, name, tables, snapshot, slot, publication, snapshot_chunk, flavor, server_id, positioning, " +
 		"signal_table, brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, " +

@@ -274,6 +274,7 @@ func (p *parser) document(n *yaml.Node) *Config {
 	}
 	p.mapping(n, "", []field{
 		{"state", p.str(&c.State)},
+		{"state_store", func(n *yaml.Node, key string) { c.StateStore = &StateStoreConfig{}; p.stateStore(n, key, c.StateStore) }},
 		{"pipelines", func(n *yaml.Node, _ string) { list = n }},
 		{"pipeline", singleKey(p.str(&single.Name))},
 		{"source", singleKey(func(n *yaml.Node, key string) { p.source(n, key, &single.Source) })},
@@ -381,6 +382,16 @@ func (p *parser) boolean(dst *bool) func(*yaml.Node, string) {
 	}
 }
 
+func (p *parser) stateStore(n *yaml.Node, key string, s *StateStoreConfig) {
+	p.mapping(n, key+".", []field{
+		{"type", p.str(&s.Type)},
+		{"dsn", p.secret(&s.DSN)},
+		{"schema", p.str(&s.Schema)},
+		{"lease_ttl", p.duration(&s.LeaseTTL)},
+		{"holder", p.str(&s.Holder)},
+	})
+}
+
 func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {
 	p.mapping(n, key+".", []field{
 		{"batch_max_events", p.integer(&r.BatchMaxEvents)},
@@ -449,6 +460,7 @@ func (p *parser) sinks(n *yaml.Node, key string, dst *sink.Config) {
 // forms, for ConfigKeys. A new section (a mapping inside source:, say) needs its place here.
 const everySection = `
 state: s
+state_store: {}
 pipeline: p
 source: {kafka_tls: {}, kafka_sasl: {}}
 sinks: [{type: elasticsearch, config: {}}]

@@ -19,7 +19,7 @@ func TestDeadLettersByTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	m := &Mirror{pipes: []*pipeline{{name: "p", dlq: d}}}
+	m := &Mirror{seats: []*seat{{name: "p", dlq: d}}}
 	if got := m.DeadLettersByTable("p"); got != nil {
 		t.Fatalf("before any write: %v", got)
 	}

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/esfence"
 	"github.com/tributary-dev/tributary/sink"
-	"github.com/tributary-dev/tributary/statestore"
 )
 
 // ErrRunning: Drop refused because the pipeline is running (its state file is locked by
@@ -58,7 +54,7 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 	if opts != nil {
 		o = *opts
 	}
-	pc, st, err := openForPipeline(cfg, pipeline, o.LockTimeout)
+	pc, st, err := openForPipeline(ctx, cfg, pipeline, o.LockTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +63,7 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 	}
 	rep := &DropReport{Pipeline: pipeline}
 	if pc.Source.Type == "postgres" {
-		src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil, storeOrNil(st))
+		src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil, st)
 		if err != nil {
 			return nil, err
 		}
@@ -126,36 +122,6 @@ func Drop(ctx context.Context, cfg *Config, pipeline string, opts *DropOptions) 
 	}
 	rep.Checkpoint = cp != nil
 	return rep, nil
-}
-
-// openForPipeline validates cfg, finds the pipeline and opens the state file for Drop and
-// Inspect, telling a running mirror (the file's lock is held) from other failures. A state
-// file that does not exist is not created: the store is nil.
-func openForPipeline(cfg *Config, pipeline string, lock time.Duration) (*PipelineConfig, *statestore.DB, error) {
-	if cfg == nil {
-		return nil, nil, errors.New("mirror: nil Config")
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
-	}
-	pc := cfg.Pipeline(pipeline)
-	if pc == nil {
-		return nil, nil, fmt.Errorf("%w: %q (the configuration has %s)", ErrNoPipeline, pipeline, strings.Join(cfg.Names(), ", "))
-	}
-	if lock <= 0 {
-		lock = 2 * time.Second
-	}
-	if _, err := os.Stat(cfg.State); errors.Is(err, fs.ErrNotExist) {
-		return pc, nil, nil
-	}
-	st, err := statestore.Open(cfg.State, &statestore.Options{LockTimeout: lock})
-	if errors.Is(err, statestore.ErrLocked) {
-		return nil, nil, fmt.Errorf("%w: the state file %s is in use (a running mirror holds it); stop it first", ErrRunning, cfg.State)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("mirror: state file: %w", err)
-	}
-	return pc, st, nil
 }
 
 func sourceName(s *SourceConfig) string {

@@ -64,7 +64,7 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 	if opts != nil {
 		o = *opts
 	}
-	pc, st, err := openForPipeline(cfg, pipeline, o.LockTimeout)
+	pc, st, err := openForPipeline(ctx, cfg, pipeline, o.LockTimeout, false)
 	inUse := errors.Is(err, ErrRunning)
 	if err != nil && !inUse {
 		return nil, err
@@ -94,7 +94,7 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 			rep.Cluster, rep.ClusterErr = indicesHealth(ctx, pc, st, rep.Indices)
 		}
 	}
-	src, err := newSource(pc, slog.New(slog.DiscardHandler), storeOrNil(st))
+	src, err := newSource(pc, slog.New(slog.DiscardHandler), st)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
 	}

@@ -35,12 +35,17 @@ type Options struct {
 // defaultRetireInterval is Options.RetireInterval's default.
 const defaultRetireInterval = 30 * time.Second
 
-// Mirror is a configuration's pipelines with everything they own: the state file, and per
+// Mirror is a configuration's pipelines with everything they own: the state store, and per
 // pipeline its dead-letter file, sink, source and runner.
 type Mirror struct {
-	state *statestore.DB
-	pipes []*pipeline
-	log   *slog.Logger
+	// file is the bbolt state file (Config.State); nil with a shared store (Config.StateStore),
+	// which Run opens (leader.go) and whose lease decides where each pipeline runs.
+	file   *statestore.DB
+	shared *StateStoreConfig
+	lead   *leaderState // nil with a state file
+	seats  []*seat
+	log    *slog.Logger
+	opts   Options
 	// retireEvery is Options.RetireInterval.
 	retireEvery time.Duration
 	running     atomic.Bool
@@ -53,9 +58,25 @@ type runner interface {
 	Status() cdc.Status
 }
 
+// seat is one configured pipeline for the mirror's whole life: its configuration, its
+// dead-letter file, its observers and, in cur, the sink, source and runner it runs now. With
+// a state file cur is built by Open and never changes; with a shared store it is built anew at
+// every takeover and is nil while the process is standby (leader.go).
+type seat struct {
+	name    string
+	pc      *PipelineConfig
+	dlq     *dlqFile
+	runObs  cdc.Observer
+	sinkObs sink.Observer
+	cur     atomic.Pointer[pipeline]
+	// role is the pipeline's leadership as Status reports it (nil with a state file).
+	role *roleState
+}
+
+// pipeline is one term of a pipeline: what it writes with while it runs here.
 type pipeline struct {
 	name   string
-	dlq    *dlqFile
+	dlq    *dlqFile // the seat's, shared by every term; closed by the seat
 	sink   *sink.Sink
 	src    cdc.Source
 	runner runner
@@ -68,7 +89,9 @@ type pipeline struct {
 // Open validates cfg and builds every pipeline: it opens the state file (once, for all of
 // them) and the dead-letter files that exist (one that does not is created by Run, once its
 // pipeline passed the start check), and builds sinks, sources and runners. Nothing connects
-// to a server until Run. On error everything opened is closed again.
+// to a server until Run. On error everything opened is closed again. With a shared state
+// store (Config.StateStore) Open builds no sink, source or runner: Run connects to the store
+// and builds them in the process that takes a pipeline's lease (doc.go, High availability).
 func Open(cfg *Config, opts *Options) (_ *Mirror, err error) {
 	if cfg == nil {
 		return nil, errors.New("mirror: nil Config")
@@ -86,59 +109,81 @@ func Open(cfg *Config, opts *Options) (_ *Mirror, err error) {
 	if o.RetireInterval <= 0 {
 		o.RetireInterval = defaultRetireInterval
 	}
-	m := &Mirror{log: o.Logger, retireEvery: o.RetireInterval}
+	m := &Mirror{log: o.Logger, retireEvery: o.RetireInterval, opts: o, shared: cfg.StateStore}
 	defer func() {
 		if err != nil {
 			_ = m.Close()
 		}
 	}()
-	if m.state, err = statestore.Open(cfg.State, nil); err != nil {
-		return nil, fmt.Errorf("mirror: state file: %w", err)
+	if m.shared == nil {
+		if m.file, err = statestore.Open(cfg.State, nil); err != nil {
+			return nil, fmt.Errorf("mirror: state file: %w", err)
+		}
+	} else {
+		m.lead = newLeaderState(m.shared, len(cfg.Pipelines))
 	}
 	for i := range cfg.Pipelines {
-		p, err := m.open(&cfg.Pipelines[i], o)
+		pc := &cfg.Pipelines[i]
+		s := &seat{name: pc.Name, pc: pc}
+		if o.Observe != nil {
+			s.runObs, s.sinkObs = o.Observe(pc.Name)
+		}
+		m.seats = append(m.seats, s)
+		if s.dlq, err = openDLQ(pc.DLQ); err != nil {
+			return nil, fmt.Errorf("mirror: pipeline %q: dead-letter file: %w", pc.Name, err)
+		}
+		if m.shared != nil {
+			s.role = newRoleState()
+			continue
+		}
+		p, err := m.open(s, m.file)
 		if p != nil {
-			m.pipes = append(m.pipes, p)
+			s.cur.Store(p)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("mirror: pipeline %q: %w", cfg.Pipelines[i].Name, err)
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pc.Name, err)
+		}
+		m.logConfigured(pc)
+	}
+	if m.shared != nil {
+		for i := range cfg.Pipelines {
+			m.logConfigured(&cfg.Pipelines[i])
 		}
 	}
 	return m, nil
 }
 
-// open builds one pipeline; what it returns is closed by Close even on error.
-func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
-	var runObs cdc.Observer
-	var sinkObs sink.Observer
-	if o.Observe != nil {
-		runObs, sinkObs = o.Observe(pc.Name)
-	}
-	log := o.Logger
-	p := &pipeline{name: pc.Name, check: newClusterCheck(pc)}
-	var err error
-	if p.dlq, err = openDLQ(pc.DLQ); err != nil {
-		return p, fmt.Errorf("dead-letter file: %w", err)
-	}
+// open builds one term of seat s's pipeline on state; what it returns is closed by
+// closeTerm (by Close for the term Open built) even on error.
+func (m *Mirror) open(s *seat, state statestore.Store) (*pipeline, error) {
+	pc := s.pc
+	log := m.log
+	p := &pipeline{name: pc.Name, check: newClusterCheck(pc), dlq: s.dlq}
 	p.entered = newEnteredHook(pc.Name, log, func() cdc.Source { return p.src })
-	if p.sink, err = sink.New(pc.Sink, pc.Name, m.state, &sink.Options{Observer: sinkObs, OnEntered: p.entered.entered}); err != nil {
+	var err error
+	if p.sink, err = sink.New(pc.Sink, pc.Name, state, &sink.Options{Observer: s.sinkObs, OnEntered: p.entered.entered}); err != nil {
 		return p, err
 	}
 	p.entered.handled = p.sink.EnteredHandled
 	p.health = newHealthCache(p.sink.ClusterHealth)
 	if pc.Source.Type == "postgres" {
-		if err := recordPostgresNames(context.Background(), m.state, pc); err != nil {
+		if err := recordPostgresNames(context.Background(), state, pc); err != nil {
 			return p, err
 		}
 	}
-	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type), m.state)
+	src, err := newSource(pc, log.With("pipeline", pc.Name, "source", pc.Source.Type), state)
 	if err != nil {
 		return p, err
 	}
 	p.src = src
-	if p.runner, err = cdc.NewRunner(pc.Name, src, p.sink, m.state, p.dlq, runnerOptions(pc, log, runObs)); err != nil {
+	if p.runner, err = cdc.NewRunner(pc.Name, src, p.sink, state, p.dlq, runnerOptions(pc, log, s.runObs)); err != nil {
 		return p, err
 	}
+	return p, nil
+}
+
+// logConfigured logs what a pipeline reads and writes.
+func (m *Mirror) logConfigured(pc *PipelineConfig) {
 	tables := "every published table"
 	switch {
 	case len(pc.Source.Tables) > 0:
@@ -148,9 +193,27 @@ func (m *Mirror) open(pc *PipelineConfig, o Options) (*pipeline, error) {
 	case pc.Source.TopicPattern != "":
 		tables = "the topics matching " + pc.Source.TopicPattern
 	}
-	log.Info("pipeline configured", "pipeline", pc.Name, "source", pc.Source.Type, "tables", tables,
+	m.log.Info("pipeline configured", "pipeline", pc.Name, "source", pc.Source.Type, "tables", tables,
 		"sink", pc.Sink.ID, "index", pc.Sink.Index, "dlq", pc.DLQ)
-	return p, nil
+}
+
+// closeTerm releases what open built: the background hooks, the sink and the source (not the
+// seat's dead-letter file).
+func closeTerm(p *pipeline) error {
+	var errs []error
+	if p.health != nil {
+		p.health.close()
+	}
+	if p.entered != nil {
+		p.entered.close()
+	}
+	if p.sink != nil {
+		errs = append(errs, p.sink.Close())
+	}
+	if c, ok := p.src.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // runnerOptions maps the runner: settings onto cdc.RunnerOptions.
@@ -177,9 +240,9 @@ func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.
 
 // Pipelines returns the pipelines' names in configuration order.
 func (m *Mirror) Pipelines() []string {
-	out := make([]string, len(m.pipes))
-	for i, p := range m.pipes {
-		out[i] = p.name
+	out := make([]string, len(m.seats))
+	for i, s := range m.seats {
+		out[i] = s.name
 	}
 	return out
 }
@@ -189,9 +252,9 @@ func (m *Mirror) Pipelines() []string {
 // none, or an unknown pipeline). cdc.Progress.DeadLetters is the pipeline's total; the file
 // itself may hold older records. Safe to call at any time from any goroutine.
 func (m *Mirror) DeadLettersByTable(pipeline string) map[string]int64 {
-	for _, p := range m.pipes {
-		if p.name == pipeline && p.dlq != nil {
-			return p.dlq.counts()
+	for _, s := range m.seats {
+		if s.name == pipeline && s.dlq != nil {
+			return s.dlq.counts()
 		}
 	}
 	return nil
@@ -209,9 +272,13 @@ var ErrResnapshotUnsupported = errors.New("mirror: the pipeline's source cannot 
 // source's refusals (a table not captured or without a primary key, a condition the server
 // refuses) come back as its errors; a source that cannot is ErrResnapshotUnsupported.
 func (m *Mirror) Resnapshot(ctx context.Context, pipeline string, req cdc.ResnapshotRequest) (string, error) {
-	for _, p := range m.pipes {
-		if p.name != pipeline {
+	for _, s := range m.seats {
+		if s.name != pipeline {
 			continue
+		}
+		p, err := m.active(s)
+		if err != nil {
+			return "", err
 		}
 		rs, ok := p.src.(cdc.Resnapshotter)
 		if !ok {
@@ -237,8 +304,14 @@ var ErrNoPipeline = errors.New("mirror: no such pipeline")
 // Status returns every pipeline's status (cdc.Runner.Status), in configuration order; safe to
 // call at any time from any goroutine, also before Run and after it returned.
 func (m *Mirror) Status() []cdc.Status {
-	out := make([]cdc.Status, len(m.pipes))
-	for i, p := range m.pipes {
+	out := make([]cdc.Status, len(m.seats))
+	for i, s := range m.seats {
+		p := s.cur.Load()
+		if p == nil || p.runner == nil {
+			out[i] = s.role.status(cdc.Status{Pipeline: s.name, State: "not running",
+				Health: cdc.Health{Class: cdc.HealthNotRunning, Reason: "not running"}})
+			continue
+		}
 		out[i] = p.runner.Status()
 		if p.check != nil {
 			out[i] = p.check.status(out[i])
@@ -249,6 +322,7 @@ func (m *Mirror) Status() []cdc.Status {
 		if p.entered != nil {
 			out[i] = p.entered.status(out[i])
 		}
+		out[i] = s.role.status(out[i])
 	}
 	return out
 }
@@ -272,33 +346,31 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return errors.New("mirror: Run called while running")
 	}
 	defer m.running.Store(false)
-	errs := make([]error, len(m.pipes))
+	errs := make([]error, len(m.seats))
 	var left atomic.Int64
-	left.Store(int64(len(m.pipes)))
+	left.Store(int64(len(m.seats)))
 	var wg sync.WaitGroup
-	retire, stopRetire := context.WithCancel(ctx)
-	defer stopRetire()
-	for _, p := range m.pipes {
-		if p.sink != nil {
-			go m.deleteRetired(retire, p)
-		}
+	if m.lead != nil {
+		wg.Go(func() { m.lead.connect(ctx, m.log) })
 	}
-	for i, p := range m.pipes {
+	for i, s := range m.seats {
 		wg.Go(func() {
-			err := m.start(ctx, p)
-			if err == nil {
-				err = p.runner.Run(ctx)
+			var err error
+			if m.lead != nil {
+				err = m.lead.run(ctx, m, s)
+			} else {
+				err = m.runTerm(ctx, s.cur.Load())
 			}
 			running := left.Add(-1)
 			if ctx.Err() != nil {
 				return
 			}
 			if err != nil {
-				errs[i] = &PipelineError{Pipeline: p.name, Err: err}
+				errs[i] = &PipelineError{Pipeline: s.name, Err: err}
 			}
 			// The runner logged why (once); this says what it means for the mirror.
 			if running > 0 {
-				m.log.Warn("pipeline stopped; the other pipelines go on", "pipeline", p.name, "running", running)
+				m.log.Warn("pipeline stopped; the other pipelines go on", "pipeline", s.name, "running", running)
 			}
 		})
 	}
@@ -307,6 +379,21 @@ func (m *Mirror) Run(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// runTerm runs p until ctx ends or its runner stops: the start check, then the runner, with
+// retired generations deleted meanwhile.
+func (m *Mirror) runTerm(ctx context.Context, p *pipeline) error {
+	if p.sink != nil {
+		retire, stopRetire := context.WithCancel(ctx)
+		defer stopRetire()
+		go m.deleteRetired(retire, p)
+	}
+	err := m.start(ctx, p)
+	if err == nil {
+		err = p.runner.Run(ctx)
+	}
+	return err
 }
 
 // start is what comes before p's runner runs: the start check of the sink's cluster, then the
@@ -375,25 +462,19 @@ func (m *Mirror) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, p := range m.pipes {
-		if p.health != nil {
-			p.health.close()
+	for _, s := range m.seats {
+		if p := s.cur.Swap(nil); p != nil {
+			errs = append(errs, closeTerm(p))
 		}
-		if p.entered != nil {
-			p.entered.close()
-		}
-		if p.sink != nil {
-			errs = append(errs, p.sink.Close())
-		}
-		if p.dlq != nil {
-			errs = append(errs, p.dlq.Close())
-		}
-		if c, ok := p.src.(io.Closer); ok {
-			errs = append(errs, c.Close())
+		if s.dlq != nil {
+			errs = append(errs, s.dlq.Close())
 		}
 	}
-	if m.state != nil {
-		errs = append(errs, m.state.Close())
+	if m.file != nil {
+		errs = append(errs, m.file.Close())
+	}
+	if m.lead != nil {
+		errs = append(errs, m.lead.close())
 	}
 	return errors.Join(errs...)
 }

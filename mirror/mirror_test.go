@@ -40,7 +40,9 @@ type syncBuffer = testenv.LogBuffer
 func fakeMirror(log *syncBuffer, runners ...*fakeRunner) *Mirror {
 	m := &Mirror{log: slog.New(slog.NewTextHandler(log, nil))}
 	for _, r := range runners {
-		m.pipes = append(m.pipes, &pipeline{name: r.name, runner: r})
+		s := &seat{name: r.name}
+		s.cur.Store(&pipeline{name: r.name, runner: r})
+		m.seats = append(m.seats, s)
 	}
 	return m
 }

@@ -40,9 +40,9 @@ var ErrReindex = errors.New("mirror: reindex failed")
 // re-snapshot be requested while the reindex's runs, the reindex may end with ErrReindex rather
 // than switch on an outcome it could not see.
 func (m *Mirror) Reindex(ctx context.Context, pipeline, table string) (*ReindexReport, error) {
-	p := m.pipe(pipeline)
-	if p == nil {
-		return nil, fmt.Errorf("%w: %q (it has %s)", ErrNoPipeline, pipeline, strings.Join(m.Pipelines(), ", "))
+	p, err := m.pipe(pipeline)
+	if err != nil {
+		return nil, err
 	}
 	rs, ok := p.src.(cdc.Resnapshotter)
 	if !ok {
@@ -175,12 +175,13 @@ func (m *Mirror) awaitStored(ctx context.Context, p *pipeline, rid string) (int6
 // reindexPrefix begins the id of the re-snapshot that fills generation next.
 func reindexPrefix(next string) string { return "reindex-" + next + "-" }
 
-// pipe is the pipeline of that name, nil when there is none.
-func (m *Mirror) pipe(name string) *pipeline {
-	for _, p := range m.pipes {
-		if p.name == name {
-			return p
+// pipe is the running term of the pipeline of that name: ErrNoPipeline when there is none,
+// ErrStandby when this process is not its active one (leader.go).
+func (m *Mirror) pipe(name string) (*pipeline, error) {
+	for _, s := range m.seats {
+		if s.name == name {
+			return m.active(s)
 		}
 	}
-	return nil
+	return nil, fmt.Errorf("%w: %q (it has %s)", ErrNoPipeline, name, strings.Join(m.Pipelines(), ", "))
 }

@@ -299,15 +299,6 @@ func forgetPostgresNames(ctx context.Context, st statestore.Store, pipeline stri
 	return st.Delete(ctx, pipeline, pgNamesNamespace, pgNamesKey, r.Revision)
 }
 
-// storeOrNil is st as a statestore.Store: nil for no state file (a nil *statestore.DB in
-// the interface would not be nil).
-func storeOrNil(st *statestore.DB) statestore.Store {
-	if st == nil {
-		return nil
-	}
-	return st
-}
-
 // postgresDefault is a postgres pipeline's default slot and publication name:
 // pgcdc.DefaultName of the pipeline's name, cut at 50, then '_' and 8 hexadecimal digits of
 // the name's hash -- unique per pipeline, as the MySQL server id is (serverID), also for

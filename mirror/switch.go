@@ -109,6 +109,9 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 	if pc == nil {
 		return nil, fmt.Errorf("%w: %q (the configuration has %s)", ErrNoPipeline, pipeline, strings.Join(cfg.Names(), ", "))
 	}
+	if cfg.StateStore != nil || from.StateStore != nil {
+		return nil, fmt.Errorf("%w: a switch needs the state file (state:) in both configurations; a shared state_store runs postgres and mysql pipelines only", ErrSwitchRefused)
+	}
 	if err := switchable(cfg, from, pc, old); err != nil {
 		return nil, err
 	}
@@ -116,7 +119,7 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 	if o.Prepare {
 		return rep, prepareSwitch(ctx, cfg, pc, rep)
 	}
-	_, st, err := openForPipeline(cfg, pipeline, o.LockTimeout)
+	_, st, err := openForPipeline(ctx, cfg, pipeline, o.LockTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +130,7 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 	var oldPG *pgcdc.Source
 	switch old.Source.Type {
 	case "postgres":
-		if oldPG, err = newPostgres(old, sourceName(&old.Source), cdc.SnapshotNever, nil, storeOrNil(st)); err != nil {
+		if oldPG, err = newPostgres(old, sourceName(&old.Source), cdc.SnapshotNever, nil, st); err != nil {
 			return nil, err
 		}
 		info, err := oldPG.SlotInfo(ctx)
@@ -162,7 +165,7 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 		var next cdc.Checkpoint
 		switch pc.Source.Type {
 		case "postgres":
-			src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil, storeOrNil(st))
+			src, err := newPostgres(pc, sourceName(&pc.Source), cdc.SnapshotNever, nil, st)
 			if err != nil {
 				return rep, err
 			}
@@ -191,7 +194,7 @@ func Switch(ctx context.Context, cfg, from *Config, pipeline string, opts *Switc
 			if next != nil {
 				err = st.SaveCheckpoint(ctx, pipeline, next)
 			} else {
-				err = st.ResetCheckpoint(ctx, pipeline)
+				err = st.(checkpointResetter).ResetCheckpoint(ctx, pipeline)
 			}
 			if err != nil {
 				return rep, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
@@ -397,4 +400,9 @@ func checkpointKind(cp cdc.Checkpoint) string {
 		return "postgres"
 	}
 	return "unknown"
+}
+
+// checkpointResetter is what Switch needs of the state file besides a Store.
+type checkpointResetter interface {
+	ResetCheckpoint(ctx context.Context, pipeline string) error
 }

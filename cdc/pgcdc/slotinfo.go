@@ -62,3 +62,34 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// TakeSlot ends the stream of another reader holding the source's slot, if any: it terminates
+// that reader's walsender (pg_terminate_backend) and returns its process id (0 when the slot
+// was free or does not exist). An active/standby deployment's new active calls it once it
+// holds the pipeline's lease: the old active is fenced by then, and a paused or partitioned
+// one would otherwise keep the slot until wal_sender_timeout. Terminating another role's
+// backend needs that role's membership, pg_signal_backend or a superuser; the walsender of
+// the same user (the usual deployment) needs nothing more. It opens a short-lived connection
+// of its own; errors never carry the password.
+func (s *Source) TakeSlot(ctx context.Context) (int32, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.sqlCfg)
+	if err != nil {
+		return 0, fmt.Errorf("pgcdc: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid *int32
+	var ok *bool
+	err = conn.QueryRow(ctx, `SELECT active_pid, pg_terminate_backend(active_pid)
+		FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database() AND active AND active_pid IS NOT NULL`, s.opts.Slot).
+		Scan(&pid, &ok)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("pgcdc: ending the stream holding slot %s: %w", s.opts.Slot, err)
+	case ok == nil || !*ok:
+		// pg_terminate_backend returns false when the process is already gone.
+		return 0, nil
+	}
+	return deref(pid), nil
+}

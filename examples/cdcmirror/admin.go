@@ -142,6 +142,16 @@ func printLive(w io.Writer, name string, live *statusDoc, liveErr error, addr st
 			health = "unhealthy: " + p.Reason
 		}
 		fmt.Fprintf(w, "  live (%s): %s, %s, %d events, %d pending, %d reconnects\n", addr, health, p.State, p.Events, p.Pending, p.Reconnects)
+		if ld := p.Leadership; ld != nil {
+			fmt.Fprintf(w, "  live role: %s (lease holder %q, epoch %d, %d takeovers here", ld.Role, ld.Holder, ld.Epoch, ld.Takeovers)
+			if ld.LastTakeoverSeconds > 0 {
+				fmt.Fprintf(w, ", the last took %.1fs", ld.LastTakeoverSeconds)
+			}
+			fmt.Fprintln(w, ")")
+			if ld.StoreError != "" {
+				fmt.Fprintf(w, "  live state store unreachable: %s\n", ld.StoreError)
+			}
+		}
 		if p.Lag != nil {
 			fmt.Fprintf(w, "  live lag: %.0fs, %d bytes", p.Lag.Seconds, p.Lag.Bytes)
 			if p.Lag.Error != "" {

@@ -173,6 +173,20 @@ type pipelineStatus struct {
 	// Incomplete: tables whose index misses rows the pipeline cannot restore on its own,
 	// each with the fix (cdc.Status.Incomplete).
 	Incomplete []incompleteStatus `json:"incomplete,omitempty"`
+	// Leadership: with a shared state store, this process's part in the active/standby pair
+	// (cdc.Status.Leadership).
+	Leadership *leadershipStatus `json:"leadership,omitempty"`
+}
+
+// leadershipStatus is a cdc.Leadership.
+type leadershipStatus struct {
+	Role                string     `json:"role"`
+	Holder              string     `json:"holder,omitempty"`
+	Epoch               uint64     `json:"epoch"`
+	Since               *time.Time `json:"since,omitempty"`
+	Takeovers           int64      `json:"takeovers"`
+	LastTakeoverSeconds float64    `json:"last_takeover_seconds,omitempty"`
+	StoreError          string     `json:"state_store_error,omitempty"`
 }
 
 // incompleteStatus is a cdc.IncompleteTable.
@@ -252,6 +266,13 @@ func pipelineJSON(s cdc.Status) pipelineStatus {
 	}
 	for _, t := range s.Incomplete {
 		out.Incomplete = append(out.Incomplete, incompleteStatus{Table: t.Table.String(), Index: t.Index, Reason: t.Reason, Since: t.Since})
+	}
+	if ld := s.Leadership; ld.Role != "" {
+		out.Leadership = &leadershipStatus{Role: ld.Role, Holder: ld.Holder, Epoch: ld.Epoch, Since: when(ld.Since),
+			Takeovers: ld.Takeovers, LastTakeoverSeconds: ld.LastTakeover.Seconds()}
+		if ld.StoreErr != nil {
+			out.Leadership.StoreError = ld.StoreErr.Error()
+		}
 	}
 	if l := s.Lag; !l.MeasuredAt.IsZero() || l.Err != nil {
 		out.Lag = &lagStatus{Seconds: l.Seconds, Bytes: l.Bytes, Retained: l.Retained, MeasuredAt: when(l.MeasuredAt)}
