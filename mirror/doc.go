@@ -22,7 +22,8 @@
 // # Configuration
 //
 // A Config holds State (the bbolt file every pipeline shares: deployment identity, and per
-// pipeline its checkpoint and its indices' ownership records) and Pipelines. A pipeline's
+// pipeline its checkpoint and its indices' ownership records) -- or StateStore, the same state
+// in a shared SQL store (High availability) -- and Pipelines. A pipeline's
 // Name is given once: mirror hands it to the sink (sink.New's pipeline, the owner in each
 // index's marker) and to the runner (cdc.NewRunner's pipeline, the checkpoint's key), which
 // must agree. Both source types share one vocabulary: type, dsn, name, tables
@@ -114,6 +115,57 @@
 // its shards fail) makes a healthy pipeline unhealthy with the class cdc.HealthClusterRed.
 // Options.Observe hands each pipeline's runner and sink
 // an observer for per-batch and per-request measurements.
+//
+// # High availability
+//
+// Config.StateStore (YAML state_store:) replaces the state file with a store in a SQL server
+// every copy of the deployment reaches (package statestore/sqlstate: PostgreSQL, or MariaDB
+// and MySQL) and makes the mirror one half of an active/standby pair: run two (or more)
+// processes with the same configuration, each with its own holder name and dead-letter file.
+// Each pipeline runs in the one process holding the pipeline's lease in the store (lease
+// name = the pipeline's name); debezium pipelines are refused (they scale out through their
+// consumer group instead). Open then builds no sink, source or runner and connects to
+// nothing; Run opens the store (again and again while it is unreachable) and, per pipeline:
+//
+//   - standby: tries to take the lease every min(1s, lease_ttl/6); Status says State
+//     "standby", Health healthy with class cdc.HealthStandby naming the active holder and
+//     epoch (unhealthy when the store cannot be reached: a standby that cannot take over is
+//     no standby);
+//   - taking over, once it holds the lease (a new epoch): builds the pipeline's sink, source
+//     and runner on the store's view fenced by that epoch (statestore.Leaser.Fenced: every
+//     checkpoint and ownership-record write of an older epoch fails with
+//     statestore.ErrNotLeader, in the write's own transaction); fences every index the
+//     pipeline's records name at the cluster (sink.Sink.FenceOut: each write alias is rotated,
+//     so an old active's writes through its alias are refused by the cluster, require_alias);
+//     on PostgreSQL ends the replication stream still holding the slot (pgcdc.Source.TakeSlot:
+//     a paused old active keeps its walsender until wal_sender_timeout otherwise); on
+//     MariaDB/MySQL nothing is needed, the reader registering with the same server_id (both
+//     processes derive it from the pipeline's name; never configure different ones) makes the
+//     server drop the older connection. Then the runner starts, from the shared checkpoint;
+//     Status.Leadership.Role is "taking over" until the runner reads the source, then
+//     "active", with LastTakeover the time since the lease was taken;
+//   - active: renews the lease every lease_ttl/3. The term ends -- the runner is stopped, its
+//     sink and source closed, and the process is standby again -- when a renewal is refused
+//     (another process took the lease), when no renewal succeeded before its own measure of
+//     the lease ran out (lease_ttl x (1 - 0.001) from before the call that last acquired or
+//     renewed it: it was paused, or cut off from the store), or as soon as any fenced write
+//     is refused (ErrNotLeader). Stopping Run (SIGTERM) releases the lease, so the standby
+//     takes over at its next poll. A pipeline that stops for good (a permanent error) releases
+//     it too and keeps its stopped Status; the other process may then take over and try.
+//
+// What fences what: the lease's epoch fences the store (a stale process can neither move the
+// checkpoint nor rewrite an index's ownership record, so it cannot claim an index back); the
+// rotated write aliases fence the cluster (a stale process's bulk writes fail); the
+// checkpoint is acknowledged to the source only after it was saved (cdc.Runner), so a stale
+// process cannot move a PostgreSQL slot past what the new active loaded. Safety rests on the
+// epoch, never on clocks: clocks only decide when a standby may take over (sqlstate's doc,
+// Clock assumptions). A takeover therefore takes about lease_ttl (when the active died)
+// plus one poll, the fence-out (two round trips to the cluster) and the source's reopening:
+// under 10 s with the 6 s default. Drop takes the pipeline's lease for its duration (refused
+// with ErrRunning while a process holds it: stop every process of the pair first, or a
+// standby left running starts the pipeline afresh once Drop released it); Inspect reports a
+// held lease as a running pipeline; Switch needs the state file. Resnapshot and Reindex run
+// only in the active process (ErrStandby elsewhere).
 //
 // # Deleting a pipeline
 //

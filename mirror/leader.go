@@ -313,10 +313,8 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 		ld.Takeovers++
 	})
 	tctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	lose := func(why error) { cancel(why) }
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	wg.Go(func() { l.keep(tctx, m, s, st, lease, sent, lose) })
 
 	fenced := &guardedStore{Store: st.Fenced(s.name, lease.Epoch), lose: lose}
@@ -326,29 +324,37 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 		m.log.Error("pipeline stopped: building it failed", "pipeline", s.name, "err", err)
 	}
 	s.cur.Store(p)
-	defer func() {
-		if cause := context.Cause(tctx); errors.Is(cause, errLeaseLost) && ctx.Err() == nil {
-			err = cause
+	if err == nil {
+		if err = m.takeOver(tctx, s, p); err == nil {
+			wg.Go(func() { m.watchActive(tctx, s, p, acquired) })
+			err = m.runTerm(tctx, p)
 		}
+	}
+	// The term is over: nothing of it runs any more once the lease is released.
+	if cause := context.Cause(tctx); errors.Is(cause, errLeaseLost) && ctx.Err() == nil {
+		err = cause
+	}
+	cancel(errTermOver)
+	wg.Wait()
+	if cerr := closeTerm(p); cerr != nil {
+		m.log.Warn("closing the pipeline's term", "pipeline", s.name, "err", cerr)
+	}
+	stopped := err != nil && ctx.Err() == nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, statestore.ErrNotLeader)
+	if !stopped {
+		// Standby again (or shutting down): no term to show. A pipeline stopped for good keeps
+		// its last term, whose runner's Status says why.
 		s.cur.Store(nil)
-		if cerr := closeTerm(p); cerr != nil {
-			m.log.Warn("closing the pipeline's term", "pipeline", s.name, "err", cerr)
-		}
-		m.endTerm(ctx, s, st, lease, err)
-	}()
-	if err != nil {
-		return err
 	}
-	if err := m.takeOver(tctx, s, p); err != nil {
-		return err
-	}
-	wg.Go(func() { m.watchActive(tctx, s, p, acquired) })
-	return m.runTerm(tctx, p)
+	m.endTerm(ctx, s, st, lease, err, stopped)
+	return err
 }
+
+// errTermOver cancels what is left of a term once it ended.
+var errTermOver = errors.New("mirror: the term is over")
 
 // endTerm releases the lease when this process stops writing for a reason of its own (so the
 // standby need not wait for its expiry), and reports the step down.
-func (m *Mirror) endTerm(ctx context.Context, s *seat, st statestore.Leaser, lease statestore.Lease, err error) {
+func (m *Mirror) endTerm(ctx context.Context, s *seat, st statestore.Leaser, lease statestore.Lease, err error, stopped bool) {
 	lost := errors.Is(err, errLeaseLost) || errors.Is(err, statestore.ErrNotLeader)
 	if !lost {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
@@ -367,6 +373,9 @@ func (m *Mirror) endTerm(ctx context.Context, s *seat, st statestore.Leaser, lea
 	}
 	s.role.set(func(ld *cdc.Leadership) {
 		ld.Role = cdc.RoleStandby
+		if stopped {
+			ld.Role = "" // stopped here: not a candidate any more
+		}
 		if ld.Holder == m.lead.holder {
 			ld.Holder = ""
 		}
