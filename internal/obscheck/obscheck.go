@@ -582,6 +582,52 @@ func Missing(exprs []Expr, exported Exported, conditional map[string]string, des
 	return out
 }
 
+// Collected is what c exports when scraped (what ParseExposition reads from a scrape of a
+// binary serving c), for metrics a test cannot make the binary itself export: e.g.
+// cdcmirror's active/standby series, which exist only with a shared state store, taken from
+// mirrorprom's collector fed a Status with Leadership set.
+func Collected(c prometheus.Collector) (Exported, error) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := Exported{}
+	add := func(name string, labels []string) {
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		for _, l := range labels {
+			out[name][l] = true
+		}
+	}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetName())
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				add(name+"_bucket", append(labels, "le"))
+				add(name+"_sum", labels)
+				add(name+"_count", labels)
+			case m.GetSummary() != nil:
+				add(name, append(labels, "quantile"))
+				add(name+"_sum", labels)
+				add(name+"_count", labels)
+			default:
+				add(name, labels)
+			}
+		}
+	}
+	return out, nil
+}
+
 // Family is a sample name's metric family: without _bucket, _sum or _count.
 func Family(name string) string {
 	for _, sfx := range []string{"_bucket", "_sum", "_count"} {

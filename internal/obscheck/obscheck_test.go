@@ -309,6 +309,25 @@ func TestMissing(t *testing.T) {
 	}
 }
 
+// TestCollected: a collector's series read as a scrape of them would be.
+func TestCollected(t *testing.T) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h_seconds", Buckets: []float64{1}}, []string{"p"})
+	h.WithLabelValues("x").Observe(0.5)
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "g"}, []string{"p", "role"})
+	g.WithLabelValues("x", "active").Set(1)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h, g)
+	got, err := Collected(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Exported{"h_seconds_bucket": {"p": true, "le": true}, "h_seconds_sum": {"p": true}, "h_seconds_count": {"p": true},
+		"g": {"p": true, "role": true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Collected = %v, want %v", got, want)
+	}
+}
+
 func TestSubstitute(t *testing.T) {
 	got, err := Substitute(`rate(x{a=~"$pipeline",b=~"${store}"}[$__rate_interval]) [$__range]`, []string{"pipeline", "store"})
 	if want := `rate(x{a=~".*",b=~".*"}[5m]) [1h]`; err != nil || got != want {
