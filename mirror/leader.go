@@ -530,13 +530,8 @@ func (g *guardedStore) ResetCheckpoint(ctx context.Context, pipeline string) err
 // Close closes only the view; the shared store is closed by Mirror.Close.
 func (g *guardedStore) Close() error { return g.Store.Close() }
 
-// fenceOut is the sink's FenceOut.
+// fenceOut is the sink's FenceOut: how many indices had their write alias rotated.
 func fenceOut(ctx context.Context, p *pipeline) (int, error) {
-	f, ok := any(p.sink).(interface {
-		FenceOut(context.Context) (int, error)
-	})
-	if !ok {
-		return 0, cdc.Permanent(errors.New("mirror: the sink cannot fence its indices"))
-	}
-	return f.FenceOut(ctx)
+	rep, err := p.sink.FenceOut(ctx)
+	return len(rep.Rotated), err
 }
