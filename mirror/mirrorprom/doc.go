@@ -23,12 +23,13 @@
 //	health_reason{reason}                1 for the current reason: ok, not_running, starting,
 //	                                     stopped, stalled, reconnecting, backpressure,
 //	                                     sink_unavailable, sink_not_answering, lagging,
-//	                                     cluster_red, table_incomplete (cdc.Health.Class), other
+//	                                     cluster_red, table_incomplete, standby
+//	                                     (cdc.Health.Class), other
 //	incomplete_tables                    tables whose index misses rows the pipeline cannot
 //	                                     restore on its own (cdc.Status.Incomplete)
 //	state{state}                         1 for the current state, 0 for the others: not_running,
 //	                                     starting, snapshotting, resnapshotting, streaming,
-//	                                     reconnecting, stopped
+//	                                     reconnecting, stopped, standby, taking_over
 //	replication_lag_seconds              from the source's lag measurements (cdc.LagReporter),
 //	                                     else from the newest commit of the last streamed batch
 //	replication_lag_bytes, retained_bytes, lag_measured_timestamp_seconds, lag_measurement_failing
@@ -40,6 +41,22 @@
 //	resnapshot_tables_done, resnapshot_tables_total, resnapshot_queued
 //	                                     of the running re-snapshot, else of the last one
 //	events_total, batches_total, dead_letters_total, backpressure_retries_total, reconnects_total
+//
+// Read from Status.Leadership, only with a shared state store (an active/standby deployment;
+// none of them exists for a pipeline whose Leadership.Role is ""):
+//
+//	role{role}                           1 for this process's current role, 0 for the others:
+//	                                     active, standby, taking_over
+//	takeovers_total                      times this process acquired the pipeline's lease (its
+//	                                     first start as the active included)
+//	lease_epoch                          the lease's epoch as last read (the fencing token)
+//	last_takeover_seconds                how long the last takeover took, from the lease to
+//	                                     writing; absent before this process's first
+//	state_store_error                    1 while the last attempt to reach the store failed
+//
+// Every process of a deployment exports them for every pipeline, so "no process is active"
+// is max by (pipeline) (role{role="active"}) == 0 across the processes (the alert
+// CdcmirrorNoActive of observability/ also covers a pipeline whose processes all vanished).
 //
 // From the observers:
 //

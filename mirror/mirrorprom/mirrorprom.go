@@ -50,6 +50,7 @@ type Collector struct {
 	resnapTotal, resnapRate, resnapQueued                 *prometheus.Desc
 	events, batches, deadLetters, retries, reconnects     *prometheus.Desc
 	incomplete                                            *prometheus.Desc
+	role, takeovers, epoch, lastTakeover, storeErr        *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -87,8 +88,8 @@ func New(opts *Options) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName(c.ns, "", name), help, append(pl, labels...), nil)
 	}
 	c.healthy = desc("healthy", "1 while the pipeline runs and makes progress; 0 when it is not running, stopped, stalled, reconnecting, pushed back or lagging beyond its thresholds (health_reason says which).")
-	c.healthReason = desc("health_reason", "1 for the pipeline's current health reason: ok, not_running, starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, sink_not_answering, lagging or other.", "reason")
-	c.state = desc("state", "1 for the runner's current state, 0 for the others.", "state")
+	c.healthReason = desc("health_reason", "1 for the pipeline's current health reason: ok, not_running, starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, sink_not_answering, lagging, cluster_red, table_incomplete, standby or other.", "reason")
+	c.state = desc("state", "1 for the pipeline's current state, 0 for the others.", "state")
 	c.lagSeconds = desc("replication_lag_seconds", "How far the index trails the source, in seconds: from the source's lag measurements (also while idle or disconnected), else from the newest commit of the last streamed batch.")
 	c.lagBytes = desc("replication_lag_bytes", "Change log between the stored checkpoint and the server's position at the last lag measurement.")
 	c.retained = desc("retained_bytes", "Change log the server keeps for the pipeline (PostgreSQL: WAL held by the slot); absent when the server keeps nothing on its behalf.")
@@ -114,6 +115,11 @@ func New(opts *Options) *Collector {
 	c.deadLetters = desc("dead_letters_total", "Events written to the dead-letter file.")
 	c.retries = desc("backpressure_retries_total", "Times the sink pushed a batch back and the runner offered it again.")
 	c.reconnects = desc("reconnects_total", "Times the stream was reopened after a failure.")
+	c.role = desc("role", "With a shared state store (active/standby): 1 for this process's current role for the pipeline (active, standby, taking_over), 0 for the others; absent without one.", "role")
+	c.takeovers = desc("takeovers_total", "With a shared state store: times this process acquired the pipeline's lease (its first start as the active included).")
+	c.epoch = desc("lease_epoch", "With a shared state store: the epoch of the pipeline's lease as last read (the fencing token; 0 before any process acquired it).")
+	c.lastTakeover = desc("last_takeover_seconds", "With a shared state store: how long this process's last takeover of the pipeline took, from acquiring the lease until the pipeline was writing (every index claimed, the source reopened); absent before its first.")
+	c.storeErr = desc("state_store_error", "With a shared state store: 1 while the last attempt to reach it failed (the active cannot renew its lease, a standby cannot take over), else 0.")
 	c.incomplete = desc("incomplete_tables", "Tables whose index misses rows the pipeline cannot restore on its own (a relation entered them and no re-snapshot could be requested): see the status's incomplete list for the fix.")
 	return c
 }
@@ -148,7 +154,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.healthy, c.healthReason, c.state, c.lagSeconds, c.lagBytes, c.retained,
 		c.lagMeasured, c.lagError, c.pending, c.lastBatch, c.lastCheckpoint, c.snapActive, c.snapDone, c.snapEst,
 		c.snapTables, c.snapTotal, c.resnapActive, c.resnapDone, c.resnapEst, c.resnapTables, c.resnapTotal,
-		c.resnapRate, c.resnapQueued, c.events, c.batches, c.deadLetters, c.retries, c.reconnects, c.incomplete} {
+		c.resnapRate, c.resnapQueued, c.events, c.batches, c.deadLetters, c.retries, c.reconnects, c.incomplete,
+		c.role, c.takeovers, c.epoch, c.lastTakeover, c.storeErr} {
 		ch <- d
 	}
 }
@@ -233,19 +240,39 @@ func (c *Collector) collectStatus(ch chan<- prometheus.Metric, s cdc.Status) {
 	count(c.deadLetters, pr.DeadLetters)
 	count(c.retries, pr.Retries)
 	count(c.reconnects, s.Reconnects)
+
+	if ld := s.Leadership; ld.Role != "" { // a shared state store: active/standby
+		r := stateLabel(ld.Role)
+		for _, known := range roles {
+			gauge(c.role, b2f(known == r), known)
+		}
+		count(c.takeovers, ld.Takeovers)
+		gauge(c.epoch, float64(ld.Epoch))
+		if ld.Takeovers > 0 {
+			gauge(c.lastTakeover, ld.LastTakeover.Seconds())
+		}
+		gauge(c.storeErr, b2f(ld.StoreErr != nil))
+	}
 }
 
 // states are the values of Status.State, as label values.
-var states = []string{"not_running", "starting", "snapshotting", "resnapshotting", "streaming", "reconnecting", "stopped"}
+var states = []string{"not_running", "starting", "snapshotting", "resnapshotting", "streaming", "reconnecting", "stopped",
+	"standby", "taking_over"}
+
+// roles are the values of Status.Leadership.Role, as label values.
+var roles = []string{stateLabel(cdc.RoleActive), stateLabel(cdc.RoleStandby), stateLabel(cdc.RoleTakingOver)}
 
 func stateLabel(s string) string { return strings.ReplaceAll(s, " ", "_") }
 
 // ReasonClass is the health_reason label: the runner's Health.Class (ok, not_running,
 // starting, stopped, stalled, reconnecting, backpressure, sink_unavailable, sink_not_answering,
-// lagging), "other" for a Health without one. The reason's text itself (with its durations
-// and error) is for /healthz and logs.
+// lagging, cluster_red, table_incomplete), standby for a standby of an active/standby
+// deployment (healthy or not), "other" for a Health without one. The reason's text itself
+// (with its durations and error) is for /healthz and logs.
 func ReasonClass(h cdc.Health) string {
 	switch {
+	case h.Class == cdc.HealthStandby:
+		return h.Class
 	case h.Healthy:
 		return cdc.HealthOK
 	case h.Class != "":

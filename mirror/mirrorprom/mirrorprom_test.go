@@ -204,4 +204,88 @@ func TestReasonClass(t *testing.T) {
 	if ReasonClass(cdc.Health{Healthy: true}) != "ok" {
 		t.Error("healthy is not ok")
 	}
+	for _, healthy := range []bool{true, false} {
+		if got := ReasonClass(cdc.Health{Healthy: healthy, Class: cdc.HealthStandby}); got != "standby" {
+			t.Errorf("standby (healthy %v): label %s", healthy, got)
+		}
+	}
+}
+
+// TestCollectorLeadership: with a shared state store (Leadership.Role set) the role, takeover,
+// epoch and store-error series follow Status.Leadership; without one none of them exists.
+func TestCollectorLeadership(t *testing.T) {
+	c := New(&Options{Namespace: "cdcmirror"})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	m := &fakeMirror{st: []cdc.Status{
+		{Pipeline: "file", State: "streaming", Health: cdc.Health{Healthy: true}},
+		{Pipeline: "ha", State: "standby", Health: cdc.Health{Healthy: true, Class: cdc.HealthStandby, Reason: "standby: b is active"},
+			Leadership: cdc.Leadership{Role: cdc.RoleStandby, Holder: "b", Epoch: 4}},
+	}}
+	c.Watch(m)
+	got := gather(t, reg)
+	for name, want := range map[string]float64{
+		`cdcmirror_role{pipeline="ha",role="active"}`:             0,
+		`cdcmirror_role{pipeline="ha",role="standby"}`:            1,
+		`cdcmirror_role{pipeline="ha",role="taking_over"}`:        0,
+		`cdcmirror_takeovers_total{pipeline="ha"}`:                0,
+		`cdcmirror_lease_epoch{pipeline="ha"}`:                    4,
+		`cdcmirror_state_store_error{pipeline="ha"}`:              0,
+		`cdcmirror_state{pipeline="ha",state="standby"}`:          1,
+		`cdcmirror_state{pipeline="ha",state="taking_over"}`:      0,
+		`cdcmirror_state{pipeline="file",state="standby"}`:        0,
+		`cdcmirror_health_reason{pipeline="ha",reason="standby"}`: 1,
+		`cdcmirror_healthy{pipeline="ha"}`:                        1,
+		`cdcmirror_health_reason{pipeline="file",reason="ok"}`:    1,
+		`cdcmirror_state{pipeline="file",state="streaming"}`:      1,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("standby: %s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+	for name := range got {
+		for _, family := range []string{"role", "takeovers_total", "lease_epoch", "last_takeover_seconds", "state_store_error"} {
+			if strings.HasPrefix(name, "cdcmirror_"+family+"{") && strings.Contains(name, `pipeline="file"`) {
+				t.Errorf("%s is exported for a pipeline without a shared state store", name)
+			}
+		}
+	}
+	if _, ok := got[`cdcmirror_last_takeover_seconds{pipeline="ha"}`]; ok {
+		t.Error("last_takeover_seconds is exported before the first takeover")
+	}
+
+	// The standby takes over, becomes active; later the store becomes unreachable.
+	m.set(1, func(s *cdc.Status) {
+		s.State, s.Health = "taking over", cdc.Health{Class: cdc.HealthStarting, Reason: "taking over"}
+		s.Leadership = cdc.Leadership{Role: cdc.RoleTakingOver, Holder: "a", Epoch: 5}
+	})
+	got = gather(t, reg)
+	for name, want := range map[string]float64{
+		`cdcmirror_role{pipeline="ha",role="taking_over"}`:   1,
+		`cdcmirror_role{pipeline="ha",role="standby"}`:       0,
+		`cdcmirror_state{pipeline="ha",state="taking_over"}`: 1,
+		`cdcmirror_lease_epoch{pipeline="ha"}`:               5,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("taking over: %s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+	m.set(1, func(s *cdc.Status) {
+		s.State, s.Health = "streaming", cdc.Health{Healthy: true}
+		s.Leadership = cdc.Leadership{Role: cdc.RoleActive, Holder: "a", Epoch: 5, Takeovers: 1, LastTakeover: 1500 * time.Millisecond,
+			StoreErr: errors.New("statestore: store unavailable")}
+	})
+	got = gather(t, reg)
+	for name, want := range map[string]float64{
+		`cdcmirror_role{pipeline="ha",role="active"}`:        1,
+		`cdcmirror_role{pipeline="ha",role="taking_over"}`:   0,
+		`cdcmirror_takeovers_total{pipeline="ha"}`:           1,
+		`cdcmirror_last_takeover_seconds{pipeline="ha"}`:     1.5,
+		`cdcmirror_state_store_error{pipeline="ha"}`:         1,
+		`cdcmirror_health_reason{pipeline="ha",reason="ok"}`: 1,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("active: %s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
 }
