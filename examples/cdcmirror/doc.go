@@ -91,6 +91,28 @@
 // conflict, a configuration that cannot work) stops that pipeline, is logged once and shows in
 // /healthz, /status and the metrics.
 //
+// # Active and standby
+//
+// With state_store: instead of state: (CONFIG.md; postgres-ha.yaml and mysql-ha.yaml beside
+// this file) the state lives in tables of the source's own server (package
+// statestore/sqlstate), and two cdcmirror processes, on two machines, run the same file: per
+// pipeline, the process holding the pipeline's lease in that store is active and the other
+// standby (mirror.Config.StateStore). A standby opens neither the source nor the cluster; it
+// tries to take the lease every lease_ttl/6 (at most every second), and when the active stopped
+// renewing it (dead, paused, cut off), it takes the pipeline over: it fences every index of the
+// pipeline at the cluster (the old active's write aliases rotated away), frees the source (a
+// PostgreSQL slot's old walsender terminated; a MariaDB binlog dump ended by the server when the
+// same server_id registers again -- so both processes must keep the same server_id), and resumes
+// from the shared checkpoint, under 10 s with the defaults. Every state write of the old active
+// is refused by the lease's epoch, every index write by the cluster, and it steps down. On
+// SIGTERM the active releases its leases, so the standby takes over at once. /status and status
+// show each pipeline's role (active, standby, taking over), the lease's holder
+// and epoch and the takeovers; a standby is healthy with class standby (unhealthy when it cannot
+// reach the store); the metrics add the role, takeovers, epoch, last takeover's duration and a
+// store error gauge. Each process keeps its own dlq: file. Debezium pipelines are refused under
+// state_store:. Deployment (systemd, Kubernetes), grants, timing and clocks: docs/production.md,
+// "High availability".
+//
 // # Progress and logs
 //
 // Logs (log/slog text) go to stderr. While an initial snapshot runs, a progress bar on stderr
