@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-dev/tributary/cdc"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/mirrortest"
 	"github.com/tributary-dev/tributary/internal/obscheck"
 	"github.com/tributary-dev/tributary/internal/testenv"
 	"github.com/tributary-dev/tributary/mirror"
+	"github.com/tributary-dev/tributary/mirror/mirrorprom"
 )
 
 // TestCommandObservability runs what the binary runs over a PostgreSQL table (a snapshot,
@@ -19,8 +21,10 @@ import (
 // every metric or label observability/'s cdcmirror dashboard and rules use that its /metrics
 // does not export. Every cdcmirror metric appears once a PostgreSQL pipeline has snapshotted,
 // streamed a batch and measured its lag (the dead-letter and re-snapshot series are read from
-// the status and exported at 0), so none is listed as conditional. At the end the index
-// equals the table row by row.
+// the status and exported at 0), so none is listed as conditional -- except the active/standby
+// series (sharedStoreOnly), which exist only under a shared state_store: they are taken from
+// the command's collector (mirrorprom under the namespace cdcmirror) fed a status with
+// Leadership set, and only those names. At the end the index equals the table row by row.
 func TestCommandObservability(t *testing.T) {
 	pgDSN := testenv.Require(t, testenv.PostgresDSN)
 	eng := mirrortest.Engines[0] // the names do not depend on the engine
@@ -30,6 +34,7 @@ func TestCommandObservability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	standby := leadershipExported(t)
 	sfx := estest.RandomHex(t, 4)
 	pg := mirrortest.NewPostgres(t, pgDSN, "db39_obs_"+sfx)
 	slot := "db39_obs_" + sfx
@@ -57,6 +62,11 @@ func TestCommandObservability(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
+		for _, name := range sharedStoreOnly {
+			if _, ok := exported[name]; !ok {
+				exported[name] = standby[name]
+			}
+		}
 		if missing := obscheck.Missing(exprs, exported, nil, nil); len(missing) > 0 {
 			return "observability/'s cdcmirror dashboard and rules use what the running binary does not export:\n" +
 				strings.Join(missing, "\n")
@@ -66,6 +76,31 @@ func TestCommandObservability(t *testing.T) {
 	pg.Exec(t, mirrortest.Changes(pg, 121, 130)...)
 	run.waitFor(index+" convergence after the scrape", node.Converged(t, index, pg, 150))
 	run.stop()
+}
+
+// sharedStoreOnly are the series mirrorprom exports only for a pipeline with a shared state
+// store (cdc.Status.Leadership.Role set), which this command does not run.
+var sharedStoreOnly = []string{"cdcmirror_role", "cdcmirror_takeovers_total", "cdcmirror_lease_epoch",
+	"cdcmirror_last_takeover_seconds", "cdcmirror_state_store_error"}
+
+// leadershipExported is what the command's collector exports for an active pipeline of an
+// active/standby deployment that took over once; every sharedStoreOnly name must be in it.
+func leadershipExported(t *testing.T) obscheck.Exported {
+	t.Helper()
+	c := mirrorprom.New(&mirrorprom.Options{Namespace: "cdcmirror"})
+	c.Watch(&fakeMirror{st: []cdc.Status{{Pipeline: "pg", State: "streaming", Health: cdc.Health{Healthy: true},
+		Leadership: cdc.Leadership{Role: cdc.RoleActive, Holder: "a", Epoch: 2, Since: time.Now(), Takeovers: 1,
+			LastTakeover: 2 * time.Second}}}})
+	got, err := obscheck.Collected(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range sharedStoreOnly {
+		if _, ok := got[name]; !ok {
+			t.Fatalf("the collector fed a status with Leadership set does not export %s", name)
+		}
+	}
+	return got
 }
 
 // dropPipeline drops a pipeline's slot, publication and records, retrying while the source
