@@ -74,6 +74,7 @@ func newReusedVM(tb testing.TB, e *Engine) *reusedVM {
 	}
 	r := e.newRun()
 	r.setup()
+	r.keepProgram = true
 	v := &reusedVM{r: r, p: p}
 	if _, err := r.execute(context.Background(), &benchCall, p, true); err != nil {
 		tb.Fatal(err)

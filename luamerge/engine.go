@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	lua "github.com/Shopify/go-lua"
 	"github.com/tributary-dev/tributary/store"
@@ -67,7 +68,9 @@ func (e *Engine) Compile(source string) error {
 }
 
 func (e *Engine) program(source string) *program {
-	sum := sha256.Sum256([]byte(source))
+	// Hash the source in place: Sum256 only reads it, and a copy of a large program per run
+	// would be garbage.
+	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(source), len(source)))
 	e.mu.Lock()
 	if el, ok := e.cache[sum]; ok {
 		e.lru.MoveToFront(el)
@@ -131,14 +134,17 @@ func compile(source string, limit int) ([]byte, *ProgramError) {
 // program. Every run starts its memory bound there.
 func (e *Engine) baseline(p *program) int64 {
 	r := e.newRun()
+	defer r.release()
 	r.setup()
 	p.tmpl.push(r.l)
 	return measureVM(r.l, math.MaxInt64, make(map[uintptr]struct{}, 256))
 }
 
+// newRun returns a run with a fresh VM and, from scratchPool, the Go maps of its bookkeeping;
+// release hands them back.
 func (e *Engine) newRun() *run {
-	r := &run{l: lua.NewState(), opts: &e.opts, arrays: map[any]struct{}{}, order: map[any][]string{}}
-	return r
+	s := scratchPool.Get().(*scratch)
+	return &run{l: lua.NewState(), opts: &e.opts, scratch: s, arrays: s.arrays, order: s.order, depths: s.depths}
 }
 
 // Merge runs call.Program on the call's documents in a fresh VM. See the package
@@ -166,6 +172,7 @@ func (e *Engine) Merge(ctx context.Context, call *store.MergeCall) (res store.Me
 
 	r := e.newRun()
 	r.mem = p.baseline
+	defer r.release()
 	defer func() {
 		// go-lua panics with non-error values on some internal failures; never let one take
 		// the process down. The VM is discarded anyway.
@@ -220,8 +227,10 @@ func (r *run) main(call *store.MergeCall, p *program, times *inputTimes, load bo
 			if !l.IsFunction(-1) {
 				r.fail(l, invalid("must return a function(current, incoming, context); it returned "+article(lua.TypeNameOf(l, -1))))
 			}
-			l.PushValue(-1)
-			l.RawSetInt(lua.RegistryIndex, regProgram)
+			if r.keepProgram {
+				l.PushValue(-1)
+				l.RawSetInt(lua.RegistryIndex, regProgram)
+			}
 		} else {
 			l.RawGetInt(lua.RegistryIndex, regProgram)
 		}

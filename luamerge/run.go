@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -44,6 +45,52 @@ type run struct {
 	arrays   map[any]struct{}
 	order    map[any][]string
 	literals map[numberSlot]numberText
+
+	scratch *scratch // where the maps above come from; release returns them
+
+	// keepProgram keeps the merge function in the registry (regProgram) for the benchmark that
+	// calls it again in the same VM; Merge never does.
+	keepProgram bool
+}
+
+// scratch is the Go maps a run keeps its bookkeeping in, pooled across runs so that a fresh VM
+// does not also pay for growing them. Only empty maps go back to the pool: they hold no Lua value
+// of an earlier run (clear drops every entry), only their capacity. Maps a large run grew are
+// dropped rather than kept.
+type scratch struct {
+	arrays   map[any]struct{}
+	order    map[any][]string
+	literals map[numberSlot]numberText
+	depths   map[unsafe.Pointer]int
+}
+
+// scratchKeep is the most entries a map may have held to go back to the pool.
+const scratchKeep = 256
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{arrays: map[any]struct{}{}, order: map[any][]string{}, literals: map[numberSlot]numberText{},
+		depths: map[unsafe.Pointer]int{}}
+}}
+
+// release empties the run's maps and returns them to the pool. The run and its VM are not used
+// again.
+func (r *run) release() {
+	s := r.scratch
+	if s == nil {
+		return
+	}
+	if len(r.arrays) > scratchKeep || len(r.order) > scratchKeep || len(r.literals) > scratchKeep || len(r.depths) > scratchKeep {
+		s = nil
+	}
+	r.scratch, r.arrays, r.order, r.literals, r.depths = nil, nil, nil, nil, nil
+	if s == nil {
+		return
+	}
+	clear(s.arrays)
+	clear(s.order)
+	clear(s.literals)
+	clear(s.depths)
+	scratchPool.Put(s)
 }
 
 // The registry slots of the bridge's values, past go-lua's own (main thread, globals).

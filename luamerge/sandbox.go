@@ -65,37 +65,51 @@ var refusedString = map[string]string{
 	"match": "go-lua has no pattern matching", "dump": "exposes bytecode",
 }
 
-// setup prepares a fresh VM: the lazy global table and the string metatable.
+// setup prepares a fresh VM: the lazy global table and the string metatable, which are one
+// table. Its __index looks up the string library for a string and materializes a global for
+// the global table -- nothing else can have it: getmetatable refuses strings and returns
+// "sandbox" for the global table, and setmetatable refuses to replace a locked metatable.
 func (r *run) setup() {
 	l := r.l
 	l.PushGlobalTable()
-	l.NewTable()
-	l.PushGoFunction(r.globalIndex)
-	l.SetField(-2, "__index")
-	r.lockedMeta(l, "sandbox")
-	l.SetMetaTable(-2)
-	l.Pop(1)
-
+	l.CreateTable(0, 2)
+	pushShared(l, sharedIndex)
+	l.PushGoFunction(r.metaIndex)
+	l.RawSet(-3)
+	r.lockedMeta(l, sharedSandbox)
 	// Method syntax on strings ("x"):upper() goes through the string metatable to the string
 	// library; getmetatable refuses strings, so the program cannot reach or change it.
 	l.PushString("")
-	l.NewTable()
-	l.PushGoFunction(func(l *lua.State) int {
-		r.pushStringLib(l)
-		l.PushValue(2)
-		l.RawGet(-2)
-		return 1
-	})
-	l.SetField(-2, "__index")
+	l.PushValue(-2)
+	l.SetMetaTable(-2)
+	l.Pop(1)
 	l.SetMetaTable(-2)
 	l.Pop(1)
 }
 
+var (
+	sharedIndex     = shared("__index")
+	sharedMetatable = shared("__metatable")
+	sharedSandbox   = shared("sandbox")
+)
+
 // lockedMeta sets __metatable on the metatable on top, so getmetatable returns the name and
 // setmetatable refuses to replace it.
-func (r *run) lockedMeta(l *lua.State, name string) {
-	l.PushString(name)
-	l.SetField(-2, "__metatable")
+func (r *run) lockedMeta(l *lua.State, name any) {
+	pushShared(l, sharedMetatable)
+	pushShared(l, name)
+	l.RawSet(-3)
+}
+
+// metaIndex is the __index of the sandbox metatable: a string's method, or a global.
+func (r *run) metaIndex(l *lua.State) int {
+	if l.TypeOf(1) == lua.TypeString {
+		r.pushStringLib(l)
+		l.PushValue(2)
+		l.RawGet(-2)
+		return 1
+	}
+	return r.globalIndex(l)
 }
 
 // globalIndex materializes a global on first use.

@@ -83,7 +83,7 @@ func (r *run) rememberLiteral(l *lua.State, idx int, slot numberSlot, lit string
 	f, _ := l.ToNumber(-1)
 	r.charge(l, chargeEntry+chargeString+int64(len(lit)))
 	if r.literals == nil {
-		r.literals = make(map[numberSlot]numberText)
+		r.literals = r.scratch.literals // empty; nil until first used, as the memory walk counts it
 	}
 	r.literals[slot] = numberText{bits: math.Float64bits(f), text: lit}
 }
