@@ -3,8 +3,8 @@
 // ownership records and can take over (issue 36). It implements [statestore.Store] with the
 // guarantees of the bbolt file (it passes the same suite, package statestoretest) and
 // [statestore.Leaser]: a leadership lease per pipeline, and writes fenced by the lease's epoch.
-// It is a library today: cdcmirror and package mirror do not use it yet (their state is the
-// bbolt file); the active/standby mode built on it is still to come.
+// Package mirror keeps its state here under Config.StateStore (cdcmirror's state_store:), the
+// active/standby mode (mirror's doc.go, High availability).
 //
 // # Which server
 //
@@ -139,16 +139,22 @@
 //
 // # Privileges
 //
-// PostgreSQL: the user of the connection string needs, on the database, CREATE (to create the
-// schema when missing) -- or, with the schema created beforehand by an administrator, USAGE
-// and CREATE on the schema. Once the tables exist: SELECT, INSERT, UPDATE, DELETE on the
-// statestore_* tables and USAGE, UPDATE on the statestore_revision sequence.
-// pg_advisory_xact_lock needs no grant.
+// Checked by TestPostgresLeastPrivilege and TestMySQLLeastPrivilege with a user holding
+// exactly these grants (and each grant removed alone: the statement needing it is refused,
+// permanently).
 //
-// MySQL/MariaDB: CREATE on the database (GRANT CREATE ON tributary.* -- also creates it when
-// missing), or the database created beforehand and CREATE on it; then SELECT, INSERT, UPDATE,
-// DELETE ON tributary.*. Nothing server-wide (the binlog reader's REPLICATION grants are
-// separate).
+// PostgreSQL: the user of the connection string needs CREATE on the database, so that the
+// first opener creates the schema and its tables (and owns them) -- or, with the schema created
+// beforehand by an administrator, USAGE and CREATE on the schema and nothing on the database
+// (an existing schema is not created again; CREATE TABLE IF NOT EXISTS is checked against the
+// schema even when the tables exist). Tables another role created need SELECT, INSERT, UPDATE,
+// DELETE on the statestore_* tables (UPDATE also for the fence's SELECT .. FOR SHARE) and
+// USAGE on the statestore_revision sequence. pg_advisory_xact_lock needs no grant.
+//
+// MySQL/MariaDB: CREATE, SELECT, INSERT, UPDATE, DELETE ON tributary.* -- CREATE at every
+// open, not only the first (CREATE DATABASE and CREATE TABLE IF NOT EXISTS are checked even
+// when the database and tables exist); it also creates the database when missing. Nothing
+// server-wide (the binlog reader's REPLICATION grants are separate).
 //
 // The store holds the deployment's ownership of its indices: grant it to the mirror's user
 // only.

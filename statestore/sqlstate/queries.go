@@ -14,6 +14,11 @@ type queries struct {
 	schema string
 	lock   string   // PostgreSQL: serializes openers ($1 a name) in the layout's transaction
 	create []string // the layout, each statement idempotent
+	// schemaExists ($1 the schema's name) -> whether the schema exists. When it does, create's
+	// first statement (which makes it) is skipped: PostgreSQL checks CREATE on the database
+	// even for a CREATE SCHEMA IF NOT EXISTS of an existing schema, and a role given USAGE,
+	// CREATE on a schema made for it must not need it. "" in MySQL.
+	schemaExists string
 	// initMeta inserts the format ($1) and the identity ($2) unless present; readMeta reads both.
 	initMeta, readMeta string
 
@@ -59,6 +64,8 @@ func postgresQueries(schema string) queries {
 	return queries{
 		schema: schema,
 		lock:   "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+		// schemaExists's statement skips create[0], the CREATE SCHEMA.
+		schemaExists: "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)",
 		create: []string{
 			f("CREATE SCHEMA IF NOT EXISTS {schema}"),
 			f("CREATE TABLE IF NOT EXISTS {meta} (name text PRIMARY KEY, value text NOT NULL)"),

@@ -144,7 +144,17 @@ func (s *Store) create(ctx context.Context, r io.Reader) error {
 				return err
 			}
 		}
-		for _, stmt := range s.q.create {
+		stmts := s.q.create
+		if s.q.schemaExists != "" {
+			var exists bool
+			if err := x.QueryRowContext(ctx, s.q.schemaExists, s.q.schema).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				stmts = stmts[1:]
+			}
+		}
+		for _, stmt := range stmts {
 			if _, err := x.ExecContext(ctx, stmt); err != nil {
 				return err
 			}
