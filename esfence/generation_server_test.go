@@ -53,7 +53,7 @@ func (s *server) wantReadOnly(t *testing.T, alias string) {
 func TestGenerations(t *testing.T) {
 	ctx := context.Background()
 	engines(t, func(t *testing.T, s *server) {
-		st := statestore.NewMemory()
+		st := s.newStore(t)
 		f := s.fence(t, st)
 		d := s.dest("gens")
 		g, err := f.EnsureTable(ctx, d, false)
@@ -251,8 +251,8 @@ func TestGenerationSwitchResumes(t *testing.T) {
 // store is refused the table's generations (owned_by_other).
 func TestGenerationsFenceCopies(t *testing.T) {
 	ctx := context.Background()
-	engines(t, func(t *testing.T, s *server) {
-		orig := statestore.NewMemory()
+	enginesAndStores(t, func(t *testing.T, s *server) {
+		orig := s.newStore(t)
 		d := s.dest("copies")
 		a := s.fence(t, orig)
 		ga, err := a.EnsureTable(ctx, d, false)
@@ -262,7 +262,7 @@ func TestGenerationsFenceCopies(t *testing.T) {
 		if ga, err = a.BeginGeneration(ctx, ga, d); err != nil {
 			t.Fatal(err)
 		}
-		b := s.fence(t, orig.Copy())
+		b := s.fence(t, s.copyStore(t, orig))
 		gb, err := b.EnsureTable(ctx, d, false)
 		if err != nil {
 			t.Fatalf("the copy's claim: %v", err)
@@ -287,12 +287,12 @@ func TestGenerationsFenceCopies(t *testing.T) {
 		if gb, err = b.Switch(ctx, gb, time.Hour); err != nil {
 			t.Fatalf("the claiming copy's switch: %v", err)
 		}
-		if _, err := s.fence(t, statestore.NewMemory()).EnsureTable(ctx, d, false); err == nil {
+		if _, err := s.fence(t, s.newStore(t)).EnsureTable(ctx, d, false); err == nil {
 			t.Fatal("another deployment claimed the table")
 		}
 		other := d
 		other.Index = GenerationIndex(d.Index, 2)
-		if _, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, other); err == nil {
+		if _, err := s.fence(t, s.newStore(t)).Ensure(ctx, other); err == nil {
 			t.Fatal("another deployment claimed a generation")
 		} else {
 			wantRefusal(t, err, OwnedByOther, other)

@@ -22,6 +22,8 @@ type server struct {
 	// version is the last external version written; each write takes the next, so a
 	// write is never refused as stale and only fencing can refuse it.
 	version int
+	// stores makes the test's state stores (newStore, copyStore); zero: memory stores.
+	stores storeKind
 }
 
 // engines runs fn once per engine, as subtests named by engine. The tests are not parallel:

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/elastic/go-elasticsearch/v8/esapi"
-
-	"github.com/tributary-dev/tributary/statestore"
 )
 
 // countingTransport counts the requests a fence sends, by method and whether the path is
@@ -52,8 +50,8 @@ func (c *countingTransport) reset() (gets, aliases, other int) {
 // round's rotations is left behind for the other tables' old aliases.
 func TestReclaimTablesRound(t *testing.T) {
 	ctx := context.Background()
-	engines(t, func(t *testing.T, s *server) {
-		orig := statestore.NewMemory()
+	enginesAndStores(t, func(t *testing.T, s *server) {
+		orig := s.newStore(t)
 		ct := &countingTransport{next: s.Transport}
 		f, err := New(ct, orig, nil)
 		if err != nil {
@@ -125,7 +123,7 @@ func TestReclaimTablesRound(t *testing.T) {
 		}
 
 		// A copy claims one table: the next round is fenced for it.
-		b := s.fence(t, orig.Copy())
+		b := s.fence(t, s.copyStore(t, orig))
 		if _, err := b.EnsureTable(ctx, dGen, false); err != nil {
 			t.Fatalf("the copy's claim: %v", err)
 		}

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/tributary-dev/tributary/statestore"
 )
 
 // TestResetResumes cuts a Reset short at each point -- after the table record says so (before
@@ -15,7 +13,7 @@ import (
 // the relation recorded.
 func TestResetResumes(t *testing.T) {
 	ctx := context.Background()
-	engines(t, func(t *testing.T, s *server) {
+	enginesAndStores(t, func(t *testing.T, s *server) {
 		for _, tc := range []struct {
 			name   string
 			legacy bool
@@ -26,7 +24,7 @@ func TestResetResumes(t *testing.T) {
 			{"legacy-fenced", true, func(f *Fence) { f.afterRotate = func(string) error { return errCrash } }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				st := statestore.NewMemory()
+				st := s.newStore(t)
 				f := s.fence(t, st)
 				d := s.dest("reset-" + tc.name)
 				d.Index = "s32-" + d.Index

@@ -22,28 +22,28 @@ func TestRefusals(t *testing.T) {
 			MarkerMissing: func(t *testing.T) (error, Destination) {
 				d := s.dest("plain")
 				s.CreateIndex(t, d.Index, nil)
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				return err, d
 			},
 			MarkerMalformed: func(t *testing.T) (error, Destination) {
 				d := s.dest("malformed")
 				s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
 					"deltaforge": map[string]any{"format": 1, "owner": "someone"}}}})
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				return err, d
 			},
 			MarkerUnsupportedVersion: func(t *testing.T) (error, Destination) {
 				d := s.dest("future")
 				s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{
 					"deltaforge": map[string]any{"format": 2, "anything": "new"}}}})
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				return err, d
 			},
 			OwnedByOther: func(t *testing.T) (error, Destination) {
 				d := s.dest("other-owner")
-				mine := statestore.NewMemory()
+				mine := s.newStore(t)
 				ensure(t, s.fence(t, mine), d)
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				if ce := wantRefusal(t, err, OwnedByOther, d); ce.OwnerDigest != OwnerDigest(mine.Identity(), d.Pipeline, d.Sink) ||
 					strings.Contains(err.Error(), mine.Identity()) {
 					t.Fatalf("owner digest %q in %q; want the digest and never the identity", ce.OwnerDigest, err)
@@ -52,7 +52,7 @@ func TestRefusals(t *testing.T) {
 			},
 			BoundToAnotherRelation: func(t *testing.T) (error, Destination) {
 				d := s.dest("relation")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				ensure(t, f, d)
 				d.Table.Table = "order_lines"
 				_, err := f.Ensure(ctx, d)
@@ -60,7 +60,7 @@ func TestRefusals(t *testing.T) {
 			},
 			DestinationIdentityMismatch: func(t *testing.T) (error, Destination) {
 				d := s.dest("original")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				ensure(t, f, d)
 				// A reindex (or a snapshot restore with rename) into another name keeps the
 				// mapping and with it the marker naming the original index.
@@ -72,7 +72,7 @@ func TestRefusals(t *testing.T) {
 			},
 			EncodingMismatch: func(t *testing.T) (error, Destination) {
 				d := s.dest("encoding")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				ensure(t, f, d)
 				d.Encoding = "doc-v2"
 				_, err := f.Ensure(ctx, d)
@@ -80,16 +80,16 @@ func TestRefusals(t *testing.T) {
 			},
 			Fenced: func(t *testing.T) (error, Destination) {
 				d := s.dest("fenced")
-				st := statestore.NewMemory()
+				st := s.newStore(t)
 				f := s.fence(t, st)
 				c := ensure(t, f, d)
-				ensure(t, s.fence(t, st.Copy()), d)
+				ensure(t, s.fence(t, s.copyStore(t, st)), d)
 				_, err := f.Reclaim(ctx, c)
 				return err, d
 			},
 			FenceMalformed: func(t *testing.T) (error, Destination) {
 				d := s.dest("no-fence")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				c := ensure(t, f, d)
 				s.OK(t, esapi.IndicesDeleteAliasRequest{Index: []string{d.Index}, Name: []string{c.WriteAlias()}})
 				_, err := f.Reclaim(ctx, c)
@@ -98,12 +98,12 @@ func TestRefusals(t *testing.T) {
 			AliasNotSupported: func(t *testing.T) (error, Destination) {
 				d := s.dest("an-alias")
 				s.CreateIndex(t, s.name("behind-alias"), map[string]any{"aliases": map[string]any{d.Index: map[string]any{}}})
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				return err, d
 			},
 			DestinationMissing: func(t *testing.T) (error, Destination) {
 				d := s.dest("deleted")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				c := ensure(t, f, d)
 				s.OK(t, esapi.IndicesDeleteRequest{Index: []string{d.Index}})
 				if _, err := f.Reclaim(ctx, c); ClassOf(err) != DestinationMissing {
@@ -117,7 +117,7 @@ func TestRefusals(t *testing.T) {
 			},
 			UnrecordedDestination: func(t *testing.T) (error, Destination) {
 				d := s.dest("unrecorded")
-				f := s.fence(t, statestore.NewMemory())
+				f := s.fence(t, s.newStore(t))
 				ensure(t, f, d)
 				if err := f.ForgetPipeline(ctx, d.Pipeline); err != nil {
 					t.Fatal(err)
@@ -128,7 +128,7 @@ func TestRefusals(t *testing.T) {
 			FencingUnenforced: func(t *testing.T) (error, Destination) {
 				d := s.dest("unenforced")
 				s.setAutoCreate(t, "+*")
-				_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+				_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 				if s.IndexExists(t, d.Index) {
 					t.Fatalf("an index was created although fencing is not enforced")
 				}
@@ -152,10 +152,10 @@ func TestRefusals(t *testing.T) {
 // issue lists, on both engines.
 func TestCloneAndRestore(t *testing.T) {
 	ctx := context.Background()
-	engines(t, func(t *testing.T, s *server) {
+	enginesAndStores(t, func(t *testing.T, s *server) {
 		t.Run("created_and_writable", func(t *testing.T) {
 			d := s.dest("fresh")
-			c := ensure(t, s.fence(t, statestore.NewMemory()), d)
+			c := ensure(t, s.fence(t, s.newStore(t)), d)
 			if got := s.aliases(t, d.Index); !slices.Equal(got, []string{c.WriteAlias()}) {
 				t.Fatalf("aliases %v, want [%s]", got, c.WriteAlias())
 			}
@@ -172,7 +172,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("two_separate_state_stores", func(t *testing.T) {
 			d := s.dest("separate")
-			a, b := s.fence(t, statestore.NewMemory()), s.fence(t, statestore.NewMemory())
+			a, b := s.fence(t, s.newStore(t)), s.fence(t, s.newStore(t))
 			ca := ensure(t, a, d)
 			_, err := b.Ensure(ctx, d)
 			wantRefusal(t, err, OwnedByOther, d)
@@ -183,11 +183,11 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("copied_state_store_fences_the_other", func(t *testing.T) {
 			d := s.dest("copied")
-			orig := statestore.NewMemory()
+			orig := s.newStore(t)
 			a := s.fence(t, orig)
 			ca := ensure(t, a, d)
 			s.wantWrites(t, ca.WriteAlias(), d.Index)
-			b := s.fence(t, orig.Copy())
+			b := s.fence(t, s.copyStore(t, orig))
 			cb := ensure(t, b, d) // the copy's first claim
 			s.wantFencedWrites(t, ca.WriteAlias())
 			s.wantWrites(t, cb.WriteAlias(), d.Index)
@@ -199,10 +199,10 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("restored_from_older_backup", func(t *testing.T) {
 			d := s.dest("older-backup")
-			live := statestore.NewMemory()
+			live := s.newStore(t)
 			f := s.fence(t, live)
 			c := ensure(t, f, d)
-			backup := live.Copy()
+			backup := s.copyStore(t, live)
 			c = reclaim(t, f, c)
 			_, err := s.fence(t, backup).Ensure(ctx, d)
 			wantRefusal(t, err, Fenced, d)
@@ -211,8 +211,8 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("restored_from_backup_older_than_the_index", func(t *testing.T) {
 			d := s.dest("before-index")
-			live := statestore.NewMemory()
-			backup := live.Copy()
+			live := s.newStore(t)
+			backup := s.copyStore(t, live)
 			ensure(t, s.fence(t, live), d)
 			_, err := s.fence(t, backup).Ensure(ctx, d)
 			wantRefusal(t, err, UnrecordedDestination, d)
@@ -220,9 +220,9 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("restored_from_latest_state", func(t *testing.T) {
 			d := s.dest("latest")
-			live := statestore.NewMemory()
+			live := s.newStore(t)
 			c := ensure(t, s.fence(t, live), d)
-			restored := s.fence(t, live.Copy())
+			restored := s.fence(t, s.copyStore(t, live))
 			c2 := ensure(t, restored, d)
 			s.wantFencedWrites(t, c.WriteAlias())
 			s.wantWrites(t, c2.WriteAlias(), d.Index)
@@ -231,7 +231,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("deleted_index", func(t *testing.T) {
 			d := s.dest("gone")
-			st := statestore.NewMemory()
+			st := s.newStore(t)
 			f := s.fence(t, st)
 			c := ensure(t, f, d)
 			if err := st.SaveCheckpoint(ctx, d.Pipeline, []byte("lsn:1")); err != nil {
@@ -260,7 +260,7 @@ func TestCloneAndRestore(t *testing.T) {
 		t.Run("index_created_by_someone_else", func(t *testing.T) {
 			d := s.dest("foreign")
 			s.CreateIndex(t, d.Index, map[string]any{"mappings": map[string]any{"_meta": map[string]any{"owner": "ops"}}})
-			_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+			_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 			wantRefusal(t, err, MarkerMissing, d)
 			if got := s.aliases(t, d.Index); len(got) != 0 {
 				t.Fatalf("a refused index got aliases %v", got)
@@ -269,7 +269,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("alias_name", func(t *testing.T) {
 			d := s.dest("alias-name")
-			f := s.fence(t, statestore.NewMemory())
+			f := s.fence(t, s.newStore(t))
 			// An alias in front of an index of ours is refused as well: never adopted.
 			real := s.dest("real")
 			ensure(t, f, real)
@@ -281,13 +281,13 @@ func TestCloneAndRestore(t *testing.T) {
 		t.Run("data_stream_name", func(t *testing.T) {
 			d := s.dest("ds")
 			d.Index = s.dataStream(t)
-			_, err := s.fence(t, statestore.NewMemory()).Ensure(ctx, d)
+			_, err := s.fence(t, s.newStore(t)).Ensure(ctx, d)
 			wantRefusal(t, err, AliasNotSupported, d)
 		})
 
 		t.Run("two_internal_aliases", func(t *testing.T) {
 			d := s.dest("two-fences")
-			f := s.fence(t, statestore.NewMemory())
+			f := s.fence(t, s.newStore(t))
 			c := ensure(t, f, d)
 			extra := writeAlias(c.Instance(), "99-0000000000000000")
 			s.OK(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: extra})
@@ -297,7 +297,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("claims_leave_meta_and_user_aliases", func(t *testing.T) {
 			d := s.dest("keep")
-			f := s.fence(t, statestore.NewMemory())
+			f := s.fence(t, s.newStore(t))
 			c := ensure(t, f, d)
 			user := s.name("keep-read")
 			s.OK(t, esapi.IndicesPutAliasRequest{Index: []string{d.Index}, Name: user})
@@ -323,7 +323,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("setting_not_forbidding_df_w", func(t *testing.T) {
 			d := s.dest("weak")
-			f := s.fence(t, statestore.NewMemory())
+			f := s.fence(t, s.newStore(t))
 			c := ensure(t, f, d)
 			for _, v := range []string{"true", "+*", "-df-w-a*,+*", "+df-w-x,-df-w-*", "-df-w-*x,+*"} {
 				t.Run(v, func(t *testing.T) {
@@ -353,7 +353,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("index_under_another_name", func(t *testing.T) {
 			d := s.dest("source-name")
-			f := s.fence(t, statestore.NewMemory())
+			f := s.fence(t, s.newStore(t))
 			c := ensure(t, f, d)
 			s.write(t, c.WriteAlias(), "index", "d1")
 			renamed := d
@@ -370,7 +370,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("index_from_another_cluster", func(t *testing.T) {
 			d := s.dest("other-cluster")
-			st := statestore.NewMemory()
+			st := s.newStore(t)
 			f := s.fence(t, st)
 			c := ensure(t, f, d)
 			// Rebuild the index as a snapshot restored into another cluster would look here:
@@ -391,7 +391,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("crash_between_pending_fence_and_rotation", func(t *testing.T) {
 			d := s.dest("crash-pending")
-			st := statestore.NewMemory()
+			st := s.newStore(t)
 			f := s.fence(t, st)
 			c := ensure(t, f, d)
 			f.afterPending = func(string) error { return errCrash }
@@ -407,7 +407,7 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("crash_between_rotation_and_record", func(t *testing.T) {
 			d := s.dest("crash-rotated")
-			st := statestore.NewMemory()
+			st := s.newStore(t)
 			f := s.fence(t, st)
 			c := ensure(t, f, d)
 			f.afterRotate = func(string) error { return errCrash }
@@ -426,7 +426,7 @@ func TestCloneAndRestore(t *testing.T) {
 			for _, hook := range []string{"before_create", "after_create"} {
 				t.Run(hook, func(t *testing.T) {
 					d := s.dest("crash-" + hook)
-					st := statestore.NewMemory()
+					st := s.newStore(t)
 					f := s.fence(t, st)
 					if hook == "before_create" {
 						f.afterPending = func(string) error { return errCrash }
@@ -444,8 +444,8 @@ func TestCloneAndRestore(t *testing.T) {
 
 		t.Run("copies_racing_to_create", func(t *testing.T) {
 			d := s.dest("race")
-			orig := statestore.NewMemory()
-			a, b := s.fence(t, orig), s.fence(t, orig.Copy())
+			orig := s.newStore(t)
+			a, b := s.fence(t, orig), s.fence(t, s.copyStore(t, orig))
 			// a records its pending creation, then b creates the index first.
 			var cb *Claim
 			a.afterPending = func(string) error {
