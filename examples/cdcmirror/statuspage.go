@@ -152,6 +152,21 @@ type pagePipeline struct {
 	ClusterStatus              string
 	ClusterError               string
 	Indices                    []nameValue
+	Role                       *pageRole // nil without a shared state store
+}
+
+// pageRole is a pipeline's part in an active/standby pair (cdc.Status.Leadership).
+type pageRole struct {
+	Role  string // active, standby, taking over
+	Class string // Role as a CSS class: active, standby, taking-over
+	// Holder is the process holding the lease: this one when active, the active one when
+	// standby; "" when none holds it.
+	Holder       string
+	Epoch        uint64
+	Since        string // how long the role has lasted
+	Takeovers    int64
+	LastTakeover string // how long the last takeover here took; "" for none
+	StoreError   string
 }
 
 type nameCount struct {
@@ -233,6 +248,17 @@ func buildPage(m statusSource, rx *reindexes, hist *lagHistory, now time.Time) p
 				p.Indices = append(p.Indices, nameValue{idx, h})
 			}
 			slices.SortFunc(p.Indices, func(a, b nameValue) int { return strings.Compare(a.Name, b.Name) })
+		}
+		if ld := js.Leadership; ld != nil {
+			r := &pageRole{Role: ld.Role, Class: strings.ReplaceAll(ld.Role, " ", "-"), Holder: ld.Holder, Epoch: ld.Epoch,
+				Since: "never", Takeovers: ld.Takeovers, StoreError: ld.StoreError}
+			if ld.Since != nil {
+				r.Since = agoAt(*ld.Since, now)
+			}
+			if ld.LastTakeoverSeconds > 0 {
+				r.LastTakeover = seconds(ld.LastTakeoverSeconds)
+			}
+			p.Role = r
 		}
 		d.Pipelines = append(d.Pipelines, p)
 	}

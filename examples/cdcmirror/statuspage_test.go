@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -132,5 +133,105 @@ func TestLagHistoryBounded(t *testing.T) {
 	}
 	if newSparkline([]lagSample{{At: at}}, 100, 20) != nil {
 		t.Error("a sparkline without a measured sample")
+	}
+}
+
+// leadershipFake has the pipelines of one process of an active/standby pair: one active
+// here, one standing by (its active process named with a hostile holder), one taking over
+// with the state store out of reach, and one of a state file (no leadership).
+func leadershipFake() *pageFake {
+	now := time.Now()
+	return &pageFake{fakeMirror: fakeMirror{st: []cdc.Status{
+		{Pipeline: "orders", State: "streaming", Health: cdc.Health{Healthy: true, Class: cdc.HealthOK},
+			Leadership: cdc.Leadership{Role: cdc.RoleActive, Holder: "host-b:42", Epoch: 7, Since: now.Add(-90 * time.Second),
+				Takeovers: 2, LastTakeover: 1500 * time.Millisecond}},
+		{Pipeline: "users", State: "standby", Health: cdc.Health{Healthy: true, Class: cdc.HealthStandby, Reason: "standby: host-a is active"},
+			Leadership: cdc.Leadership{Role: cdc.RoleStandby, Holder: "host-a" + evil, Epoch: 3, Since: now.Add(-time.Hour)}},
+		{Pipeline: "items", State: "taking over", Health: cdc.Health{Class: cdc.HealthStarting, Reason: "taking over (lease epoch 5)"},
+			Leadership: cdc.Leadership{Role: cdc.RoleTakingOver, Holder: "host-b:42", Epoch: 5, Since: now, Takeovers: 1,
+				StoreErr: errors.New("dial tcp: connection refused")}},
+		{Pipeline: "plain", State: "streaming", Health: cdc.Health{Healthy: true, Class: cdc.HealthOK}},
+	}}}
+}
+
+// TestStatusPageLeadership: with a shared state store, /status carries each pipeline's role,
+// lease holder, epoch and takeovers, and the page shows them in a role line (hostile holder
+// names escaped); a pipeline of a state file has neither.
+func TestStatusPageLeadership(t *testing.T) {
+	f := leadershipFake()
+	mux := newPageMux(f)
+
+	code, body := get(t, mux, "/status")
+	if code != 200 {
+		t.Fatalf("/status: %d", code)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*leadershipStatus{
+		"orders": {Role: "active", Holder: "host-b:42", Epoch: 7, Takeovers: 2, LastTakeoverSeconds: 1.5},
+		"users":  {Role: "standby", Holder: "host-a" + evil, Epoch: 3},
+		"items":  {Role: "taking over", Holder: "host-b:42", Epoch: 5, Takeovers: 1, StoreError: "dial tcp: connection refused"},
+		"plain":  nil,
+	}
+	for _, p := range doc.Pipelines {
+		w, ok := want[p.Pipeline]
+		if !ok {
+			t.Fatalf("/status has pipeline %q", p.Pipeline)
+		}
+		delete(want, p.Pipeline)
+		got := p.Leadership
+		if w == nil || got == nil {
+			if w != got {
+				t.Errorf("%s: leadership %+v, want %+v", p.Pipeline, got, w)
+			}
+			continue
+		}
+		if got.Since == nil {
+			t.Errorf("%s: leadership without since", p.Pipeline)
+		}
+		got.Since = nil
+		if *got != *w {
+			t.Errorf("%s: leadership %+v, want %+v", p.Pipeline, *got, *w)
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("/status lacks %v", want)
+	}
+	if !strings.Contains(body, `"role": "standby"`) || !strings.Contains(body, `"last_takeover_seconds": 1.5`) {
+		t.Errorf("/status JSON names: %s", body)
+	}
+
+	_, page := get(t, mux, "/")
+	if strings.Contains(page, "<script") || strings.Contains(page, "<img") {
+		t.Errorf("a holder name reached the page as markup:\n%s", page)
+	}
+	sections := map[string]string{}
+	for _, sec := range strings.Split(page, `<section class="pipeline" data-pipeline="`)[1:] {
+		name, _, _ := strings.Cut(sec, `"`)
+		sections[name] = sec
+	}
+	for name, wants := range map[string][]string{
+		"orders": {`<p class="role role-active">role: <strong class="role-name">active</strong>`, `<span class="holder">host-b:42</span>`,
+			`<span class="epoch">7</span>`, `<span class="takeovers">2</span> takeover(s) here, the last took 1.5s`, "for 1m30s"},
+		"users": {`<p class="role role-standby">role: <strong class="role-name">standby</strong>`,
+			`<span class="holder">host-a&lt;script&gt;window.sp39Pwned=1&lt;/script&gt;`, `<span class="epoch">3</span>`,
+			`<span class="takeovers">0</span> takeover(s) here &middot;`, "for 1h0m0s", "healthy"},
+		"items": {`<p class="role role-taking-over">role: <strong class="role-name">taking over</strong>`,
+			"the state store is unreachable: dial tcp: connection refused", "unhealthy: starting"},
+	} {
+		sec, ok := sections[name]
+		if !ok {
+			t.Fatalf("the page has no section for %s", name)
+		}
+		for _, w := range wants {
+			if !strings.Contains(sec, w) {
+				t.Errorf("%s's section lacks %q:\n%s", name, w, sec)
+			}
+		}
+	}
+	if strings.Contains(sections["plain"], `class="role`) {
+		t.Errorf("a pipeline without a shared store shows a role:\n%s", sections["plain"])
 	}
 }
