@@ -3,7 +3,9 @@ package esfence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -377,5 +379,47 @@ func TestFenceOutNothingRecordedFake(t *testing.T) {
 	rep, err := f.FenceOut(context.Background(), "nothing-here")
 	if err != nil || len(rep.Rotated)+len(rep.Missing)+len(rep.Unaliased) != 0 || len(c.Requests()) != 0 {
 		t.Fatalf("FenceOut of an empty pipeline: %+v, %v, %d requests", rep, err, len(c.Requests()))
+	}
+}
+
+// TestFenceOutManyIndicesFake: the reads of many long index names are split into GETs of at
+// most maxNamesPerGet bytes of names, and every index is still rotated by ONE _aliases request.
+func TestFenceOutManyIndicesFake(t *testing.T) {
+	ctx := context.Background()
+	f, c := fakeFence(t, nil)
+	var names []string
+	for i := range 40 {
+		d := stubDest()
+		d.Index = fmt.Sprintf("%s-%03d", strings.Repeat("x", 200), i)
+		names = append(names, d.Index)
+		if _, err := f.Ensure(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(c.Requests())
+	aliases := c.Count("_aliases")
+	rep, err := f.FenceOut(ctx, stubDest().Pipeline)
+	if err != nil || !slices.Equal(rep.Rotated, names) {
+		t.Fatalf("FenceOut: %v, rotated %d of %d", err, len(rep.Rotated), len(names))
+	}
+	if got := c.Count("_aliases") - aliases; got != 1 {
+		t.Fatalf("%d _aliases requests, want 1", got)
+	}
+	gets, seen := 0, map[string]bool{}
+	for _, r := range c.Requests()[n:] {
+		if r.Method != "GET" || !strings.HasPrefix(r.Path, "/xxx") {
+			continue
+		}
+		gets++
+		path := strings.TrimPrefix(r.Path, "/")
+		if len(path) > maxNamesPerGet {
+			t.Fatalf("a GET of %d bytes of names", len(path))
+		}
+		for _, name := range strings.Split(path, ",") {
+			seen[name] = true
+		}
+	}
+	if want := (len(names)*205 + maxNamesPerGet - 1) / maxNamesPerGet; gets < want || len(seen) != len(names) {
+		t.Fatalf("%d GETs naming %d indices, want at least %d GETs naming %d", gets, len(seen), want, len(names))
 	}
 }
