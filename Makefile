@@ -16,7 +16,7 @@ TESTENV_VARS := TRIBUTARY_ES_URL TRIBUTARY_OPENSEARCH_URL TRIBUTARY_KAFKA_BROKER
 	TRIBUTARY_OPENSEARCH_SECURE_PASSWORD TRIBUTARY_OPENSEARCH_SECURE_CLIENT_CERT \
 	TRIBUTARY_OPENSEARCH_SECURE_CLIENT_KEY TRIBUTARY_OPENSEARCH_SECURE_CLIENT_USER TRIBUTARY_ES_CLUSTER_URLS
 
-.PHONY: help quickstart demo bench bench-resnap bench-debezium bench-peers release check test test-all fault soak differential fuzz fmt fmt-check vet smoke \
+.PHONY: help quickstart demo bench bench-resnap bench-debezium bench-peers release check test test-all fault soak soak-ha differential fuzz fmt fmt-check vet smoke \
 	testenv-up testenv-down testenv-status testenv-logs proto
 
 help: ## list the targets
@@ -101,6 +101,16 @@ soak: ## randomized fault schedules under load, each ending with a row-by-row co
 	  $(if $(SOAK_SEED),TRIBUTARY_SOAK_SEED=$(SOAK_SEED)) \
 	  $(GO) test -count=1 -timeout 24h -v -run '^TestFaultSoak$$' ./internal/faultsuite/
 	$(TESTENV) up
+
+# The active/standby soak (internal/hasuite): randomized faults of the active one of a pair of
+# cdcmirror processes (kill -9, SIGSTOP/SIGCONT, a partition from the state store, SIGTERM) under
+# load; it signals only its own processes. SOAK_HA_SCHEDULES (20), SOAK_HA_SEED to repeat a run.
+SOAK_HA_SCHEDULES ?= 20
+soak-ha: ## active/standby soak: random faults of the active cdcmirror under load, row by row after each schedule: SOAK_HA_SCHEDULES (20), SOAK_HA_SEED
+	@test -f .testenv/env || { echo "soak-ha: .testenv/env is missing: run 'make testenv-up'"; exit 1; }
+	set -a && . .testenv/env && set +a && TRIBUTARY_HA_SOAK_SCHEDULES=$(SOAK_HA_SCHEDULES) \
+	  $(if $(SOAK_HA_SEED),TRIBUTARY_HA_SOAK_SEED=$(SOAK_HA_SEED)) \
+	  $(GO) test -count=1 -timeout 24h -v -run '^TestSoakHA$$' ./internal/hasuite/
 
 # The long run of internal/difftest's randomized differential test (make check runs 24 cases and 8 schema-change cases).
 DIFF_CASES ?= 200
