@@ -194,8 +194,17 @@ func (r *run) execute(ctx context.Context, call *store.MergeCall, p *program, lo
 	lua.SetDebugHook(r.l, r.hook, lua.MaskCount, 1)
 
 	var in inputTimes
+	r.depthBias = 0
 	r.l.PushGoFunction(r.main(call, p, &in, load))
-	callErr := r.l.ProtectedCall(0, 1, 0)
+	callErr := r.l.ProtectedCall(0, 4, 0)
+	if callErr == nil && r.tripped == nil {
+		// The merge function and its arguments are at the bottom of the stack; calling it from
+		// there rather than from inside main keeps main's slot from under its frame, which is
+		// often what lets a fresh VM's stack (40 slots) do without growing. Its frames count one
+		// level deeper, as if main were still below them, so MaxCallDepth means what it did.
+		r.depthBias = 1
+		callErr = r.l.ProtectedCall(3, 1, 0)
+	}
 	lua.SetDebugHook(r.l, nil, 0, 0)
 	if pe := r.failed(callErr); pe != nil {
 		r.l.SetTop(0)
@@ -216,9 +225,9 @@ func (r *run) execute(ctx context.Context, call *store.MergeCall, p *program, lo
 // them.
 type inputTimes []struct{ pointer, value string }
 
-// main is the protected body of a run: it loads the program, builds the arguments and calls
-// the merge function. Everything that can fail runs here, so failures become Lua errors that
-// ProtectedCall catches.
+// main is the protected body of a run's first part: it loads the program and builds the
+// arguments, and returns the merge function and them (execute calls it). Everything that can
+// fail runs protected, so failures become Lua errors that ProtectedCall catches.
 func (r *run) main(call *store.MergeCall, p *program, times *inputTimes, load bool) lua.Function {
 	return func(l *lua.State) int {
 		if load {
@@ -256,8 +265,7 @@ func (r *run) main(call *store.MergeCall, p *program, times *inputTimes, load bo
 			}
 		}
 		r.pushContext(l, call.Context)
-		l.Call(3, 1)
-		return 1
+		return 4
 	}
 }
 

@@ -30,8 +30,11 @@ type run struct {
 	stop     atomic.Int32
 	mem      int64 // upper bound of the bytes the VM holds (see memory.go)
 	maxDepth int   // deepest call level charged for so far
-	depths   map[unsafe.Pointer]int
-	seen     map[uintptr]struct{} // the memory walk's scratch space
+	// depthBias is added to a frame's call level: 1 while the merge function runs, which
+	// execute calls from the bottom of the stack (see there), 0 before.
+	depthBias int
+	depths    map[unsafe.Pointer]int
+	seen      map[uintptr]struct{} // the memory walk's scratch space
 
 	// tripped is the limit that stopped the run. It is sticky: once set, every later
 	// instruction and library call raises it again, so pcall cannot swallow it.
@@ -155,7 +158,7 @@ func (r *run) hook(l *lua.State, _ lua.Debug) {
 		// many values are copied.
 		r.charge(l, int64(f.base-f.fn)*chargeSlot)
 	case opCall:
-		d := r.depth(f.ci) + 1
+		d := r.depth(f.ci) + r.depthBias + 1
 		if d > r.opts.MaxCallDepth+1 { // +1: the chunk itself runs at level 1
 			r.trip(l, limitCallDepth, store.KindInvalid, "calls nested deeper than "+strconv.Itoa(r.opts.MaxCallDepth))
 		}
