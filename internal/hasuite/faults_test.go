@@ -124,6 +124,20 @@ func TestFaultHAStopCont(t *testing.T) {
 	}
 }
 
+// grepLines returns the lines of log holding any of substrs.
+func grepLines(log string, substrs ...string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		for _, s := range substrs {
+			if strings.Contains(l, s) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 func firstLine(log, substr string) string {
 	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -161,6 +175,7 @@ func TestFaultHAStorePartition(t *testing.T) {
 	}
 	a.proxy.ResetAll()
 	a.awaitStatus("the healed process standby", settleDeadline, standbyOf(b.name))
+	t.Logf("the cut-off process's lease and fence lines:\n%s", grepLines(a.log(), "renewing", "stepped down", "pipeline stopped", "sink_destination_conflict"))
 	time.Sleep(loadAround)
 	h.finish()
 	if why := h.mon.kept(b.name, st.epoch(), tookOver); why != "" {
