@@ -51,6 +51,9 @@ func init() {
 	if protoLayErr == nil {
 		protoLayErr = sharedOK()
 	}
+	if protoLayErr == nil {
+		tableLay, protoLayErr = findTableLayout()
+	}
 }
 
 func findProtoLayout() (protoLayout, error) {
@@ -229,4 +232,89 @@ func sharedOK() error {
 		return fmt.Errorf("a shared Go function does not run")
 	}
 	return nil
+}
+
+// Tables built from a template. go-lua boxes a string key anew on every table store (its put
+// converts the key back to an interface), so a table of many fixed entries costs an allocation
+// per entry on top of its map. A tableTemplate holds such entries boxed once -- shared strings
+// and stateless Go functions, immutable like the values above -- and push makes a new go-lua
+// table of them: a new table struct and a new map, filled without boxing. The table is the
+// run's own; only the immutable keys and values are shared.
+
+type tableLayout struct {
+	table reflect.Type // go-lua's table struct
+	hash  uintptr      // table.hash, a map of interfaces to interfaces
+	hashT reflect.Type
+}
+
+var tableLay tableLayout
+
+func findTableLayout() (tableLayout, error) {
+	var lay tableLayout
+	l := lua.NewState()
+	l.NewTable()
+	t := reflect.TypeOf(l.ToValue(-1))
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return lay, fmt.Errorf("a table is not a pointer to a struct")
+	}
+	lay.table = t.Elem()
+	f, ok := lay.table.FieldByName("hash")
+	isAny := func(t reflect.Type) bool { return t.Kind() == reflect.Interface && t.NumMethod() == 0 }
+	if !ok || len(f.Index) != 1 || f.Type.Kind() != reflect.Map || !isAny(f.Type.Key()) || !isAny(f.Type.Elem()) {
+		return lay, fmt.Errorf("go-lua table.hash is missing or has an unexpected type")
+	}
+	lay.hash, lay.hashT = f.Offset, f.Type
+	tableLay = lay
+	// go-lua makes a table of a new struct with only the map set (newTableWithSize without an
+	// array part): check that such a table built here behaves as one.
+	tmpl := newTableTemplate(shared("k"), shared("v"))
+	tmpl.push(l)
+	l.Field(-1, "k")
+	if s, ok := l.ToString(-1); !ok || s != "v" || l.TypeOf(-2) != lua.TypeTable {
+		return lay, fmt.Errorf("a table built from a template is not a Lua table")
+	}
+	l.PushString("w")
+	l.SetField(-3, "k2")
+	l.Field(-2, "k2")
+	if s, _ := l.ToString(-1); s != "w" || l.RawLength(-3) != 0 {
+		return lay, fmt.Errorf("a table built from a template does not take new entries")
+	}
+	return lay, nil
+}
+
+// tableTemplate is the fixed entries of a table, boxed once, as keys and values of the map
+// type of go-lua's tables.
+type tableTemplate []struct{ k, v reflect.Value }
+
+// newTableTemplate makes a template of key, value pairs made by shared or sharedFunction.
+func newTableTemplate(kv ...any) tableTemplate {
+	t := make(tableTemplate, len(kv)/2)
+	for i := range t {
+		t[i].k, t[i].v = mapEntry(kv[2*i]), mapEntry(kv[2*i+1])
+	}
+	return t
+}
+
+// mapEntry holds v as a key or value of a go-lua table's map, so that storing it copies the
+// interface rather than boxing anew.
+func mapEntry(v any) reflect.Value {
+	e := reflect.New(tableLay.hashT.Key()).Elem()
+	if v != nil {
+		e.Set(reflect.ValueOf(v))
+	}
+	return e
+}
+
+// push pushes a new table holding the template's entries, with room for extra more.
+func (t tableTemplate) push(l *lua.State, extra ...reflect.Value) {
+	m := reflect.MakeMapWithSize(tableLay.hashT, len(t)+len(extra)/2)
+	for _, e := range t {
+		m.SetMapIndex(e.k, e.v)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m.SetMapIndex(extra[i], extra[i+1])
+	}
+	p := reflect.New(tableLay.table)
+	reflect.NewAt(tableLay.hashT, unsafe.Add(p.UnsafePointer(), tableLay.hash)).Elem().Set(m)
+	l.PushLightUserData(p.Interface()) // the dynamic type is go-lua's table: a Lua table
 }

@@ -3,8 +3,10 @@ package luamerge
 import (
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	lua "github.com/Shopify/go-lua"
@@ -204,15 +206,10 @@ func (r *run) pushUserData(l *lua.State, v any) {
 	l.RawGetInt(lua.RegistryIndex, regValueMeta)
 	if l.IsNil(-1) {
 		l.Pop(1)
-		l.CreateTable(0, len(valueMeta)+1)
-		for _, e := range valueMeta {
-			pushShared(l, e.k)
-			pushShared(l, e.v)
-			l.RawSet(-3)
-		}
-		pushShared(l, sharedConcat)
 		l.PushGoFunction(r.concatText)
-		l.RawSet(-3)
+		concat := mapEntry(l.ToValue(-1))
+		l.Pop(1)
+		valueMeta().push(l, sharedConcatKey(), concat)
 		l.PushValue(-1)
 		l.RawSetInt(lua.RegistryIndex, regValueMeta)
 	}
@@ -221,14 +218,15 @@ func (r *run) pushUserData(l *lua.State, v any) {
 
 // valueMeta is the bridge metatable's entries that are the same in every VM: the methods,
 // which hold no state, and the __metatable lock. __concat charges its run and is added per VM.
-var valueMeta = func() (entries []struct{ k, v any }) {
+var valueMeta = sync.OnceValue(func() tableTemplate {
+	var kv []any
 	for _, m := range valueMethods {
-		entries = append(entries, struct{ k, v any }{shared(m.name), sharedFunction(m.fn)})
+		kv = append(kv, shared(m.name), sharedFunction(m.fn))
 	}
-	return append(entries, struct{ k, v any }{shared("__metatable"), shared("json value")})
-}()
+	return newTableTemplate(append(kv, shared("__metatable"), shared("json value"))...)
+})
 
-var sharedConcat = shared("__concat")
+var sharedConcatKey = sync.OnceValue(func() reflect.Value { return mapEntry(shared("__concat")) })
 
 // text returns the string form of a bridge value at index, or of a string or number, for
 // __concat, __tostring and comparisons.
