@@ -122,11 +122,15 @@ func findProtoLayout() (protoLayout, error) {
 	return lay, nil
 }
 
-// template is a program loaded once; instantiate makes a run's copy.
+// template is a program loaded once; push makes a run's copy.
 type template struct {
 	proto unsafe.Pointer // the main function's *prototype, never run
 	keep  any            // the template closure, which keeps proto alive
 	nUp   int            // the main function's upvalues (1: _ENV)
+	// Array types that let push allocate the main function's prototype with its children in
+	// one allocation, and its upvalue pointers in another.
+	protos reflect.Type // [1+children]prototype
+	ups    reflect.Type // [nUp]*upValue
 }
 
 // loadTemplate loads bytecode into a throwaway VM and keeps the main function's prototype.
@@ -146,26 +150,45 @@ func loadTemplate(bytecode []byte) (*template, error) {
 	if n := reflect.NewAt(protoLay.descSlice, unsafe.Add(t.proto, protoLay.pUpValues)).Elem().Len(); n != t.nUp {
 		return nil, fmt.Errorf("the loaded chunk has %d upvalues for %d descriptions", t.nUp, n)
 	}
+	children := reflect.NewAt(protoLay.protoSlice, unsafe.Add(t.proto, protoLay.pChildren)).Elem().Len()
+	t.protos = reflect.ArrayOf(1+children, protoLay.proto)
+	t.ups = reflect.ArrayOf(t.nUp, protoLay.upSlice.Elem())
 	return t, nil
+}
+
+// sliceHeader is how Go lays out a slice; push points go-lua's slices at arrays it allocates.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
 }
 
 // push pushes a new closure of the program's main function onto l's stack, as Load would:
 // its own prototype tree and upvalues, _ENV bound to l's global table.
 func (t *template) push(l *lua.State) {
 	lay := &protoLay
-	p := reflect.New(lay.proto)
-	p.Elem().Set(reflect.NewAt(lay.proto, t.proto).Elem())
-	copyTree(p.UnsafePointer())
+	// The main prototype and copies of its children, in one array: [main, child 1, ...].
+	arr := reflect.New(t.protos).Elem()
+	arr.Index(0).Set(reflect.NewAt(lay.proto, t.proto).Elem())
+	p := arr.Index(0).Addr().UnsafePointer()
+	*(*unsafe.Pointer)(unsafe.Add(p, lay.pCache)) = nil
+	children := (*sliceHeader)(unsafe.Add(p, lay.pChildren))
+	if n := children.len; n > 0 {
+		reflect.Copy(arr.Slice(1, 1+n), reflect.NewAt(lay.protoSlice, unsafe.Pointer(children)).Elem())
+		*children = sliceHeader{data: arr.Index(1).Addr().UnsafePointer(), len: n, cap: n}
+		for i := range n {
+			copyTree(arr.Index(1 + i).Addr().UnsafePointer())
+		}
+	}
 
 	c := reflect.New(lay.closure)
 	cp := c.UnsafePointer()
-	*(*unsafe.Pointer)(unsafe.Add(cp, lay.clProto)) = p.UnsafePointer()
+	*(*unsafe.Pointer)(unsafe.Add(cp, lay.clProto)) = p
 	if t.nUp > 0 {
-		ups := reflect.MakeSlice(lay.upSlice, t.nUp, t.nUp)
+		ups := reflect.New(t.ups).Elem()
 		for i := range t.nUp {
 			ups.Index(i).Set(reflect.New(lay.upValue))
 		}
-		reflect.NewAt(lay.upSlice, unsafe.Add(cp, lay.clUpValues)).Elem().Set(ups)
+		*(*sliceHeader)(unsafe.Add(cp, lay.clUpValues)) = sliceHeader{data: ups.Addr().UnsafePointer(), len: t.nUp, cap: t.nUp}
 		l.PushGlobalTable()
 		home := (*any)(unsafe.Add(ups.Index(0).UnsafePointer(), lay.uvHome))
 		*home = l.ToValue(-1)
