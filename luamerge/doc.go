@@ -60,7 +60,9 @@
 // prototypes themselves are never shared, and nothing of one run reaches another. A fresh VM
 // is otherwise nearly free: its global table starts empty and materializes a library or base
 // function on first use, and the strings and stateless Go functions every VM gets alike are
-// boxed once.
+// boxed once (the bridge's metatable, below, is a new table of them in every VM). The Go maps
+// in which a run keeps its bookkeeping (which tables are arrays, the key order of objects)
+// come from a pool, empty: they keep only their capacity from an earlier run, no value.
 //
 // # The sandbox
 //
