@@ -56,7 +56,8 @@
 //     times from the kill are logged (with the takeover time the new active reports, from its
 //     acquisition until it writes):
 //     takeover case=kill ttl=3s ms=<status active> marker_ms=<marker visible> reported_ms=<..>
-//     The killed process is started again and must become standby.
+//     The new active must have logged the fence-out of the indices (every takeover of the
+//     suite checks it). The killed process is started again and must become standby.
 //   - TestFaultHAGracefulStop: SIGTERM of the active: it releases its lease, and the standby
 //     takes over at its next attempt (well within the TTL); the time is logged as case=term.
 //   - TestFaultHAStopCont: SIGSTOP of the active for three TTLs; the standby takes over; then
@@ -67,11 +68,14 @@
 //     active must say standby with a store error by its lease deadline (within three TTLs),
 //     the other take over; after 3 TTLs the partition heals (the connections that lived
 //     through it reset) and the cut-off process must say standby without a store error while
-//     the new active keeps its role and epoch.
-//   - TestFaultHAStoreRestart: the source and store are one PostgreSQL of the test's own
-//     (scripts/testenv with a private TRIBUTARY_TESTENV_HOME and free ports), restarted with
-//     `testenv restart postgres --mode fast` under load. Both processes must ride through
-//     (neither exits); at the end one is active and the other standby.
+//     the new active keeps its role and epoch. The cut-off process's renewal, step-down and
+//     fence lines are logged.
+//   - TestFaultHAStoreRestart/{fast_restart,outage}: the source and store are one PostgreSQL
+//     of the test's own (scripts/testenv with a private TRIBUTARY_TESTENV_HOME and a free
+//     port), restarted with `testenv restart postgres --mode fast`, or stopped for two TTLs
+//     and started (every lease runs out), under load. Both processes must ride through
+//     (neither exits): a row written once the server is back arrives, and the pair settles,
+//     one active and the other standby.
 //
 // # The soak
 //

@@ -46,6 +46,9 @@ func (h *harness) takeover(c string, next *proc, epoch uint64, began time.Time) 
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if !strings.Contains(next.log(), "taking over: every index of the pipeline fenced") {
+		h.t.Errorf("%s is active without having logged the fence-out of the indices", next.name)
+	}
 	logTakeover(h.t, c, h.ttl(), active, marker, st)
 	return st
 }
@@ -164,10 +167,15 @@ func TestFaultHAStorePartition(t *testing.T) {
 		}
 		return ""
 	})
-	down, _ := h.mon.first(a.name, began, func(s pipeStatus) bool { return s.role() == cdc.RoleStandby })
-	up, _ := h.mon.first(b.name, began, func(s pipeStatus) bool { return s.role() == cdc.RoleActive })
-	t.Logf("seen by the monitor: the cut-off active standby %s after the cut, the other active %s after it",
-		down.Sub(began).Round(time.Millisecond), up.Sub(began).Round(time.Millisecond))
+	since := func(proc, role string) string {
+		at, ok := h.mon.first(proc, began, func(s pipeStatus) bool { return s.role() == role })
+		if !ok {
+			return "not yet"
+		}
+		return at.Sub(began).Round(time.Millisecond).String() + " after the cut"
+	}
+	t.Logf("seen by the monitor (100ms polls): the cut-off active standby %s, the other active %s",
+		since(a.name, cdc.RoleStandby), since(b.name, cdc.RoleActive))
 	tookOver := time.Now()
 	time.Sleep(time.Until(began.Add(3 * h.ttl())))
 	if err := a.proxy.Heal(); err != nil {
@@ -186,25 +194,40 @@ func TestFaultHAStorePartition(t *testing.T) {
 func TestFaultHAStoreRestart(t *testing.T) {
 	testenv.RequireFaults(t)
 	pg := privatePostgres(t)
-	h := newHarness(t, options{pgDSN: pg.dsn})
-	a, _ := h.begin()
-	time.Sleep(loadAround)
-	epoch := epochOf(t, a)
-	began := time.Now()
-	pg.run("restart", "postgres", "--mode", "fast")
-	t.Logf("the store's server restarted in %s", time.Since(began).Round(time.Millisecond))
-	// Both ride through: a row written after the restart arrives, and the pair settles.
-	id := h.writeMarker()
-	took, _ := h.awaitDoc(id, catchUpDeadline)
-	active := h.settled()
-	st, err := active.status()
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name  string
+		fault func(h *harness)
+	}{
+		{"fast_restart", func(*harness) { pg.run("restart", "postgres", "--mode", "fast") }},
+		// Down for two TTLs: both processes lose the store, the active's lease runs out.
+		{"outage", func(h *harness) {
+			pg.run("stop", "postgres", "--mode", "fast")
+			time.Sleep(2 * h.ttl())
+			pg.run("start", "postgres")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, options{pgDSN: pg.dsn})
+			a, _ := h.begin()
+			time.Sleep(loadAround)
+			epoch := epochOf(t, a)
+			began := time.Now()
+			c.fault(h)
+			t.Logf("the store's server back after %s", time.Since(began).Round(time.Millisecond))
+			// Both ride through: a row written after the restart arrives, and the pair settles.
+			id := h.writeMarker()
+			took, _ := h.awaitDoc(id, catchUpDeadline)
+			active := h.settled()
+			st, err := active.status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("case=%s: a row written once the server was back arrived %s later; settled %s after the fault began: %s active, lease epoch %d (before: %d)",
+				c.name, took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), active.name, st.epoch(), epoch)
+			time.Sleep(loadAround)
+			h.finish()
+		})
 	}
-	t.Logf("a row written after the restart arrived %s after it; settled %s after the restart began: %s active, lease epoch %d (before: %d)",
-		took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), active.name, st.epoch(), epoch)
-	time.Sleep(loadAround)
-	h.finish()
 }
 
 // privatePG is a PostgreSQL of the test's own, run by scripts/testenv under a private
