@@ -334,6 +334,14 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 	if cause := context.Cause(tctx); errors.Is(cause, errLeaseLost) && ctx.Err() == nil {
 		err = cause
 	}
+	// A permanent failure may be the takeover seen here before the lease's loss: MariaDB ends
+	// this process's binlog dump (error 4052) as soon as the new active's registers the same
+	// server_id, and the cluster refuses a write through a rotated alias. When the lease moved
+	// on, the term lost it: standby again, not stopped for good.
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, statestore.ErrNotLeader) &&
+		leaseMoved(ctx, st, s.name, lease) {
+		err = fmt.Errorf("%w: %w", errLeaseLost, err)
+	}
 	cancel(errTermOver)
 	wg.Wait()
 	if cerr := closeTerm(p); cerr != nil {
@@ -351,6 +359,15 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 
 // errTermOver cancels what is left of a term once it ended.
 var errTermOver = errors.New("mirror: the term is over")
+
+// leaseMoved reports whether another process acquired the lease after this term did (its
+// epoch moved on); false when the store cannot tell.
+func leaseMoved(ctx context.Context, st statestore.Leaser, name string, lease statestore.Lease) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+	defer cancel()
+	cur, err := st.ReadLease(rctx, name)
+	return err == nil && cur.Epoch != lease.Epoch
+}
 
 // endTerm releases the lease when this process stops writing for a reason of its own (so the
 // standby need not wait for its expiry), and reports the step down.
