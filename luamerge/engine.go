@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -29,6 +30,10 @@ type Engine struct {
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]*list.Element // of *program
 	lru   list.List                           // most recently used first
+
+	// last is the program found last: a caller that repeats a program finds it by comparing
+	// the source, without hashing it or taking the lock.
+	last atomic.Pointer[program]
 }
 
 var _ store.Merger = (*Engine)(nil)
@@ -36,6 +41,7 @@ var _ store.Merger = (*Engine)(nil)
 // program is a compiled program, cached by the SHA-256 of its source.
 type program struct {
 	sum      [sha256.Size]byte
+	source   string // a copy of the source when it is short (fastSource), for Engine.last
 	bytecode []byte
 	tmpl     *template     // the program loaded once, copied into every run (see proto.go)
 	baseline int64         // bytes of a fresh sandbox VM with the program loaded
@@ -67,7 +73,22 @@ func (e *Engine) Compile(source string) error {
 	return nil
 }
 
+// fastSource is the longest source Engine.last finds by comparison; a program keeps a copy of
+// a source this short.
+const fastSource = 4 << 10
+
 func (e *Engine) program(source string) *program {
+	if p := e.last.Load(); p != nil && p.source != "" && p.source == source {
+		return p
+	}
+	p := e.lookup(source)
+	if p.source != "" {
+		e.last.Store(p)
+	}
+	return p
+}
+
+func (e *Engine) lookup(source string) *program {
 	// Hash the source in place: Sum256 only reads it, and a copy of a large program per run
 	// would be garbage.
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(source), len(source)))
@@ -82,6 +103,9 @@ func (e *Engine) program(source string) *program {
 	// Compile outside the lock; two callers may compile the same program at once, and the
 	// second result simply replaces the first.
 	p := &program{sum: sum}
+	if len(source) <= fastSource {
+		p.source = strings.Clone(source)
+	}
 	p.bytecode, p.err = compile(source, e.opts.MaxProgramBytes)
 	if p.err == nil {
 		var err error
