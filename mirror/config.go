@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/sink"
+	"github.com/tributary-dev/tributary/statestore"
+	"github.com/tributary-dev/tributary/statestore/sqlstate"
 )
 
 // Config is a mirror: one state store shared by one or more pipelines. Build it in Go or read
@@ -360,6 +362,10 @@ func (v *validator) stateStore(s *StateStoreConfig) {
 	}
 	if s.DSN == "" {
 		v.bad("state_store.dsn", "is required")
+	} else if s.Type == "postgres" || s.Type == "mysql" {
+		if err := sqlstate.CheckDSN(s.Type, string(s.DSN)); err != nil {
+			v.bad("state_store.dsn", "%s", strings.TrimPrefix(err.Error(), statestore.ErrInvalid.Error()+": "))
+		}
 	}
 	if s.Schema != "" && !storeSchema.MatchString(s.Schema) {
 		v.bad("state_store.schema", "use letters, digits and '_', starting with a letter or '_' (at most 63)")

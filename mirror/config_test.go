@@ -146,6 +146,12 @@ func TestConfigErrors(t *testing.T) {
 		{"twice", "  slot: s1", "  slot: s1\n  slot: s2", []string{"line 8: source.slot: is given twice"}},
 		{"bad slot", "  slot: s1", "  slot: S-1", []string{"source.slot: use a-z"}},
 		{"both forms", "state:", "pipelines: []\nstate:", []string{"pipelines: with pipelines:, write name:"}},
+		{"state and state_store", "state: /tmp/state.db", "state: /tmp/state.db\nstate_store: {type: postgres, dsn: \"${MIRROR_TEST_DSN}\"}", []string{"state_store: and state: exclude each other"}},
+		{"state_store type", "state: /tmp/state.db", "state_store: {type: redis, dsn: x}", []string{"state_store.type: must be postgres or mysql"}},
+		{"state_store dsn", "state: /tmp/state.db", "state_store: {type: mysql, dsn: \"mysql://u:" + testPassword + "@h/db\"}", []string{"state_store.dsn: the MySQL connection string is not"}},
+		{"state_store dsn parameter", "state: /tmp/state.db", "state_store: {type: mysql, dsn: \"u:" + testPassword + "@tcp(h:3306)/?tls=true\"}", []string{`state_store.dsn: the MySQL connection string's parameter "tls" is not supported`}},
+		{"state_store lease", "state: /tmp/state.db", "state_store: {type: postgres, dsn: \"${MIRROR_TEST_DSN}\", lease_ttl: 500ms}", []string{"state_store.lease_ttl: must be at least 1s"}},
+		{"state_store schema", "state: /tmp/state.db", "state_store: {type: postgres, dsn: \"${MIRROR_TEST_DSN}\", schema: \"a-b\"}", []string{"state_store.schema: use letters"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text := strings.Replace(validConfig, tc.old, tc.new, 1)
@@ -161,6 +167,9 @@ func TestConfigErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), testPassword) {
+				t.Errorf("error %q quotes the password", err)
 			}
 		})
 	}

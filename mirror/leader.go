@@ -81,8 +81,10 @@ func newLeaderState(c *StateStoreConfig, pipelines int) *leaderState {
 	return l
 }
 
-// connect opens the store, trying again with a backoff until it succeeds or ctx ends.
-func (l *leaderState) connect(ctx context.Context, log *slog.Logger) {
+// connect opens the store, trying again with a backoff until it succeeds or ctx ends;
+// failed is told of every failure (nil once it opened), so that Status says why no pipeline
+// can run.
+func (l *leaderState) connect(ctx context.Context, log *slog.Logger, failed func(error)) {
 	select {
 	case <-l.ready:
 		return // a later Run: already open
@@ -99,6 +101,7 @@ func (l *leaderState) connect(ctx context.Context, log *slog.Logger) {
 			l.store, l.err = st, nil
 			l.mu.Unlock()
 			close(l.ready)
+			failed(nil)
 			log.Info("state store opened", "type", l.cfg.Type, "schema", l.schema(), "identity", st.Identity(), "holder", l.holder)
 			return
 		}
@@ -108,6 +111,7 @@ func (l *leaderState) connect(ctx context.Context, log *slog.Logger) {
 		l.mu.Lock()
 		l.err = err
 		l.mu.Unlock()
+		failed(err)
 		if msg := err.Error(); msg != lastLogged {
 			log.Warn("opening the state store failed; trying again", "type", l.cfg.Type, "err", err, "wait", wait)
 			lastLogged = msg
@@ -146,15 +150,6 @@ func (l *leaderState) opened(ctx context.Context) statestore.Leaser {
 	case <-ctx.Done():
 		return nil
 	}
-}
-
-func (l *leaderState) openErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.store != nil {
-		return nil
-	}
-	return l.err
 }
 
 func (l *leaderState) close() error {

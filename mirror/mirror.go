@@ -351,7 +351,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 	left.Store(int64(len(m.seats)))
 	var wg sync.WaitGroup
 	if m.lead != nil {
-		wg.Go(func() { m.lead.connect(ctx, m.log) })
+		wg.Go(func() {
+			m.lead.connect(ctx, m.log, func(err error) {
+				for _, s := range m.seats {
+					s.role.set(func(ld *cdc.Leadership) { ld.StoreErr = err })
+				}
+			})
+		})
 	}
 	for i, s := range m.seats {
 		wg.Go(func() {

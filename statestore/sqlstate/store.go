@@ -516,3 +516,20 @@ func newIdentity(r io.Reader) (string, error) {
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }
+
+// CheckDSN reports, without connecting, whether OpenPostgres (kind "postgres") or OpenMySQL
+// (kind "mysql") would accept dsn: nil, or an error wrapping statestore.ErrInvalid that never
+// quotes the string. A configuration is checked with it before anything runs.
+func CheckDSN(kind, dsn string) error {
+	switch kind {
+	case "postgres":
+		if _, err := pgx.ParseConfig(dsn); err != nil {
+			return fmt.Errorf("%w: the PostgreSQL connection string does not parse", statestore.ErrInvalid)
+		}
+		return nil
+	case "mysql":
+		_, err := parseMySQLDSN(dsn)
+		return err
+	}
+	return fmt.Errorf("%w: unknown kind of store %q (postgres or mysql)", statestore.ErrInvalid, kind)
+}
