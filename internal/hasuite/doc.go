@@ -70,6 +70,10 @@
 //     through it reset) and the cut-off process must say standby without a store error while
 //     the new active keeps its role and epoch. The cut-off process's renewal, step-down and
 //     fence lines are logged.
+//   - TestFaultHAStoreSlow: the active's path to the store delayed 2s each way (no renewal
+//     completes within the 3s lease, checkpoints still pass, slowly): it must step down, the
+//     other take over; after 3 TTLs the delay is removed and the slowed process must say
+//     standby while the new active keeps its role and epoch.
 //   - TestFaultHAStoreRestart/{fast_restart,outage}: the source and store are one PostgreSQL
 //     of the test's own (scripts/testenv with a private TRIBUTARY_TESTENV_HOME and a free
 //     port), restarted with `testenv restart postgres --mode fast`, or stopped for two TTLs

@@ -286,3 +286,28 @@ func (p *privatePG) run(args ...string) {
 		p.t.Fatalf("testenv %s (private home): %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+func TestFaultHAStoreSlow(t *testing.T) {
+	testenv.RequireFaults(t)
+	h := newHarness(t, options{})
+	a, b := h.begin()
+	time.Sleep(loadAround)
+	epoch := epochOf(t, a)
+	began := time.Now()
+	// Every exchange with the store takes 4s: no renewal completes within the lease, while
+	// checkpoints still get through, slowly.
+	a.proxy.SetLatency(faultproxy.Both, 2*time.Second)
+	st := h.takeover("slow", b, epoch, began)
+	tookOver := time.Now()
+	time.Sleep(time.Until(began.Add(3 * h.ttl())))
+	if err := a.proxy.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	a.awaitStatus("the slowed process standby", settleDeadline, standbyOf(b.name))
+	t.Logf("the slowed process's lease and fence lines:\n%s", grepLines(a.log(), "renewing", "stepped down", "pipeline stopped", "sink_destination_conflict"))
+	time.Sleep(loadAround)
+	h.finish()
+	if why := h.mon.kept(b.name, st.epoch(), tookOver); why != "" {
+		t.Errorf("after the slow store: %s", why)
+	}
+}
