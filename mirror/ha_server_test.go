@@ -401,13 +401,11 @@ func runActiveStandby(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node
 		}
 		return ""
 	})
+	// No row is written until the new term began: the old active learns of the takeover from
+	// its source or its next renewal, not from a checkpoint the fence refuses (MariaDB ends its
+	// binlog dump, error 4052, once the new active's registers the same server id).
 	expired := time.Now()
 	c.store.expire(t, c.pipeline)
-	for range 30 {
-		c.tb.Exec(t, c.tb.Insert(next, next)...)
-		next++
-		time.Sleep(50 * time.Millisecond)
-	}
 	mirrortest.WaitFor(t, "a new term", nil, func() string {
 		if e := max(a.lead().Epoch, b.lead().Epoch); e <= oldEpoch {
 			return fmt.Sprintf("epochs %d, %d: not after %d", a.lead().Epoch, b.lead().Epoch, oldEpoch)
@@ -417,9 +415,13 @@ func runActiveStandby(t *testing.T, eng mirrortest.Engine, node *mirrortest.Node
 	act2, sby2 := waitRoles(t, "one active, one standby after the lease ran out", a, b)
 	t.Logf("lease run out under %s: %s active at epoch %d after %v", act.name, act2.name, act2.lead().Epoch, time.Since(expired).Round(time.Millisecond))
 	for _, line := range strings.Split(act.log.String(), "\n") {
-		if strings.Contains(line, "stepped down") || strings.Contains(line, "another replica registered") {
+		if strings.Contains(line, "stepped down") {
 			t.Logf("%s: %s", act.name, line)
 		}
+	}
+	for range 20 {
+		c.tb.Exec(t, c.tb.Insert(next, next)...)
+		next++
 	}
 	c.tb.Exec(t, mirrortest.Changes(c.tb, next, next+10)...)
 	act2.run.wait("convergence after the lease ran out", converged())
