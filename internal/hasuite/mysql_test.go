@@ -189,6 +189,9 @@ func (h *mariaHarness) takeover(c string, next *proc, epoch uint64, began time.T
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if !strings.Contains(next.log(), "taking over: every index of the pipeline fenced") {
+		h.t.Errorf("%s is active without having logged the fence-out of the indices", next.name)
+	}
 	logTakeover(h.t, c, h.ttl(), active, marker, st)
 	return st
 }
