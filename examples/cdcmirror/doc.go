@@ -138,11 +138,13 @@
 // 15 minutes, kept in memory, drawn as an inline SVG sparkline), snapshot and re-snapshot
 // progress with rate and ETA (the progress bar's figures), the reindexes asked of this
 // process, dead letters per table since the start (mirror.Mirror.DeadLettersByTable),
-// incomplete tables with their fix, and the pipeline's indices with their health. It is
-// rendered on the server (every name escaped as text), reloads itself every 5 seconds, and
-// is embedded in the binary with no script and no external resource (its
-// Content-Security-Policy forbids both), so it works offline. Names, figures and reasons
-// only, never row data.
+// incomplete tables with their fix, the pipeline's indices with their health, and with a
+// shared state store (state_store:) its role in the active/standby pair -- active, standby or
+// taking over -- with the lease holder, the lease epoch, the takeovers this process made (the
+// last one's duration) and an unreachable store. It is rendered on the server (every name
+// escaped as text), reloads itself every 5 seconds, and is embedded in the binary with no
+// script and no external resource (its Content-Security-Policy forbids both), so it works
+// offline. Names, figures and reasons only, never row data.
 //
 // status prints, per pipeline (or the one --pipeline names): when its checkpoint was saved,
 // how far the source's server is ahead of it (when the source measures lag), the PostgreSQL
