@@ -26,8 +26,12 @@ type InspectOptions struct {
 type Report struct {
 	Pipeline, Source string // the pipeline's name and its source's type
 	// StateInUse is set when a running mirror holds the state file: the stored state and the
-	// lag are then unknown here (ask that mirror).
+	// lag are then unknown here (ask that mirror). With a shared state store it is set while a
+	// process holds the pipeline's lease, and the stored state is read all the same.
 	StateInUse bool
+	// Lease is the pipeline's lease in a shared state store as read (nil with a state file):
+	// its Holder is the active process while Lease.Held().
+	Lease *statestore.Lease
 	// Checkpoint says whether a checkpoint is stored, CheckpointSaved when it was last saved
 	// (zero when unknown).
 	Checkpoint      bool
@@ -73,6 +77,14 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 		pc = cfg.Pipeline(pipeline)
 	}
 	rep := &Report{Pipeline: pipeline, Source: pc.Source.Type, StateInUse: inUse}
+	if l, ok := st.(statestore.Leaser); ok && cfg.StateStore != nil {
+		lease, err := l.ReadLease(ctx, pipeline)
+		if err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("mirror: pipeline %q: %w", pipeline, err)
+		}
+		rep.Lease = &lease
+	}
 	var cp cdc.Checkpoint
 	if st != nil {
 		defer st.Close()
@@ -115,7 +127,7 @@ func Inspect(ctx context.Context, cfg *Config, pipeline string, opts *InspectOpt
 		rep.Slot, rep.SlotErr = &info, err
 	}
 	// A debezium pipeline's lag is its consumer group's, whatever the state file holds.
-	if lr, ok := src.(cdc.LagReporter); ok && (!inUse || pc.Source.Type == "debezium") {
+	if lr, ok := src.(cdc.LagReporter); ok && (!inUse || pc.Source.Type == "debezium" || rep.Lease != nil) {
 		lag, err := lr.Lag(ctx, cp)
 		if err != nil {
 			rep.LagErr = err

@@ -55,8 +55,16 @@ func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string
 			return err
 		}
 		fmt.Fprintf(w, "pipeline %s (%s)\n", name, rep.Source)
+		if l := rep.Lease; l != nil {
+			if l.Held() {
+				fmt.Fprintf(w, "  lease: held by %s (epoch %d, %s left)\n", l.Holder, l.Epoch, l.Remaining.Round(time.Millisecond))
+			} else {
+				fmt.Fprintf(w, "  lease: free (epoch %d): no process is active\n", l.Epoch)
+			}
+		}
+		shared := rep.Lease != nil // a shared store's state is read while a process runs
 		switch {
-		case rep.StateInUse:
+		case rep.StateInUse && !shared:
 			fmt.Fprintln(w, "  checkpoint: unknown here (a running cdcmirror holds the state file)")
 		case !rep.Checkpoint:
 			fmt.Fprintln(w, "  checkpoint: none stored (the next run starts with the snapshot, or at the source's current position)")
@@ -101,7 +109,7 @@ func status(ctx context.Context, w io.Writer, cfg *mirror.Config, names []string
 			}
 		}
 		switch {
-		case rep.StateInUse:
+		case rep.StateInUse && !shared:
 		case len(rep.Indices) == 0:
 			fmt.Fprintln(w, "  indices: none owned yet")
 		default:
