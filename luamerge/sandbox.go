@@ -3,6 +3,7 @@ package luamerge
 import (
 	"math/bits"
 	"strings"
+	"sync"
 
 	lua "github.com/Shopify/go-lua"
 
@@ -138,9 +139,9 @@ func (r *run) globalIndex(l *lua.State) int {
 	case "merge":
 		r.pushMergeLib(l)
 	case "getmetatable":
-		l.PushGoFunction(getmetatable)
+		pushShared(l, sharedGetmetatable())
 	case "error":
-		l.PushGoFunction(raise)
+		pushShared(l, sharedRaise())
 	case "xpcall":
 		l.PushGoFunction(r.xpcall)
 	case "rawset":
@@ -149,12 +150,12 @@ func (r *run) globalIndex(l *lua.State) int {
 			return goLib["_G"]["rawset"](l)
 		})
 	default:
-		f := baseFunction(name)
-		if f == nil {
+		f, ok := sharedBase()[name]
+		if !ok {
 			l.PushNil()
 			return 1
 		}
-		l.PushGoFunction(f)
+		pushShared(l, f)
 	}
 	// Keep it, so the next use is an ordinary global access.
 	l.PushValue(2)
@@ -163,14 +164,35 @@ func (r *run) globalIndex(l *lua.State) int {
 	return 1
 }
 
-func baseFunction(name string) lua.Function {
-	for _, n := range baseNames {
-		if n == name {
-			return goLib["_G"][name]
+// The stateless functions of the sandbox, boxed once (see proto.go): the base functions, and
+// the math library as a table template.
+var (
+	sharedBase = sync.OnceValue(func() map[string]any {
+		m := make(map[string]any, len(baseNames))
+		for _, n := range baseNames {
+			m[n] = sharedFunction(goLib["_G"][n])
 		}
-	}
-	return nil
-}
+		return m
+	})
+	sharedGetmetatable = sync.OnceValue(func() any { return sharedFunction(getmetatable) })
+	sharedRaise        = sync.OnceValue(func() any { return sharedFunction(raise) })
+	mathLib            = sync.OnceValue(func() tableTemplate {
+		var kv []any
+		for name, f := range goLib["math"] {
+			if name != "random" && name != "randomseed" { // a merge must be a pure function
+				kv = append(kv, shared(name), sharedFunction(f))
+			}
+		}
+		kv = append(kv, shared("pi"), any(3.141592653589793), shared("huge"), any(1.7976931348623157e308))
+		for _, name := range []string{"random", "randomseed"} {
+			kv = append(kv, shared(name), sharedFunction(func(l *lua.State) int {
+				lua.Errorf(l, "math.%s is not available in merge programs: a merge must be a pure function", name)
+				return 0
+			}))
+		}
+		return newTableTemplate(kv...)
+	})
+)
 
 // getmetatable works on tables only: the metatables of strings and of the bridge's values are
 // the sandbox's, not the program's.
@@ -352,24 +374,7 @@ func (r *run) rep(l *lua.State) int {
 }
 
 func (r *run) pushMathLib(l *lua.State) {
-	fns := map[string]lua.Function{}
-	for name, f := range goLib["math"] {
-		if name != "random" && name != "randomseed" { // a merge must be a pure function
-			fns[name] = f
-		}
-	}
-	r.pushLib(l, fns)
-	l.PushNumber(3.141592653589793)
-	l.SetField(-2, "pi")
-	l.PushNumber(1.7976931348623157e308)
-	l.SetField(-2, "huge")
-	for _, name := range []string{"random", "randomseed"} {
-		l.PushGoFunction(func(l *lua.State) int {
-			lua.Errorf(l, "math.%s is not available in merge programs: a merge must be a pure function", name)
-			return 0
-		})
-		l.SetField(-2, name)
-	}
+	mathLib().push(l)
 }
 
 // tableLib holds the table functions. go-lua's loop over the length that # reports, which a
