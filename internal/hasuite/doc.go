@@ -47,7 +47,7 @@
 // sample must show no version lower than one seen before, and none above the marker's (the
 // marker was committed after every other row). Neither dead-letter file may hold a line, no
 // process may have exited unless the case stopped it, and the monitor must never have seen a
-// fencing conflict in the active's status.
+// fencing conflict (esfence.Incident) in the active's status.
 //
 // # The faults
 //
@@ -85,8 +85,8 @@
 //
 // TestSoakHA runs TRIBUTARY_HA_SOAK_SCHEDULES randomized schedules (`make soak-ha`;
 // skipped when unset). A schedule's seed draws one to three faults of the current active --
-// kill -9, SIGSTOP then SIGCONT after 0.5 to 3 TTLs, a store partition of 0.5 to 3 TTLs,
-// SIGTERM -- each after one to four seconds of load; a stopped or killed process is started
+// kill -9, SIGSTOP then SIGCONT after 0.5 to 3 TTLs, a store partition or a 2s-each-way
+// delay on the path to the store of 0.5 to 3 TTLs, SIGTERM -- each after one to four seconds of load; a stopped or killed process is started
 // again, and after each fault the pair must settle (one active, the other standby naming it,
 // no store error) within two minutes. Each schedule is a fresh pair and ends like a case.
 // TRIBUTARY_HA_SOAK_SEED sets the first seed (default random); schedule i runs seed+i, and

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/esfence"
 	"github.com/tributary-dev/tributary/internal/estest"
 	"github.com/tributary-dev/tributary/internal/faultproxy"
 	"github.com/tributary-dev/tributary/internal/testenv"
@@ -178,7 +179,8 @@ func (p *proc) start() {
 		f.Close()
 		p.mu.Lock()
 		if !p.expectExit {
-			p.unexpected = append(p.unexpected, fmt.Sprintf("%s exited on its own: %v", p.name, err))
+			p.unexpected = append(p.unexpected, fmt.Sprintf("%s exited on its own at %s: %v (%s)", p.name,
+				time.Now().Format("15:04:05.000"), err, cmd.ProcessState))
 		}
 		p.mu.Unlock()
 		close(done)
@@ -383,7 +385,7 @@ func (m *monitor) note(name string, st pipeStatus) {
 	}
 	if st.role() == cdc.RoleActive && len(m.conflicts) < 10 {
 		for _, s := range []string{st.Reason, st.LastFailure} {
-			if strings.Contains(strings.ToLower(s), "conflict") {
+			if strings.Contains(s, esfence.Incident) {
 				m.conflicts = append(m.conflicts, fmt.Sprintf("%s %s: %s", o.at.Format("15:04:05.000"), name, s))
 			}
 		}
@@ -689,7 +691,10 @@ func (h *harness) settled() *proc {
 		var sts []pipeStatus
 		for _, p := range h.procs {
 			if !p.running() {
-				h.t.Fatalf("settling: %s is not running", p.name)
+				p.mu.Lock()
+				why := strings.Join(p.unexpected, "; ")
+				p.mu.Unlock()
+				h.t.Fatalf("settling: %s is not running (%s)", p.name, why)
 			}
 			if st, err := p.status(); err == nil {
 				sts = append(sts, st)

@@ -28,9 +28,9 @@ const (
 const soakTTL = 3 * time.Second
 
 type haStep struct {
-	kind string        // kill, stop, partition, term
+	kind string        // kill, stop, partition, slow, term
 	gap  time.Duration // load before the fault
-	hold time.Duration // stop and partition: how long
+	hold time.Duration // stop, partition and slow: how long
 }
 
 type schedule struct {
@@ -42,7 +42,7 @@ func (s schedule) String() string {
 	parts := make([]string, len(s.steps))
 	for i, st := range s.steps {
 		parts[i] = fmt.Sprintf("+%.1fs %s", st.gap.Seconds(), st.kind)
-		if st.kind == "stop" || st.kind == "partition" {
+		if st.kind == "stop" || st.kind == "partition" || st.kind == "slow" {
 			parts[i] += fmt.Sprintf(" %.1fs", st.hold.Seconds())
 		}
 	}
@@ -54,7 +54,7 @@ func newSchedule(seed uint64) schedule {
 	r := rand.New(rand.NewPCG(seed, 0x4a50a))
 	s := schedule{seed: seed}
 	for range 1 + r.IntN(3) {
-		kinds := []string{"kill", "stop", "partition", "term"}
+		kinds := []string{"kill", "stop", "partition", "slow", "term"}
 		s.steps = append(s.steps, haStep{kind: kinds[r.IntN(len(kinds))],
 			gap:  time.Second + time.Duration(r.IntN(31))*100*time.Millisecond,
 			hold: soakTTL/2 + time.Duration(r.Int64N(int64(5*soakTTL/2))).Round(100*time.Millisecond)})
@@ -117,13 +117,19 @@ func runSchedule(t *testing.T, s schedule) {
 			active.signal(syscall.SIGSTOP)
 			time.Sleep(st.hold)
 			active.signal(syscall.SIGCONT)
-		case "partition":
-			active.proxy.SetBlackhole(faultproxy.Both)
+		case "partition", "slow":
+			if st.kind == "slow" {
+				active.proxy.SetLatency(faultproxy.Both, 2*time.Second)
+			} else {
+				active.proxy.SetBlackhole(faultproxy.Both)
+			}
 			time.Sleep(st.hold)
 			if err := active.proxy.Heal(); err != nil {
 				t.Fatal(err)
 			}
-			active.proxy.ResetAll()
+			if st.kind == "partition" {
+				active.proxy.ResetAll()
+			}
 		}
 		next := h.settled()
 		took := "no takeover"
