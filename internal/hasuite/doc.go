@@ -86,9 +86,10 @@
 // TestSoakHA runs TRIBUTARY_HA_SOAK_SCHEDULES randomized schedules (`make soak-ha`;
 // skipped when unset). A schedule's seed draws one to three faults of the current active --
 // kill -9, SIGSTOP then SIGCONT after 0.5 to 3 TTLs, a store partition or a 2s-each-way
-// delay on the path to the store of 0.5 to 3 TTLs, SIGTERM -- each after one to four seconds of load; a stopped or killed process is started
-// again, and after each fault the pair must settle (one active, the other standby naming it,
-// no store error) within two minutes. Each schedule is a fresh pair and ends like a case.
+// delay on the path to the store of 0.5 to 3 TTLs, SIGTERM -- each after one to four seconds
+// of load; a killed or stopped (SIGTERM) process is started again, and after each fault the
+// pair must settle (one active, the other standby naming it, no store error) within two
+// minutes. Each schedule is a fresh pair and ends like a case.
 // TRIBUTARY_HA_SOAK_SEED sets the first seed (default random); schedule i runs seed+i, and
 // a failed schedule names its seed:
 //
