@@ -332,9 +332,11 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 	// A permanent failure may be the takeover seen here before the lease's loss: MariaDB ends
 	// this process's binlog dump (error 4052) as soon as the new active's registers the same
 	// server_id, and the cluster refuses a write through a rotated alias. When the lease moved
-	// on, the term lost it: standby again, not stopped for good.
+	// on -- or the store cannot confirm that it did not (cut off from it, this process may
+	// already have lost it) --, the term lost it: standby again, not stopped for good; a
+	// failure that is this pipeline's own comes back in a later term with the store reachable.
 	if err != nil && ctx.Err() == nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, statestore.ErrNotLeader) &&
-		leaseMoved(ctx, st, s.name, lease) {
+		!leaseStillOurs(ctx, st, s.name, lease) {
 		err = fmt.Errorf("%w: %w", errLeaseLost, err)
 	}
 	cancel(errTermOver)
@@ -355,13 +357,13 @@ func (l *leaderState) term(ctx context.Context, m *Mirror, s *seat, st statestor
 // errTermOver cancels what is left of a term once it ended.
 var errTermOver = errors.New("mirror: the term is over")
 
-// leaseMoved reports whether another process acquired the lease after this term did (its
-// epoch moved on); false when the store cannot tell.
-func leaseMoved(ctx context.Context, st statestore.Leaser, name string, lease statestore.Lease) bool {
+// leaseStillOurs reports whether the store confirms that no other process acquired the lease
+// since this term did (its epoch is still the term's); false when the store cannot tell.
+func leaseStillOurs(ctx context.Context, st statestore.Leaser, name string, lease statestore.Lease) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
 	defer cancel()
 	cur, err := st.ReadLease(rctx, name)
-	return err == nil && cur.Epoch != lease.Epoch
+	return err == nil && cur.Epoch == lease.Epoch
 }
 
 // endTerm releases the lease when this process stops writing for a reason of its own (so the
@@ -489,9 +491,14 @@ func (l *leaderState) keep(ctx context.Context, m *Mirror, s *seat, st statestor
 			return
 		default:
 			s.role.set(func(ld *cdc.Leadership) { ld.StoreErr = err })
+			if !time.Now().Before(deadline) {
+				// The renewal ran into the lease's end: from now on another process may hold it.
+				lose(fmt.Errorf("%w: not renewed within the lease (%s): %w", errLeaseLost, l.ttl, err))
+				return
+			}
 			m.log.Warn("renewing the lease failed; trying again until it runs out", "pipeline", s.name, "err", err,
 				"left", time.Until(deadline).Round(time.Millisecond))
-			next = time.Now().Add(min(l.renew/4, 250*time.Millisecond))
+			next = time.Now().Add(min(l.renew/4, 250*time.Millisecond, time.Until(deadline)))
 		}
 	}
 }

@@ -81,6 +81,17 @@
 //     (neither exits): a row written once the server is back arrives, and the pair settles,
 //     one active and the other standby.
 //
+// # MariaDB
+//
+// TestFaultHAMariaDBKill and TestFaultHAMariaDBStopCont (mysql_test.go) are the kill -9 and
+// SIGSTOP/SIGCONT cases with a MariaDB source: one table of internal/mirrortest's under a
+// write load, the state store in that MariaDB (state_store type mysql, a database of the
+// case's own, reached directly). No server_id is configured: both processes register with
+// the one derived from the pipeline's name, and a takeover relies on the server ending the
+// older binlog dump of that id (error 4052 to the old active) when the new active's
+// registers; the SIGSTOP case checks that the paused process's dump leaves the server's
+// process list. Each ends as the PostgreSQL cases do.
+//
 // # The soak
 //
 // TestSoakHA runs TRIBUTARY_HA_SOAK_SCHEDULES randomized schedules (`make soak-ha`;

@@ -22,7 +22,7 @@ import (
 	"github.com/tributary-dev/tributary/internal/testenv"
 )
 
-// The MariaDB cases: the pair of the PostgreSQL cases (doc.go) with a MariaDB
+// The MariaDB cases (doc.go, MariaDB): the pair of the PostgreSQL cases with a MariaDB
 // source -- one table of mirrortest's (bigint key, text, integer, DECIMAL, BIGINT UNSIGNED
 // above 2^63, boolean, JSON) under a write load -- and the state store in that MariaDB
 // (state_store type mysql, a database of the case's own), each process reaching it directly.
