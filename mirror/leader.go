@@ -59,8 +59,9 @@ type leaderState struct {
 
 	mu    sync.Mutex
 	store statestore.Leaser
-	ready chan struct{} // closed once store is set
+	ready chan struct{} // closed once store (or fatal) is set
 	err   error         // the last failure to open it
+	fatal error         // why it can never be opened (a configuration the store refuses)
 }
 
 func newLeaderState(c *StateStoreConfig, pipelines int) *leaderState {
@@ -112,6 +113,15 @@ func (l *leaderState) connect(ctx context.Context, log *slog.Logger, failed func
 		l.err = err
 		l.mu.Unlock()
 		failed(err)
+		if errors.Is(err, statestore.ErrInvalid) {
+			// The connection string (or the schema) cannot work: no retry will open it.
+			log.Error("the state store's configuration is refused: every pipeline stops", "type", l.cfg.Type, "err", err)
+			l.mu.Lock()
+			l.fatal = cdc.Permanent(fmt.Errorf("mirror: state store: %w", err))
+			l.mu.Unlock()
+			close(l.ready)
+			return
+		}
 		if msg := err.Error(); msg != lastLogged {
 			log.Warn("opening the state store failed; trying again", "type", l.cfg.Type, "err", err, "wait", wait)
 			lastLogged = msg
@@ -140,15 +150,16 @@ func (l *leaderState) open(ctx context.Context) (*sqlstate.Store, error) {
 	return sqlstate.OpenPostgres(ctx, string(l.cfg.DSN), o)
 }
 
-// opened waits for the store: nil when ctx ended first.
-func (l *leaderState) opened(ctx context.Context) statestore.Leaser {
+// opened waits for the store: nil when ctx ended first, or with the error why it can never
+// be opened.
+func (l *leaderState) opened(ctx context.Context) (statestore.Leaser, error) {
 	select {
 	case <-l.ready:
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.store
+		return l.store, l.fatal
 	case <-ctx.Done():
-		return nil
+		return nil, nil
 	}
 }
 
@@ -208,6 +219,11 @@ func (r *roleState) status(st cdc.Status) cdc.Status {
 			return st
 		}
 		st.Health = cdc.Health{Healthy: true, Class: cdc.HealthStandby, Reason: reason}
+	case "":
+		if ld.StoreErr != nil && st.State == "not running" {
+			st.State = "stopped"
+			st.Health = cdc.Health{Class: cdc.HealthStopped, Reason: "stopped: the state store: " + ld.StoreErr.Error()}
+		}
 	case cdc.RoleTakingOver:
 		if st.State == "not running" {
 			st.State = "taking over"
@@ -238,7 +254,11 @@ func (m *Mirror) active(s *seat) (*pipeline, error) {
 // pipeline stopped for good in a term (its runner's permanent error; the lease is released
 // so that the other process may try).
 func (l *leaderState) run(ctx context.Context, m *Mirror, s *seat) error {
-	st := l.opened(ctx)
+	st, err := l.opened(ctx)
+	if err != nil {
+		s.role.set(func(ld *cdc.Leadership) { ld.Role = "" })
+		return err
+	}
 	if st == nil {
 		return nil
 	}
