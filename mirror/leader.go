@@ -60,7 +60,6 @@ type leaderState struct {
 	mu    sync.Mutex
 	store statestore.Leaser
 	ready chan struct{} // closed once store (or fatal) is set
-	err   error         // the last failure to open it
 	fatal error         // why it can never be opened (a configuration the store refuses)
 }
 
@@ -99,7 +98,7 @@ func (l *leaderState) connect(ctx context.Context, log *slog.Logger, failed func
 		cancel()
 		if err == nil {
 			l.mu.Lock()
-			l.store, l.err = st, nil
+			l.store = st
 			l.mu.Unlock()
 			close(l.ready)
 			failed(nil)
@@ -109,9 +108,6 @@ func (l *leaderState) connect(ctx context.Context, log *slog.Logger, failed func
 		if ctx.Err() != nil {
 			return
 		}
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
 		failed(err)
 		if errors.Is(err, statestore.ErrInvalid) {
 			// The connection string (or the schema) cannot work: no retry will open it.
@@ -554,20 +550,6 @@ func (g *guardedStore) Delete(ctx context.Context, pipeline, namespace, key stri
 func (g *guardedStore) DeletePipeline(ctx context.Context, pipeline string) error {
 	return g.check(g.Store.DeletePipeline(ctx, pipeline))
 }
-
-// ResetCheckpoint keeps the fenced view's (what Switch uses on a store).
-func (g *guardedStore) ResetCheckpoint(ctx context.Context, pipeline string) error {
-	r, ok := g.Store.(interface {
-		ResetCheckpoint(context.Context, string) error
-	})
-	if !ok {
-		return fmt.Errorf("mirror: the state store cannot reset a checkpoint")
-	}
-	return g.check(r.ResetCheckpoint(ctx, pipeline))
-}
-
-// Close closes only the view; the shared store is closed by Mirror.Close.
-func (g *guardedStore) Close() error { return g.Store.Close() }
 
 // fenceOut is the sink's FenceOut: how many indices had their write alias rotated.
 func fenceOut(ctx context.Context, p *pipeline) (int, error) {
