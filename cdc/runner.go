@@ -25,6 +25,12 @@ type RunnerOptions struct {
 	// BatchMaxWait closes a batch this long after its first event arrived, so a trickle of
 	// changes still reaches the sink promptly. Default 500ms.
 	BatchMaxWait time.Duration
+	// BatchIdleWait closes a batch once no event arrived for this long: when the source goes
+	// quiet (the end of a burst, a lone change), what it sent is written at once instead of
+	// waiting out BatchMaxWait, while a steady stream keeps filling batches up to their size
+	// bounds (MaxInFlight batches at the sink at once leave the next one gathering). Default
+	// 5ms; negative turns it off (batches close by size and BatchMaxWait only).
+	BatchIdleWait time.Duration
 	// MaxInFlight is how many batches may be at the sink at once when the sink is a
 	// ConcurrentSink (package sink's is): the runner goes on gathering and sending batches
 	// while earlier ones are being written, and commits them -- dead letters, checkpoint,
@@ -117,6 +123,9 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 	def(&c.BatchMaxBytes, 5<<20)
 	def(&c.MaxInFlight, 4)
 	defDur(&c.BatchMaxWait, 500*time.Millisecond)
+	if c.BatchIdleWait == 0 {
+		c.BatchIdleWait = 5 * time.Millisecond
+	}
 	defDur(&c.BackoffMin, 100*time.Millisecond)
 	defDur(&c.BackoffMax, 5*time.Second)
 	defDur(&c.StallThreshold, 2*time.Minute)
@@ -154,7 +163,8 @@ func (o *RunnerOptions) withDefaults() (RunnerOptions, error) {
 //
 // Batches. Run opens the source at the pipeline's stored checkpoint and gathers events into a
 // batch until it holds BatchMaxEvents events, would exceed BatchMaxBytes (estimated from the
-// values), or BatchMaxWait passed since its first event -- or the stream ends. Events whose
+// values), BatchMaxWait passed since its first event, or no event came for BatchIdleWait -- or
+// the stream ends. Events whose
 // Malformed is set travel in the batch for checkpoint purposes but never reach the sink: they
 // go straight to the dead-letter queue.
 //
@@ -587,10 +597,14 @@ func (r *Runner) session(ctx context.Context, reopening bool, checked *bool) err
 func (r *Runner) loop(ctx context.Context, st Stream) error {
 	p := r.newPipe(ctx, st)
 	defer p.stop()
-	var deadline <-chan time.Time
+	// deadline closes the batch BatchMaxWait after its first event; idle, once no event came for
+	// BatchIdleWait (a timer per quiet spell, not per event: it fires, sees when the last event
+	// came, and waits out the rest).
+	var deadline, idle <-chan time.Time
+	var lastAt time.Time
 	events := st.Events()
 	flush := func() error {
-		deadline = nil
+		deadline, idle = nil, nil
 		return p.dispatch()
 	}
 	for {
@@ -618,9 +632,13 @@ func (r *Runner) loop(ctx context.Context, st Stream) error {
 					return err
 				}
 			}
+			lastAt = r.o.Clock.Now()
 			if len(p.b.entries) == 0 {
 				deadline = r.o.Clock.After(r.o.BatchMaxWait)
-				p.b.since = r.o.Clock.Now()
+				p.b.since = lastAt
+			}
+			if idle == nil && r.o.BatchIdleWait > 0 {
+				idle = r.o.Clock.After(r.o.BatchIdleWait)
 			}
 			p.b.add(ev, size)
 			r.mu.Lock()
@@ -635,6 +653,14 @@ func (r *Runner) loop(ctx context.Context, st Stream) error {
 				}
 			}
 		case <-deadline:
+			if err := flush(); err != nil {
+				return err
+			}
+		case now := <-idle:
+			if quiet := now.Sub(lastAt); quiet < r.o.BatchIdleWait {
+				idle = r.o.Clock.After(r.o.BatchIdleWait - quiet)
+				break
+			}
 			if err := flush(); err != nil {
 				return err
 			}

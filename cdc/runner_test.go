@@ -135,9 +135,53 @@ func TestRunnerBatchesByBytes(t *testing.T) {
 	})
 }
 
+// TestRunnerBatchesByIdle: a batch closes once no event came for BatchIdleWait, well before
+// BatchMaxWait; events coming closer together than that keep filling it, and BatchMaxWait still
+// bounds a batch whose events never pause.
+func TestRunnerBatchesByIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 1000, BatchMaxWait: 200 * time.Millisecond,
+			BatchIdleWait: 10 * time.Millisecond})
+		st := h.run(t.Context())
+		st.send(txEvents(1, 2)...)
+		time.Sleep(6 * time.Millisecond)
+		st.send(txEvents(2, 1)...) // 6 ms later: the same batch
+		time.Sleep(9 * time.Millisecond)
+		synctest.Wait()
+		if n := len(h.sink.calls()); n != 0 {
+			t.Fatalf("%d batches 9ms after the last event, want 0 before the idle wait", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		want := [][]string{{"1/0", "1/1", "2/0"}}
+		if got := batchTxs(h.sink.calls()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		// A stream that never pauses for 10 ms: BatchMaxWait closes the batch.
+		for i := range 40 {
+			st.send(txEvents(10+i, 1)...)
+			time.Sleep(6 * time.Millisecond)
+		}
+		synctest.Wait()
+		calls := h.sink.calls()
+		if len(calls) != 2 || len(calls[1]) != 34 {
+			t.Fatalf("batches %v, want the second one closed by BatchMaxWait after 34 events", batchTxs(calls))
+		}
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		if got := batchTxs(h.sink.calls()); len(got) != 3 || len(got[2]) != 6 {
+			t.Fatalf("batches %v, want the rest in a third closed by the idle wait", got)
+		}
+		st.end(nil)
+		if err := h.wait(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestRunnerBatchesByTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 100, BatchMaxWait: 200 * time.Millisecond})
+		h := newHarness(t, cdc.RunnerOptions{BatchMaxEvents: 100, BatchMaxWait: 200 * time.Millisecond, BatchIdleWait: -1})
 		st := h.run(t.Context())
 		st.send(txEvents(1, 2)...)
 		time.Sleep(150 * time.Millisecond)

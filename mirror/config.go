@@ -176,6 +176,9 @@ type RunnerConfig struct {
 	BatchMaxEvents int
 	BatchMaxBytes  int
 	BatchMaxWait   time.Duration
+	// BatchIdleWait: a batch closes once no event came for this long (default 5ms; negative:
+	// never, batches close by size and BatchMaxWait only).
+	BatchIdleWait time.Duration
 	// MaxInFlight: batches at the sink at once, committed in order (default 4).
 	MaxInFlight int
 	// BackoffMin and BackoffMax bound the jittered waits before a pushed-back batch is offered

@@ -13,7 +13,7 @@ const (
 	knownSource   = "type, dsn, name, tables, snapshot, slot, publication, snapshot_chunk, flavor, server_id, positioning, " +
 		"signal_table, brokers, topics, topic_pattern, group, infer_types, session_timeout, instance_id, catalog, " +
 		"decimal_handling, plain_dates, kafka_tls, kafka_sasl"
-	knownRunner = "batch_max_events, batch_max_bytes, batch_max_wait, max_in_flight, backoff_min, backoff_max, " +
+	knownRunner = "batch_max_events, batch_max_bytes, batch_max_wait, batch_idle_wait, max_in_flight, backoff_min, backoff_max, " +
 		"stall_threshold, backpressure_threshold, unanswered_threshold, lag_threshold, lag_interval"
 	knownEntry  = "type, config"
 	knownConfig = "id, url, urls, index, id_fields, id_separator, auth, auto_create_index, keyless, tls, request_timeout, " +

@@ -95,6 +95,25 @@ func TestConfigValid(t *testing.T) {
 	}
 }
 
+// TestConfigBatchIdleWait: runner.batch_idle_wait reaches the runner's options, a negative
+// value (never close a batch for quiet) included.
+func TestConfigBatchIdleWait(t *testing.T) {
+	setTestEnv(t)
+	for _, tc := range []struct {
+		text string
+		want time.Duration
+	}{{"", 0}, {"  batch_idle_wait: 20ms\n", 20 * time.Millisecond}, {"  batch_idle_wait: -1ms\n", -time.Millisecond}} {
+		c, err := ParseConfig([]byte(validConfig + tc.text))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.text, err)
+		}
+		pc := &c.Pipelines[0]
+		if got := runnerOptions(pc, nil, nil).BatchIdleWait; got != tc.want {
+			t.Fatalf("%q: BatchIdleWait %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}
+
 func TestConfigPipelines(t *testing.T) {
 	setTestEnv(t)
 	c, err := ParseConfig([]byte(twoPipelines))

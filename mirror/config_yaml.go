@@ -397,6 +397,7 @@ func (p *parser) runner(n *yaml.Node, key string, r *RunnerConfig) {
 		{"batch_max_events", p.integer(&r.BatchMaxEvents)},
 		{"batch_max_bytes", p.integer(&r.BatchMaxBytes)},
 		{"batch_max_wait", p.duration(&r.BatchMaxWait)},
+		{"batch_idle_wait", p.duration(&r.BatchIdleWait)},
 		{"max_in_flight", p.integer(&r.MaxInFlight)},
 		{"backoff_min", p.duration(&r.BackoffMin)},
 		{"backoff_max", p.duration(&r.BackoffMax)},

@@ -223,6 +223,7 @@ func runnerOptions(pc *PipelineConfig, log *slog.Logger, obs cdc.Observer) *cdc.
 		BatchMaxEvents: r.BatchMaxEvents,
 		BatchMaxBytes:  r.BatchMaxBytes,
 		BatchMaxWait:   r.BatchMaxWait,
+		BatchIdleWait:  r.BatchIdleWait,
 		MaxInFlight:    r.MaxInFlight,
 		BackoffMin:     r.BackoffMin,
 		BackoffMax:     r.BackoffMax,

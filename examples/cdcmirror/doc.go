@@ -35,7 +35,7 @@
 // pipeline: (its name, given once: it keys the checkpoint and owns the indices), source:, the
 // specification's sinks: list with one entry (read by sink.ParseConfigNode, so every sink option
 // applies), state: (the bbolt state file), dlq: (the dead-letter file, JSON lines) and
-// runner: (batch_max_events, batch_max_bytes, batch_max_wait, max_in_flight, backoff_min, backoff_max,
+// runner: (batch_max_events, batch_max_bytes, batch_max_wait, batch_idle_wait, max_in_flight, backoff_min, backoff_max,
 // stall_threshold, backpressure_threshold, unanswered_threshold, lag_threshold, lag_interval;
 // zero takes the runner's default) -- or state: and pipelines:, a list of entries with name:, source:,
 // sinks:, dlq: and runner:, sharing the state file.
