@@ -50,7 +50,7 @@ COLUMNS = ["commit", "machine", "engine", "scale", "round", "position", "figure"
            "load_mean", "load_max", "rejected", "note"]
 LOAD_BOUND_ABS = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_ABS", "1.0"))
 LOAD_BOUND_REL = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_REL", "0.25"))
-POLL = 0.05  # the marker's point read, every 50 ms
+POLL = 0.005  # the marker's point read, every 5 ms (a GET by id: cheap beside either tool's work)
 _local = threading.local()
 
 
@@ -169,6 +169,43 @@ class Load:
         return {"load_mean": round(statistics.fmean(self.samples), 2), "load_max": max(self.samples)}
 
 
+class Profile:
+    """cdcmirror's CPU profile (BENCH_PEERS_PROFILE): N seconds from start(), fetched from its
+    pprof endpoint in the background -- started when the measured work starts (the snapshot's
+    process start, the load's first statement, the big transaction's COMMIT), not before."""
+
+    def __init__(self, a):
+        self.url, self.secs, self.out = getattr(a, "profile_url", None), getattr(a, "profile_secs", 0), \
+            getattr(a, "profile_out", None)
+        self._t = None
+
+    def start(self):
+        if not (self.url and self.secs and self.out):
+            return
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        deadline = time.time() + 15  # a snapshot's process may not listen yet
+        while True:
+            try:
+                r = requests.get(f"{self.url}/debug/pprof/profile", params={"seconds": self.secs},
+                                 timeout=self.secs + 30)
+                r.raise_for_status()
+                with open(self.out, "wb") as f:
+                    f.write(r.content)
+                return
+            except requests.RequestException as e:
+                if time.time() > deadline:
+                    print(f"bench-peers: no CPU profile: {e}", file=sys.stderr)
+                    return
+                time.sleep(0.1)
+
+    def wait(self):
+        if self._t:
+            self._t.join()
+
+
 def ctx_of(a):
     return dict(kv.split("=", 1) for kv in (a.ctx or []))
 
@@ -187,6 +224,8 @@ def emit(row):
 def cmd_snapshot(a):
     """Started by the driver just before the tool; the load is sampled until the snapshot is in."""
     load = Load()
+    prof = Profile(a)
+    prof.start()
     conn = pg()
     want = pg_counts(conn)
     total = sum(want.values())
@@ -198,6 +237,7 @@ def cmd_snapshot(a):
             secs = now - a.t0
             emit({**ctx_of(a), "tool": a.tool, "rows": total, "seconds": round(secs, 3),
                   "docs_per_s": round(total / secs, 1), **load.stop()})
+            prof.wait()
             return 0
         if now > deadline:
             emit({**ctx_of(a), "tool": a.tool, "rows": total, "note": "snapshot not complete", **load.stop()})
@@ -235,15 +275,19 @@ def cmd_verify(a):
     return 1 if bad else 0
 
 
-def write_marker():
-    """A marker row committed now; its id (the _id both tools give its document)."""
+def write_marker(conn=None):
+    """A marker row committed now, on conn (a connection opened before the load, so that its set-up
+    is not timed) or a new one; its id (the _id both tools give its document)."""
     mid = time.time_ns() // 1000
-    with pg(readonly=False) as c, c.cursor() as cur:
+    c = conn or pg(readonly=False)
+    with c.cursor() as cur:
         cur.execute("INSERT INTO bench_marker (id, at) VALUES (%s, now())", (mid,))
+    if conn is None:
+        c.close()
     return mid
 
 
-def wait_marker(tool, mid, deadline):
+def wait_marker(tool, mid, deadline, poll=POLL):
     idx = index_of(tool, "bench_marker")
     while time.time() < deadline:
         try:
@@ -251,7 +295,7 @@ def wait_marker(tool, mid, deadline):
                 return time.time()
         except requests.RequestException:
             pass
-        time.sleep(POLL)
+        time.sleep(poll)
     return None
 
 
@@ -261,7 +305,7 @@ def cmd_catchup(a):
     mid = write_marker()
     t0 = time.time()
     deadline = t0 + a.timeout
-    seen = wait_marker(a.tool, mid, deadline)
+    seen = wait_marker(a.tool, mid, deadline, poll=0.1)  # untimed: no need to poll hard
     conn = pg()
     _, want = behind_pgbench(conn, a.tool, 0)
     while seen is not None and time.time() < deadline:
@@ -308,7 +352,9 @@ def cmd_load(a):
     behind at that moment, then the verification (outside the timing)."""
     ctx = ctx_of(a)
     conn = pg()
+    marker_conn = pg(readonly=False)
     load = Load()
+    prof = Profile(a)
     t_start = time.time()
     row = {**ctx, "tool": a.tool}
     if a.bigtx:
@@ -319,8 +365,10 @@ def cmd_load(a):
             cur.execute("INSERT INTO bench_bulk (id, v) SELECT g, g * 7 FROM generate_series(%s, %s) g",
                         (base + 1, base + a.bigtx))
             cur.execute("COMMIT")
+        prof.start()  # the tool sees nothing of the transaction before its COMMIT
         row["rows"] = a.bigtx
     else:
+        prof.start()
         with open(a.log, "w") as logf:
             rc = subprocess.run(a.pgbench, stdout=logf, stderr=subprocess.STDOUT).returncode
         if rc != 0:
@@ -333,7 +381,7 @@ def cmd_load(a):
                     row["achieved_tps"] = round(float(line.split()[2]), 1)
                     break
     t_end = time.time()  # the load's last commit is behind us
-    mid = write_marker()
+    mid = write_marker(marker_conn)
     seen = wait_marker(a.tool, mid, t_end + a.timeout)
     row.update(load.stop())
     row["seconds"] = round(t_end - t_start, 2)
@@ -369,6 +417,7 @@ def cmd_load(a):
     if not ok:
         row["note"] = (row.get("note", "") + " index not equal to the table").strip()
     emit(row)
+    prof.wait()
     return 0 if ok and seen is not None else 1
 
 
@@ -552,9 +601,9 @@ def summarize(rows, never):
 
         def val(t):
             if t not in cell:
-                return "— (not run)"
+                return "— (every round rejected)" if any(t in by for by in rounds) else "— (not run)"
             o = cell.get(t + "_overtaken")
-            return fmt(cell.get(t), unit, 0 if snap else 2) + (f" ({o} overtaken*)" if o else "")
+            return fmt(cell.get(t), unit, 0 if snap else 3) + (f" ({o} overtaken*)" if o else "")
         lines.append((eng, scale, fig, val("cdcmirror"), val("pgsync"),
                       fmt(rs, "×", 2), fmt(cell.get("cdcmirror_load"), "", 1), fmt(cell.get("pgsync_load"), "", 1),
                       fmt(cell.get("cdcmirror_behind"), "", 0), fmt(cell.get("pgsync_behind"), "", 0),
@@ -678,7 +727,7 @@ def chart_png(chart, path, title):
             axes[1].hlines(p["median"] / 10, x - 0.4, x + 0.4, colors="red", linestyles=":", linewidth=1,
                            label="goal: ≤ pgsync / 10" if not any(ff.endswith("@max") for _, _, ff, _, _ in mk[:x]) else None)
     axes[1].set_xticks(range(len(mk)), [f"{ {'opensearch': 'OS', 'elasticsearch': 'ES'}.get(e, e)} s{s}\n{f}" for e, s, f, _, _ in mk], fontsize=7, rotation=30)
-    axes[1].set_title("Convergence: marker visible by GET (50 ms polls); if the marker overtook rows: index equal", fontsize=9)
+    axes[1].set_title("Convergence: marker visible by GET (5 ms polls); if the marker overtook rows: index equal", fontsize=9)
     axes[1].legend(fontsize=8)
     gl = chart["goals"]
     ax = axes[2]
@@ -718,6 +767,10 @@ def main():
     ld.add_argument("--log", default="/dev/null")
     ld.add_argument("--bigtx", type=int, default=0)
     ld.add_argument("--ctx", nargs="*")
+    for sp in (s, ld):  # cdcmirror's CPU profile of the measured work (BENCH_PEERS_PROFILE)
+        sp.add_argument("--profile-url")
+        sp.add_argument("--profile-secs", type=int, default=0)
+        sp.add_argument("--profile-out")
     ld.add_argument("pgbench", nargs=argparse.REMAINDER)
     su = sub.add_parser("sustained")
     su.add_argument("--ctx", nargs="*")
