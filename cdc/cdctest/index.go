@@ -1,7 +1,9 @@
 package cdctest
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/tributary-dev/tributary/cdc"
 )
@@ -83,5 +85,46 @@ func (x *VersionedIndex) Equal(t testing.TB, want map[int64]IndexDoc) {
 	}
 	if bad > 0 {
 		t.Fatalf("%d rows differ (of %d in the table)", bad, len(want))
+	}
+}
+
+// AwaitResnapshot consumes st's events -- each handed to apply, its checkpoint acknowledged --
+// until the stream reports the re-snapshot id ended, and returns that progress. A stream
+// reports a re-snapshot ended once its rows are in Events, not once they were received: the
+// events already waiting in the channel at that moment are consumed too before it returns,
+// so every row the re-snapshot emitted has been applied.
+func AwaitResnapshot(ctx context.Context, t testing.TB, st cdc.Stream, id string, apply func(cdc.Event)) cdc.SnapshotProgress {
+	t.Helper()
+	take := func(ev cdc.Event, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Fatalf("stream ended: %v", st.Err())
+		}
+		apply(ev)
+		if ev.Checkpoint != nil {
+			if err := st.Ack(ctx, ev.Checkpoint); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for {
+		select {
+		case ev, ok := <-st.Events():
+			take(ev, ok)
+			continue
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatalf("re-snapshot %s not ended before the deadline: %+v", id, st.Progress())
+		}
+		if p := st.Progress(); p.Resnapshot == id && !p.Active {
+			for {
+				select {
+				case ev, ok := <-st.Events():
+					take(ev, ok)
+				default:
+					return p
+				}
+			}
+		}
 	}
 }

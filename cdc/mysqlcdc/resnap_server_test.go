@@ -319,28 +319,8 @@ func TestResnapshotRequests(t *testing.T) {
 	idx := cdctest.NewVersionedIndex(0, 1, 2)
 	wait := func(id string) {
 		t.Helper()
-		for {
-			select {
-			case ev, ok := <-st.Events():
-				if !ok {
-					t.Fatalf("stream ended: %v", st.Err())
-				}
-				idx.Apply(t, ev)
-				if ev.Checkpoint != nil {
-					if err := st.Ack(ctx, ev.Checkpoint); err != nil {
-						t.Fatal(err)
-					}
-				}
-			case <-time.After(20 * time.Millisecond):
-				if p := st.Progress(); p.Resnapshot == id && !p.Active {
-					if p.Error != "" {
-						t.Fatalf("re-snapshot %s: %s", id, p.Error)
-					}
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("timed out: %+v", st.Progress())
-			}
+		if p := cdctest.AwaitResnapshot(ctx, t, st, id, func(ev cdc.Event) { idx.Apply(t, ev) }); p.Error != "" {
+			t.Fatalf("re-snapshot %s: %s", id, p.Error)
 		}
 	}
 	id, err := src.Resnapshot(ctx, cdc.ResnapshotRequest{Tables: []string{table}, Where: "id % 3 = 0 AND id > 30"})
@@ -413,38 +393,20 @@ func TestResnapshotAcrossDDL(t *testing.T) {
 	}
 	idx := cdctest.NewVersionedIndex(0, 1, 2)
 	altered, widest := false, 0
-	for {
-		select {
-		case ev, ok := <-st.Events():
-			if !ok {
-				t.Fatalf("stream ended: %v", st.Err())
-			}
-			idx.Apply(t, ev)
-			if ev.Op == cdc.Read && altered {
-				widest = max(widest, len(ev.After))
-			}
-			if ev.Checkpoint != nil {
-				if err := st.Ack(ctx, ev.Checkpoint); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if !altered && idx.Reads >= 100 {
-				altered = true
-				if err := s.exec(fmt.Sprintf("ALTER TABLE %s ADD COLUMN extra INT NOT NULL DEFAULT 5", q)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			continue
-		case <-time.After(20 * time.Millisecond):
-		case <-ctx.Done():
-			t.Fatalf("timed out: %+v", st.Progress())
+	p := cdctest.AwaitResnapshot(ctx, t, st, id, func(ev cdc.Event) {
+		idx.Apply(t, ev)
+		if ev.Op == cdc.Read && altered {
+			widest = max(widest, len(ev.After))
 		}
-		if p := st.Progress(); p.Resnapshot == id && !p.Active {
-			if p.Error != "" || p.RowsDone < 600 {
-				t.Fatalf("re-snapshot ended with %+v", p)
+		if !altered && idx.Reads >= 100 {
+			altered = true
+			if err := s.exec(fmt.Sprintf("ALTER TABLE %s ADD COLUMN extra INT NOT NULL DEFAULT 5", q)); err != nil {
+				t.Fatal(err)
 			}
-			break
 		}
+	})
+	if p.Error != "" || p.RowsDone < 600 {
+		t.Fatalf("re-snapshot ended with %+v", p)
 	}
 	if len(idx.Docs) != 600 {
 		t.Fatalf("%d rows reached the index, want 600", len(idx.Docs))

@@ -285,28 +285,8 @@ func TestResnapshotRequests(t *testing.T) {
 	idx := cdctest.NewVersionedIndex(0, 1, 2)
 	wait := func(id string) {
 		t.Helper()
-		for {
-			select {
-			case ev, ok := <-st.Events():
-				if !ok {
-					t.Fatalf("stream ended: %v", st.Err())
-				}
-				idx.Apply(t, ev)
-				if ev.Checkpoint != nil {
-					if err := st.Ack(ctx, ev.Checkpoint); err != nil {
-						t.Fatal(err)
-					}
-				}
-			case <-time.After(20 * time.Millisecond):
-				if p := st.Progress(); p.Resnapshot == id && !p.Active {
-					if p.Error != "" {
-						t.Fatalf("re-snapshot %s: %s", id, p.Error)
-					}
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("timed out: %+v", st.Progress())
-			}
+		if p := cdctest.AwaitResnapshot(ctx, t, st, id, func(ev cdc.Event) { idx.Apply(t, ev) }); p.Error != "" {
+			t.Fatalf("re-snapshot %s: %s", id, p.Error)
 		}
 	}
 	id, err := src.Resnapshot(ctx, cdc.ResnapshotRequest{Tables: []string{table}, Where: "id % 3 = 0 AND id > 30"})
