@@ -31,16 +31,16 @@ type pathToken struct {
 }
 
 func (e *encoder) pointer() string {
-	var b strings.Builder
+	var b []byte
 	for _, t := range e.path {
-		b.WriteByte('/')
+		b = append(b, '/')
 		if t.index >= 0 {
-			b.WriteString(strconv.Itoa(t.index))
+			b = strconv.AppendInt(b, int64(t.index), 10)
 		} else {
-			b.WriteString(strings.ReplaceAll(strings.ReplaceAll(t.key, "~", "~0"), "/", "~1"))
+			b = jsonenc.AppendPointerToken(b, t.key)
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 func (e *encoder) where() string {
@@ -263,7 +263,7 @@ func (r *run) lookup(l *lua.State, idx int, pointer string) bool {
 			l.Pop(1)
 			return false
 		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok = jsonenc.UnescapePointerToken(tok)
 		if _, isArray := r.arrays[l.ToValue(-1)]; isArray {
 			i, err := strconv.Atoi(tok)
 			if err != nil || i < 0 {

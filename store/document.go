@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/internal/jsonenc"
 )
 
 // DefaultMaxDocumentBytes is the default limit on a document's JSON encoding: well inside
@@ -195,7 +197,7 @@ func resolvePointer(root any, pointer string) (any, error) {
 	}
 	cur := root
 	for _, tok := range strings.Split(pointer[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		tok = jsonenc.UnescapePointerToken(tok)
 		switch node := cur.(type) {
 		case map[string]any:
 			v, ok := node[tok]

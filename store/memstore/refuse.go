@@ -209,7 +209,7 @@ func (c *checker) members() error {
 		}
 		mark := len(c.path)
 		c.path = append(c.path, '/')
-		c.path = append(c.path, pointerEscaper.Replace(name)...)
+		c.path = jsonenc.AppendPointerToken(c.path, name)
 		n++
 		if !strings.HasPrefix(name, "$") {
 			dollarOnly = false
@@ -359,8 +359,3 @@ func decimalParts(lit string) (neg bool, digits string, exp int) {
 	exp += len(all) - len(trimmed)
 	return neg, trimmed, exp
 }
-
-// pointerEscaper escapes a member name for a JSON Pointer (RFC 6901): "~" as "~0", "/" as "~1".
-// It is built once: a Replacer is safe for concurrent use, and building one per name cost a
-// fifth of a memstore write.
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
