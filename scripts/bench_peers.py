@@ -21,9 +21,16 @@ engine's node) and PEERS_CDC_DLQ; PEERS_CSV is the CSV the rows are appended to.
 
 Fairness: each contender runs alone (the other one stopped) while its figure is measured; the
 1-minute load average (/proc/loadavg) is sampled every 0.5 s from the figure's start to its end
-(mean and max in the row). A round's figure is REJECTED when the two contenders' mean load
-averages differ by more than max(LOAD_BOUND_ABS, LOAD_BOUND_REL x the larger) (defaults 1.0 and
-0.25): on a quiet machine one unit of load, on a busy one a quarter of it.
+(mean and max in the row), and the load from OUTSIDE the measured stack is taken over the same
+span (ext_cpu): the cores the machine spent (user, system and steal time, /proc/stat) less those
+the stack spent (the driver and everything it started -- the contenders, pgbench, Redis, this
+helper -- and the private servers with their children, /proc/PID/stat with reaped children).
+A round's figure is REJECTED when the two contenders' outside loads differ by more than
+max(EXT_BOUND_ABS, EXT_BOUND_REL x the larger) (defaults 0.25 cores and 0.25). The load average
+counts the contender itself and the work it makes the servers do, so a tool that drives the node
+harder would be measured under a higher load by its own doing; what the rule must catch is work
+that is neither. Rows written before ext_cpu existed are judged by their load averages: rejected
+when they differ by more than max(LOAD_BOUND_ABS, LOAD_BOUND_REL x the larger) (1.0 and 0.25).
 """
 import argparse
 import csv
@@ -47,9 +54,12 @@ TABLES = {  # table -> (key column, compared column)
 TOOLS = ("cdcmirror", "pgsync")
 COLUMNS = ["commit", "machine", "engine", "scale", "round", "position", "figure", "tool", "rows", "seconds",
            "docs_per_s", "offered_tps", "achieved_tps", "marker_s", "behind_at_marker", "equal_s", "ratio",
-           "load_mean", "load_max", "rejected", "note"]
+           "load_mean", "load_max", "rejected", "note", "ext_cpu"]
 LOAD_BOUND_ABS = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_ABS", "1.0"))
 LOAD_BOUND_REL = float(os.environ.get("BENCH_PEERS_LOAD_BOUND_REL", "0.25"))
+EXT_BOUND_ABS = float(os.environ.get("BENCH_PEERS_EXT_BOUND_ABS", "0.25"))
+EXT_BOUND_REL = float(os.environ.get("BENCH_PEERS_EXT_BOUND_REL", "0.25"))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 POLL = 0.005  # the marker's point read, every 5 ms (a GET by id: cheap beside either tool's work)
 _local = threading.local()
 
@@ -148,11 +158,69 @@ def os_scan(index, table):
         after = hits[-1]["sort"]
 
 
+def proc_stat(pid):
+    """(ppid, clock ticks of the process and of its reaped children) from /proc/PID/stat; None
+    when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    f = s[s.rindex(")") + 2:].split()  # f[0] is field 3 (state): ppid is field 4, utime..cstime 14-17
+    return int(f[1]), sum(int(x) for x in f[11:15])
+
+
+def stack_roots():
+    """The measured stack's roots: the driver (PEERS_DRIVER_PID: the contenders, pgbench, Redis
+    and this helper descend from it), this helper, and the private servers (their pid files
+    under TRIBUTARY_TESTENV_HOME, kept only when the process's command line names that home)."""
+    roots = {os.getpid()}
+    if os.environ.get("PEERS_DRIVER_PID", "").isdigit():
+        roots.add(int(os.environ["PEERS_DRIVER_PID"]))
+    home = os.environ.get("TRIBUTARY_TESTENV_HOME", "")
+    run = os.path.join(home, "run")
+    for srv in (os.listdir(run) if home and os.path.isdir(run) else []):
+        try:
+            with open(os.path.join(run, srv, srv + ".pid")) as f:
+                pid = int(f.read().split()[0])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if home.encode() in f.read():
+                    roots.add(pid)
+        except (OSError, ValueError, IndexError):
+            pass
+    return roots
+
+
+def cpu_ticks():
+    """(the machine's busy clock ticks: user, nice, system, steal; the stack's: its roots and
+    every descendant, each with its reaped children -- a process that ended meanwhile is in its
+    parent's)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    machine = v[0] + v[1] + v[2] + v[7]  # guest time is inside user; idle, iowait, irq, softirq are not
+    procs = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit() and (st := proc_stat(e)):
+            procs[int(e)] = st
+    children = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    seen, todo = set(), [r for r in stack_roots() if r in procs]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(children.get(p, []))
+    return machine, sum(procs[p][1] for p in seen)
+
+
 class Load:
-    """The machine's 1-minute load average, sampled every 0.5 s while a figure runs."""
+    """The machine's 1-minute load average, sampled every 0.5 s while a figure runs, and the
+    cores spent outside the measured stack over the same span (ext_cpu)."""
 
     def __init__(self):
         self.samples, self._stop = [], threading.Event()
+        self._t0, self._ticks0 = time.time(), cpu_ticks()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
@@ -166,7 +234,11 @@ class Load:
     def stop(self):
         self._stop.set()
         self._t.join()
-        return {"load_mean": round(statistics.fmean(self.samples), 2), "load_max": max(self.samples)}
+        (m0, s0), (m1, s1) = self._ticks0, cpu_ticks()
+        secs = max(time.time() - self._t0, 1e-3)
+        ext = max((m1 - m0) - (s1 - s0), 0) / CLK_TCK / secs
+        return {"load_mean": round(statistics.fmean(self.samples), 2), "load_max": max(self.samples),
+                "ext_cpu": round(ext, 2)}
 
 
 class Profile:
@@ -476,6 +548,27 @@ def bound(a, b):
     return max(LOAD_BOUND_ABS, LOAD_BOUND_REL * max(a, b))
 
 
+def unfair(c, p):
+    """Whether two contenders' rows of a round's figure were measured under loads too different:
+    their outside loads (ext_cpu), or for rows without it their load averages."""
+    ce, pe = fnum(c.get("ext_cpu")), fnum(p.get("ext_cpu"))
+    if ce is not None and pe is not None:
+        return abs(ce - pe) > max(EXT_BOUND_ABS, EXT_BOUND_REL * max(ce, pe))
+    cl, pl = fnum(c["load_mean"]) or 0, fnum(p["load_mean"]) or 0
+    return abs(cl - pl) > bound(cl, pl)
+
+
+def rule_text(rows):
+    """The rejection rule the rows were judged by, for the report's header."""
+    if any(fnum(r.get("ext_cpu")) is not None for r in rows):
+        return (f"A round's figure is rejected when the load from outside the measured stack (ext_cpu: the "
+                f"cores the machine spent less those of the contenders, pgbench, Redis and the servers) "
+                f"differs between the contenders by more than max({EXT_BOUND_ABS} cores, {EXT_BOUND_REL} × the "
+                f"larger); the 1-min load averages are shown beside it")
+    return (f"A round's figure is rejected when the contenders' mean 1-min load averages differ by more "
+            f"than max({LOAD_BOUND_ABS}, {LOAD_BOUND_REL} × the larger)")
+
+
 def pairs(rows):
     """(engine, scale, round, figure) -> {tool: row} for the contenders' rows."""
     out = {}
@@ -489,8 +582,7 @@ def cmd_judge(a):
     rows = read_rows(a.csv)
     for key, by in pairs(rows).items():
         if len(by) == 2:
-            c, p = (float(by[t]["load_mean"] or 0) for t in TOOLS)
-            rej = "1" if abs(c - p) > bound(c, p) else "0"
+            rej = "1" if unfair(by["cdcmirror"], by["pgsync"]) else "0"
         else:
             rej = "0"  # one contender (pgsync cannot target the engine): nothing to be unfair to
         for r in by.values():
@@ -555,10 +647,16 @@ def converged(r, never):
     return m, False
 
 
+def load_cell(cell, tool):
+    """A contender's load averages, and (rows that have it) its outside load in cores."""
+    ext = cell.get(tool + "_ext")
+    return fmt(cell.get(tool + "_load"), "", 1) + (f"; outside {fmt(ext, '', 2)}" if ext else "")
+
+
 def summarize(rows, never):
     """The table: one line per (engine, scale, figure) with medians and spreads of accepted rounds."""
     lines = []
-    chart = {"snap": [], "marker": [], "goals": []}
+    chart = {"snap": [], "marker": [], "goals": [], "never": never}
     figs = {}
     for (eng, scale, rnd, fig), by in pairs(rows).items():
         figs.setdefault((eng, int(scale or 0), fig), []).append(by)
@@ -578,6 +676,7 @@ def summarize(rows, never):
                 cell[t] = spread([c for c, _ in conv])
                 cell[t + "_overtaken"] = sum(1 for _, o in conv if o)
             cell[t + "_load"] = spread([fnum(r["load_mean"]) for r in rs])
+            cell[t + "_ext"] = spread([fnum(r.get("ext_cpu")) for r in rs])
             cell[t + "_behind"] = spread([fnum(r["behind_at_marker"]) for r in rs])
             cell[t + "_tps"] = spread([fnum(r["achieved_tps"]) for r in rs])
         ratios = []
@@ -605,7 +704,7 @@ def summarize(rows, never):
             o = cell.get(t + "_overtaken")
             return fmt(cell.get(t), unit, 0 if snap else 3) + (f" ({o} overtaken*)" if o else "")
         lines.append((eng, scale, fig, val("cdcmirror"), val("pgsync"),
-                      fmt(rs, "×", 2), fmt(cell.get("cdcmirror_load"), "", 1), fmt(cell.get("pgsync_load"), "", 1),
+                      fmt(rs, "×", 2), load_cell(cell, "cdcmirror"), load_cell(cell, "pgsync"),
                       fmt(cell.get("cdcmirror_behind"), "", 0), fmt(cell.get("pgsync_behind"), "", 0),
                       fmt(cell.get("cdcmirror_tps"), "", 0), rej, goal))
         entry = (eng, scale, fig, cell, rs)
@@ -635,9 +734,8 @@ def cmd_report(a):
     out.append(f"# bench-peers: {a.title}\n")
     out.append(f"Commit {', '.join(sorted(meta[0]))}; machine {', '.join(sorted(meta[1]))}. Generated by "
                f"scripts/bench-peers from {os.path.basename(a.csv)} (never edited by hand). Cells: median "
-               f"[min–max] (n = accepted rounds). A round's figure is rejected when the contenders' mean 1-min "
-               f"load averages differ by more than max({LOAD_BOUND_ABS}, {LOAD_BOUND_REL} × the larger).\n")
-    out.append("| engine | scale | figure | cdcmirror | pgsync | ratio | load cdcmirror | load pgsync | "
+               f"[min–max] (n = accepted rounds). {rule_text(rows)}.\n")
+    out.append("| engine | scale | figure | cdcmirror | pgsync | ratio | load cdcmirror (1-min average; outside the stack: cores) | load pgsync | "
                "behind at marker (cdcmirror) | behind (pgsync) | achieved tps (cdcmirror run) | rejected | goal |")
     out.append("|" + "---|" * 13)
     for ln in lines:
@@ -689,60 +787,81 @@ def chart_png(chart, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2), gridspec_kw={"width_ratios": [1, 2, 1]})
+    gl = chart["goals"]
+    panels = [1, 2] + ([1] if gl else [])  # no goal benchmarks in the run: no empty panel
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.7 * len(panels), 5.6), gridspec_kw={"width_ratios": panels})
     colors = {"cdcmirror": "tab:blue", "pgsync": "tab:orange"}
+    short = {"opensearch": "OpenSearch", "elasticsearch": "Elasticsearch"}
 
-    def bars(ax, entries, ylabel, w=0.38):
-        for i, tool in enumerate(TOOLS):
+    def bars(ax, entries, ylabel, label_fmt, w=0.38):
+        present = [t for t in TOOLS if any(t in cell for _, _, _, cell, _ in entries)]
+        for i, tool in enumerate(present if len(present) == 1 else TOOLS):  # one contender: centred
             xs, ys, lo, hi = [], [], [], []
             for x, (_, _, _, cell, _) in enumerate(entries):
                 s = cell.get(tool)
                 if s:
-                    xs.append(x + (i - 0.5) * w)
+                    xs.append(x + ((i - 0.5) * w if len(present) > 1 else 0))
                     ys.append(s["median"])
                     lo.append(s["median"] - s["min"])
                     hi.append(s["max"] - s["median"])
-            b = ax.bar(xs, ys, w, yerr=[lo, hi], capsize=3, label=tool, color=colors[tool])
-            ax.bar_label(b, fmt="%.3g", fontsize=7)
-        ax.set_ylabel(ylabel)
+            if xs:
+                b = ax.bar(xs, ys, w, yerr=[lo, hi], capsize=3, label=tool, color=colors[tool])
+                ax.bar_label(b, labels=[label_fmt(y) for y in ys], fontsize=7, padding=2)
+        ax.set_ylabel(ylabel, fontsize=8)
 
     snap = chart["snap"]
-    bars(axes[0], snap, "documents per second (median, min–max)")
-    axes[0].set_xticks(range(len(snap)), [f"{e}\nscale {s}\n" + (f"×{rs['median']:.1f}" if rs else "")
+    bars(axes[0], snap, "documents per second (median; bars: min–max)", lambda y: f"{y:,.0f}")
+    axes[0].set_xticks(range(len(snap)), [f"{short.get(e, e)}\nscale {s}" + (f"\ncdcmirror {rs['median']:.1f}× pgsync" if rs else "")
                                           for e, s, _, _, rs in snap], fontsize=8)
-    axes[0].set_title("Snapshot (goal: cdcmirror ≥ 5× pgsync at scales 5 and 20)", fontsize=9)
+    axes[0].set_title("Initial snapshot (goal: ≥ 5× pgsync)", fontsize=9)
+    axes[0].set_xlim(-0.6, len(snap) - 0.4)
+    for x, (_, _, _, cell, _) in enumerate(snap):
+        if not any(t in cell for t in TOOLS):
+            axes[0].text(x, 0.5, "every round rejected", ha="center", va="center", fontsize=8,
+                         transform=axes[0].get_xaxis_transform())
     for x, (e, s, _, cell, _) in enumerate(snap):
         p = cell.get("pgsync")
         if p and s in (5, 20):
             axes[0].hlines(5 * p["median"], x - 0.4, x + 0.4, colors="green", linestyles="--", linewidth=1,
                            label="goal: 5× pgsync" if x == 0 else None)
-    axes[0].legend(fontsize=8)
+    if axes[0].get_legend_handles_labels()[0]:  # every round rejected: no bars, no legend
+        axes[0].legend(fontsize=8)
     mk = chart["marker"]
-    bars(axes[1], mk, "seconds from the load's last commit until the marker is visible")
-    axes[1].set_yscale("symlog", linthresh=1)
-    axes[1].axhline(2, color="green", linestyle="--", linewidth=1, label="goal at the sustained rate: ≤ 2 s")
+    # A log scale from 10 ms: cdcmirror's markers (tens of ms) and pgsync's (seconds to never) both show.
+    bars(axes[1], mk, "seconds from the load's last commit until the marker is visible (log)",
+         lambda y: "never" if y >= chart["never"] else f"{y:.3f}" if y < 1 else f"{y:.3g}")
+    axes[1].set_yscale("log")
+    axes[1].set_ylim(0.01, 3e4)  # room above "never" (the timeout) for the legend
+    axes[1].axhline(2, color="green", linestyle="--", linewidth=1, label="goal at the sustained rate (@max): ≤ 2 s")
     for x, (e, s, f, cell, _) in enumerate(mk):
         p = cell.get("pgsync")
         if f.endswith("@max") and p:
             axes[1].hlines(p["median"] / 10, x - 0.4, x + 0.4, colors="red", linestyles=":", linewidth=1,
-                           label="goal: ≤ pgsync / 10" if not any(ff.endswith("@max") for _, _, ff, _, _ in mk[:x]) else None)
-    axes[1].set_xticks(range(len(mk)), [f"{ {'opensearch': 'OS', 'elasticsearch': 'ES'}.get(e, e)} s{s}\n{f}" for e, s, f, _, _ in mk], fontsize=7, rotation=30)
-    axes[1].set_title("Convergence: marker visible by GET (5 ms polls); if the marker overtook rows: index equal", fontsize=9)
-    axes[1].legend(fontsize=8)
-    gl = chart["goals"]
-    ax = axes[2]
-    for x, (g, s, _) in enumerate(gl):
-        ax.bar([x], [s["median"]], 0.6, yerr=[[s["median"] - s["min"]], [s["max"] - s["median"]]], capsize=3,
-               color="tab:blue")
-        ax.text(x, s["median"], f"{s['median']:.2f}", ha="center", va="bottom", fontsize=8)
-        goal = {"goal:runner/ceiling": 0.9, "goal:coalesced/explicit": 0.8, "goal:fresh/reused": 1.25}.get(g)
-        if goal:
-            ax.hlines(goal, x - 0.4, x + 0.4, colors="green", linestyles="--", linewidth=1)
-            ax.text(x + 0.32, goal, f"goal {'≤' if g.endswith('reused') else '≥'} {goal}", fontsize=7, color="green")
-    ax.set_xticks(range(len(gl)), [f"{g[5:]}\n{c.replace('Benchmark', '')}" for g, _, c in gl], fontsize=6, rotation=30)
-    ax.set_title("make bench goals (same session)", fontsize=9)
+                           label="goal at @max: ≤ pgsync / 10" if not any(ff.endswith("@max") for _, _, ff, _, _ in mk[:x]) else None)
+    axes[1].set_xticks(range(len(mk)), [f"{short.get(e, e)} s{s}\n{f}" + (f"\n(pgsync {o} overtaken)" if (o := cell.get("pgsync_overtaken")) else "")
+                                        for e, s, f, cell, _ in mk], fontsize=7)
+    axes[1].set_title("Convergence: marker row visible by GET (polled every 5 ms); where pgsync's marker\n"
+                      "overtook rows of the load, its figure is the time its index was found equal", fontsize=9)
+    axes[1].legend(fontsize=7, loc="upper left", ncol=2)
+    if gl:
+        ax = axes[2]
+        for x, (g, s, case) in enumerate(gl):
+            met = GOALS[g][2](s["median"]) if g in GOALS else True
+            ax.bar([x], [s["median"]], 0.6, yerr=[[s["median"] - s["min"]], [s["max"] - s["median"]]], capsize=3,
+                   color="tab:blue" if met else "tab:red")
+            ax.text(x, s["max"], f"{s['median']:.2f}", ha="center", va="bottom", fontsize=8)
+            goal = {"goal:runner/ceiling": 0.9, "goal:coalesced/explicit": 0.8, "goal:fresh/reused": 1.25}.get(g)
+            if goal:
+                ax.hlines(goal, x - 0.4, x + 0.4, colors="green", linestyles="--", linewidth=1)
+        labels = []
+        for g, _, case in gl:
+            c = case.replace("Benchmark", "").replace("RunnerVsCeiling/", "").replace("Coalescing/", "")
+            c = c.replace("elasticsearch", "ES").replace("opensearch", "OS").replace("MergeRatios", "")
+            labels.append(f"{g[5:]}\n{c}\ngoal {GOALS[g][1] if g in GOALS else ''}".rstrip())
+        ax.set_xticks(range(len(gl)), labels, fontsize=6, rotation=35, ha="right")
+        ax.set_title("make bench goals, same run (red: missed; dashed: the goal)", fontsize=9)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=100)
     print(f"bench-peers: wrote {path}", file=sys.stderr)
 

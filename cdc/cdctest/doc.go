@@ -21,4 +21,11 @@
 // CrashScenario, CrashWriter, StartCrashChild, RunCrashChild and CheckCrashSinkLog drive the sources' crash
 // tests: a pipeline subprocess killed at random points and restarted from its state file, and
 // a check that the sink log, applied with external-version rules, equals the table.
+//
+// # Re-snapshots
+//
+// VersionedIndex applies events with external-version rules (reads and tombstone-free
+// deletes included) and compares itself with a table; AwaitResnapshot consumes a stream until
+// a re-snapshot is reported ended and then the events already waiting in its channel, so
+// every row the re-snapshot emitted has been applied when it returns.
 package cdctest
