@@ -4,12 +4,15 @@ import "strings"
 
 // AppendPointerToken appends name as one reference token of a JSON Pointer (RFC 6901): "~"
 // written "~0" and "/" written "~1". A name without either is appended as it is, without
-// allocating: memstore's refusal checker builds a pointer per member it walks.
-func AppendPointerToken(dst []byte, name string) []byte {
-	if !strings.ContainsAny(name, "~/") {
-		return append(dst, name...)
+// allocating: memstore's refusal checker and mongostore's codec build a pointer per member
+// they walk.
+func AppendPointerToken[T string | []byte](dst []byte, name T) []byte {
+	i := 0
+	for i < len(name) && name[i] != '~' && name[i] != '/' {
+		i++
 	}
-	for i := 0; i < len(name); i++ {
+	dst = append(dst, name[:i]...)
+	for ; i < len(name); i++ {
 		switch c := name[i]; c {
 		case '~':
 			dst = append(dst, '~', '0')

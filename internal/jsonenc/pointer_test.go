@@ -20,6 +20,9 @@ func TestPointerToken(t *testing.T) {
 		if got := string(AppendPointerToken([]byte("x"), c.name)); got != "x"+c.tok {
 			t.Errorf("AppendPointerToken(%q) = %q, want %q", c.name, got, "x"+c.tok)
 		}
+		if got := string(AppendPointerToken([]byte("x"), []byte(c.name))); got != "x"+c.tok {
+			t.Errorf("AppendPointerToken([]byte(%q)) = %q, want %q", c.name, got, "x"+c.tok)
+		}
 		if got := UnescapePointerToken(c.tok); got != c.name {
 			t.Errorf("UnescapePointerToken(%q) = %q, want %q", c.tok, got, c.name)
 		}

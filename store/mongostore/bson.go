@@ -156,21 +156,3 @@ func valueLen(t byte, b []byte) (int, error) {
 	}
 	return 0, errMalformedBSON
 }
-
-// appendPointerToken appends a member name escaped as an RFC 6901 reference token.
-func appendPointerToken(dst, name []byte) []byte {
-	if bytes.IndexByte(name, '~') < 0 && bytes.IndexByte(name, '/') < 0 {
-		return append(dst, name...)
-	}
-	for _, c := range name {
-		switch c {
-		case '~':
-			dst = append(dst, '~', '0')
-		case '/':
-			dst = append(dst, '~', '1')
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return dst
-}

@@ -79,7 +79,7 @@ func (d *decoder) document(doc []byte, top bool) error {
 		d.out = append(d.out, ':')
 		mark := len(d.path)
 		d.path = append(d.path, '/')
-		d.path = appendPointerToken(d.path, key)
+		d.path = jsonenc.AppendPointerToken(d.path, key)
 		err := d.value(t, val)
 		d.path = d.path[:mark]
 		return err

@@ -173,7 +173,7 @@ func (e *encoder) members(top bool) (objectInfo, error) {
 		mark := len(e.path)
 		if e.times != nil || e.hints != nil {
 			e.path = append(e.path, '/')
-			e.path = appendPointerToken(e.path, e.out[keyStart:keyStart+len(key)])
+			e.path = jsonenc.AppendPointerToken(e.path, e.out[keyStart:keyStart+len(key)])
 		}
 		if err := e.value(typePos); err != nil {
 			return info, err
