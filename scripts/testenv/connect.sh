@@ -82,8 +82,8 @@ mvn_resolve() {
   fi
 }
 
-# install_runtime resolves the worker's classpath once into $CONNECT_DIST/lib and compiles the
-# topic reset helper; the .complete marker is written last, so an interrupted install is redone.
+# install_runtime resolves the worker's classpath once into $CONNECT_DIST/lib; the .complete
+# marker is written last, so an interrupted install is redone.
 install_runtime() {
   [ -f "$CONNECT_DIST/.complete" ] && return 0
   apt_ensure "$JAVA" openjdk-17-jre-headless
@@ -125,11 +125,22 @@ POM
     [ -f "$CONNECT_DIST/lib/$jar" ] || die "resolved classpath lacks $jar (ls $CONNECT_DIST/lib)"
   done
   [ "$(find "$CONNECT_DIST/lib" -name 'slf4j-api-*.jar' | wc -l)" = 1 ] || die "more than one slf4j-api on the classpath"
-  # ResetTopics deletes the worker's topics for a fresh instance (the Kafka distribution of
-  # kafka.sh has no kafka-topics tool, and this saves resolving kafka-tools).
-  cat >"$CONNECT_DIST/tools/ResetTopics.java" <<'JAVA'
+  touch "$CONNECT_DIST/.complete"
+}
+
+# build_reset_topics compiles the topic reset helper into $CONNECT_DIST/tools whenever its source
+# differs from the one compiled there (an install made by an older script gets the new helper).
+# ResetTopics deletes the worker's topics for a fresh instance (the Kafka distribution of kafka.sh
+# has no kafka-topics tool, and this saves resolving kafka-tools). A broker that has just started
+# may not answer an admin request for a while on a loaded machine: every request is retried until
+# the helper's own deadline (120 s).
+build_reset_topics() {
+  local src=$CONNECT_DIST/tools/ResetTopics.java new
+  new=$(cat <<'JAVA'
 import java.util.*;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.apache.kafka.clients.admin.*;
 
 /** ResetTopics BOOTSTRAP TOPIC... deletes those of the topics that exist and waits until they are gone. */
@@ -140,28 +151,44 @@ public class ResetTopics {
     p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
     p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
     List<String> want = Arrays.asList(args).subList(1, args.length);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
     try (Admin admin = Admin.create(p)) {
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-      boolean asked = false;
+      Set<String> asked = new TreeSet<>();
       while (true) {
-        Set<String> left = new TreeSet<>(admin.listTopics().names().get(20, TimeUnit.SECONDS));
-        left.retainAll(want);
-        if (left.isEmpty()) return;
-        if (!asked) {
-          System.out.println("deleting " + left);
-          admin.deleteTopics(left).all().get(20, TimeUnit.SECONDS);
-          asked = true;
+        try {
+          Set<String> left = new TreeSet<>(admin.listTopics().names().get(20, TimeUnit.SECONDS));
+          left.retainAll(want);
+          if (left.isEmpty()) return;
+          Set<String> ask = new TreeSet<>(left);
+          ask.removeAll(asked);
+          if (!ask.isEmpty()) {
+            System.out.println("deleting " + ask);
+            admin.deleteTopics(ask).all().get(20, TimeUnit.SECONDS);
+            asked.addAll(ask);
+          }
+          if (System.nanoTime() > deadline) throw new IllegalStateException("still listed after 120 s: " + left);
+        } catch (TimeoutException | ExecutionException e) {
+          // not answered yet, or a topic already gone: ask again (what is left) until the deadline
+          if (System.nanoTime() > deadline) throw e;
+          System.out.println("retrying: " + e);
+          asked.clear();
         }
-        if (System.nanoTime() > deadline) throw new IllegalStateException("still listed after 60 s: " + left);
         Thread.sleep(250);
       }
     }
   }
 }
 JAVA
+)
+  if [ -f "$CONNECT_DIST/tools/ResetTopics.class" ] && [ "$(cat "$src" 2>/dev/null)" = "$new" ]; then
+    return 0
+  fi
+  apt_ensure "$TESTENV_JDK/bin/javac" openjdk-17-jdk-headless
+  mkdir -p "$CONNECT_DIST/tools"
+  printf '%s\n' "$new" >"$src"
+  rm -f "$CONNECT_DIST/tools/ResetTopics.class"
   "$TESTENV_JDK/bin/javac" -nowarn -d "$CONNECT_DIST/tools" -cp "$CONNECT_DIST/lib/kafka-clients-$CONNECT_VERSION.jar" \
-    "$CONNECT_DIST/tools/ResetTopics.java" || die "compiling ResetTopics failed"
-  touch "$CONNECT_DIST/.complete"
+    "$src" || die "compiling ResetTopics failed"
 }
 
 # install_plugin DIST GROUP:ARTIFACT:VERSION CLASS resolves one connector and its dependencies into
@@ -217,6 +244,7 @@ POM
 
 install_connect() {
   install_runtime
+  build_reset_topics
   install_plugin "$PG_PLUGIN_DIST" "io.debezium:debezium-connector-postgres:$DEBEZIUM_PG_VERSION" \
     io.debezium.connector.postgresql.PostgresConnector
   install_plugin "$MARIADB_PLUGIN_DIST" "io.debezium:debezium-connector-mariadb:$DEBEZIUM_MARIADB_VERSION" \
