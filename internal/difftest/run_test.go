@@ -74,6 +74,10 @@ type caseInfo struct {
 	// emptied: the schema cases' name was emptied by a schema event during the case (a
 	// TRUNCATE, or a relation that entered it: a new empty generation, then a re-snapshot).
 	emptied bool
+	// bore: the tables of every relation that has borne the schema case's name (nil: the
+	// compared table alone). A dead letter may be of any of them, and a column ALTER TYPE
+	// widened in one of them keeps its old field (alteredFor).
+	bore []*table
 }
 
 func (c caseInfo) String() string {
@@ -749,7 +753,11 @@ func compareDocs(t *testing.T, d dialect, ci caseInfo, tb *table, rows [][]*stri
 	}
 
 	// Dead letters: each must be one the documentation names, for a value that rule covers.
-	dl, dlFails := sortDeadLetters(dead, ci.opts, tb.movedFrom, hist, alteredBits(tb), ci.emptied)
+	bore := ci.bore
+	if bore == nil {
+		bore = []*table{tb}
+	}
+	dl, dlFails := sortDeadLetters(dead, ci.opts, tb.movedFrom, hist, bore, ci.emptied)
 	for _, f := range dlFails {
 		f.typ = colType(f.column)
 		fails = append(fails, f)
@@ -877,12 +885,12 @@ type deadLetterSets struct {
 // letter of the newest one then stands for all of them (sink/doc.go, Writes), without the key
 // change's before image.
 //
-// altered names the integer columns ALTER TYPE widened, each with the width of its field
-// (nil outside the schema cases).
+// altered holds the tables the dead letters may be of, whose integer columns ALTER TYPE widened
+// (alteredFor; none outside the schema cases).
 //
 // emptied says the table's index was emptied during the case by a schema event: an update
 // whose unchanged values found no stored document is then ruleUnchangedEmptied's.
-func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts, movedFrom map[string][]string, hist *historySink, altered map[string]int, emptied bool) (deadLetterSets, []failure) {
+func sortDeadLetters(dead []cdc.DeadLetterRecord, o mapOpts, movedFrom map[string][]string, hist *historySink, altered []*table, emptied bool) (deadLetterSets, []failure) {
 	d := deadLetterSets{documented: map[string][]refusal{}, undocumented: map[string]bool{},
 		movedAway: map[string]string{}, documentedLoss: map[string]bool{}}
 	var fails []failure
@@ -1028,10 +1036,33 @@ func eventID(ev cdc.Event) (string, bool) {
 	return docID(parts, "|"), true
 }
 
+// alteredFor returns, for a dead-lettered event of schema sch, the widened columns of the
+// tables it may be of: those having every column sch names (the generator drops no column, so
+// a table's later columns include those of any change it had). A column widened in several
+// keeps the narrowest old width: the field an index generation may still have.
+func alteredFor(tables []*table, sch *cdc.TableSchema) map[string]int {
+	var m map[string]int
+	for _, tb := range tables {
+		if !slices.ContainsFunc(sch.Columns, func(c cdc.Column) bool {
+			return !slices.ContainsFunc(tb.cols, func(tc *column) bool { return tc.name == c.Name })
+		}) {
+			for name, bits := range alteredBits(tb) {
+				if m == nil {
+					m = map[string]int{}
+				}
+				if old := m[name]; old == 0 || bits < old {
+					m[name] = bits
+				}
+			}
+		}
+	}
+	return m
+}
+
 // classifyDeadLetter returns the allow-list rule a dead letter falls under -- its reason is
 // the rule's and the event's row holds a value the rule covers -- or "" for an undocumented
 // one; col is the column the reason names, if any.
-func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink, altered map[string]int) (rule, col string) {
+func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink, altered []*table) (rule, col string) {
 	ev := rec.Event
 	if m := regexpColumn.FindStringSubmatch(rec.Reason); m != nil {
 		col = m[1]
@@ -1056,8 +1087,9 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink, 
 		}
 		// The same rejection for an integer too wide for the field its column had before
 		// ALTER TYPE widened it (ruleAlteredType).
+		bits := alteredFor(altered, ev.Schema)
 		for i, c := range ev.Schema.Columns {
-			if bits := altered[c.Name]; bits != 0 && i < len(ev.After) && !valueFitsField(ev.After[i], bits) {
+			if b := bits[c.Name]; b != 0 && i < len(ev.After) && !valueFitsField(ev.After[i], b) {
 				return ruleAlteredType, c.Name
 			}
 		}

@@ -507,6 +507,9 @@ func (c *schemaCase) compare(node *estest.Node, dead []cdc.DeadLetterRecord, his
 		ci := c.ci
 		ci.table = name + " (" + ix.state.String() + ")"
 		ci.emptied = c.truncated[name] || c.hook.wasEntered(name)
+		for _, r := range ix.bore {
+			ci.bore = append(ci.bore, r.tb)
+		}
 		var fs []failure
 		switch ix.state {
 		case idxLive:

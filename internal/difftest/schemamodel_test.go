@@ -52,6 +52,9 @@ type idxModel struct {
 	// the index only through the ENTERED re-snapshot, which a relation that leaves the name
 	// first may never get (the source skips a table gone by the time the job reads it).
 	enteredAt int
+	// bore: every relation that has borne the name, in order (whose changes dead letters of
+	// the name may be of).
+	bore []*rel
 }
 
 // frozenTable is a relation's table and rows as they were when it left the capture.
@@ -108,10 +111,17 @@ func (m *schemaModel) enter(r *rel) {
 	r.captured = true
 	for name, ix := range m.idx {
 		if name != r.name && ix.bound == r {
-			*ix = idxModel{state: idxEmpty}
+			*ix = idxModel{state: idxEmpty, bore: ix.bore}
 		}
 	}
-	m.idx[r.name] = &idxModel{bound: r, state: idxLive}
+	var bore []*rel
+	if ix := m.idx[r.name]; ix != nil {
+		bore = ix.bore
+	}
+	if !slices.Contains(bore, r) {
+		bore = append(bore, r)
+	}
+	m.idx[r.name] = &idxModel{bound: r, state: idxLive, bore: bore}
 }
 
 // leave applies the rule when r leaves the capture (DROP, a rename or move to an uncaptured
