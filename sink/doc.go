@@ -347,10 +347,13 @@
 // gets the live generation's mapping (read through its write alias, the marker left out); one
 // this pipeline never wrote (no record) has nothing to empty. Without auto_create_index the
 // new generation is created without a mapping, as the first one was. A Truncate whose schema
-// has no columns (package mysqlcdc, a reader behind the DDL that no longer knows the
-// relation's columns) is applied the same way, its relation identity kept (Schema events);
-// of a table this pipeline never wrote, it creates the index (its fields mapped from the rows
-// to come) so that the relation is bound and its entry reported. A
+// has no columns (package mysqlcdc: a reader behind the DDL that no longer knows the
+// relation's columns, or whose description predates an ALTER TABLE) is applied the same way,
+// its relation identity kept (Schema events) -- except that when its identity is another
+// relation than the one bound (the name entered), the new generation gets none of the former
+// relation's fields: the rows to come map theirs, so a column whose type changed is mapped
+// for its new type; of a table this pipeline never wrote, it creates the index (its fields
+// mapped from the rows to come) so that the relation is bound and its entry reported. A
 // Truncate writes no row, so the checks of a table's rows do not apply to it: a schema without
 // a key (keyless) empties the table all the same (its rows are still dead-lettered); only an
 // index name or column name the cluster cannot take dead-letters it. Where the exact path is

@@ -345,16 +345,19 @@ func (s *Sink) bindRelation(ctx context.Context, r *schemaRun, fresh bool) (move
 	return held || gone, nil
 }
 
-// reset gives the table name a new empty generation (esfence Reset) with sch's mapping. On an
-// error the table is claimed again before its next write, which completes a reset whose
-// record was written.
+// reset gives the table name a new empty generation (esfence Reset) with sch's mapping. Without
+// a schema the generation is mapped like the live one, unless another relation binds the table
+// (r.Relation): its columns may differ from the fields of the relation before, so the new
+// generation gets no fields, and the rows to come add theirs (extendMapping). On an error the
+// table is claimed again before its next write, which completes a reset whose record was
+// written.
 func (s *Sink) reset(ctx context.Context, name string, table cdc.TableID, sch *cdc.TableSchema, r esfence.Reset) error {
 	g := s.gens[name]
 	d, err := s.destination(ctx, &action{index: name, table: table, schema: sch})
 	if err != nil {
 		return err
 	}
-	if sch == nil && s.cfg.AutoCreate() {
+	if sch == nil && s.cfg.AutoCreate() && r.Relation == "" {
 		// No schema to generate the mapping from: the new generation is mapped like the live one.
 		if d.Mapping, err = s.fence.Mapping(ctx, g.Live()); err != nil {
 			return s.requestError(err, "reading the live generation's mapping")

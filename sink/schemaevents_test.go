@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 
@@ -281,4 +282,53 @@ func TestRelationEnteredOnceByTruncates(t *testing.T) {
 	if ix := f.Index(g.Live); len(ix.Dynamic) != 0 || len(ix.Props) != len(other.Columns) {
 		t.Fatalf("fields of an index entered without columns: %v, mapped dynamically %v", ix.Props, ix.Dynamic)
 	}
+}
+
+// A relation that binds a table through a Truncate without columns (a MariaDB reader whose
+// description of the relation is older than an ALTER TABLE it read) gets a generation without
+// the former relation's fields: the rows that follow map theirs, so a column whose type
+// changed is mapped for its new type, not the old field's. A Truncate without columns of the
+// relation bound already keeps the live generation's mapping (a changed type is not remapped).
+func TestEnteredWithoutColumnsMapsTheNewRelation(t *testing.T) {
+	f := newFakeCluster(t)
+	log := &enteredLog{}
+	k := fakeSink(t, f, Config{ReadAlias: true}, statestore.NewMemory(), Options{OnEntered: log.add})
+	trunc := func(sch *cdc.TableSchema, v int64) cdc.Event {
+		return cdc.Event{Op: cdc.Truncate, Table: sch.ID, Schema: sch, Position: pos(v)}
+	}
+	fieldType := func(name string) string {
+		t.Helper()
+		g, _ := k.Generations(ordersSchema("widened").ID)
+		var m struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(f.Index(g.Live).Props[name], &m); err != nil {
+			t.Fatalf("field %s of %s: %v", name, g.Live, err)
+		}
+		return m.Type
+	}
+	before := relSchema("widened", "70")
+	write(t, k, []cdc.Event{trunc(before, 70), ev(cdc.Insert, before, 71, nil, row(1, "one", 1))})
+	if got := fieldType("qty"); got != "integer" {
+		t.Fatalf("qty mapped %q, want integer", got)
+	}
+	// The same relation truncated, its columns unknown: the live mapping is kept.
+	write(t, k, []cdc.Event{trunc(&cdc.TableSchema{ID: before.ID, Relation: "70"}, 72)})
+	if got := fieldType("qty"); got != "integer" {
+		t.Fatalf("after a truncate without columns of the same relation qty is mapped %q, want integer (kept)", got)
+	}
+	// Another relation (the same one renamed away and back: a new identity), in a batch of
+	// its own, then its rows.
+	after := relSchema("widened", "80")
+	after.Columns[2].Bits, after.Columns[2].SourceType = 64, "bigint"
+	for _, b := range [][]cdc.Event{{trunc(&cdc.TableSchema{ID: before.ID, Relation: "80"}, 80)}, {ev(cdc.Read, after, 82, nil, row(2, "two", 1<<40))}} {
+		if dead := write(t, k, b); len(dead) != 0 {
+			t.Fatalf("dead letters %v", dead)
+		}
+	}
+	handled(t, k, wantEntered(t, log.take(), TableEntered{Table: after.ID, Cause: EnteredReplaced}))
+	if got := fieldType("qty"); got != "long" {
+		t.Fatalf("the new relation's qty is mapped %q, want long", got)
+	}
+	sameDocs(t, "widened", liveDocs(t, f, k, after.ID), map[string]int64{"2": 82})
 }

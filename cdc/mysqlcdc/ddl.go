@@ -17,6 +17,7 @@ const (
 	ddlDrop                        // DROP TABLE: ddl.names
 	ddlCreate                      // CREATE [OR REPLACE] TABLE: ddl.names[0]
 	ddlDropDatabase                // DROP DATABASE: ddl.database
+	ddlAlter                       // ALTER TABLE without RENAME: ddl.names[0] keeps its relation
 )
 
 // renamePair is one "from TO to" of a rename.
@@ -30,6 +31,7 @@ type ddl struct {
 	database    string
 	ifNotExists bool // CREATE TABLE IF NOT EXISTS
 	orReplace   bool // CREATE OR REPLACE TABLE
+	alters      bool // ALTER TABLE ... RENAME with other clauses: the relation's columns may change too
 }
 
 // tokKind is a token's class.
@@ -353,7 +355,8 @@ func (p *ddlParser) rename() (ddl, bool) {
 
 // alter reads the rest of ALTER TABLE [IF EXISTS] a [WAIT n|NOWAIT] spec [, spec ...], where
 // one spec may be RENAME [TO|AS] b (not RENAME COLUMN, INDEX, KEY or CONSTRAINT). Without it
-// the relation keeps its name: ddlOther.
+// the relation keeps its name (ddlAlter: its columns may change); with other specs besides
+// it, alters is set.
 func (p *ddlParser) alter() (ddl, bool) {
 	p.acceptAll("IF", "EXISTS")
 	from, ok := p.name()
@@ -362,7 +365,7 @@ func (p *ddlParser) alter() (ddl, bool) {
 	}
 	p.waitClause()
 	var to *TableName
-	depth, specStart := 0, true
+	depth, specStart, others := 0, true, false
 	for !p.done() {
 		t := p.peek()
 		switch {
@@ -378,6 +381,7 @@ func (p *ddlParser) alter() (ddl, bool) {
 			p.i++
 			next := p.peek()
 			if next.is("COLUMN") || next.is("INDEX") || next.is("KEY") || next.is("CONSTRAINT") {
+				others = others || next.is("COLUMN")
 				break
 			}
 			if !p.accept("TO") {
@@ -390,14 +394,16 @@ func (p *ddlParser) alter() (ddl, bool) {
 			to = &n
 			specStart = false
 			continue
+		case specStart && depth == 0 && !t.punct(';') && !t.is("ALGORITHM") && !t.is("LOCK"):
+			others = true // a clause that may change the columns (ALGORITHM and LOCK do not)
 		}
 		specStart = false
 		p.i++
 	}
 	if to == nil {
-		return ddl{}, true
+		return ddl{kind: ddlAlter, names: []TableName{from}}, true
 	}
-	return ddl{kind: ddlRename, renames: []renamePair{{from: from, to: *to}}}, true
+	return ddl{kind: ddlRename, renames: []renamePair{{from: from, to: *to}}, alters: others}, true
 }
 
 // drop reads the rest of DROP TABLE[S] [IF EXISTS] a [, b ...] [WAIT n|NOWAIT] [RESTRICT|CASCADE].

@@ -20,6 +20,8 @@ func TestParseDDL(t *testing.T) {
 	}
 	drop := func(names ...TableName) ddl { return ddl{kind: ddlDrop, names: names} }
 	create := func(n TableName) ddl { return ddl{kind: ddlCreate, names: []TableName{n}} }
+	alter := func(n TableName) ddl { return ddl{kind: ddlAlter, names: []TableName{n}} }
+	altered := func(d ddl) ddl { d.alters = true; return d }
 	cases := []struct {
 		q    string
 		fold bool
@@ -45,13 +47,16 @@ func TestParseDDL(t *testing.T) {
 
 		{q: "ALTER TABLE a RENAME TO b", want: rn(tn("d", "a"), tn("d", "b")), ok: true},
 		{q: "ALTER TABLE a RENAME AS x.b", want: rn(tn("d", "a"), tn("x", "b")), ok: true},
-		{q: "alter online ignore table if exists `a` wait 2 add column c int, rename b, comment 'rename to z'", want: rn(tn("d", "a"), tn("d", "b")), ok: true},
-		{q: "ALTER TABLE a ADD COLUMN (x INT, y INT), RENAME TO b, ALGORITHM=COPY", want: rn(tn("d", "a"), tn("d", "b")), ok: true},
-		{q: "ALTER TABLE a RENAME COLUMN x TO y", want: ddl{}, ok: true},
-		{q: "ALTER TABLE a RENAME INDEX x TO y, RENAME KEY k TO l", want: ddl{}, ok: true},
-		{q: "ALTER TABLE a ADD COLUMN rename INT", want: ddl{}, ok: true},
-		{q: "ALTER TABLE a ADD COLUMN `rename` INT, rename column `rename` to x", want: ddl{}, ok: true},
-		{q: "ALTER TABLE a PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE)", want: ddl{}, ok: true},
+		{q: "alter online ignore table if exists `a` wait 2 add column c int, rename b, comment 'rename to z'", want: altered(rn(tn("d", "a"), tn("d", "b"))), ok: true},
+		{q: "ALTER TABLE a ADD COLUMN (x INT, y INT), RENAME TO b, ALGORITHM=COPY", want: altered(rn(tn("d", "a"), tn("d", "b"))), ok: true},
+		{q: "ALTER TABLE a RENAME TO b, ALGORITHM=INPLACE, LOCK=NONE", want: rn(tn("d", "a"), tn("d", "b")), ok: true},
+		{q: "ALTER TABLE a RENAME COLUMN x TO y, RENAME TO b", want: altered(rn(tn("d", "a"), tn("d", "b"))), ok: true},
+		{q: "ALTER TABLE a RENAME COLUMN x TO y", want: alter(tn("d", "a")), ok: true},
+		{q: "ALTER TABLE a RENAME INDEX x TO y, RENAME KEY k TO l", want: alter(tn("d", "a")), ok: true},
+		{q: "ALTER TABLE x.a ADD COLUMN rename INT", want: alter(tn("x", "a")), ok: true},
+		{q: "ALTER TABLE a ADD COLUMN `rename` INT, rename column `rename` to x", want: alter(tn("d", "a")), ok: true},
+		{q: "ALTER TABLE a MODIFY COLUMN c SMALLINT", want: alter(tn("d", "a")), ok: true},
+		{q: "ALTER TABLE a PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (10), PARTITION p1 VALUES LESS THAN MAXVALUE)", want: alter(tn("d", "a")), ok: true},
 		{q: "ALTER DATABASE d CHARACTER SET utf8mb4", want: ddl{}, ok: true},
 		{q: "ALTER TABLE", ok: false},
 		{q: "ALTER TABLE a RENAME TO", ok: false},

@@ -264,8 +264,13 @@
 // the name now, which for a reader behind the DDL may already be a later relation's. With
 // neither (a relation from a name the stream never followed, gone from the catalog by the
 // time the reader gets there) the schema has no columns and no key: the columns are not known
-// here (package sink applies such a Truncate like one without a schema, its identity kept),
-// and the rows that follow carry their own. Limit: the Truncate of a CREATE TABLE read from
+// here (package sink applies such a Truncate like one without a schema, its identity kept;
+// a new identity gets a generation mapped from the rows to come), and the rows that follow
+// carry their own. A description older than an ALTER TABLE of the relation the stream read
+// since (no row of it decoded after the statement, an ALTER TABLE ... RENAME that also
+// changed the definition, an ALTER while the relation was out of the capture) is not used:
+// the Truncate carries no columns, since the types it would carry may be outdated (a sink
+// would map a new generation with them). Limit: the Truncate of a CREATE TABLE read from
 // behind a later DROP and CREATE of the same name carries the later table's description (the
 // stream has none of its own; its rows are decoded from their table maps all the same).
 //
@@ -303,8 +308,9 @@
 //     tool's tables are vacated and entered like any other).
 //   - DROP TABLE (and DROP DATABASE) produce nothing: an index keeps the dropped table's last
 //     documents until its name denotes a relation again (a CREATE or a rename into it).
-//   - ALTER TABLE without RENAME, and RENAME COLUMN / INDEX, keep the relation: only the schema
-//     cache is refreshed. TEMPORARY tables are ignored.
+//   - ALTER TABLE without RENAME, and RENAME COLUMN / INDEX, keep the relation: the schema
+//     cache is refreshed, and the stream's description of the relation counts as outdated
+//     until its next row (above). TEMPORARY tables are ignored.
 //
 // Names compare as the binlog spells them, in lower case when the server's
 // lower_case_table_names is 1 (read at Open); quoted identifiers, comments and executable

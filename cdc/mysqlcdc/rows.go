@@ -212,14 +212,14 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 	}
 	flavor := r.src.opts.Flavor
 	if t := r.tables[name]; t != nil && t.agrees(tm, flavor, cs) {
-		if r.rel.last[name] != t {
-			r.rel.last[name] = t // after a projection (an older image) of the name
+		if r.rel.last[name] != t || r.rel.stale[name] {
+			r.rel.describe(name, t) // after a projection (an older image) of the name, or DDL
 		}
 		return t, nil
 	}
 	key := tableMapKey(id, tm)
 	if t := r.projections[key]; t != nil {
-		r.rel.last[name] = t
+		r.rel.describe(name, t)
 		return t, nil
 	}
 	t, err := r.cat.load(ctx, id)
@@ -232,7 +232,7 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 			r.src.log.Info("mysqlcdc: row image of a table the catalog no longer has (renamed or dropped since); schema rebuilt from the table map",
 				"source", r.src.opts.SourceName, "table", id.String())
 			r.projections[key] = p
-			r.rel.last[name] = p
+			r.rel.describe(name, p)
 			return p, nil
 		}
 	}

@@ -28,6 +28,11 @@ type relations struct {
 	// the columns a row image is read with once the catalog no longer knows its table. (After
 	// a rename it is the relation's description under its old name: only its columns count.)
 	last map[TableName]*table
+	// stale holds the captured names whose last description predates an ALTER TABLE the
+	// stream read since (no row of the name was decoded after it): the columns and their types
+	// may have changed, so a Truncate of the name carries no columns (tableNow) rather than
+	// outdated ones a sink would map a new index generation with.
+	stale map[TableName]bool
 	// exists holds the captured names known to exist: a CREATE TABLE IF NOT EXISTS of one
 	// changes nothing (MySQL logs it all the same).
 	exists map[TableName]bool
@@ -43,11 +48,13 @@ type relations struct {
 }
 
 // awayRel is a relation gone out of the capture: from is the captured name it left, id the
-// identity the session had given it there ("" if none), last its description there (or nil).
+// identity the session had given it there ("" if none), last its description there (or nil),
+// stale that an ALTER TABLE changed it after that description (there or while away).
 type awayRel struct {
-	from TableName
-	id   string
-	last *table
+	from  TableName
+	id    string
+	last  *table
+	stale bool
 }
 
 // maxAway bounds the relations followed out of the capture. Past it a relation that leaves is
@@ -56,8 +63,26 @@ type awayRel struct {
 const maxAway = 4096
 
 func newRelations() relations {
-	return relations{ids: map[TableName]string{}, last: map[TableName]*table{}, exists: map[TableName]bool{},
-		away: map[TableName]awayRel{}}
+	return relations{ids: map[TableName]string{}, last: map[TableName]*table{}, stale: map[TableName]bool{},
+		exists: map[TableName]bool{}, away: map[TableName]awayRel{}}
+}
+
+// describe records t as captured name n's last description, current as of the reader's place.
+func (rl *relations) describe(n TableName, t *table) {
+	rl.last[n] = t
+	delete(rl.stale, n)
+}
+
+// altered records an ALTER TABLE (without RENAME) of n: the description the stream has of
+// its relation, captured or followed out of the capture, may no longer match its columns.
+func (rl *relations) altered(n TableName) {
+	if rl.last[n] != nil {
+		rl.stale[n] = true
+	}
+	if a, ok := rl.away[n]; ok {
+		a.stale = true
+		rl.away[n] = a
+	}
 }
 
 // recreated records that a captured name received a new relation (CREATE, RENAME into it): a
@@ -75,7 +100,7 @@ func (rl *relations) recreated(n TableName) {
 // the name's current relation identity, and is the name's last description.
 func (r *reader) adopt(name TableName, t *table) {
 	t.schema.Relation = r.rel.ids[name]
-	r.rel.last[name] = t
+	r.rel.describe(name, t)
 	r.rel.exists[name] = true
 }
 
@@ -95,7 +120,9 @@ func (r *reader) schemaDDL(ctx context.Context, h *replication.EventHeader, e *r
 	}
 	switch d.kind {
 	case ddlRename:
-		return r.renamed(ctx, h, d.renames)
+		return r.renamed(ctx, h, d.renames, d.alters)
+	case ddlAlter:
+		r.rel.altered(d.names[0])
 	case ddlCreate:
 		return r.created(ctx, h, d)
 	case ddlDrop:
@@ -124,6 +151,7 @@ func (rl *relations) gone(n TableName) {
 	delete(rl.ids, n)
 	delete(rl.exists, n)
 	delete(rl.last, n)
+	delete(rl.stale, n)
 	delete(rl.away, n) // a relation followed out of the capture is dropped
 }
 
@@ -142,7 +170,7 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 		return nil // the table existed: nothing was created (MySQL logs the statement anyway)
 	}
 	r.rel.recreated(n)
-	t, err := r.tableNow(ctx, n, nil)
+	t, err := r.tableNow(ctx, n, nil, false)
 	if err != nil {
 		return err
 	}
@@ -153,7 +181,7 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 	r.rel.ids[n] = id
 	r.rel.exists[n] = true
 	if len(t.codecs) > 0 {
-		r.rel.last[n] = t
+		r.rel.describe(n, t)
 	}
 	r.src.log.Info("mysqlcdc: a captured table was created; its name starts empty with a new relation",
 		"source", r.src.opts.SourceName, "table", r.src.tableID(n).String(), "relation", id)
@@ -168,8 +196,9 @@ func (r *reader) created(ctx context.Context, h *replication.EventHeader, d ddl)
 // different from the one it bound and re-snapshots the name. (Always two, whatever the session
 // knows of the name: the statement's events, so its identities, are the same when a reopened
 // stream reads it again.) A relation that leaves the capture leaves nothing (its index keeps
-// its documents).
-func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs []renamePair) error {
+// its documents). alters says the statement also changed the relation's definition (ALTER
+// TABLE ... RENAME with other clauses): what the session knew of its columns is outdated.
+func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs []renamePair, alters bool) error {
 	effects := netRenames(pairs)
 	prior := make(map[TableName]string, len(effects))
 	lastOf := make(map[TableName]*table, len(effects))
@@ -189,12 +218,19 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		}
 		return backOf[name].last
 	}
+	// staleOf says whether that description predates a change of the relation's columns.
+	staleOf := func(name TableName) bool {
+		if lastOf[name] != nil {
+			return alters || r.rel.stale[name]
+		}
+		return alters || backOf[name].stale
+	}
 	// Vacated names first: their Truncate versions lie below those of the names entered.
 	for _, e := range effects {
 		if e.before == nil || !r.src.captures(e.name) || !r.src.captures(e.dest) {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.dest, lastOf[e.name])
+		t, err := r.tableNow(ctx, e.dest, lastOf[e.name], staleOf(e.name))
 		if err != nil {
 			return err
 		}
@@ -209,7 +245,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if e.after == nil || !r.src.captures(e.name) {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.name, ownOf(*e.after))
+		t, err := r.tableNow(ctx, e.name, ownOf(*e.after), staleOf(*e.after))
 		if err != nil {
 			return err
 		}
@@ -237,7 +273,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if !ok || e.before == nil || !r.src.captures(e.dest) || entered[a.from] != "" {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.dest, a.last)
+		t, err := r.tableNow(ctx, e.dest, a.last, alters || a.stale)
 		if err != nil {
 			return err
 		}
@@ -247,16 +283,28 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		r.src.log.Info("mysqlcdc: a table that had left the capture came back under another captured name; the name it left is vacated",
 			"source", r.src.opts.SourceName, "table", r.src.tableID(a.from).String(), "to", r.src.tableID(e.dest).String())
 	}
+	stale := make(map[TableName]bool, len(effects))
+	for _, e := range effects {
+		stale[e.name] = staleOf(e.name)
+		if e.after != nil {
+			stale[*e.after] = staleOf(*e.after)
+		}
+	}
 	for _, e := range effects {
 		r.rel.gone(e.name)
+	}
+	for _, e := range effects {
 		if e.after != nil && r.src.captures(e.name) {
 			r.rel.exists[e.name] = true
 			if s := ownOf(*e.after); s != nil {
 				r.rel.last[e.name] = s
+				if stale[*e.after] {
+					r.rel.stale[e.name] = true
+				}
 			}
 		}
 	}
-	r.followAway(effects, backOf, prior, lastOf)
+	r.followAway(effects, backOf, prior, lastOf, stale)
 	for n, id := range entered {
 		r.rel.ids[n] = id
 		r.rel.recreated(n)
@@ -267,7 +315,8 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 // followAway updates the relations followed out of the capture for a statement's renames: a
 // captured name's relation moved to an uncaptured name is followed from there, one followed
 // already moves along among uncaptured names, and one that came back is no longer followed.
-func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel, prior map[TableName]string, lastOf map[TableName]*table) {
+// stale says, per name, whether the description of the relation that left it is outdated.
+func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel, prior map[TableName]string, lastOf map[TableName]*table, stale map[TableName]bool) {
 	for _, e := range effects {
 		delete(r.rel.away, e.name)
 	}
@@ -289,6 +338,7 @@ func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel
 			}
 		}
 		if ok {
+			a.stale = a.stale || stale[e.name]
 			r.rel.away[e.dest] = a
 		}
 	}
@@ -300,10 +350,15 @@ func (r *reader) followAway(effects []renameEffect, backOf map[TableName]awayRel
 // comes last since it describes the name as it is now, not as of the statement: a reader
 // behind the DDL (a replay, a slow reader) would find a later relation there, or none, and
 // the Truncate would carry another relation's columns and key. One without columns tells a
-// sink the columns are not known here (package sink maps the table's new generation as it
-// would for a Truncate without a schema); the rows that follow carry their own.
-func (r *reader) tableNow(ctx context.Context, n TableName, own *table) (*table, error) {
-	if own != nil {
+// sink the columns are not known here (package sink maps a new relation's generation from the
+// rows to come, see its Schema events); the rows that follow carry their own. stale says own
+// predates an ALTER TABLE of the relation: then the columns are not known either (own's types
+// may be outdated, and the catalog is no better than above).
+func (r *reader) tableNow(ctx context.Context, n TableName, own *table, stale bool) (*table, error) {
+	switch {
+	case own != nil && stale:
+		return &table{schema: &cdc.TableSchema{ID: r.src.tableID(n)}}, nil
+	case own != nil:
 		return own, nil
 	}
 	t, err := r.cat.load(ctx, r.src.tableID(n))

@@ -207,7 +207,15 @@ func TestSchemaEvents(t *testing.T) {
 			if n := len(evs[3].Schema.Columns); n != 3 || fmt.Sprint(evs[3].After) != "[1 x 5]" {
 				t.Errorf("insert into al2: %v with %d columns", evs[3].After, n)
 			}
+			// The statement changed the columns too: what the stream knew of them is outdated.
+			for i, ev := range evs[:3] {
+				if n := len(ev.Schema.Columns); n != 0 {
+					t.Errorf("truncate %d of an ALTER ... RENAME carries %d columns, want none (unknown)", i, n)
+				}
+			}
 		})
+
+		t.Run("altered, then renamed", func(t *testing.T) { alteredThenRenamed(ctx, t, f) })
 
 		t.Run("moves between databases", func(t *testing.T) {
 			if err := s.exec("RENAME TABLE "+q(f.db, "mv")+" TO "+q(f.out, "mv"), "INSERT INTO "+q(f.out, "mv")+" VALUES (2, 'out')"); err != nil {
@@ -764,4 +772,82 @@ func describeRows(t *testing.T, evs []cdc.Event) []string {
 		out = append(out, fmt.Sprintf("%s %s %v", op, ev.Table.Table, vals))
 	}
 	return out
+}
+
+// alteredThenRenamed: a Truncate never carries a description of a relation older than an
+// ALTER TABLE the stream read since (a sink would map a new generation with the old types):
+// after the ALTER, until a row of the table is decoded, a rename back into the capture, a
+// TRUNCATE and a relation altered while out of the capture give Truncates without columns,
+// identities as ever; once a row is decoded they carry its columns again.
+func alteredThenRenamed(ctx context.Context, t *testing.T, f *schemaFixture) {
+	s, d, o := f.s, f.db, f.out
+	q := func(db, table string) string { return quote(db) + "." + quote(table) }
+	if err := s.exec("CREATE TABLE "+q(d, "at")+" (id INT PRIMARY KEY, n TINYINT)", "INSERT INTO "+q(d, "at")+" VALUES (1, 1)",
+		"CREATE TABLE "+q(d, "aw")+" (id INT PRIMARY KEY, n TINYINT)", "INSERT INTO "+q(d, "aw")+" VALUES (1, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	f.until(ctx, t)
+	bits := func(ev cdc.Event) int {
+		if i := ev.Schema.ColumnIndex("n"); i >= 0 {
+			return ev.Schema.Columns[i].Bits
+		}
+		return -1
+	}
+	noColumns := func(what string, evs []cdc.Event) {
+		t.Helper()
+		for i, ev := range evs {
+			if ev.Op == cdc.Truncate && len(ev.Schema.Columns) != 0 {
+				t.Errorf("%s: truncate %d of %s carries %d columns (n %d bits), want none: the description predates the ALTER",
+					what, i, ev.Table.Table, len(ev.Schema.Columns), bits(ev))
+			}
+		}
+	}
+
+	// Widened, moved out and back before any row: entered without columns, rows with theirs.
+	if err := s.exec("ALTER TABLE "+q(d, "at")+" MODIFY COLUMN n SMALLINT", "RENAME TABLE "+q(d, "at")+" TO "+q(o, "at"),
+		"RENAME TABLE "+q(o, "at")+" TO "+q(d, "at"), "INSERT INTO "+q(d, "at")+" VALUES (2, 300)"); err != nil {
+		t.Fatal(err)
+	}
+	evs := f.until(ctx, t)
+	wantShape(t, "altered, moved out and back", evs, "T "+d+".at #0", "T "+d+".at #1", "I "+d+".at #1")
+	checkDDLEvents(t, evs[:2])
+	noColumns("altered, moved out and back", evs)
+	if b := bits(evs[2]); b != 16 || fmt.Sprint(evs[2].After) != "[2 300]" {
+		t.Errorf("insert after the move back: %v, n of %d bits, want [2 300] and 16", evs[2].After, b)
+	}
+
+	// Widened again, then truncated: without columns, its identity kept; once a row was read,
+	// a truncate carries the columns again.
+	if err := s.exec("ALTER TABLE "+q(d, "at")+" MODIFY COLUMN n INT", "TRUNCATE TABLE "+q(d, "at"),
+		"INSERT INTO "+q(d, "at")+" VALUES (3, 70000)", "TRUNCATE TABLE "+q(d, "at")); err != nil {
+		t.Fatal(err)
+	}
+	rel := evs[2].Schema.Relation
+	evs = f.until(ctx, t)
+	wantShape(t, "altered and truncated", evs, "T "+d+".at #0", "I "+d+".at #0", "T "+d+".at #0")
+	noColumns("altered and truncated", evs[:1])
+	if evs[0].Schema.Relation != rel {
+		t.Errorf("truncate after the ALTER: identity %q, want %q", evs[0].Schema.Relation, rel)
+	}
+	if b := bits(evs[2]); b != 32 {
+		t.Errorf("truncate after a row: n of %d bits, want 32", b)
+	}
+
+	// Moved out, altered there, moved back.
+	if err := s.exec("RENAME TABLE "+q(d, "aw")+" TO "+q(o, "aw"), "ALTER TABLE "+q(o, "aw")+" MODIFY COLUMN n BIGINT",
+		"RENAME TABLE "+q(o, "aw")+" TO "+q(d, "aw"), "INSERT INTO "+q(d, "aw")+" VALUES (2, 5000000000)"); err != nil {
+		t.Fatal(err)
+	}
+	evs = f.until(ctx, t)
+	wantShape(t, "altered out of the capture", evs, "T "+d+".aw #0", "T "+d+".aw #1", "I "+d+".aw #1")
+	noColumns("altered out of the capture", evs)
+	if b := bits(evs[2]); b != 64 {
+		t.Errorf("insert after the move back: n of %d bits, want 64", b)
+	}
+	for _, tb := range []string{"at", "aw"} {
+		if err := s.exec("DROP TABLE " + q(d, tb)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.until(ctx, t)
 }

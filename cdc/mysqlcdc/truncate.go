@@ -30,11 +30,15 @@ func (r *reader) truncate(ctx context.Context, h *replication.EventHeader, e *re
 	// TRUNCATE keeps the columns, so the cached schema is still right, else the last
 	// description the stream had of the name (the catalog may describe a later relation by now,
 	// for a reader behind the DDL); a table first seen here is loaded. A table dropped since (a
-	// replay) has none: the event needs no row.
+	// replay) has none: the event needs no row. A description older than an ALTER TABLE the
+	// stream read since gives no columns (tableNow), the relation's identity kept.
 	t := r.tables[name]
 	if l := r.rel.last[name]; t == nil && l != nil {
 		// Perhaps described under the name it had before a rename: named and bound here.
 		s := *l.schema
+		if r.rel.stale[name] {
+			s = cdc.TableSchema{}
+		}
 		s.ID, s.Relation = id, r.rel.ids[name]
 		t = &table{schema: &s}
 	}
