@@ -218,19 +218,22 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		}
 		return backOf[name].last
 	}
-	// staleOf says whether that description predates a change of the relation's columns.
-	staleOf := func(name TableName) bool {
-		if lastOf[name] != nil {
-			return alters || r.rel.stale[name]
+	// stale says, per name of the statement, whether that description of the relation that held
+	// it predates a change of the relation's columns.
+	stale := make(map[TableName]bool, len(effects))
+	for _, e := range effects {
+		if lastOf[e.name] != nil {
+			stale[e.name] = alters || r.rel.stale[e.name]
+		} else {
+			stale[e.name] = alters || backOf[e.name].stale
 		}
-		return alters || backOf[name].stale
 	}
 	// Vacated names first: their Truncate versions lie below those of the names entered.
 	for _, e := range effects {
 		if e.before == nil || !r.src.captures(e.name) || !r.src.captures(e.dest) {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.dest, lastOf[e.name], staleOf(e.name))
+		t, err := r.tableNow(ctx, e.dest, lastOf[e.name], stale[e.name])
 		if err != nil {
 			return err
 		}
@@ -245,7 +248,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if e.after == nil || !r.src.captures(e.name) {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.name, ownOf(*e.after), staleOf(*e.after))
+		t, err := r.tableNow(ctx, e.name, ownOf(*e.after), stale[*e.after])
 		if err != nil {
 			return err
 		}
@@ -273,7 +276,7 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		if !ok || e.before == nil || !r.src.captures(e.dest) || entered[a.from] != "" {
 			continue
 		}
-		t, err := r.tableNow(ctx, e.dest, a.last, alters || a.stale)
+		t, err := r.tableNow(ctx, e.dest, a.last, stale[e.name])
 		if err != nil {
 			return err
 		}
@@ -282,13 +285,6 @@ func (r *reader) renamed(ctx context.Context, h *replication.EventHeader, pairs 
 		}
 		r.src.log.Info("mysqlcdc: a table that had left the capture came back under another captured name; the name it left is vacated",
 			"source", r.src.opts.SourceName, "table", r.src.tableID(a.from).String(), "to", r.src.tableID(e.dest).String())
-	}
-	stale := make(map[TableName]bool, len(effects))
-	for _, e := range effects {
-		stale[e.name] = staleOf(e.name)
-		if e.after != nil {
-			stale[*e.after] = staleOf(*e.after)
-		}
 	}
 	for _, e := range effects {
 		r.rel.gone(e.name)

@@ -708,18 +708,3 @@ func valueFitsField(v any, bits int) bool {
 	}
 	return true
 }
-
-// alteredBits names tb's integer columns whose type ALTER TYPE widened, each with its field's
-// width; nil when there is none.
-func alteredBits(tb *table) map[string]int {
-	var m map[string]int
-	for _, c := range tb.cols {
-		if c.fieldBits != 0 {
-			if m == nil {
-				m = map[string]int{}
-			}
-			m[c.name] = c.fieldBits
-		}
-	}
-	return m
-}

@@ -1043,16 +1043,21 @@ func eventID(ev cdc.Event) (string, bool) {
 func alteredFor(tables []*table, sch *cdc.TableSchema) map[string]int {
 	var m map[string]int
 	for _, tb := range tables {
-		if !slices.ContainsFunc(sch.Columns, func(c cdc.Column) bool {
+		missing := func(c cdc.Column) bool {
 			return !slices.ContainsFunc(tb.cols, func(tc *column) bool { return tc.name == c.Name })
-		}) {
-			for name, bits := range alteredBits(tb) {
-				if m == nil {
-					m = map[string]int{}
-				}
-				if old := m[name]; old == 0 || bits < old {
-					m[name] = bits
-				}
+		}
+		if slices.ContainsFunc(sch.Columns, missing) {
+			continue // not this table's event
+		}
+		for _, c := range tb.cols {
+			if c.fieldBits == 0 {
+				continue
+			}
+			if m == nil {
+				m = map[string]int{}
+			}
+			if old := m[c.name]; old == 0 || c.fieldBits < old {
+				m[c.name] = c.fieldBits
 			}
 		}
 	}
