@@ -159,7 +159,7 @@ func TestHealthKafkaAndQueueDepth(t *testing.T) {
 	deleteTopics(t, brokers, topic, topic+".dlq")
 	cfg := fmt.Sprintf(`
 listen: {grpc: 127.0.0.1:0, metrics: 127.0.0.1:0}
-health: {interval: 200ms, timeout: 150ms}
+health: {interval: 500ms, timeout: 500ms}
 stores:
   main:
     kind: memory
@@ -169,9 +169,11 @@ stores:
 	ctx := testCtx(t)
 	kafkaSvc, storageSvc := queueServicePrefix+"main", storageServicePrefix+"main"
 	const serving, notServing = healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING
-	if got := healthOf(ctx, api, kafkaSvc); got != serving {
-		t.Fatalf("kafka health with the topic in place: %s, want SERVING", got)
-	}
+	// A probe of a broker on a loaded machine may time out: the service must come to SERVING
+	// (and the test's bound says how long it may take), not be SERVING at the first look.
+	eventually(t, ctx, "kafka health SERVING with the topic in place", func() bool {
+		return healthOf(ctx, api, kafkaSvc) == serving
+	})
 	const n = 7
 	var items []*recordv1.WriteItem
 	for i := range n {
