@@ -506,12 +506,14 @@ func TestEndToEndMetricsScrape(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
 	}
-	// Adapter calls: the first merge reads (nothing there), the read request reads once; the
-	// later merges read again, or -- when the record's lane still holds the state the last
-	// write stored -- merge on it, proved by their conditional writes (store's doc: a state
-	// the lane remembers). Which, depends on how long the lane stayed: 2 to 4 reads.
-	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_count{call="read",store="main"}`); got < 2 || got > 4 {
-		t.Errorf("adapter read calls = %v, want 2 to 4", got)
+	// Adapter calls: the first merge reads (nothing there); the later merges read again, or --
+	// when the record's lane still holds the state the last write stored -- merge on it,
+	// proved by their conditional writes (store's doc: a state the lane remembers). The read
+	// request reads its two records in one call, or in two when the first record's lane is
+	// still owned by the executor of the last merge, which then reads it in a round of its own.
+	// Which, depends on how long the lanes stayed: 2 to 5 reads.
+	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_count{call="read",store="main"}`); got < 2 || got > 5 {
+		t.Errorf("adapter read calls = %v, want 2 to 5", got)
 	}
 	if got, _ := scrape(t, s.metrics, `recordsvc_adapter_batch_size_sum{call="write",store="main"}`); got != 3 {
 		t.Errorf("adapter records written = %v, want 3", got)
