@@ -26,6 +26,9 @@ type table struct {
 	// verified, it serves the rest of a transaction.
 	planTM *replication.TableMapEvent
 	plan   []colPlan
+	// ambiguous, when set (ErrAmbiguousType), says a column's type came from a MariaDB table
+	// map alone and may be one only the catalog tells: its rows go out Malformed, values kept.
+	ambiguous error
 }
 
 // errNoTable says the catalog does not know a table (dropped, or never created).

@@ -110,6 +110,8 @@ func (r *reader) rows(ctx context.Context, h *replication.EventHeader, e *replic
 			}
 			if err != nil {
 				ev.Before, ev.After, ev.Malformed = nil, nil, err
+			} else if t.ambiguous != nil {
+				ev.Malformed = t.ambiguous // its values go to the dead letter as read
 			}
 		}
 		if err := r.emit(ctx, ev); err != nil {
@@ -151,6 +153,8 @@ func (r *reader) decodedRows(ctx context.Context, h *replication.EventHeader, op
 		}
 		if err != nil {
 			ev.Before, ev.After, ev.Malformed = nil, nil, err
+		} else if t.ambiguous != nil {
+			ev.Malformed = t.ambiguous // its values go to the dead letter as read
 		}
 		r.txRows = first + n + 1
 		if err := r.emit(ctx, ev); err != nil {
@@ -233,6 +237,7 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 				"source", r.src.opts.SourceName, "table", id.String())
 			r.projections[key] = p
 			r.rel.describe(name, p)
+			r.ambiguousRows(id, p)
 			return p, nil
 		}
 	}
@@ -261,6 +266,7 @@ func (r *reader) table(ctx context.Context, name TableName, id cdc.TableID, tm *
 			"source", r.src.opts.SourceName, "table", id.String())
 		r.projections[key] = p
 		r.adopt(name, p)
+		r.ambiguousRows(id, p)
 		return p, nil
 	}
 	return nil, fmt.Errorf("%w: the binlog has %d columns, the catalog %d", errSchemaMismatch, tm.ColumnCount, len(t.codecs))
@@ -302,6 +308,15 @@ func (r *reader) unknownCollation(id cdc.TableID, err error) error {
 			"source", r.src.opts.SourceName, "table", id.String(), "error", err)
 	}
 	return err
+}
+
+// ambiguousRows reports, once per schema rebuilt from a table map, rows delivered malformed
+// because a column's type cannot be told (ErrAmbiguousType).
+func (r *reader) ambiguousRows(id cdc.TableID, p *table) {
+	if p.ambiguous != nil {
+		r.src.log.Error("mysqlcdc: rows of a table whose column types cannot be told are delivered malformed (dead-lettered, values as the binlog has them)",
+			"source", r.src.opts.SourceName, "table", id.String(), "error", p.ambiguous)
+	}
 }
 
 // decodeBinlog normalizes one row image.

@@ -3,6 +3,7 @@ package mysqlcdc_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,7 +30,8 @@ type schemaFixture struct {
 	st           cdc.Stream
 	opts         mysqlcdc.Options
 	mark         int
-	last         int64 // the version of the last event read
+	last         int64          // the version of the last event read
+	markCP       cdc.Checkpoint // the checkpoint of the last marker row read
 }
 
 // source returns a source of the fixture's databases with a server id of its own.
@@ -49,13 +51,32 @@ func (f *schemaFixture) source(t *testing.T) *mysqlcdc.Source {
 // strictly increase across the stream.
 func (f *schemaFixture) until(ctx context.Context, t *testing.T) []cdc.Event {
 	t.Helper()
+	return f.untilAllowing(ctx, t, nil)
+}
+
+// untilAllowing is until, where a malformed event for which allow says true is returned
+// rather than failing the test.
+func (f *schemaFixture) untilAllowing(ctx context.Context, t *testing.T, allow func(cdc.Event) bool) []cdc.Event {
+	t.Helper()
 	f.mark++
 	if err := f.s.exec(fmt.Sprintf("INSERT INTO %s.mark VALUES (%d)", quote(f.db), f.mark)); err != nil {
 		t.Fatal(err)
 	}
 	var evs []cdc.Event
 	for {
-		ev := cdctest.NextEvent(ctx, t, f.st)
+		var ev cdc.Event
+		select {
+		case e, ok := <-f.st.Events():
+			if !ok {
+				t.Fatalf("stream ended: %v", f.st.Err())
+			}
+			ev = e
+		case <-ctx.Done():
+			t.Fatalf("no event before the deadline: %v", ctx.Err())
+		}
+		if ev.Malformed != nil && (allow == nil || !allow(ev)) {
+			t.Fatalf("malformed event on %v: %v", ev.Table, ev.Malformed)
+		}
 		if v := ev.Position.Version(); v <= f.last {
 			t.Fatalf("%v of %v at version %d, not above the previous %d", ev.Op, ev.Table, v, f.last)
 		}
@@ -67,6 +88,7 @@ func (f *schemaFixture) until(ctx context.Context, t *testing.T) []cdc.Event {
 			if ev.After[0].(int64) != int64(f.mark) {
 				t.Fatalf("marker %v, want %d", ev.After[0], f.mark)
 			}
+			f.markCP = ev.Checkpoint
 			return evs
 		}
 		evs = append(evs, ev)
@@ -417,6 +439,8 @@ func TestSchemaEvents(t *testing.T) {
 				}
 			}
 		})
+
+		t.Run("rows of a relation dropped before they were read", func(t *testing.T) { droppedBeforeRead(ctx, t, f) })
 
 		t.Run("uncaptured", func(t *testing.T) {
 			if err := s.exec("RENAME TABLE "+q(f.out, "src")+" TO "+q(f.out, "src2"), "CREATE TABLE "+q(f.out, "x")+" (id INT PRIMARY KEY)",
@@ -850,4 +874,70 @@ func alteredThenRenamed(ctx context.Context, t *testing.T, f *schemaFixture) {
 		}
 	}
 	f.until(ctx, t)
+}
+
+// droppedBeforeRead: a relation the stream never saw enters the capture, is written and is
+// dropped. Read from behind it all, its rows have no description left -- the catalog has no
+// table, the stream never read one -- and MariaDB's table map has its JSON as a LONGTEXT and
+// its INET4 as a BINARY(4): they come out malformed (ErrAmbiguousType, which names the columns
+// and no value), carrying their values as read for the dead letter, never decoded silently as
+// text and bytes. The live stream, which may have read them while the table still existed,
+// decodes them or marks them so too.
+func droppedBeforeRead(ctx context.Context, t *testing.T, f *schemaFixture) {
+	s := f.s
+	q := func(db, table string) string { return quote(db) + "." + quote(table) }
+	src, amb := q(f.out, "amb"), q(f.db, "amb")
+	if err := s.exec("CREATE TABLE " + src + " (id INT PRIMARY KEY, j JSON, ip INET4, v VARCHAR(10))"); err != nil {
+		t.Fatal(err)
+	}
+	f.until(ctx, t)
+	cp := f.markCP
+	if err := s.exec("RENAME TABLE "+src+" TO "+amb,
+		"INSERT INTO "+amb+` VALUES (1, '{"a": [1, 2]}', '10.1.2.3', 'x'), (2, NULL, NULL, 'y')`,
+		"UPDATE "+amb+" SET v = 'z' WHERE id = 1",
+		"DROP TABLE "+amb); err != nil {
+		t.Fatal(err)
+	}
+	ambiguous := func(ev cdc.Event) bool {
+		return ev.Table.Table == "amb" && errors.Is(ev.Malformed, mysqlcdc.ErrAmbiguousType)
+	}
+	f.untilAllowing(ctx, t, ambiguous)
+	st2, err := f.source(t).Open(ctx, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	var rows []string
+	for len(rows) < 3 {
+		var ev cdc.Event
+		select {
+		case e, ok := <-st2.Events():
+			if !ok {
+				t.Fatalf("stream ended: %v", st2.Err())
+			}
+			ev = e
+		case <-ctx.Done():
+			t.Fatalf("%d rows of amb before the deadline, want 3", len(rows))
+		}
+		if ev.Table.Table != "amb" || ev.Op == cdc.Truncate {
+			if ev.Malformed != nil {
+				t.Fatalf("%v of %v malformed: %v", ev.Op, ev.Table, ev.Malformed)
+			}
+			continue
+		}
+		if !ambiguous(ev) {
+			t.Fatalf("%v of amb read from behind its drop: malformed %v, want ErrAmbiguousType", ev.Op, ev.Malformed)
+		}
+		msg := ev.Malformed.Error()
+		if !strings.Contains(msg, `"j"`) || !strings.Contains(msg, `"ip"`) || strings.Contains(msg, `"v"`) || strings.Contains(msg, "10.1.2.3") {
+			t.Errorf("the reason names the wrong columns, or a value: %s", msg)
+		}
+		if ev.Schema == nil || len(ev.After) != 4 {
+			t.Fatalf("%v of amb without its values for the dead letter: schema %v, after %v", ev.Op, ev.Schema, ev.After)
+		}
+		rows = append(rows, fmt.Sprintf("%v %v %v", ev.Op, ev.After[0], ev.After[3]))
+	}
+	if want := []string{"insert 1 x", "insert 2 y", "update 1 z"}; !slices.Equal(rows, want) {
+		t.Errorf("rows of amb: %v, want %v", rows, want)
+	}
 }

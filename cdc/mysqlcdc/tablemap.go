@@ -1,6 +1,7 @@
 package mysqlcdc
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -400,6 +401,7 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor, cs c
 	}
 	t := &table{schema: &cdc.TableSchema{ID: cat.schema.ID, Relation: cat.schema.Relation}}
 	md := newTMMeta(tm, flavor, cs)
+	var ambiguous []string
 	for i, n := range names {
 		var ccol *cdc.Column
 		k := cat.schema.ColumnIndex(n)
@@ -417,9 +419,17 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor, cs c
 			if ccol != nil {
 				tcol.SourceType = "" // the catalog's spelling is of a later type
 			}
+			if flavor == MariaDB {
+				if maybe := catalogOnlyCandidates(tm, md, i, &tc); maybe != "" {
+					ambiguous = append(ambiguous, fmt.Sprintf("%q (%s)", n, maybe))
+				}
+			}
 		}
 		t.schema.Columns = append(t.schema.Columns, tcol)
 		t.codecs = append(t.codecs, tc)
+	}
+	if len(ambiguous) > 0 {
+		t.ambiguous = fmt.Errorf("%w: column %s", ErrAmbiguousType, strings.Join(ambiguous, ", column "))
 	}
 	if len(tm.PrimaryKey) > 0 {
 		for _, k := range tm.PrimaryKey {
@@ -433,6 +443,34 @@ func fromTableMap(cat *table, tm *replication.TableMapEvent, flavor Flavor, cs c
 		}
 	}
 	return t, nil
+}
+
+// ErrAmbiguousType marks (Event.Malformed) the rows of a MariaDB table map one of whose columns has no
+// description (the catalog's or the stream's) and may be of a type only the catalog tells:
+// MariaDB writes JSON as LONGTEXT, INET4 as BINARY(4), INET6 and UUID as BINARY(16). Decoded
+// as the table map has them, their documents would differ silently from a JSON object or an
+// address; so they go out Malformed (dead-lettered), their values kept as the binlog has them.
+var ErrAmbiguousType = errors.New("mysqlcdc: a column's type cannot be told: the table is gone from the catalog " +
+	"or changed since, the stream has no description of the column, and MariaDB's binlog writes JSON as LONGTEXT, " +
+	"INET4, INET6 and UUID as BINARY")
+
+// utf8mb4Bin is the collation id of utf8mb4_bin, the collation of MariaDB's JSON (its alias
+// takes no other).
+const utf8mb4Bin = 46
+
+// catalogOnlyCandidates names the types only the catalog tells that column i of a MariaDB table
+// map (decoded as tc) may be: JSON for a LONGTEXT of utf8mb4_bin, INET4 for a BINARY(4),
+// INET6 or UUID for a BINARY(16); "" for none.
+func catalogOnlyCandidates(tm *replication.TableMapEvent, md *tmMeta, i int, tc *colCodec) string {
+	switch {
+	case tc.class == classText && tm.ColumnType[i] == mysql.MYSQL_TYPE_BLOB && tm.ColumnMeta[i] == 4 && md.collations[i] == utf8mb4Bin:
+		return "LONGTEXT COLLATE utf8mb4_bin, or JSON"
+	case tc.class == classBinary && tc.padTo == 4:
+		return "BINARY(4), or INET4"
+	case tc.class == classBinary && tc.padTo == 16:
+		return "BINARY(16), or INET6 or UUID"
+	}
+	return ""
 }
 
 // tableMapKey identifies a table map's column layout, for caching schemas built from it.

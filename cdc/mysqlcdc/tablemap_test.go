@@ -339,3 +339,60 @@ func TestTableMapAgreesCharsetAndKey(t *testing.T) {
 		t.Errorf("rebuilt without collations: %v", err)
 	}
 }
+
+// TestTableMapTypesOnlyTheCatalogTells: a MariaDB table map has JSON as a LONGTEXT of
+// utf8mb4_bin, INET4 as BINARY(4), INET6 and UUID as BINARY(16). Rebuilt without a description
+// of such a column, the schema says its type cannot be told (ErrAmbiguousType, naming the
+// columns and no value); with one (JSON, INET4, or the plain type itself) it does not, nor for
+// other lengths, character sets or MySQL, whose binlog has a JSON type.
+func TestTableMapTypesOnlyTheCatalogTells(t *testing.T) {
+	const binary, latin1 = 63, 8
+	tm := &replication.TableMapEvent{ColumnCount: 6, Schema: []byte("d"), Table: []byte("t"),
+		ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_STRING,
+			mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_STRING},
+		ColumnMeta:    []uint16{0, 4, 0xfe04, 0xfe10, 4, 0xfe08},
+		ColumnCharset: []uint64{utf8mb4Bin, binary, binary, latin1, binary},
+		ColumnName:    [][]byte{[]byte("k"), []byte("j"), []byte("ip"), []byte("u"), []byte("lt"), []byte("b8")}, PrimaryKey: []uint64{0}}
+	bare := &table{schema: &cdc.TableSchema{ID: cdc.TableID{Database: "d", Table: "t"}}}
+	p, err := fromTableMap(bare, tm, MariaDB, testCollations)
+	if err != nil || p == nil {
+		t.Fatalf("rebuilt: %v", err)
+	}
+	if !errors.Is(p.ambiguous, ErrAmbiguousType) {
+		t.Fatalf("rebuilt without descriptions: ambiguous %v", p.ambiguous)
+	}
+	msg := p.ambiguous.Error()
+	for _, want := range []string{`"j" (LONGTEXT COLLATE utf8mb4_bin, or JSON)`, `"ip" (BINARY(4), or INET4)`, `"u" (BINARY(16), or INET6 or UUID)`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not name %s", msg, want)
+		}
+	}
+	for _, not := range []string{`"k"`, `"lt"`, `"b8"`} {
+		if strings.Contains(msg, not) {
+			t.Errorf("%q names %s, which the table map tells", msg, not)
+		}
+	}
+	// The values still decode as the table map has them: they go to the dead letter.
+	if got, _ := p.codecs[2].fromBinlog([]byte{10, 1, 2, 3}); got == nil {
+		t.Error("BINARY(4) value not decoded")
+	}
+
+	described := &table{schema: &cdc.TableSchema{ID: bare.schema.ID}}
+	for _, c := range [][3]string{{"k", "int", "int(11)"}, {"j", "longtext", "longtext"}, {"ip", "inet4", "inet4"}, {"u", "binary", "binary(16)"}} {
+		col, codec := describeColumn(c[0], c[1], c[2], "", 16, 0, 0, 0)
+		if c[0] == "j" {
+			col.Kind, codec = cdc.KindJSON, colCodec{kind: cdc.KindJSON, class: classJSON} // as the catalog reads json_valid()
+		}
+		codec.prepare()
+		described.schema.Columns = append(described.schema.Columns, col)
+		described.codecs = append(described.codecs, codec)
+	}
+	if p, err := fromTableMap(described, tm, MariaDB, testCollations); err != nil || p.ambiguous != nil {
+		t.Errorf("rebuilt with descriptions of j, ip and u: %v, ambiguous %v", err, p.ambiguous)
+	} else if p.codecs[1].class != classJSON || p.codecs[2].class != classInet4 || p.codecs[3].class != classBinary {
+		t.Errorf("rebuilt with descriptions: classes %v %v %v", p.codecs[1].class, p.codecs[2].class, p.codecs[3].class)
+	}
+	if p, err := fromTableMap(bare, tm, MySQL, testCollations); err != nil || p.ambiguous != nil {
+		t.Errorf("rebuilt for MySQL: %v, ambiguous %v", err, p.ambiguous)
+	}
+}

@@ -102,15 +102,22 @@ const (
 	// Allowed in the schema cases for a name emptied during the case; the row may then be
 	// missing or older, as after any documented dead letter.
 	ruleUnchangedEmptied = "unchanged_after_emptied"
+	// cdc/mysqlcdc/doc.go, Table schemas: rows whose table map has a column without any
+	// description that may be of a type only the catalog tells (MariaDB's JSON, INET4, INET6,
+	// UUID) "go out malformed (dead-lettered, mysqlcdc.ErrAmbiguousType)". Allowed when every
+	// column the reason names is, in a relation that bore the table's name, of such a type or
+	// of a BINARY the binlog cannot tell from one; the row may then be missing or older.
+	ruleAmbiguousType = "ambiguous_type"
 )
 
 // ruleReason matches the dead-letter reasons each rule allows.
 var ruleReason = map[string]*regexp.Regexp{
 	ruleUnchangedEmptied: regexp.MustCompile(`^unchanged_value_unavailable: column "[^"]*": the source did not resend an unchanged TOAST value and ` +
 		`the index holds no document to take it from; set REPLICA IDENTITY FULL on the table to have the source send every value$`),
-	ruleAlteredType: regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
-	ruleFlattened:   regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
-	ruleEmptyID:     regexp.MustCompile(`^serialization failure: the _id would be empty$`),
+	ruleAlteredType:   regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
+	ruleFlattened:     regexp.MustCompile(`^rejected by the cluster: status 400 (document_parsing_exception|mapper_parsing_exception)(, caused by [a-z_]+)?$`),
+	ruleEmptyID:       regexp.MustCompile(`^serialization failure: the _id would be empty$`),
+	ruleAmbiguousType: regexp.MustCompile(`^malformed: mysqlcdc: a column's type cannot be told: .*: column "[^"]+" \(.*\)$`),
 	ruleUnchangedLost: regexp.MustCompile(`^unchanged_value_unavailable: column "[^"]*": the source did not resend an unchanged TOAST value and ` +
 		`(the index holds no document to take it from|the index's document lacks the field); set REPLICA IDENTITY FULL on the table to have the source send every value$`),
 }

@@ -2,12 +2,14 @@ package difftest
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
 	"testing"
 
 	"github.com/tributary-dev/tributary/cdc"
+	"github.com/tributary-dev/tributary/cdc/mysqlcdc"
 )
 
 // The oracle's own pieces, checked without servers: a wrong oracle would report differences
@@ -404,5 +406,57 @@ func TestOracleRefusalsFollowKeyChanges(t *testing.T) {
 	}
 	if got := refusalsOf(documented, moved, "y"); len(got) != 0 {
 		t.Fatalf("refusals of an unrelated row: %v", got)
+	}
+}
+
+// TestOracleAmbiguousType: a MariaDB row dead-lettered because a column's type cannot be told
+// (mysqlcdc.ErrAmbiguousType) is documented when every column the reason names is, in a
+// relation that bore the name and has every column of the event, a type the binlog cannot
+// tell from another; not for a column of another type, one no such relation has, or a reason
+// naming no column.
+func TestOracleAmbiguousType(t *testing.T) {
+	sch := &cdc.TableSchema{Columns: []cdc.Column{{Name: "id"}, {Name: "j"}, {Name: "ip"}, {Name: "v"}}, PrimaryKey: []int{0}}
+	cols := func(types ...string) []*column {
+		var out []*column
+		for i, n := range []string{"id", "j", "ip", "v"} {
+			out = append(out, &column{name: n, t: &colType{sql: types[i]}})
+		}
+		return out
+	}
+	rel := &table{cols: cols("INT", "JSON", "INET4", "VARCHAR(10)")}
+	other := &table{cols: cols("INT", "LONGTEXT CHARACTER SET latin1", "VARBINARY(4)", "VARCHAR(10)")}
+	narrower := &table{cols: []*column{{name: "id", t: &colType{sql: "INT"}}, {name: "j", t: &colType{sql: "JSON"}}}}
+	reason := func(named ...string) string {
+		err := mysqlcdc.ErrAmbiguousType
+		for i, n := range named {
+			sep := ": column "
+			if i > 0 {
+				sep = ", column "
+			}
+			err = fmt.Errorf("%w%s%q (some types)", err, sep, n)
+		}
+		return "malformed: " + err.Error()
+	}
+	rec := func(r string) cdc.DeadLetterRecord {
+		return cdc.DeadLetterRecord{Reason: r, Event: cdc.Event{Op: cdc.Insert, Schema: sch,
+			After: []cdc.Value{int64(1), `{"a": 1}`, cdc.Base64("CgECAw=="), "x"}, Malformed: mysqlcdc.ErrAmbiguousType}}
+	}
+	for _, c := range []struct {
+		name   string
+		rec    cdc.DeadLetterRecord
+		tables []*table
+		want   string
+	}{
+		{"json and inet4", rec(reason("j", "ip")), []*table{rel}, ruleAmbiguousType},
+		{"one of the relations", rec(reason("j")), []*table{other, rel}, ruleAmbiguousType},
+		{"a plain column named", rec(reason("j", "v")), []*table{rel}, ""},
+		{"types the binlog tells", rec(reason("j", "ip")), []*table{other}, ""},
+		{"not the event's relation", rec(reason("j")), []*table{narrower}, ""},
+		{"no column named", rec(reason()), []*table{rel}, ""},
+		{"another malformed reason", rec("malformed: mysqlcdc: something else: column \"j\" (x)"), []*table{rel}, ""},
+	} {
+		if got, _ := classifyDeadLetter(c.rec, mapOpts{json: "stored"}, nil, c.tables); got != c.want {
+			t.Errorf("%s: rule %q, want %q", c.name, got, c.want)
+		}
 	}
 }

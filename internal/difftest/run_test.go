@@ -1072,6 +1072,11 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink, 
 	if m := regexpColumn.FindStringSubmatch(rec.Reason); m != nil {
 		col = m[1]
 	}
+	if ev.Schema != nil && ev.Malformed != nil && ruleReason[ruleAmbiguousType].MatchString(rec.Reason) {
+		if c, ok := ambiguousFor(altered, ev.Schema, rec.Reason); ok {
+			return ruleAmbiguousType, c
+		}
+	}
 	if ev.Schema == nil || ev.Malformed != nil {
 		return "", col
 	}
@@ -1104,6 +1109,40 @@ func classifyDeadLetter(rec cdc.DeadLetterRecord, o mapOpts, hist *historySink, 
 		}
 	}
 	return "", col
+}
+
+// regexpAmbiguousColumn finds the columns an ErrAmbiguousType reason names.
+var regexpAmbiguousColumn = regexp.MustCompile(`column "([^"]+)" \(`)
+
+// ambiguousFor says whether every column an ErrAmbiguousType reason names is, in one of the
+// tables the event may be of (those having every column sch names), of a type MariaDB's binlog
+// cannot tell from another: JSON, UUID, INET4, INET6, or a BINARY(4) or BINARY(16). It returns
+// the first column named.
+func ambiguousFor(tables []*table, sch *cdc.TableSchema, reason string) (string, bool) {
+	named := regexpAmbiguousColumn.FindAllStringSubmatch(reason, -1)
+	if len(named) == 0 {
+		return "", false
+	}
+	for _, tb := range tables {
+		col := func(name string) *column {
+			for _, c := range tb.cols {
+				if c.name == name {
+					return c
+				}
+			}
+			return nil
+		}
+		if slices.ContainsFunc(sch.Columns, func(c cdc.Column) bool { return col(c.Name) == nil }) {
+			continue // not this table's event
+		}
+		if !slices.ContainsFunc(named, func(m []string) bool {
+			c := col(m[1])
+			return c == nil || !slices.Contains([]string{"JSON", "UUID", "INET4", "INET6", "BINARY(4)", "BINARY(16)"}, c.t.sql)
+		}) {
+			return named[0][1], true
+		}
+	}
+	return "", false
 }
 
 // priorIDs returns ids and every _id their rows had before (movedFrom, followed through

@@ -50,11 +50,12 @@ const envSchemaOpen = "TRIBUTARY_DIFF_SCHEMA_OPEN"
 //     the table was dropped before its changes were read and its primary key is unknown",
 //     pgcdc.ErrKeyUnknown, no _id), but the oracle cannot tie those dead letters to rows yet,
 //     and seed 2004 (open) shows such a dead letter for a relation whose key the snapshot had
-//     read. On MariaDB (cdc/mysqlcdc, seed 2533818254745, open): rows of a relation renamed in
-//     from an uncaptured name and dropped before the stream decoded them are rebuilt from the
-//     table map alone, which cannot tell JSON from LONGTEXT nor INET4 from BINARY(4): their
-//     documents hold the JSON's raw text and the address's bytes (base64), with no dead letter.
-//     Avoided: a DROP waits until the stream has applied every earlier change.
+//     read. On MariaDB (cdc/mysqlcdc, seed 2533818254745, open) rows of a relation renamed in
+//     from an uncaptured name and dropped before the stream decoded them were rebuilt from the
+//     table map alone, which cannot tell JSON from LONGTEXT nor INET4 from BINARY(4), with no
+//     dead letter; since they go out malformed (mysqlcdc.ErrAmbiguousType), which the oracle
+//     allows (ambiguous_type). Avoided: a DROP waits until the stream has applied every
+//     earlier change.
 //
 // Fixed and drawn again: movedBack (cdc/mysqlcdc 6c47a9a; cdc/pgcdc c6f4d30 for the way back
 // under its own name, seed 403290697438), vacatedName (sink 72d4e47; on MariaDB the catalog
