@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +267,21 @@ func TestTableMapMetadataMatchesCatalog(t *testing.T) {
 		if col.Kind != want.Kind && !isCatalogOnly(want.Kind) || col.Bits != want.Bits || col.Charset != want.Charset && !isCatalogOnly(want.Kind) {
 			t.Errorf("column %s rebuilt from the table map: %v bits %d charset %q; the catalog's %v bits %d charset %q",
 				col.Name, col.Kind, col.Bits, col.Charset, want.Kind, want.Bits, want.Charset)
+		}
+	}
+	// Rebuilt without descriptions, the columns of the types only the catalog tells -- and the
+	// BINARY(4), which the binlog cannot tell from an INET4 -- are named ambiguous, no other.
+	if !errors.Is(rebuilt.ambiguous, ErrAmbiguousType) {
+		t.Fatalf("rebuilt without descriptions: ambiguous %v", rebuilt.ambiguous)
+	}
+	for _, name := range []string{"j", "bn", "u", "i4", "i6"} {
+		if !strings.Contains(rebuilt.ambiguous.Error(), fmt.Sprintf("column %q (", name)) {
+			t.Errorf("column %s not named ambiguous: %v", name, rebuilt.ambiguous)
+		}
+	}
+	for _, col := range rebuilt.schema.Columns {
+		if n := col.Name; !slices.Contains([]string{"j", "bn", "u", "i4", "i6"}, n) && strings.Contains(rebuilt.ambiguous.Error(), fmt.Sprintf("column %q (", n)) {
+			t.Errorf("column %s named ambiguous: %v", n, rebuilt.ambiguous)
 		}
 	}
 }
