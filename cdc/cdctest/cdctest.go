@@ -82,13 +82,20 @@ func open(ctx context.Context, t *testing.T, src cdc.Source, cp cdc.Checkpoint) 
 // malformed, or ctx ends first. Sources' own tests use it too.
 func NextEvent(ctx context.Context, t testing.TB, st cdc.Stream) cdc.Event {
 	t.Helper()
+	ev := NextAnyEvent(ctx, t, st)
+	if ev.Malformed != nil {
+		t.Fatalf("malformed event on %v: %v", ev.Table, ev.Malformed)
+	}
+	return ev
+}
+
+// NextAnyEvent is NextEvent for a test that expects malformed events: it returns them too.
+func NextAnyEvent(ctx context.Context, t testing.TB, st cdc.Stream) cdc.Event {
+	t.Helper()
 	select {
 	case ev, ok := <-st.Events():
 		if !ok {
 			t.Fatalf("stream ended: %v", st.Err())
-		}
-		if ev.Malformed != nil {
-			t.Fatalf("malformed event on %v: %v", ev.Table, ev.Malformed)
 		}
 		return ev
 	case <-ctx.Done():

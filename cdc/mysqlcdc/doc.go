@@ -147,12 +147,13 @@
 // as a LONGTEXT of utf8mb4_bin, INET4 as a BINARY(4), INET6 and UUID as a BINARY(16): a column
 // of one of those with no description left (the catalog has no such column and, for a table
 // gone from the catalog, the stream never described it: a table renamed in from an uncaptured
-// name and dropped before its rows were read, or a column dropped since) could be either, so its rows go out malformed (dead-lettered,
-// ErrAmbiguousType, an Error line per table map naming the columns), their values kept as the
-// binlog has them for the dead letter, rather than indexed as text or bytes in place of a JSON
-// object or an address. A real LONGTEXT or BINARY column in that position is dead-lettered
-// too: the binlog cannot tell it apart. A table map names a character
-// column's character set by its collation id only: the ids are read once per stream
+// name and dropped before its rows were read, or a column dropped since) could be either, so
+// its rows go out malformed (dead-lettered, ErrAmbiguousType, an Error line per table map
+// naming the columns), their values kept as the binlog has them for the dead letter, rather
+// than indexed as text or bytes in place of a JSON object or an address. A real LONGTEXT or
+// BINARY column in that position is dead-lettered too: the binlog cannot tell it apart. A
+// table map names a character column's character set by its collation id only: the ids are
+// read once per stream
 // (INFORMATION_SCHEMA.COLLATIONS, and on MariaDB 10.10+ COLLATION_CHARACTER_SET_APPLICABILITY,
 // where the UCA 14 collations have theirs) and a rebuilt column takes its collation's
 // character set, never a default; a collation id the server does not list makes the rows of

@@ -64,16 +64,7 @@ func (f *schemaFixture) untilAllowing(ctx context.Context, t *testing.T, allow f
 	}
 	var evs []cdc.Event
 	for {
-		var ev cdc.Event
-		select {
-		case e, ok := <-f.st.Events():
-			if !ok {
-				t.Fatalf("stream ended: %v", f.st.Err())
-			}
-			ev = e
-		case <-ctx.Done():
-			t.Fatalf("no event before the deadline: %v", ctx.Err())
-		}
+		ev := cdctest.NextAnyEvent(ctx, t, f.st)
 		if ev.Malformed != nil && (allow == nil || !allow(ev)) {
 			t.Fatalf("malformed event on %v: %v", ev.Table, ev.Malformed)
 		}
@@ -909,16 +900,7 @@ func droppedBeforeRead(ctx context.Context, t *testing.T, f *schemaFixture) {
 	defer st2.Close()
 	var rows []string
 	for len(rows) < 3 {
-		var ev cdc.Event
-		select {
-		case e, ok := <-st2.Events():
-			if !ok {
-				t.Fatalf("stream ended: %v", st2.Err())
-			}
-			ev = e
-		case <-ctx.Done():
-			t.Fatalf("%d rows of amb before the deadline, want 3", len(rows))
-		}
+		ev := cdctest.NextAnyEvent(ctx, t, st2)
 		if ev.Table.Table != "amb" || ev.Op == cdc.Truncate {
 			if ev.Malformed != nil {
 				t.Fatalf("%v of %v malformed: %v", ev.Op, ev.Table, ev.Malformed)

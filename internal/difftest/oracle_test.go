@@ -102,9 +102,9 @@ const (
 	// Allowed in the schema cases for a name emptied during the case; the row may then be
 	// missing or older, as after any documented dead letter.
 	ruleUnchangedEmptied = "unchanged_after_emptied"
-	// cdc/mysqlcdc/doc.go, Table schemas: rows whose table map has a column without any
-	// description that may be of a type only the catalog tells (MariaDB's JSON, INET4, INET6,
-	// UUID) "go out malformed (dead-lettered, mysqlcdc.ErrAmbiguousType)". Allowed when every
+	// cdc/mysqlcdc/doc.go, Schemas: rows whose table map has a column without any description
+	// that may be of a type only the catalog tells (MariaDB's JSON, INET4, INET6, UUID) "go out
+	// malformed (dead-lettered, ErrAmbiguousType, ...)". Allowed when every
 	// column the reason names is, in a relation that bore the table's name, of such a type or
 	// of a BINARY the binlog cannot tell from one; the row may then be missing or older.
 	ruleAmbiguousType = "ambiguous_type"

@@ -385,6 +385,23 @@ type table struct {
 }
 
 // ref is the table's name in SQL.
+// column returns tb's column named name, or nil.
+func (tb *table) column(name string) *column {
+	for _, c := range tb.cols {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// hasColumnsOf says whether tb has every column sch names: an event with schema sch may be of
+// tb (the generator drops no column, so a table's later columns include those of any change
+// it had).
+func (tb *table) hasColumnsOf(sch *cdc.TableSchema) bool {
+	return !slices.ContainsFunc(sch.Columns, func(c cdc.Column) bool { return tb.column(c.Name) == nil })
+}
+
 func (tb *table) ref(d dialect) string {
 	if tb.qual != "" {
 		return tb.qual
@@ -684,10 +701,8 @@ func eventSchemaNote(ev cdc.Event) string {
 func compareDocs(t *testing.T, d dialect, ci caseInfo, tb *table, rows [][]*string, docs map[string]json.RawMessage, dead []cdc.DeadLetterRecord, hist *historySink) []failure {
 	var fails []failure
 	colType := func(name string) string {
-		for _, c := range tb.cols {
-			if c.name == name {
-				return c.t.sql
-			}
+		if c := tb.column(name); c != nil {
+			return c.t.sql
 		}
 		return ""
 	}
@@ -1037,16 +1052,12 @@ func eventID(ev cdc.Event) (string, bool) {
 }
 
 // alteredFor returns, for a dead-lettered event of schema sch, the widened columns of the
-// tables it may be of: those having every column sch names (the generator drops no column, so
-// a table's later columns include those of any change it had). A column widened in several
+// tables it may be of (hasColumnsOf). A column widened in several
 // keeps the narrowest old width: the field an index generation may still have.
 func alteredFor(tables []*table, sch *cdc.TableSchema) map[string]int {
 	var m map[string]int
 	for _, tb := range tables {
-		missing := func(c cdc.Column) bool {
-			return !slices.ContainsFunc(tb.cols, func(tc *column) bool { return tc.name == c.Name })
-		}
-		if slices.ContainsFunc(sch.Columns, missing) {
+		if !tb.hasColumnsOf(sch) {
 			continue // not this table's event
 		}
 		for _, c := range tb.cols {
@@ -1124,19 +1135,11 @@ func ambiguousFor(tables []*table, sch *cdc.TableSchema, reason string) (string,
 		return "", false
 	}
 	for _, tb := range tables {
-		col := func(name string) *column {
-			for _, c := range tb.cols {
-				if c.name == name {
-					return c
-				}
-			}
-			return nil
-		}
-		if slices.ContainsFunc(sch.Columns, func(c cdc.Column) bool { return col(c.Name) == nil }) {
+		if !tb.hasColumnsOf(sch) {
 			continue // not this table's event
 		}
 		if !slices.ContainsFunc(named, func(m []string) bool {
-			c := col(m[1])
+			c := tb.column(m[1])
 			return c == nil || !slices.Contains([]string{"JSON", "UUID", "INET4", "INET6", "BINARY(4)", "BINARY(16)"}, c.t.sql)
 		}) {
 			return named[0][1], true
